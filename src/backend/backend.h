@@ -1,0 +1,75 @@
+// The GPU backend interface: where the engine's readings come from (simulated GPUs, or real ones
+// through NVML). One backend per engine.
+//
+// Threading contract: the engine calls Read() from one sampling thread at a time, never
+// concurrently. A backend delivers asynchronous events (XIDs) to its EventSink from a thread of
+// its own, between StartEvents() and StopEvents().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "fields/value.h"
+
+namespace vigil {
+
+// What a GPU is, as discovered when the backend starts. Stable for the backend's lifetime.
+struct GpuIdentity {
+  uint32_t index = 0;
+  std::string uuid;        // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+  std::string name;        // model name, e.g. "NVIDIA H100 80GB HBM3"
+  std::string pci_bus_id;  // "00000000:18:00.0"
+  std::string serial;
+  std::string driver_version;
+  uint64_t memory_total_mib = 0;
+  std::string device;  // "nvidia0"
+};
+
+// An XID reported by the driver (or injected into the engine).
+struct XidEvent {
+  uint32_t gpu = 0;
+  uint32_t xid = 0;
+  absl::Time time;
+  bool injected = false;
+};
+
+// Receives a backend's asynchronous events. Implementations must be thread-safe and must not
+// block: they are called on the backend's event thread.
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  virtual void OnXid(const XidEvent& event) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "sim" or "nvml".
+  virtual std::string_view name() const = 0;
+
+  // The GPUs found at start, indexed by position (gpus()[i].index == i).
+  virtual const std::vector<GpuIdentity>& gpus() const = 0;
+
+  // Reads `fields` of GPU `gpu` as of `now` into `out` (out.size() == fields.size(), same order).
+  // A field the GPU cannot provide gets a kNotSupported value; any other per-field failure gets
+  // its own non-OK status, and the other fields are still read. A non-OK return means the whole
+  // GPU could not be read (lost, hung): the engine then marks every field with that failure;
+  // the return's code says which (kUnavailable: GPU lost, kDeadlineExceeded: timed out,
+  // kPermissionDenied, anything else: read error).
+  // Precondition: gpu < gpus().size().
+  virtual absl::Status Read(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
+                            absl::Span<FieldValue> out) = 0;
+
+  // Starts delivering events to `sink`, which must outlive StopEvents().
+  virtual void StartEvents(EventSink* sink) = 0;
+  // Stops delivering events; when it returns, no call into the sink is in progress or will come.
+  virtual void StopEvents() = 0;
+};
+
+}  // namespace vigil

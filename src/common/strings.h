@@ -1,0 +1,23 @@
+// Small string helpers on std::string_view. Debian 12's abseil is built with its own
+// absl::string_view (ABSL_OPTION_USE_STD_STRING_VIEW 0), which std::string_view does not convert
+// to, so Vigil uses these and fmt::format instead of absl's string utilities. Pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace vigil {
+
+std::string_view Trim(std::string_view text);
+// Splits on `separator`; keeps empty pieces ("a,,b" -> {"a", "", "b"}; "" -> {""}).
+std::vector<std::string_view> Split(std::string_view text, char separator);
+std::string ToUpper(std::string_view text);
+// The whole of `text` as a decimal integer, or nullopt (empty, sign where not allowed, junk,
+// overflow).
+std::optional<int64_t> ParseInt64(std::string_view text);
+std::optional<uint64_t> ParseUint64(std::string_view text);
+
+}  // namespace vigil

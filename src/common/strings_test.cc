@@ -1,0 +1,31 @@
+// Tests for the string helpers.
+#include "common/strings.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace vigil {
+namespace {
+
+using ::testing::ElementsAre;
+
+TEST(StringsTest, TrimSplitUpper) {
+  EXPECT_EQ(Trim("  a b \t\n"), "a b");
+  EXPECT_EQ(Trim("   "), "");
+  EXPECT_THAT(Split("a,,b", ','), ElementsAre("a", "", "b"));
+  EXPECT_THAT(Split("", ','), ElementsAre(""));
+  EXPECT_EQ(ToUpper("dcgm_Fi"), "DCGM_FI");
+}
+
+TEST(StringsTest, ParsesWholeIntegersOnly) {
+  EXPECT_EQ(ParseInt64("-12"), -12);
+  EXPECT_EQ(ParseUint64("18446744073709551615"), UINT64_MAX);
+  EXPECT_EQ(ParseUint64("-1"), std::nullopt);
+  EXPECT_EQ(ParseInt64("+1"), std::nullopt);
+  EXPECT_EQ(ParseInt64("12x"), std::nullopt);
+  EXPECT_EQ(ParseInt64(""), std::nullopt);
+  EXPECT_EQ(ParseInt64("99999999999999999999"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace vigil
