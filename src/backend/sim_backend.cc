@@ -1,0 +1,65 @@
+// Implements SimBackend over one SimGpu model per GPU.
+#include "backend/sim_backend.h"
+
+#include "common/check.h"
+#include "fmt/format.h"
+
+namespace vigil {
+
+absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(const SimOptions& options) {
+  if (options.gpu_count == 0 || options.gpu_count > kMaxGpus) {
+    return absl::InvalidArgumentError(
+        fmt::format("--gpus {} is out of range: the simulated backend supports 1 to {} GPUs",
+                    options.gpu_count, kMaxGpus));
+  }
+  return std::unique_ptr<SimBackend>(new SimBackend(options));
+}
+
+SimBackend::SimBackend(const SimOptions& options) {
+  for (uint32_t i = 0; i < options.gpu_count; ++i) {
+    models_.emplace_back(i, options.seed, options.driver_version);
+    identities_.push_back(models_.back().identity());
+  }
+  lost_.assign(options.gpu_count, false);
+}
+
+absl::Status SimBackend::Read(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
+                              absl::Span<FieldValue> out) {
+  VIGIL_CHECK(gpu < identities_.size());
+  VIGIL_CHECK(out.size() == fields.size());
+  absl::MutexLock lock(&mutex_);
+  // The model keeps running while the GPU is "lost", so that it comes back with plausible values.
+  models_[gpu].AdvanceTo(now);
+  if (lost_[gpu]) {
+    return absl::UnavailableError(
+        fmt::format("GPU {} ({}) is lost: it stopped answering (simulated)", gpu,
+                    identities_[gpu].uuid));
+  }
+  for (size_t i = 0; i < fields.size(); ++i) out[i] = models_[gpu].Read(fields[i]);
+  return absl::OkStatus();
+}
+
+void SimBackend::StartEvents(EventSink* sink) {
+  absl::MutexLock lock(&mutex_);
+  sink_ = sink;
+}
+
+void SimBackend::StopEvents() {
+  absl::MutexLock lock(&mutex_);
+  sink_ = nullptr;
+}
+
+void SimBackend::SetGpuLost(uint32_t gpu, bool lost) {
+  VIGIL_CHECK(gpu < identities_.size());
+  absl::MutexLock lock(&mutex_);
+  lost_[gpu] = lost;
+}
+
+void SimBackend::RaiseXid(uint32_t gpu, uint32_t xid, absl::Time time) {
+  VIGIL_CHECK(gpu < identities_.size());
+  // Held while delivering so that StopEvents() returning means no delivery is in progress.
+  absl::MutexLock lock(&mutex_);
+  if (sink_ != nullptr) sink_->OnXid(XidEvent{gpu, xid, time, /*injected=*/false});
+}
+
+}  // namespace vigil

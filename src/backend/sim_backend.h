@@ -1,0 +1,55 @@
+// The simulated backend (`--backend sim`): N simulated H100s with realistic, deterministic
+// telemetry, for development, tests, demos and CI. Also lets tests and drills mark a GPU lost
+// and raise XIDs the way a real driver would.
+// Thread-safety: Read() from the engine's sampling thread; SetGpuLost() and RaiseXid() from any
+// thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "backend/backend.h"
+#include "backend/sim_gpu.h"
+
+namespace vigil {
+
+struct SimOptions {
+  uint32_t gpu_count = 8;
+  uint64_t seed = 1;
+  std::string driver_version = "580.82.07";
+};
+
+class SimBackend : public Backend {
+ public:
+  static constexpr uint32_t kMaxGpus = 64;
+
+  // InvalidArgument when gpu_count is 0 or above kMaxGpus.
+  static absl::StatusOr<std::unique_ptr<SimBackend>> Create(const SimOptions& options);
+
+  std::string_view name() const override { return "sim"; }
+  const std::vector<GpuIdentity>& gpus() const override { return identities_; }
+  absl::Status Read(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
+                    absl::Span<FieldValue> out) override;
+  void StartEvents(EventSink* sink) override;
+  void StopEvents() override;
+
+  // A lost GPU fails every read with kUnavailable, as a GPU that fell off the bus does.
+  void SetGpuLost(uint32_t gpu, bool lost);
+  // Delivers an XID to the event sink (if started), as the driver would.
+  void RaiseXid(uint32_t gpu, uint32_t xid, absl::Time time);
+
+ private:
+  explicit SimBackend(const SimOptions& options);
+
+  std::vector<GpuIdentity> identities_;  // immutable after construction
+  absl::Mutex mutex_;
+  std::vector<SimGpu> models_ ABSL_GUARDED_BY(mutex_);
+  std::vector<bool> lost_ ABSL_GUARDED_BY(mutex_);
+  EventSink* sink_ ABSL_GUARDED_BY(mutex_) = nullptr;
+};
+
+}  // namespace vigil

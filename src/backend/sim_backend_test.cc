@@ -1,0 +1,196 @@
+// Tests for the simulated backend: determinism, identity, plausibility of the physics, counters.
+#include "backend/sim_backend.h"
+
+#include <cmath>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "fields/catalogue.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace vigil {
+namespace {
+
+const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
+
+std::vector<FieldId> AllBackendFields() {
+  std::vector<FieldId> ids;
+  for (const FieldInfo& field : AllFields()) {
+    if (!field.from_events) ids.push_back(field.id);
+  }
+  return ids;
+}
+
+std::unique_ptr<SimBackend> MakeSim(uint32_t gpus, uint64_t seed) {
+  auto sim = SimBackend::Create({.gpu_count = gpus, .seed = seed});
+  EXPECT_TRUE(sim.ok());
+  return std::move(*sim);
+}
+
+std::vector<FieldValue> ReadAll(SimBackend& sim, uint32_t gpu, absl::Time now,
+                                const std::vector<FieldId>& fields) {
+  std::vector<FieldValue> out(fields.size());
+  EXPECT_TRUE(sim.Read(gpu, fields, now, absl::MakeSpan(out)).ok());
+  return out;
+}
+
+TEST(SimBackendTest, RejectsBadGpuCounts) {
+  EXPECT_FALSE(SimBackend::Create({.gpu_count = 0}).ok());
+  EXPECT_FALSE(SimBackend::Create({.gpu_count = SimBackend::kMaxGpus + 1}).ok());
+}
+
+TEST(SimBackendTest, IdentitiesLookReal) {
+  auto sim = MakeSim(8, 42);
+  std::set<std::string> uuids, buses;
+  const std::regex uuid_shape("GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}");
+  const std::regex bus_shape("[0-9A-F]{8}:[0-9A-F]{2}:00\\.0");
+  for (const GpuIdentity& gpu : sim->gpus()) {
+    EXPECT_TRUE(std::regex_match(gpu.uuid, uuid_shape)) << gpu.uuid;
+    EXPECT_TRUE(std::regex_match(gpu.pci_bus_id, bus_shape)) << gpu.pci_bus_id;
+    EXPECT_EQ(gpu.name, "NVIDIA H100 80GB HBM3");
+    EXPECT_EQ(gpu.serial.size(), 13u);
+    EXPECT_EQ(gpu.device, "nvidia" + std::to_string(gpu.index));
+    uuids.insert(gpu.uuid);
+    buses.insert(gpu.pci_bus_id);
+  }
+  EXPECT_EQ(uuids.size(), 8u);
+  EXPECT_EQ(buses.size(), 8u);
+  // Same seed, same identities; another seed, other UUIDs.
+  EXPECT_EQ(MakeSim(8, 42)->gpus()[3].uuid, sim->gpus()[3].uuid);
+  EXPECT_NE(MakeSim(8, 43)->gpus()[3].uuid, sim->gpus()[3].uuid);
+}
+
+TEST(SimBackendTest, DeterministicWhateverIsReadInBetween) {
+  const std::vector<FieldId> all = AllBackendFields();
+  auto a = MakeSim(2, 7);
+  auto b = MakeSim(2, 7);
+  ReadAll(*a, 1, kStart, all);
+  ReadAll(*b, 1, kStart, {fid::kGpuTemp});
+  // `a` is read every second; `b` only reads one field, at odd times, in between.
+  for (int s = 1; s <= 600; ++s) {
+    ReadAll(*a, 1, kStart + absl::Seconds(s), all);
+    if (s % 7 == 0) ReadAll(*b, 1, kStart + absl::Seconds(s) - absl::Milliseconds(350), {150});
+  }
+  const absl::Time end = kStart + absl::Seconds(601);
+  EXPECT_EQ(ReadAll(*a, 1, end, all), ReadAll(*b, 1, end, all));
+  auto c = MakeSim(2, 8);
+  ReadAll(*c, 1, kStart, all);
+  EXPECT_NE(ReadAll(*c, 1, end, all), ReadAll(*a, 1, end, all));
+}
+
+TEST(SimBackendTest, UnsupportedFieldsSayNotSupported) {
+  auto sim = MakeSim(1, 1);
+  auto values = ReadAll(*sim, 0, kStart, {fid::kFanSpeed, fid::kVgpuLicenseStatus, 9999});
+  for (const FieldValue& value : values) EXPECT_EQ(value.status, ValueStatus::kNotSupported);
+}
+
+TEST(SimBackendTest, EveryCatalogueFieldHasTheCatalogueType) {
+  auto sim = MakeSim(1, 1);
+  const std::vector<FieldId> all = AllBackendFields();
+  const auto values = ReadAll(*sim, 0, kStart, all);
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!values[i].ok()) continue;
+    const FieldType type = FindField(all[i])->type;
+    EXPECT_EQ(values[i].value.index(), static_cast<size_t>(type)) << all[i];
+  }
+}
+
+// Runs a GPU for `hours` sampled every second and checks the physics hold throughout.
+TEST(SimBackendTest, PhysicallyPlausibleOverHours) {
+  auto sim = MakeSim(4, 3);
+  const std::vector<FieldId> fields = {
+      fid::kGpuUtil,     fid::kPowerUsage,       fid::kGpuTemp,        fid::kSmClock,
+      fid::kClocksEventReasons, fid::kTotalEnergy, fid::kFbUsed,       fid::kFbFree,
+      fid::kFbReserved,  fid::kPcieReplayCounter, fid::kEccSbeVolTotal, fid::kPowerViolation,
+      fid::kThermalViolation, fid::kNvlinkBandwidthTotal, fid::kMemoryTemp};
+  for (uint32_t gpu = 0; gpu < 4; ++gpu) {
+    std::map<FieldId, int64_t> last_counter;
+    std::vector<double> utils, powers;
+    double last_temp = -1;
+    int busy_seconds = 0, idle_seconds = 0;
+    for (int s = 0; s < 3 * 3600; ++s) {
+      const auto v = ReadAll(*sim, gpu, kStart + absl::Seconds(s), fields);
+      const double util = v[0].as_int(), power = v[1].as_double();
+      const double temp = v[2].as_int();
+      utils.push_back(util);
+      powers.push_back(power);
+      ASSERT_GE(util, 0);
+      ASSERT_LE(util, 100);
+      ASSERT_GE(power, 50);
+      ASSERT_LE(power, 700.5);
+      ASSERT_GE(temp, 20);
+      ASSERT_LE(temp, 95);
+      // Thermal lag: a second never moves the die more than a few degrees.
+      if (last_temp >= 0) {
+        ASSERT_LE(std::abs(temp - last_temp), 3) << "gpu " << gpu << " s " << s;
+      }
+      last_temp = temp;
+      const int64_t reasons = v[4].as_int();
+      if (util == 0) {
+        ++idle_seconds;
+        EXPECT_TRUE(reasons & clock_event::kGpuIdle);
+      }
+      if (util > 90) {
+        ++busy_seconds;
+        EXPECT_GT(v[3].as_int(), 1000) << "SM clock under load";
+      }
+      ASSERT_EQ(v[6].as_int() + v[7].as_int() + v[8].as_int(), 81559);
+      for (size_t c : {5u, 9u, 10u, 11u, 12u, 13u}) {
+        const int64_t value = v[c].as_int();
+        auto [it, fresh] = last_counter.emplace(fields[c], value);
+        ASSERT_GE(value, it->second) << "counter " << fields[c] << " went back";
+        it->second = value;
+      }
+    }
+    EXPECT_GT(busy_seconds, 600) << "gpu " << gpu << " never trained";
+    EXPECT_GT(idle_seconds + busy_seconds, 0);
+    // Power tracks utilisation.
+    double mu = 0, mp = 0;
+    for (size_t i = 0; i < utils.size(); ++i) mu += utils[i], mp += powers[i];
+    mu /= utils.size();
+    mp /= powers.size();
+    double cov = 0, vu = 0, vp = 0;
+    for (size_t i = 0; i < utils.size(); ++i) {
+      cov += (utils[i] - mu) * (powers[i] - mp);
+      vu += (utils[i] - mu) * (utils[i] - mu);
+      vp += (powers[i] - mp) * (powers[i] - mp);
+    }
+    EXPECT_GT(cov / std::sqrt(vu * vp), 0.8) << "gpu " << gpu;
+  }
+}
+
+TEST(SimBackendTest, LostGpuFailsAloneAndComesBack) {
+  auto sim = MakeSim(2, 1);
+  std::vector<FieldValue> out(1);
+  sim->SetGpuLost(1, true);
+  EXPECT_EQ(sim->Read(1, {fid::kGpuTemp}, kStart, absl::MakeSpan(out)).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(sim->Read(0, {fid::kGpuTemp}, kStart, absl::MakeSpan(out)).ok());
+  sim->SetGpuLost(1, false);
+  EXPECT_TRUE(sim->Read(1, {fid::kGpuTemp}, kStart, absl::MakeSpan(out)).ok());
+}
+
+class RecordingSink : public EventSink {
+ public:
+  void OnXid(const XidEvent& event) override { events.push_back(event); }
+  std::vector<XidEvent> events;
+};
+
+TEST(SimBackendTest, XidsReachTheSinkOnlyWhileStarted) {
+  auto sim = MakeSim(2, 1);
+  RecordingSink sink;
+  sim->RaiseXid(0, 79, kStart);
+  sim->StartEvents(&sink);
+  sim->RaiseXid(1, 48, kStart);
+  sim->StopEvents();
+  sim->RaiseXid(1, 13, kStart);
+  ASSERT_EQ(sink.events.size(), 1u);
+  EXPECT_EQ(sink.events[0].gpu, 1u);
+  EXPECT_EQ(sink.events[0].xid, 48u);
+  EXPECT_FALSE(sink.events[0].injected);
+}
+
+}  // namespace
+}  // namespace vigil
