@@ -1,0 +1,107 @@
+// Parses and validates the engine configuration file.
+#include "engine/config.h"
+
+#include "common/duration.h"
+#include "common/files.h"
+#include "common/status.h"
+#include "common/yaml.h"
+#include "fields/catalogue.h"
+#include "fmt/format.h"
+
+namespace vigil {
+namespace {
+
+absl::Status ParseSampling(const YAML::Node& node, const yaml::Reader& reader,
+                           EngineConfig* config) {
+  if (auto status = reader.ExpectMap(node, "sampling",
+                                     {"tick_interval", "history_max_age", "intervals"});
+      !status.ok()) {
+    return status;
+  }
+  if (node["tick_interval"]) {
+    auto tick = reader.Duration(node["tick_interval"], "sampling.tick_interval");
+    if (!tick.ok()) return tick.status();
+    if (*tick < kMinTickInterval || *tick > kMaxTickInterval) {
+      return reader.Error(node["tick_interval"], "sampling.tick_interval",
+                          fmt::format("{} is out of range ({} .. {})", absl::FormatDuration(*tick),
+                                      absl::FormatDuration(kMinTickInterval),
+                                      absl::FormatDuration(kMaxTickInterval)));
+    }
+    config->tick_interval = *tick;
+  }
+  if (node["history_max_age"]) {
+    auto age = reader.Duration(node["history_max_age"], "sampling.history_max_age");
+    if (!age.ok()) return age.status();
+    if (*age < kMinHistoryAge || *age > kMaxHistoryAge) {
+      return reader.Error(node["history_max_age"], "sampling.history_max_age",
+                          fmt::format("{} is out of range ({} .. {})", absl::FormatDuration(*age),
+                                      absl::FormatDuration(kMinHistoryAge),
+                                      absl::FormatDuration(kMaxHistoryAge)));
+    }
+    config->history_max_age = *age;
+  }
+  if (const YAML::Node intervals = node["intervals"]) {
+    if (!intervals.IsMap()) {
+      return reader.Error(intervals, "sampling.intervals",
+                          "expected a mapping of field names or IDs to durations");
+    }
+    for (const auto& entry : intervals) {
+      const std::string key = entry.first.Scalar();
+      const std::string path = "sampling.intervals." + key;
+      auto field = ResolveField(key);
+      if (!field.ok()) return reader.Error(entry.first, path, MessageOf(field.status()));
+      auto interval = reader.Duration(entry.second, path);
+      if (!interval.ok()) return interval.status();
+      if (*interval <= absl::ZeroDuration() || *interval > kMaxFieldInterval) {
+        return reader.Error(entry.second, path,
+                            fmt::format("{} is out of range (more than 0 .. {})",
+                                        absl::FormatDuration(*interval),
+                                        absl::FormatDuration(kMaxFieldInterval)));
+      }
+      config->interval_overrides[(*field)->id] = *interval;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<EngineConfig> ParseEngineConfig(std::string_view yaml_text,
+                                               std::string_view source) {
+  auto document = yaml::Parse(yaml_text, source);
+  if (!document.ok()) return document.status();
+  EngineConfig config;
+  if (document->IsNull()) return config;  // an empty file means all defaults
+  const yaml::Reader reader{std::string(source)};
+  if (auto status = reader.ExpectMap(*document, "(top level)", {"sampling", "subscribers"});
+      !status.ok()) {
+    return status;
+  }
+  if (const YAML::Node sampling = (*document)["sampling"]) {
+    if (auto status = ParseSampling(sampling, reader, &config); !status.ok()) return status;
+  }
+  if (const YAML::Node subscribers = (*document)["subscribers"]) {
+    if (auto status = reader.ExpectMap(subscribers, "subscribers", {"queue_depth"}); !status.ok()) {
+      return status;
+    }
+    if (subscribers["queue_depth"]) {
+      auto depth = reader.Int(subscribers["queue_depth"], "subscribers.queue_depth");
+      if (!depth.ok()) return depth.status();
+      if (*depth < 1 || *depth > static_cast<int64_t>(kMaxSubscriberQueueDepth)) {
+        return reader.Error(subscribers["queue_depth"], "subscribers.queue_depth",
+                            fmt::format("{} is out of range (1 .. {})", *depth,
+                                        kMaxSubscriberQueueDepth));
+      }
+      config.subscriber_queue_depth = static_cast<size_t>(*depth);
+    }
+  }
+  return config;
+}
+
+absl::StatusOr<EngineConfig> LoadEngineConfig(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  return ParseEngineConfig(*text, path);
+}
+
+}  // namespace vigil

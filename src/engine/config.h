@@ -1,0 +1,45 @@
+// The engine's configuration file (`vigil engine --config FILE`, YAML): sampling cadence,
+// history retention, per-field intervals and subscriber queues. Later sections (injection,
+// health) extend the same file. A plain value type; parsing is a pure function.
+//
+//   sampling:
+//     tick_interval: 1s          # how often the engine ticks (10ms .. 60s)
+//     history_max_age: 1h        # how long samples are kept (1m .. 24h)
+//     intervals:                 # per-field overrides of the catalogue's defaults
+//       DCGM_FI_DEV_POWER_USAGE: 500ms
+//       310: 10s
+//   subscribers:
+//     queue_depth: 16            # ticks queued per slow subscriber before dropping (1 .. 1024)
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "fields/value.h"
+
+namespace vigil {
+
+struct EngineConfig {
+  absl::Duration tick_interval = absl::Seconds(1);
+  absl::Duration history_max_age = absl::Hours(1);
+  std::map<FieldId, absl::Duration> interval_overrides;
+  size_t subscriber_queue_depth = 16;
+};
+
+// Bounds, also used to validate flags.
+inline constexpr absl::Duration kMinTickInterval = absl::Milliseconds(10);
+inline constexpr absl::Duration kMaxTickInterval = absl::Seconds(60);
+inline constexpr absl::Duration kMinHistoryAge = absl::Minutes(1);
+inline constexpr absl::Duration kMaxHistoryAge = absl::Hours(24);
+inline constexpr absl::Duration kMaxFieldInterval = absl::Hours(1);
+inline constexpr size_t kMaxSubscriberQueueDepth = 1024;
+
+// `source` names the document in errors ("engine.yaml:7: sampling.intervals: ...").
+absl::StatusOr<EngineConfig> ParseEngineConfig(std::string_view yaml_text, std::string_view source);
+absl::StatusOr<EngineConfig> LoadEngineConfig(const std::string& path);
+
+}  // namespace vigil

@@ -1,0 +1,71 @@
+// Tests for engine config parsing: defaults, overrides, and each kind of bad input.
+#include "engine/config.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace vigil {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(EngineConfigTest, EmptyMeansDefaults) {
+  auto config = ParseEngineConfig("", "e.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->tick_interval, absl::Seconds(1));
+  EXPECT_EQ(config->history_max_age, absl::Hours(1));
+  EXPECT_TRUE(config->interval_overrides.empty());
+}
+
+TEST(EngineConfigTest, ReadsEverySetting) {
+  auto config = ParseEngineConfig(R"(
+sampling:
+  tick_interval: 100ms
+  history_max_age: 2h
+  intervals:
+    DCGM_FI_DEV_POWER_USAGE: 500ms
+    310: 10s
+subscribers:
+  queue_depth: 4
+)",
+                                  "e.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->tick_interval, absl::Milliseconds(100));
+  EXPECT_EQ(config->history_max_age, absl::Hours(2));
+  EXPECT_EQ(config->interval_overrides.at(155), absl::Milliseconds(500));
+  EXPECT_EQ(config->interval_overrides.at(310), absl::Seconds(10));
+  EXPECT_EQ(config->subscriber_queue_depth, 4u);
+}
+
+struct BadCase {
+  const char* yaml;
+  const char* message;
+};
+
+class EngineConfigErrorTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(EngineConfigErrorTest, NamesLineAndProblem) {
+  auto config = ParseEngineConfig(GetParam().yaml, "e.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(config.status().message(), HasSubstr(GetParam().message));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, EngineConfigErrorTest,
+    ::testing::Values(
+        BadCase{"samplng:\n  tick_interval: 1s\n", "e.yaml:1: (top level): unknown key 'samplng'"},
+        BadCase{"sampling:\n  tick_interval: fast\n", "e.yaml:2: sampling.tick_interval: 'fast'"},
+        BadCase{"sampling:\n  tick_interval: 1ms\n", "out of range"},
+        BadCase{"sampling:\n  history_max_age: 48h\n", "out of range"},
+        BadCase{"sampling:\n  intervals:\n    DCGM_FI_BOGUS: 1s\n",
+                "e.yaml:3: sampling.intervals.DCGM_FI_BOGUS: unknown field"},
+        BadCase{"sampling:\n  intervals:\n    150: 0s\n", "out of range"},
+        BadCase{"sampling:\n  intervals: [1, 2]\n", "expected a mapping"},
+        BadCase{"subscribers:\n  queue_depth: many\n", "expected an integer"},
+        BadCase{"subscribers:\n  queue_depth: 0\n", "out of range"},
+        BadCase{"sampling: [\n", "YAML syntax error"},
+        BadCase{"- 1\n- 2\n", "expected a mapping"}));
+
+}  // namespace
+}  // namespace vigil

@@ -1,0 +1,99 @@
+// Bounded per-(GPU, field) sample history: what GetHistory serves. Memory is bounded twice: by
+// age (samples older than max_age are dropped at every tick) and by count (a series never holds
+// more than max_age / interval + 2 samples, whatever the clock does).
+//
+// Layout: a sample is 16 bytes (tick seq + status/injected flags packed in one word, the value's
+// bits in the other); its time is not stored per sample but looked up in one shared table of
+// tick times, since every sample of a tick shares the tick's time. String values (identity
+// fields, sampled once a minute) are kept in a parallel ring.
+// Not thread-safe: the engine serialises writers and readers with its own lock.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "fields/value.h"
+
+namespace vigil {
+
+struct HistorySample {
+  uint64_t seq = 0;
+  absl::Time time;
+  FieldValue value;
+};
+
+class HistoryStore {
+ public:
+  // types[i] and intervals[i] describe field index i; every GPU has one series per field.
+  HistoryStore(uint32_t gpu_count, std::vector<FieldType> types,
+               std::vector<absl::Duration> intervals, absl::Duration max_age);
+
+  // Starts tick `seq` at `time`. Precondition: seq greater than every earlier seq.
+  void BeginTick(uint64_t seq, absl::Time time);
+  // Appends a sample of the current tick. Precondition: BeginTick was called, and this series
+  // has no sample for this tick yet.
+  void Append(uint32_t gpu, size_t field_index, const FieldValue& value);
+  // Drops samples and ticks older than now - max_age, and ticks beyond the count bound.
+  void Trim(absl::Time now);
+
+  // The samples of one series with start <= time <= end, oldest first. When more than
+  // max_samples match, only the newest max_samples are returned and *truncated is set.
+  void Query(uint32_t gpu, size_t field_index, absl::Time start, absl::Time end,
+             size_t max_samples, std::vector<HistorySample>* out, bool* truncated) const;
+  // How many samples Query would match before truncation.
+  size_t Count(uint32_t gpu, size_t field_index, absl::Time start, absl::Time end) const;
+
+  size_t sample_count() const;
+  // Heap bytes held by the store (capacity, not just size).
+  size_t memory_bytes() const;
+
+ private:
+  struct PackedSample {
+    uint64_t seq_and_flags;  // seq in the low 48 bits, status in 8 bits, injected in 1 bit
+    uint64_t bits;           // int64 or double bits; the string ring's slot for strings
+  };
+  // A ring buffer that grows by doubling up to `limit` entries, then overwrites the oldest.
+  template <typename T>
+  class Ring {
+   public:
+    void set_limit(size_t limit) { limit_ = limit; }
+    size_t size() const { return size_; }
+    size_t capacity() const { return slots_.capacity(); }
+    const T& operator[](size_t i) const { return slots_[(head_ + i) % slots_.size()]; }
+    // Returns false when the ring was full and the oldest entry was overwritten.
+    bool push_back(T value);
+    void pop_front();
+
+   private:
+    std::vector<T> slots_;
+    size_t head_ = 0, size_ = 0, limit_ = SIZE_MAX;
+  };
+  struct Series {
+    Ring<PackedSample> samples;
+    Ring<std::string> strings;  // only for string fields, parallel to samples
+  };
+
+  Series& series(uint32_t gpu, size_t field_index) {
+    return series_[gpu * types_.size() + field_index];
+  }
+  const Series& series(uint32_t gpu, size_t field_index) const {
+    return series_[gpu * types_.size() + field_index];
+  }
+  // [first, last) positions in `s` of samples with seq in [seq_low, seq_high].
+  std::pair<size_t, size_t> Range(const Series& s, absl::Time start, absl::Time end) const;
+  absl::Time TickTime(uint64_t seq) const;
+  FieldValue Unpack(const Series& s, size_t position, FieldType type) const;
+
+  std::vector<FieldType> types_;
+  absl::Duration max_age_;
+  std::vector<Series> series_;
+  // Times of retained ticks: tick_times_[i] is the time of seq first_tick_seq_ + i.
+  std::deque<absl::Time> tick_times_;
+  uint64_t first_tick_seq_ = 0;
+  size_t tick_limit_ = 0;  // the largest series limit: no sample refers to an older tick
+};
+
+}  // namespace vigil
