@@ -1,0 +1,141 @@
+// The host engine: owns the backend, runs the sampling ticks, keeps the one cache (latest
+// snapshot and history) every client reads, and fans ticks out to subscribers.
+//
+// Threading: RunTick() is called by one thread at a time (the TickLoop, or a test driving a fake
+// clock). Everything else is thread-safe and may be called from gRPC's threads: readers never
+// wait for a backend read, because the backend is only called from RunTick() and the locks
+// taken by readers are held only while copying pointers or history samples.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "backend/backend.h"
+#include "common/clock.h"
+#include "engine/config.h"
+#include "engine/fanout.h"
+#include "engine/history.h"
+#include "engine/schedule.h"
+#include "engine/snapshot.h"
+
+namespace vigil {
+
+struct EngineOptions {
+  std::string node_name;
+  EngineConfig config;
+  Clock* clock = Clock::Real();  // not owned; outlives the engine
+  size_t max_subscribers = 1024;
+};
+
+// Who this engine is. Fixed at creation.
+struct EngineIdentity {
+  std::string node_name;
+  std::string instance_id;  // random per engine start
+  std::string version;
+  std::string backend;
+  absl::Time start_time;
+  absl::Duration tick_interval;
+  absl::Duration history_max_age;
+};
+
+struct HistoryRequest {
+  std::vector<uint32_t> gpus;     // empty: every GPU
+  std::vector<FieldId> fields;    // empty: every sampled field
+  absl::Time start = absl::InfinitePast();
+  absl::Time end = absl::InfiniteFuture();
+  size_t max_samples = 0;  // per series; 0: kMaxHistorySamplesPerSeries
+};
+
+struct HistorySeries {
+  uint32_t gpu = 0;
+  FieldId field = 0;
+  std::vector<HistorySample> samples;
+  bool truncated = false;
+};
+
+// Limits that keep one request from costing the engine unbounded memory or time.
+inline constexpr size_t kMaxRequestGpus = 1024;
+inline constexpr size_t kMaxRequestFields = 4096;
+inline constexpr size_t kMaxHistorySamplesPerSeries = 100'000;
+inline constexpr size_t kMaxHistoryResponseSamples = 500'000;
+
+// Counters for the engine's own health; read with relaxed ordering.
+struct EngineStats {
+  std::atomic<uint64_t> ticks{0};
+  std::atomic<uint64_t> gpu_read_failures{0};  // GPU reads that failed as a whole
+  std::atomic<uint64_t> xid_events{0};
+  std::atomic<uint64_t> last_tick_duration_ns{0};
+};
+
+class Engine : public EventSink {
+ public:
+  // Fails when the backend has no GPU.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(EngineOptions options,
+                                                       std::unique_ptr<Backend> backend);
+  ~Engine() override;
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const EngineIdentity& identity() const { return identity_; }
+  const std::vector<GpuIdentity>& gpus() const { return backend_->gpus(); }
+  const FieldLayout& layout() const { return *layout_; }
+  // The sampling interval of field_index, as scheduled.
+  absl::Duration interval(size_t field_index) const { return intervals_[field_index]; }
+  const EngineStats& stats() const { return stats_; }
+  Fanout& fanout() { return fanout_; }
+
+  // The latest snapshot; never null (seq 0 with kNoData values before the first tick).
+  std::shared_ptr<const Snapshot> Latest() const;
+
+  // Checks a client's GPU list (InvalidArgument naming the bad index) and resolves its field
+  // list to field indexes (InvalidArgument naming the unknown field). Empty means all.
+  absl::StatusOr<std::vector<uint32_t>> ResolveGpus(const std::vector<uint32_t>& gpus) const;
+  absl::StatusOr<std::vector<size_t>> ResolveFields(const std::vector<FieldId>& fields) const;
+
+  // Samples in the requested range; InvalidArgument for bad GPUs, fields, ranges or a response
+  // over kMaxHistoryResponseSamples.
+  absl::StatusOr<std::vector<HistorySeries>> History(const HistoryRequest& request) const;
+
+  // Samples every due field of every GPU at clock->Now(), publishes the new snapshot and hands
+  // it to every subscriber. One caller at a time.
+  void RunTick();
+
+  // EventSink: an XID from the backend. Thread-safe; shows in field 230 from the next tick.
+  void OnXid(const XidEvent& event) override;
+
+ private:
+  Engine(EngineOptions options, std::unique_ptr<Backend> backend);
+
+  const EngineOptions options_;
+  std::unique_ptr<Backend> backend_;
+  EngineIdentity identity_;
+  std::shared_ptr<const FieldLayout> layout_;
+  std::vector<absl::Duration> intervals_;
+  EngineStats stats_;
+  Fanout fanout_;
+
+  // Owned by the tick thread (RunTick).
+  SamplingSchedule schedule_;
+  uint64_t last_seq_ = 0;
+  std::vector<bool> gpu_failing_;  // for logging each GPU failure once, not every tick
+  std::vector<size_t> due_;        // scratch
+  std::vector<FieldId> due_ids_;
+  std::vector<size_t> due_index_;
+  std::vector<FieldValue> read_buffer_;  // gpu-major: due_ids_.size() values per GPU
+
+  mutable absl::Mutex latest_mutex_;
+  std::shared_ptr<const Snapshot> latest_ ABSL_GUARDED_BY(latest_mutex_);
+
+  mutable absl::Mutex history_mutex_;
+  HistoryStore history_ ABSL_GUARDED_BY(history_mutex_);
+
+  absl::Mutex events_mutex_;
+  std::vector<int64_t> last_xid_ ABSL_GUARDED_BY(events_mutex_);  // per GPU; 0: none seen
+};
+
+}  // namespace vigil

@@ -1,0 +1,212 @@
+// Tests for the Engine on the simulated backend with a fake clock: ticks, schedule, caches,
+// failures, events, fan-out and request validation. No sleeps: the test drives every tick.
+#include "engine/engine.h"
+
+#include "backend/sim_backend.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace vigil {
+namespace {
+
+using ::testing::HasSubstr;
+
+class RecordingListener : public TickListener {
+ public:
+  void OnTick(const std::shared_ptr<const Snapshot>& snapshot) override {
+    seqs.push_back(snapshot->seq);
+  }
+  void OnStop(const absl::Status& status) override { stop_status = status; }
+  std::vector<uint64_t> seqs;
+  absl::Status stop_status;
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Make(EngineConfig{}); }
+
+  void Make(EngineConfig config) {
+    auto sim = SimBackend::Create({.gpu_count = 4, .seed = 9});
+    ASSERT_TRUE(sim.ok());
+    sim_ = sim->get();
+    auto engine = Engine::Create(
+        {.node_name = "n1", .config = std::move(config), .clock = &clock_}, std::move(*sim));
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engine_ = std::move(*engine);
+  }
+
+  void Tick(int count = 1) {
+    for (int i = 0; i < count; ++i) {
+      clock_.Advance(absl::Seconds(1));
+      engine_->RunTick();
+    }
+  }
+
+  const LatestValue& Latest(uint32_t gpu, FieldId field) {
+    snapshot_ = engine_->Latest();
+    return snapshot_->at(gpu, *engine_->layout().IndexOf(field));
+  }
+
+  FakeClock clock_;
+  SimBackend* sim_ = nullptr;
+  std::unique_ptr<Engine> engine_;
+  std::shared_ptr<const Snapshot> snapshot_;
+};
+
+TEST_F(EngineTest, IdentityAndEmptySnapshotBeforeFirstTick) {
+  EXPECT_EQ(engine_->identity().node_name, "n1");
+  EXPECT_EQ(engine_->identity().backend, "sim");
+  EXPECT_EQ(engine_->identity().instance_id.size(), 32u);
+  EXPECT_EQ(engine_->gpus().size(), 4u);
+  EXPECT_EQ(engine_->Latest()->seq, 0u);
+  EXPECT_EQ(Latest(0, 150).value.status, ValueStatus::kNoData);
+}
+
+TEST_F(EngineTest, InstanceIdsDifferPerStart) {
+  const std::string first = engine_->identity().instance_id;
+  Make(EngineConfig{});
+  EXPECT_NE(engine_->identity().instance_id, first);
+}
+
+TEST_F(EngineTest, TicksHaveIncreasingSeqAndEveryFieldAtFirstTick) {
+  Tick();
+  EXPECT_EQ(engine_->Latest()->seq, 1u);
+  for (uint32_t gpu = 0; gpu < 4; ++gpu) {
+    EXPECT_TRUE(Latest(gpu, 150).value.ok());
+    EXPECT_EQ(Latest(gpu, 150).sample_seq, 1u);
+    EXPECT_EQ(Latest(gpu, 54).value, FieldValue::String(engine_->gpus()[gpu].uuid));
+    EXPECT_EQ(Latest(gpu, 191).value.status, ValueStatus::kNotSupported);
+    EXPECT_EQ(Latest(gpu, 230).value, FieldValue::Int(0));
+  }
+  Tick(4);
+  EXPECT_EQ(engine_->Latest()->seq, 5u);
+  EXPECT_EQ(engine_->Latest()->time, clock_.Now());
+}
+
+TEST_F(EngineTest, FieldsAreSampledOnTheirOwnIntervals) {
+  Tick();
+  Tick(5);
+  EXPECT_EQ(Latest(0, 150).sample_seq, 6u);  // 1 s field: every tick
+  EXPECT_EQ(Latest(0, 310).sample_seq, 1u);  // 30 s ECC counter: not yet again
+  Tick(25);
+  EXPECT_EQ(Latest(0, 310).sample_seq, 31u);
+}
+
+TEST_F(EngineTest, ConfiguredIntervalOverridesTheCatalogue) {
+  EngineConfig config;
+  config.interval_overrides[150] = absl::Seconds(5);
+  Make(config);
+  Tick(3);
+  EXPECT_EQ(Latest(0, 150).sample_seq, 1u);
+  EXPECT_EQ(engine_->interval(*engine_->layout().IndexOf(150)), absl::Seconds(5));
+}
+
+TEST_F(EngineTest, LostGpuIsMarkedAloneAndRecovers) {
+  Tick();
+  sim_->SetGpuLost(2, true);
+  Tick();
+  EXPECT_EQ(Latest(2, 150).value.status, ValueStatus::kGpuLost);
+  EXPECT_EQ(Latest(2, 150).sample_seq, 2u);
+  EXPECT_TRUE(Latest(1, 150).value.ok());
+  EXPECT_TRUE(Latest(3, 150).value.ok());
+  EXPECT_EQ(engine_->stats().gpu_read_failures.load(), 1u);
+  sim_->SetGpuLost(2, false);
+  Tick();
+  EXPECT_TRUE(Latest(2, 150).value.ok());
+}
+
+TEST_F(EngineTest, XidShowsInField230FromTheNextTick) {
+  Tick();
+  sim_->RaiseXid(3, 79, clock_.Now());
+  EXPECT_EQ(Latest(3, 230).value, FieldValue::Int(0));
+  Tick();
+  EXPECT_EQ(Latest(3, 230).value, FieldValue::Int(79));
+  EXPECT_EQ(Latest(0, 230).value, FieldValue::Int(0));
+  EXPECT_EQ(engine_->stats().xid_events.load(), 1u);
+}
+
+TEST_F(EngineTest, HistoryServesTicksAndValidatesRequests) {
+  const absl::Time start = clock_.Now();
+  Tick(10);
+  auto history = engine_->History({.gpus = {1}, .fields = {150, 155}, .start = start});
+  ASSERT_TRUE(history.ok()) << history.status();
+  ASSERT_EQ(history->size(), 2u);
+  EXPECT_EQ((*history)[0].field, 150u);
+  ASSERT_EQ((*history)[0].samples.size(), 10u);
+  EXPECT_EQ((*history)[0].samples.back().seq, 10u);
+  EXPECT_EQ((*history)[0].samples.back().value, Latest(1, 150).value);
+
+  auto limited = engine_->History({.gpus = {1}, .fields = {150}, .max_samples = 3});
+  ASSERT_TRUE(limited.ok());
+  EXPECT_EQ((*limited)[0].samples.size(), 3u);
+  EXPECT_TRUE((*limited)[0].truncated);
+
+  EXPECT_THAT(engine_->History({.gpus = {4}}).status().message(),
+              HasSubstr("GPU 4 does not exist: this engine has 4 GPUs (0-3)"));
+  EXPECT_THAT(engine_->History({.fields = {9999}}).status().message(),
+              HasSubstr("unknown field ID 9999"));
+  EXPECT_THAT(engine_->History({.start = clock_.Now(), .end = start}).status().message(),
+              HasSubstr("starts after it ends"));
+  EXPECT_THAT(engine_->History({.max_samples = kMaxHistorySamplesPerSeries + 1}).status().message(),
+              HasSubstr("over the limit"));
+  EXPECT_THAT(engine_->History({.gpus = std::vector<uint32_t>(kMaxRequestGpus + 1, 0)})
+                  .status()
+                  .message(),
+              HasSubstr("at most"));
+}
+
+TEST_F(EngineTest, OversizedHistoryResponsesAreRefused) {
+  EngineConfig config;
+  config.tick_interval = absl::Milliseconds(10);
+  for (const FieldInfo& field : AllFields()) config.interval_overrides[field.id] = absl::Milliseconds(10);
+  Make(config);
+  // 4 GPUs x ~74 fields x 1700 ticks > 500k samples.
+  for (int i = 0; i < 1700; ++i) {
+    clock_.Advance(absl::Milliseconds(10));
+    engine_->RunTick();
+  }
+  auto all = engine_->History({});
+  ASSERT_FALSE(all.ok());
+  EXPECT_THAT(all.status().message(), HasSubstr("narrow the time range"));
+  EXPECT_TRUE(engine_->History({.gpus = {0}, .fields = {150}}).ok());
+}
+
+TEST_F(EngineTest, FanoutDeliversEveryTickThenStops) {
+  auto listener = std::make_shared<RecordingListener>();
+  ASSERT_TRUE(engine_->fanout().Add(listener).ok());
+  Tick(3);
+  EXPECT_THAT(listener->seqs, ::testing::ElementsAre(1, 2, 3));
+  engine_->fanout().Remove(listener.get());
+  Tick();
+  EXPECT_EQ(listener->seqs.size(), 3u);
+  auto second = std::make_shared<RecordingListener>();
+  ASSERT_TRUE(engine_->fanout().Add(second).ok());
+  engine_.reset();
+  EXPECT_EQ(second->stop_status.code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(FanoutTest, LimitsListenersAndRefusesAfterStop) {
+  Fanout fanout(1);
+  ASSERT_TRUE(fanout.Add(std::make_shared<RecordingListener>()).ok());
+  EXPECT_EQ(fanout.Add(std::make_shared<RecordingListener>()).code(),
+            absl::StatusCode::kResourceExhausted);
+  fanout.Stop(absl::UnavailableError("bye"));
+  EXPECT_EQ(fanout.Add(std::make_shared<RecordingListener>()).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(TickQueueTest, DropsOldestWhenFullAndCounts) {
+  TickQueue queue(2);
+  for (uint64_t seq = 1; seq <= 5; ++seq) {
+    auto snapshot = std::make_shared<Snapshot>();
+    snapshot->seq = seq;
+    queue.Push(snapshot);
+  }
+  EXPECT_EQ(queue.dropped(), 3u);
+  EXPECT_EQ(queue.Pop()->seq, 4u);
+  EXPECT_EQ(queue.Pop()->seq, 5u);
+  EXPECT_EQ(queue.Pop(), nullptr);
+}
+
+}  // namespace
+}  // namespace vigil

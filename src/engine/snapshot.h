@@ -1,0 +1,52 @@
+// The engine's view of every (GPU, field) as of one tick: what GetLatestValues serves and what
+// every subscriber receives. Snapshots are immutable once published and shared by pointer, so
+// one tick fans out to any number of readers without copying.
+// Thread-safety: a published Snapshot is read-only and may be read from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "fields/catalogue.h"
+#include "fields/value.h"
+
+namespace vigil {
+
+// The fields an engine samples, in a fixed order; field_index values index into it.
+// Immutable; thread-safe.
+class FieldLayout {
+ public:
+  explicit FieldLayout(std::vector<const FieldInfo*> fields);
+
+  size_t size() const { return fields_.size(); }
+  const FieldInfo& field(size_t index) const { return *fields_[index]; }
+  std::optional<size_t> IndexOf(FieldId id) const;
+
+ private:
+  std::vector<const FieldInfo*> fields_;
+  std::unordered_map<FieldId, size_t> index_;
+};
+
+struct LatestValue {
+  FieldValue value;  // kNoData until the first sample
+  uint64_t sample_seq = 0;
+  absl::Time sample_time = absl::UnixEpoch();
+};
+
+struct Snapshot {
+  uint64_t seq = 0;  // 0: before the first tick
+  absl::Time time = absl::UnixEpoch();
+  uint32_t gpu_count = 0;
+  std::shared_ptr<const FieldLayout> layout;
+  std::vector<LatestValue> values;  // values[gpu * layout->size() + field_index]
+
+  const LatestValue& at(uint32_t gpu, size_t field_index) const {
+    return values[gpu * layout->size() + field_index];
+  }
+};
+
+}  // namespace vigil

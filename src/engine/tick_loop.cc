@@ -1,0 +1,44 @@
+// Implements TickLoop.
+#include "engine/tick_loop.h"
+
+#include "spdlog/spdlog.h"
+
+namespace vigil {
+
+void TickLoop::Start() { thread_ = std::thread([this] { Run(); }); }
+
+void TickLoop::Stop() {
+  {
+    absl::MutexLock lock(&mutex_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void TickLoop::Run() {
+  engine_->RunTick();  // the first tick at once, so clients have data immediately
+  absl::Time next = absl::Ceil(absl::Now() - absl::UnixEpoch(), interval_) + absl::UnixEpoch();
+  while (true) {
+    {
+      absl::MutexLock lock(&mutex_);
+      if (mutex_.AwaitWithDeadline(absl::Condition(&stopping_), next)) return;
+    }
+    engine_->RunTick();
+    next += interval_;
+    const absl::Time now = absl::Now();
+    if (next <= now) {
+      // The tick overran one or more intervals (slow backend, stalled host): skip to the next
+      // boundary instead of running the missed ticks back to back.
+      const int64_t missed = (now - next) / interval_ + 1;
+      skipped_ticks_.fetch_add(missed, std::memory_order_relaxed);
+      if (now - last_warning_ > absl::Minutes(1)) {  // at most once a minute
+        spdlog::warn("sampling fell behind: skipped {} tick(s) of {} ({} in total)", missed,
+                     absl::FormatDuration(interval_), skipped_ticks());
+        last_warning_ = now;
+      }
+      next += interval_ * missed;
+    }
+  }
+}
+
+}  // namespace vigil
