@@ -87,6 +87,7 @@ class Engine : public EventSink {
   // The sampling interval of field_index, as scheduled.
   absl::Duration interval(size_t field_index) const { return intervals_[field_index]; }
   const EngineStats& stats() const { return stats_; }
+  size_t subscriber_queue_depth() const { return options_.config.subscriber_queue_depth; }
   Fanout& fanout() { return fanout_; }
 
   // The latest snapshot; never null (seq 0 with kNoData values before the first tick).

@@ -1,0 +1,185 @@
+// Implements EngineClient and TickSubscription over gRPC's synchronous API.
+#include "client/engine_client.h"
+
+#include "common/status.h"
+#include "fmt/format.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace vigil {
+
+absl::Status FromGrpc(const grpc::Status& status, const std::string& address) {
+  if (status.ok()) return absl::OkStatus();
+  const std::string detail = status.error_message();
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+      return absl::UnavailableError(fmt::format(
+          "the engine at {} is unreachable ({}): is `vigil engine` running there? Set --engine or "
+          "VIGIL_ENGINE to its address",
+          address, detail));
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return absl::DeadlineExceededError(
+          fmt::format("the engine at {} did not answer in time ({})", address, detail));
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return absl::UnimplementedError(fmt::format(
+          "the engine at {} does not support this call ({}): is it an older vigil version?",
+          address, detail));
+    default:
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()), detail);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<EngineClient>> EngineClient::Create(std::string_view address,
+                                                                   ClientOptions options) {
+  auto parsed = ParseEngineAddress(address);
+  if (!parsed.ok()) return parsed.status();
+  grpc::ChannelArguments args;
+  // Notice a dead engine within seconds on an idle subscription, and retry connecting promptly
+  // once it is back (gRPC's default reconnect backoff grows to two minutes).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2'000);
+  args.SetMaxReceiveMessageSize(64 << 20);
+  auto channel =
+      grpc::CreateCustomChannel(parsed->target, grpc::InsecureChannelCredentials(), args);
+  return std::make_unique<EngineClient>(std::move(channel), parsed->display, options);
+}
+
+EngineClient::EngineClient(std::shared_ptr<grpc::Channel> channel, std::string display,
+                           ClientOptions options)
+    : channel_(std::move(channel)),
+      stub_(v1::Engine::NewStub(channel_)),
+      display_(std::move(display)),
+      options_(options) {}
+
+std::unique_ptr<grpc::ClientContext> EngineClient::NewContext() const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
+  return context;
+}
+
+namespace {
+
+template <typename Response, typename Call>
+absl::StatusOr<Response> Unary(const std::string& address,
+                               std::unique_ptr<grpc::ClientContext> context, Call call) {
+  Response response;
+  const grpc::Status status = call(context.get(), &response);
+  if (!status.ok()) return FromGrpc(status, address);
+  return response;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::EngineInfo> EngineClient::GetEngineInfo() {
+  return Unary<v1::EngineInfo>(display_, NewContext(), [&](auto* context, auto* response) {
+    return stub_->GetEngineInfo(context, v1::GetEngineInfoRequest(), response);
+  });
+}
+
+absl::StatusOr<v1::ListGpusResponse> EngineClient::ListGpus() {
+  return Unary<v1::ListGpusResponse>(display_, NewContext(), [&](auto* context, auto* response) {
+    return stub_->ListGpus(context, v1::ListGpusRequest(), response);
+  });
+}
+
+absl::StatusOr<v1::ListFieldsResponse> EngineClient::ListFields() {
+  return Unary<v1::ListFieldsResponse>(display_, NewContext(), [&](auto* context, auto* response) {
+    return stub_->ListFields(context, v1::ListFieldsRequest(), response);
+  });
+}
+
+absl::StatusOr<v1::GetLatestValuesResponse> EngineClient::GetLatestValues(
+    const v1::GetLatestValuesRequest& request) {
+  return Unary<v1::GetLatestValuesResponse>(
+      display_, NewContext(),
+      [&](auto* context, auto* response) { return stub_->GetLatestValues(context, request, response); });
+}
+
+absl::StatusOr<v1::GetHistoryResponse> EngineClient::GetHistory(
+    const v1::GetHistoryRequest& request) {
+  return Unary<v1::GetHistoryResponse>(
+      display_, NewContext(),
+      [&](auto* context, auto* response) { return stub_->GetHistory(context, request, response); });
+}
+
+std::unique_ptr<TickSubscription> EngineClient::Subscribe(v1::SubscribeRequest request) {
+  return std::make_unique<TickSubscription>(this, std::move(request));
+}
+
+TickSubscription::TickSubscription(EngineClient* client, v1::SubscribeRequest request)
+    : client_(client), request_(std::move(request)) {}
+
+TickSubscription::~TickSubscription() {
+  Cancel();
+  CloseStream();
+}
+
+void TickSubscription::Cancel() {
+  absl::MutexLock lock(&mutex_);
+  cancelled_ = true;
+  if (context_ != nullptr) context_->TryCancel();
+}
+
+void TickSubscription::CloseStream() {
+  if (reader_ != nullptr) {
+    reader_->Finish();  // status already known or irrelevant; releases the call
+    reader_.reset();
+  }
+  absl::MutexLock lock(&mutex_);
+  context_.reset();
+}
+
+TickSubscription::Event TickSubscription::Next() {
+  Event event;
+  if (waiting_to_reconnect_) {
+    // Wait out the backoff delay, waking early on Cancel().
+    absl::MutexLock lock(&mutex_);
+    mutex_.AwaitWithTimeout(absl::Condition(&cancelled_), backoff_.Next());
+    waiting_to_reconnect_ = false;
+  }
+  if (reader_ == nullptr) {
+    absl::MutexLock lock(&mutex_);
+    if (cancelled_) return event;  // kCancelled
+    // No deadline: a subscription lasts as long as the engine. wait_for_ready is off so a
+    // missing engine is reported at once rather than waited for.
+    context_ = std::make_unique<grpc::ClientContext>();
+    reader_ = client_->stub_->Subscribe(context_.get(), request_);
+    if (connected_before_) ++reconnects_;
+  }
+  v1::TickUpdate update;
+  if (reader_->Read(&update)) {
+    backoff_.Reset();
+    event.kind = Event::kTick;
+    event.new_instance = connected_before_ && update.instance_id() != last_instance_id_;
+    last_instance_id_ = update.instance_id();
+    connected_before_ = true;
+    event.update = std::move(update);
+    return event;
+  }
+  const grpc::Status status = reader_->Finish();
+  reader_.reset();
+  {
+    absl::MutexLock lock(&mutex_);
+    context_.reset();
+    if (cancelled_) return event;  // kCancelled
+  }
+  if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+      status.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+      status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    event.kind = Event::kRejected;
+    event.error = FromGrpc(status, client_->display_);
+    return event;
+  }
+  event.kind = Event::kDisconnected;
+  event.error = status.ok() ? absl::UnavailableError(fmt::format(
+                                  "the engine at {} ended the subscription", client_->display_))
+                            : FromGrpc(status, client_->display_);
+  waiting_to_reconnect_ = true;
+  return event;
+}
+
+}  // namespace vigil
