@@ -175,6 +175,8 @@ absl::StatusOr<std::unique_ptr<EngineServer>> EngineServer::Start(Engine* engine
     chmod(options.unix_socket_path.c_str(), 0666);
   }
   server->server_->GetHealthCheckService()->SetServingStatus(true);
+  server->server_->GetHealthCheckService()->SetServingStatus(
+      std::string(v1::Engine::service_full_name()), true);
   return server;
 }
 

@@ -17,7 +17,9 @@ void TickLoop::Stop() {
 
 void TickLoop::Run() {
   engine_->RunTick();  // the first tick at once, so clients have data immediately
-  absl::Time next = absl::Ceil(absl::Now() - absl::UnixEpoch(), interval_) + absl::UnixEpoch();
+  // Then on the boundaries of the interval, starting at least half an interval after the first.
+  absl::Time next =
+      absl::Ceil(absl::Now() + interval_ / 2 - absl::UnixEpoch(), interval_) + absl::UnixEpoch();
   while (true) {
     {
       absl::MutexLock lock(&mutex_);
