@@ -23,6 +23,7 @@ constexpr double kThermalSlowdownC = 87;
 constexpr double kThermalResistanceCPerW = 0.075;  // heat sink: ~52 C above ambient at 700 W
 constexpr double kGpuThermalTauS = 40;
 constexpr double kMemThermalTauS = 60;
+constexpr int kWarmUpSteps = 3000;  // five simulated minutes
 
 // PCI bus ids of the eight GPUs of a DGX H100.
 constexpr int kDgxBuses[] = {0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb};
@@ -72,7 +73,16 @@ SimGpu::SimGpu(uint32_t index, uint64_t seed, const std::string& driver_version)
   pcie_replays_ = static_cast<int64_t>(identity_rng() % 4);
   ecc_sbe_aggregate_ = static_cast<int64_t>(identity_rng() % 40);
   correctable_remapped_rows_ = static_cast<int64_t>(identity_rng() % 3);
-  EnterPhase(Phase::kIdle);
+
+  // The node was busy before the engine started: most GPUs are mid-job. Run the model for a few
+  // simulated minutes so temperatures, memory and clocks start where that workload puts them.
+  const double draw = Uniform(0, 1);
+  EnterPhase(draw < 0.25   ? Phase::kIdle
+             : draw < 0.35 ? Phase::kLoading
+             : draw < 0.85 ? Phase::kTraining
+             : draw < 0.95 ? Phase::kEval
+                           : Phase::kCheckpoint);
+  for (int i = 0; i < kWarmUpSteps; ++i) Step();
 }
 
 double SimGpu::Uniform(double low, double high) {

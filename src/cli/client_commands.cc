@@ -1,0 +1,169 @@
+// The shared client flags and the read-only commands `vigil info` and `vigil discovery`.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "common/duration.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "fields/catalogue.h"
+#include "fmt/format.h"
+
+namespace vigil::cli {
+
+void AddClientFlags(CLI::App* command, ClientFlags* flags) {
+  flags->engine = std::string(kDefaultEngineAddress);
+  command
+      ->add_option("--engine", flags->engine,
+                   "Engine address: unix:///path/to.sock or HOST:PORT")
+      ->envname("VIGIL_ENGINE")
+      ->capture_default_str();
+  command->add_flag("--json", flags->json, "Machine-readable JSON output");
+  command->add_option("--timeout", flags->timeout, "Deadline for each call to the engine")
+      ->capture_default_str();
+  command->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+}
+
+absl::StatusOr<std::unique_ptr<EngineClient>> ConnectFromFlags(const ClientFlags& flags) {
+  if (absl::Status status = InitLogging(flags.log_level); !status.ok()) {
+    return WithContext(status, "--log-level");
+  }
+  auto timeout = ParseDuration(flags.timeout);
+  if (!timeout.ok()) return WithContext(timeout.status(), "--timeout");
+  if (*timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--timeout must be more than 0");
+  }
+  return EngineClient::Create(flags.engine, {.call_timeout = *timeout});
+}
+
+namespace {
+
+std::string Ago(int64_t unix_us) {
+  const absl::Duration age = absl::Now() - absl::FromUnixMicros(unix_us);
+  return absl::FormatDuration(absl::Trunc(age, absl::Seconds(1))) + " ago";
+}
+
+int RunInfo(const ClientFlags& flags, bool list_fields) {
+  auto client = ConnectFromFlags(flags);
+  if (!client.ok()) return Fail("info", client.status());
+  auto info = (*client)->GetEngineInfo();
+  if (!info.ok()) return Fail("info", info.status());
+  absl::StatusOr<v1::ListFieldsResponse> fields;
+  if (list_fields) {
+    fields = (*client)->ListFields();
+    if (!fields.ok()) return Fail("info", fields.status());
+  }
+  if (flags.json) {
+    nlohmann::json json = {
+        {"engine", (*client)->address()},
+        {"node_name", info->node_name()},
+        {"instance_id", info->instance_id()},
+        {"version", info->version()},
+        {"backend", info->backend()},
+        {"start_time", FormatTimeUs(info->start_time_us())},
+        {"start_time_us", info->start_time_us()},
+        {"seq", info->seq()},
+        {"seq_time_us", info->seq_time_us()},
+        {"tick_interval_us", info->tick_interval_us()},
+        {"history_max_age_us", info->history_max_age_us()},
+        {"gpu_count", info->gpu_count()},
+        {"driver_version", info->driver_version()},
+    };
+    if (list_fields) {
+      json["fields"] = nlohmann::json::array();
+      for (const auto& field : fields->fields()) {
+        json["fields"].push_back({{"id", field.id()},
+                                  {"name", field.name()},
+                                  {"aliases", std::vector<std::string>(field.aliases().begin(),
+                                                                       field.aliases().end())},
+                                  {"type", v1::FieldType_Name(field.type())},
+                                  {"unit", field.unit()},
+                                  {"cumulative", field.cumulative()},
+                                  {"interval_us", field.interval_us()},
+                                  {"help", field.help()}});
+      }
+    }
+    std::cout << json.dump() << std::endl;
+    return kExitOk;
+  }
+  if (list_fields) {
+    Table table({"ID", "NAME", "TYPE", "UNIT", "INTERVAL", "HELP"});
+    for (const auto& field : fields->fields()) {
+      std::string type = v1::FieldType_Name(field.type()).substr(strlen("FIELD_TYPE_"));
+      table.AddRow({std::to_string(field.id()), field.name(), type, field.unit(),
+                    absl::FormatDuration(absl::Microseconds(field.interval_us())),
+                    field.help()});
+    }
+    table.Print(std::cout);
+    return kExitOk;
+  }
+  Table table({"engine", (*client)->address()});
+  table.AddRow({"node", info->node_name()});
+  table.AddRow({"instance_id", info->instance_id()});
+  table.AddRow({"version", info->version()});
+  table.AddRow({"backend", info->backend()});
+  table.AddRow({"started", fmt::format("{} ({})", FormatTimeUs(info->start_time_us()),
+                                       Ago(info->start_time_us()))});
+  table.AddRow({"seq", fmt::format("{} at {}", info->seq(), FormatTimeUs(info->seq_time_us()))});
+  table.AddRow({"tick", absl::FormatDuration(absl::Microseconds(info->tick_interval_us()))});
+  table.AddRow(
+      {"history", absl::FormatDuration(absl::Microseconds(info->history_max_age_us()))});
+  table.AddRow({"gpus", std::to_string(info->gpu_count())});
+  table.AddRow({"driver", info->driver_version()});
+  table.Print(std::cout);
+  return kExitOk;
+}
+
+int RunDiscovery(const ClientFlags& flags) {
+  auto client = ConnectFromFlags(flags);
+  if (!client.ok()) return Fail("discovery", client.status());
+  auto gpus = (*client)->ListGpus();
+  if (!gpus.ok()) return Fail("discovery", gpus.status());
+  if (flags.json) {
+    nlohmann::json json = {{"instance_id", gpus->instance_id()}, {"gpus", nlohmann::json::array()}};
+    for (const auto& gpu : gpus->gpus()) {
+      json["gpus"].push_back({{"index", gpu.index()},
+                              {"uuid", gpu.uuid()},
+                              {"name", gpu.name()},
+                              {"pci_bus_id", gpu.pci_bus_id()},
+                              {"serial", gpu.serial()},
+                              {"memory_total_mib", gpu.memory_total_mib()},
+                              {"driver_version", gpu.driver_version()},
+                              {"device", gpu.device()}});
+    }
+    std::cout << json.dump() << std::endl;
+    return kExitOk;
+  }
+  std::cout << gpus->gpus_size() << " GPU" << (gpus->gpus_size() == 1 ? "" : "s") << " found.\n";
+  Table table({"GPU", "NAME", "UUID", "PCI BUS ID", "MEMORY", "SERIAL", "DEVICE"});
+  for (const auto& gpu : gpus->gpus()) {
+    table.AddRow({std::to_string(gpu.index()), gpu.name(), gpu.uuid(), gpu.pci_bus_id(),
+                  fmt::format("{} MiB", gpu.memory_total_mib()), gpu.serial(), gpu.device()});
+  }
+  table.Print(std::cout);
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandRunner AddInfoCommand(CLI::App* parent) {
+  CLI::App* command = parent->add_subcommand(
+      "info", "Show the engine: node, instance_id, version, backend, seq (like `dcgmi -v`)");
+  auto flags = std::make_shared<ClientFlags>();
+  auto list_fields = std::make_shared<bool>(false);
+  AddClientFlags(command, flags.get());
+  command->add_flag("--fields", *list_fields,
+                    "List the fields the engine samples, with types, units and intervals");
+  return [flags, list_fields] { return RunInfo(*flags, *list_fields); };
+}
+
+CommandRunner AddDiscoveryCommand(CLI::App* parent) {
+  CLI::App* command = parent->add_subcommand(
+      "discovery", "List the GPUs the engine sees (like `dcgmi discovery -l`)");
+  auto flags = std::make_shared<ClientFlags>();
+  AddClientFlags(command, flags.get());
+  return [flags] { return RunDiscovery(*flags); };
+}
+
+}  // namespace vigil::cli

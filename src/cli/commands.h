@@ -1,0 +1,34 @@
+// The subcommands of `vigil`. Each Add*Command registers its flags on a new subcommand of
+// `parent` and returns the function that runs it once parsing has succeeded; the function
+// returns the process exit code (see output.h).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "client/engine_client.h"
+
+namespace vigil::cli {
+
+using CommandRunner = std::function<int()>;
+
+CommandRunner AddEngineCommand(CLI::App* parent);
+CommandRunner AddInfoCommand(CLI::App* parent);
+CommandRunner AddDiscoveryCommand(CLI::App* parent);
+CommandRunner AddDmonCommand(CLI::App* parent);
+
+// Flags every client command shares.
+struct ClientFlags {
+  std::string engine;
+  bool json = false;
+  std::string timeout = "5s";
+  std::string log_level = "warn";
+};
+void AddClientFlags(CLI::App* command, ClientFlags* flags);
+// Sets up logging and a client from the flags; the error says what is wrong with which flag.
+absl::StatusOr<std::unique_ptr<EngineClient>> ConnectFromFlags(const ClientFlags& flags);
+
+}  // namespace vigil::cli
