@@ -1,0 +1,147 @@
+// Implements the test process helpers with fork/exec and waitpid.
+#include "process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <sstream>
+
+#include "absl/time/clock.h"
+#include "common/check.h"
+
+namespace vigil::testing {
+namespace {
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err) {
+  const pid_t pid = fork();
+  VIGIL_CHECK(pid >= 0);
+  if (pid == 0) {
+    const int out_fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err_fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out_fd, 1);
+    dup2(err_fd, 2);
+    const int null_fd = open("/dev/null", O_RDONLY);
+    dup2(null_fd, 0);
+    std::vector<char*> argv;
+    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int DecodeStatus(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+}  // namespace
+
+std::string VigilBinary() {
+  const char* binary = std::getenv("VIGIL_BINARY");
+  VIGIL_CHECK(binary != nullptr);
+  return binary;
+}
+
+CommandResult RunCommand(const std::vector<std::string>& args, absl::Duration timeout) {
+  char dir[] = "/tmp/vc.XXXXXX";
+  VIGIL_CHECK(mkdtemp(dir) != nullptr);
+  CommandResult result;
+  {
+    Process process(args, dir);
+    result.exit_code = process.Wait(timeout);
+    result.out = process.Stdout();
+    result.err = process.Stderr();
+  }
+  std::string cleanup = std::string("rm -rf ") + dir;
+  VIGIL_CHECK(std::system(cleanup.c_str()) == 0);
+  return result;
+}
+
+Process::Process(const std::vector<std::string>& args, const std::string& dir) {
+  static int counter = 0;
+  const std::string stem = dir + "/p" + std::to_string(getpid()) + "_" + std::to_string(counter++);
+  out_path_ = stem + ".out";
+  err_path_ = stem + ".err";
+  pid_ = Spawn(args, out_path_, err_path_);
+}
+
+Process::~Process() {
+  if (!exited_) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+bool Process::WaitForStderr(const std::string& text, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (Stderr().find(text) != std::string::npos) return true;
+    int status = 0;
+    if (!exited_ && waitpid(pid_, &status, WNOHANG) == pid_) {
+      exited_ = true;
+      exit_code_ = DecodeStatus(status);
+    }
+    if (exited_) return Stderr().find(text) != std::string::npos;
+    absl::SleepFor(absl::Milliseconds(10));  // polling a file another process writes
+  }
+  return false;
+}
+
+std::string Process::Stderr() const { return ReadAll(err_path_); }
+std::string Process::Stdout() const { return ReadAll(out_path_); }
+
+void Process::Signal(int signal_number) {
+  if (!exited_) kill(pid_, signal_number);
+}
+
+int Process::Wait(absl::Duration timeout) {
+  if (exited_) return exit_code_;
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      exited_ = true;
+      exit_code_ = DecodeStatus(status);
+      return exit_code_;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return -1;
+}
+
+EngineProcess::EngineProcess(const std::string& dir, const std::string& node_name, uint32_t gpus,
+                             const std::vector<std::string>& extra) {
+  socket_path = dir + "/" + node_name + ".sock";
+  unix_address = "unix://" + socket_path;
+  std::vector<std::string> args = {VigilBinary(), "engine",      "--backend",
+                                   "sim",         "--gpus",      std::to_string(gpus),
+                                   "--socket",    socket_path,   "--listen",
+                                   "127.0.0.1:0", "--node-name", node_name,
+                                   "--state-dir", dir + "/state-" + node_name};
+  args.insert(args.end(), extra.begin(), extra.end());
+  process = std::make_unique<Process>(args, dir);
+  if (!process->WaitForStderr("engine ready")) return;
+  std::smatch match;
+  const std::string log = process->Stderr();
+  if (std::regex_search(log, match, std::regex("tcp=(127\\.0\\.0\\.1:[0-9]+)"))) {
+    tcp_address = match[1];
+  }
+}
+
+}  // namespace vigil::testing

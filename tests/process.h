@@ -1,0 +1,63 @@
+// Runs the real `vigil` binary from end-to-end tests: as a background process (an engine) or as
+// a command to completion (a CLI call), capturing stdout and stderr to files.
+// Not thread-safe: owned by one test.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace vigil::testing {
+
+// The vigil binary under test ($VIGIL_BINARY, set by CMake).
+std::string VigilBinary();
+
+struct CommandResult {
+  int exit_code = -1;  // -1: killed after the timeout
+  std::string out;
+  std::string err;
+};
+
+// Runs `args` (args[0] is the program) to completion, or kills it after `timeout`.
+CommandResult RunCommand(const std::vector<std::string>& args,
+                         absl::Duration timeout = absl::Seconds(20));
+
+class Process {
+ public:
+  // Starts `args`; stdout and stderr go to files in `dir`.
+  Process(const std::vector<std::string>& args, const std::string& dir);
+  ~Process();  // SIGKILLs the process if still running
+
+  pid_t pid() const { return pid_; }
+  // Waits until stderr contains `text` (true) or the timeout passes or the process exits.
+  bool WaitForStderr(const std::string& text, absl::Duration timeout = absl::Seconds(20));
+  std::string Stderr() const;
+  std::string Stdout() const;
+  void Signal(int signal_number);
+  // Waits for exit; returns the exit code, 128+signal if killed by one, -1 on timeout.
+  int Wait(absl::Duration timeout = absl::Seconds(20));
+
+ private:
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int exit_code_ = -1;
+  std::string out_path_, err_path_;
+};
+
+// Starts `vigil engine --backend sim` on a socket in `dir` and an ephemeral TCP port, and waits
+// until it is ready. `extra` args are appended.
+struct EngineProcess {
+  EngineProcess(const std::string& dir, const std::string& node_name, uint32_t gpus,
+                const std::vector<std::string>& extra = {});
+  std::string socket_path;
+  std::string unix_address;  // "unix:///..."
+  std::string tcp_address;   // "127.0.0.1:PORT"
+  std::unique_ptr<Process> process;
+};
+
+}  // namespace vigil::testing
