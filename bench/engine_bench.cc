@@ -1,0 +1,226 @@
+// Engine benchmarks (`make bench`): the cost of ingesting a sample, of a whole tick inside the
+// engine, of fanning ticks out to 100 subscribers over the Unix socket, and the engine's memory
+// with a full hour of history. Goals (issue 2): ingest <= 100 ns/sample, tick of 8 GPUs x all
+// fields <= 100 us, fan-out p99 <= 5 ms, RSS <= 40 MiB.
+#include <benchmark/benchmark.h>
+#include <grpc/grpc.h>
+
+#include <algorithm>
+#include <fstream>
+#include <thread>
+
+#include "backend/sim_backend.h"
+#include "client/engine_client.h"
+#include "engine/engine.h"
+#include "engine/server.h"
+#include "engine/tick_loop.h"
+#include "fields/catalogue.h"
+
+namespace vigil {
+namespace {
+
+// A backend whose reads cost (almost) nothing: every field answers a constant of its type, so a
+// tick's measured cost is the engine's own.
+class ConstantBackend : public Backend {
+ public:
+  explicit ConstantBackend(uint32_t gpus) {
+    for (uint32_t i = 0; i < gpus; ++i) {
+      gpus_.push_back({.index = i, .uuid = "GPU-00000000-0000-0000-0000-00000000000" + std::to_string(i),
+                       .name = "NVIDIA H100 80GB HBM3", .driver_version = "580.82.07"});
+    }
+  }
+  std::string_view name() const override { return "constant"; }
+  const std::vector<GpuIdentity>& gpus() const override { return gpus_; }
+  absl::Status Read(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time,
+                    absl::Span<FieldValue> out) override {
+    for (size_t i = 0; i < fields.size(); ++i) {
+      switch (FindField(fields[i])->type) {
+        case FieldType::kInt64:
+          out[i] = FieldValue::Int(gpu * 1000 + fields[i]);
+          break;
+        case FieldType::kDouble:
+          out[i] = FieldValue::Double(gpu + 0.5);
+          break;
+        case FieldType::kString:
+          out[i] = FieldValue::String(gpus_[gpu].uuid);
+          break;
+      }
+    }
+    return absl::OkStatus();
+  }
+  void StartEvents(EventSink*) override {}
+  void StopEvents() override {}
+
+ private:
+  std::vector<GpuIdentity> gpus_;
+};
+
+EngineConfig EveryFieldEvery(absl::Duration interval) {
+  EngineConfig config;
+  config.tick_interval = interval;
+  for (const FieldInfo& field : AllFields()) config.interval_overrides[field.id] = interval;
+  return config;
+}
+
+std::vector<FieldType> CatalogueTypes() {
+  std::vector<FieldType> types;
+  for (const FieldInfo& field : AllFields()) types.push_back(field.type);
+  return types;
+}
+
+void BM_HistoryIngest(benchmark::State& state) {
+  const auto types = CatalogueTypes();
+  HistoryStore store(8, types, std::vector<absl::Duration>(types.size(), absl::Seconds(1)),
+                     absl::Hours(1));
+  // Numeric fields only: strings are sampled once a minute and cost an allocation each.
+  std::vector<size_t> numeric;
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (types[i] != FieldType::kString) numeric.push_back(i);
+  }
+  const FieldValue value = FieldValue::Int(42);
+  absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+  uint64_t seq = 0;
+  int64_t samples = 0;
+  for (auto _ : state) {
+    store.BeginTick(++seq, now);
+    for (uint32_t gpu = 0; gpu < 8; ++gpu) {
+      for (size_t index : numeric) store.Append(gpu, index, value);
+    }
+    store.Trim(now);
+    now += absl::Seconds(1);
+    samples += 8 * static_cast<int64_t>(numeric.size());
+  }
+  state.SetItemsProcessed(samples);
+  state.counters["ns_per_sample"] = benchmark::Counter(
+      static_cast<double>(samples), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_HistoryIngest);
+
+void BM_EngineTick(benchmark::State& state) {
+  FakeClock clock;
+  auto engine = Engine::Create({.node_name = "bench", .config = EveryFieldEvery(absl::Seconds(1)),
+                                .clock = &clock},
+                               std::make_unique<ConstantBackend>(8));
+  for (auto _ : state) {
+    clock.Advance(absl::Seconds(1));
+    (*engine)->RunTick();
+  }
+  state.counters["fields"] = static_cast<double>(AllFields().size());
+  state.counters["gpus"] = 8;
+}
+BENCHMARK(BM_EngineTick)->Unit(benchmark::kMicrosecond);
+
+double Percentile(std::vector<double> values, double fraction) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return values[std::min(values.size() - 1, static_cast<size_t>(fraction * values.size()))];
+}
+
+// 100 subscribers on the Unix socket, 8 GPUs x 30 fields, 10 ticks/s; latency from the tick's
+// timestamp to the client holding the decoded message.
+void BM_SubscriptionFanout(benchmark::State& state) {
+  const int subscribers = static_cast<int>(state.range(0));
+  char dir[] = "/tmp/vb.XXXXXX";
+  if (mkdtemp(dir) == nullptr) {
+    state.SkipWithError("mkdtemp failed");
+    return;
+  }
+  const std::string socket = std::string(dir) + "/bench.sock";
+  auto sim = SimBackend::Create({.gpu_count = 8, .seed = 1});
+  auto engine = Engine::Create(
+      {.node_name = "bench", .config = EveryFieldEvery(absl::Milliseconds(100))}, std::move(*sim));
+  auto server = EngineServer::Start(engine->get(), {.unix_socket_path = socket});
+  if (!server.ok()) {
+    state.SkipWithError(std::string(server.status().message()).c_str());
+    return;
+  }
+  TickLoop loop(engine->get(), absl::Milliseconds(100));
+  loop.Start();
+
+  v1::SubscribeRequest request;
+  int added = 0;
+  for (const FieldInfo& field : AllFields()) {
+    if (field.type != FieldType::kString && added++ < 30) request.add_field_ids(field.id);
+  }
+  for (auto _ : state) {
+    std::vector<std::vector<double>> latencies(subscribers);
+    std::vector<std::thread> threads;
+    std::vector<std::unique_ptr<EngineClient>> clients;
+    std::vector<std::unique_ptr<TickSubscription>> streams;
+    for (int i = 0; i < subscribers; ++i) {
+      clients.push_back(std::move(*EngineClient::Create("unix://" + socket)));
+      streams.push_back(clients.back()->Subscribe(request));
+    }
+    const absl::Time end = absl::Now() + absl::Seconds(10);
+    for (int i = 0; i < subscribers; ++i) {
+      threads.emplace_back([&, i] {
+        bool first = true;
+        while (absl::Now() < end) {
+          auto event = streams[i]->Next();
+          if (event.kind != TickSubscription::Event::kTick) return;
+          if (first) {  // the first message is the latest snapshot, not a fresh tick
+            first = false;
+            continue;
+          }
+          latencies[i].push_back(
+              absl::ToDoubleMilliseconds(absl::Now() - absl::FromUnixMicros(event.update.timestamp_us())));
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    std::vector<double> all;
+    for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+    state.counters["deliveries"] = static_cast<double>(all.size());
+    state.counters["p50_ms"] = Percentile(all, 0.50);
+    state.counters["p99_ms"] = Percentile(all, 0.99);
+    state.counters["max_ms"] = Percentile(all, 1.0);
+    streams.clear();
+  }
+  loop.Stop();
+  (*server)->Shutdown(absl::Seconds(1));
+  std::string cleanup = std::string("rm -rf ") + dir;
+  (void)!std::system(cleanup.c_str());
+}
+BENCHMARK(BM_SubscriptionFanout)->Arg(100)->Iterations(1)->Unit(benchmark::kSecond);
+
+double RssMiB() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024;
+  }
+  return 0;
+}
+
+// The engine (sim, 8 GPUs, every field every second, server up) after a full hour of ticks,
+// driven by a fake clock so it takes seconds, not an hour.
+void BM_EngineRssHourOfHistory(benchmark::State& state) {
+  for (auto _ : state) {
+    const double before = RssMiB();
+    FakeClock clock;
+    auto sim = SimBackend::Create({.gpu_count = 8, .seed = 1});
+    auto engine = Engine::Create(
+        {.node_name = "bench", .config = EveryFieldEvery(absl::Seconds(1)), .clock = &clock},
+        std::move(*sim));
+    for (int i = 0; i < 3600; ++i) {
+      clock.Advance(absl::Seconds(1));
+      (*engine)->RunTick();
+    }
+    state.counters["process_rss_mib"] = RssMiB();
+    state.counters["rss_growth_mib"] = RssMiB() - before;
+    auto history = (*engine)->History({.gpus = {0}, .fields = {150}});
+    state.counters["samples_per_series"] = static_cast<double>((*history)[0].samples.size());
+  }
+}
+BENCHMARK(BM_EngineRssHourOfHistory)->Iterations(1)->Unit(benchmark::kSecond);
+
+}  // namespace
+}  // namespace vigil
+
+int main(int argc, char** argv) {
+  grpc_init();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
