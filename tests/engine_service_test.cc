@@ -25,7 +25,7 @@ v1::TickUpdate ReadUntil(TickSubscription& subscription, uint64_t seq) {
     auto event = subscription.Next();
     EXPECT_EQ(event.kind, TickSubscription::Event::kTick) << event.error;
     if (event.kind != TickSubscription::Event::kTick) return {};
-    if (event.update.seq() >= seq) return event.update;
+    if (event.update->seq() >= seq) return *event.update;
   }
 }
 
@@ -130,9 +130,9 @@ TEST(EngineServiceTest, ClientsOnBothTransportsSeeIdenticalTicks) {
     auto b = over_tcp->Next();
     ASSERT_EQ(a.kind, TickSubscription::Event::kTick);
     ASSERT_EQ(b.kind, TickSubscription::Event::kTick);
-    EXPECT_EQ(a.update.values_size(), 8);
-    unix_ticks[a.update.seq()] = a.update.SerializeAsString();
-    tcp_ticks[b.update.seq()] = b.update.SerializeAsString();
+    EXPECT_EQ(a.update->values_size(), 8);
+    unix_ticks[a.update->seq()] = a.update->SerializeAsString();
+    tcp_ticks[b.update->seq()] = b.update->SerializeAsString();
   }
   int common = 0;
   for (const auto& [seq, bytes] : unix_ticks) {
@@ -158,8 +158,8 @@ TEST(EngineServiceTest, SeqIncreasesStrictlyOnAStream) {
   for (int i = 0; i < 10; ++i) {
     auto event = subscription->Next();
     ASSERT_EQ(event.kind, TickSubscription::Event::kTick);
-    EXPECT_GT(event.update.seq(), previous);
-    previous = event.update.seq();
+    EXPECT_GT(event.update->seq(), previous);
+    previous = event.update->seq();
   }
 }
 
@@ -172,7 +172,7 @@ TEST(EngineServiceTest, RestartIsSeenAsReconnectWithANewInstance) {
   auto event = subscription->Next();
   ASSERT_EQ(event.kind, TickSubscription::Event::kTick);
   EXPECT_FALSE(event.new_instance);
-  EXPECT_EQ(event.update.instance_id(), first_id);
+  EXPECT_EQ(event.update->instance_id(), first_id);
 
   // The temp dir goes with the fixture; keep the socket's directory alive by restarting into a
   // fresh fixture's directory is not possible, so restart on the same path before the old
@@ -197,7 +197,7 @@ TEST(EngineServiceTest, RestartIsSeenAsReconnectWithANewInstance) {
     ASSERT_EQ(event.kind, TickSubscription::Event::kDisconnected) << event.error;
   }
   EXPECT_TRUE(event.new_instance);
-  EXPECT_EQ(event.update.instance_id(), second.engine().identity().instance_id);
+  EXPECT_EQ(event.update->instance_id(), second.engine().identity().instance_id);
   EXPECT_GE(subscription->reconnects(), 1u);
   second.Stop();
 }
@@ -223,8 +223,8 @@ TEST(EngineServiceTest, AStalledSubscriberDoesNotStallAnother) {
   for (int i = 0; i < 60; ++i) {
     auto event = live->Next();
     ASSERT_EQ(event.kind, TickSubscription::Event::kTick);
-    if (first_seq == 0) first_seq = event.update.seq();
-    last_seq = event.update.seq();
+    if (first_seq == 0) first_seq = event.update->seq();
+    last_seq = event.update->seq();
   }
   // The live subscriber kept up with the engine: 60 ticks of 50 ms in about 3 s, none dropped.
   EXPECT_EQ(last_seq - first_seq, 59u);

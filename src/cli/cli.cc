@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "absl/synchronization/mutex.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "common/version.h"
@@ -16,6 +17,9 @@ int Main(int argc, char** argv) {
   // Initialised once and never shut down: gRPC's final cleanup can block after a client dropped
   // mid-stream (shared notes/build.md).
   grpc_init();
+  // Debian's abseil records a stack trace per lock acquisition for deadlock detection; the tests
+  // keep that check on, the shipped binary does not pay for it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   CLI::App app("Vigil: one GPU telemetry and health engine per node, and the clients that read "
                "from it.",

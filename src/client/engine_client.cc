@@ -150,14 +150,13 @@ TickSubscription::Event TickSubscription::Next() {
     reader_ = client_->stub_->Subscribe(context_.get(), request_);
     if (connected_before_) ++reconnects_;
   }
-  v1::TickUpdate update;
-  if (reader_->Read(&update)) {
+  if (reader_->Read(&update_)) {
     backoff_.Reset();
     event.kind = Event::kTick;
-    event.new_instance = connected_before_ && update.instance_id() != last_instance_id_;
-    last_instance_id_ = update.instance_id();
+    event.new_instance = connected_before_ && update_.instance_id() != last_instance_id_;
+    if (event.new_instance || !connected_before_) last_instance_id_ = update_.instance_id();
     connected_before_ = true;
-    event.update = std::move(update);
+    event.update = &update_;
     return event;
   }
   const grpc::Status status = reader_->Finish();

@@ -63,7 +63,8 @@ class EngineClient {
 };
 
 // A stream of ticks that survives engine restarts. Next() blocks for the next event:
-// - kTick: an update; `new_instance` is true on the first update from an engine instance other
+// - kTick: `update` points to the update, valid until the next call to Next() (the message is
+//   reused, so a subscriber does not allocate per tick); `new_instance` is true on the first update from an engine instance other
 //   than the previous one (the engine restarted: caches were rebuilt, seq started again).
 // - kDisconnected: the stream broke or could not be opened; `error` says why. The next Next()
 //   waits a backoff delay and reconnects.
@@ -73,7 +74,7 @@ class TickSubscription {
  public:
   struct Event {
     enum Kind { kTick, kDisconnected, kRejected, kCancelled } kind = kCancelled;
-    v1::TickUpdate update;
+    const v1::TickUpdate* update = nullptr;
     bool new_instance = false;
     absl::Status error;
   };
@@ -99,6 +100,7 @@ class TickSubscription {
   bool waiting_to_reconnect_ = false;
   uint64_t reconnects_ = 0;
   std::unique_ptr<grpc::ClientReader<v1::TickUpdate>> reader_;
+  v1::TickUpdate update_;  // reused for every message
 
   absl::Mutex mutex_;
   bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;

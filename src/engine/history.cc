@@ -9,9 +9,10 @@
 namespace vigil {
 namespace {
 
-constexpr uint64_t kSeqMask = (uint64_t{1} << 48) - 1;
-constexpr int kStatusShift = 48;
-constexpr uint64_t kInjectedBit = uint64_t{1} << 56;
+constexpr int kStatusShift = HistoryStore::kDefaultOffsetBits;
+constexpr uint32_t kStatusMask = 0xf;
+constexpr uint32_t kInjectedBit = uint32_t{1} << 31;
+static_assert(static_cast<uint32_t>(ValueStatus::kNoData) <= kStatusMask);
 
 }  // namespace
 
@@ -45,21 +46,26 @@ void HistoryStore::Ring<T>::pop_front() {
 }
 
 HistoryStore::HistoryStore(uint32_t gpu_count, std::vector<FieldType> types,
-                           std::vector<absl::Duration> intervals, absl::Duration max_age)
-    : types_(std::move(types)), max_age_(max_age), series_(gpu_count * types_.size()) {
+                           std::vector<absl::Duration> intervals, absl::Duration max_age,
+                           uint32_t offset_bits)
+    : types_(std::move(types)),
+      max_age_(max_age),
+      offset_mask_((uint32_t{1} << offset_bits) - 1),
+      series_(gpu_count * types_.size()) {
+  VIGIL_CHECK(offset_bits >= 1 && offset_bits <= kDefaultOffsetBits);
   VIGIL_CHECK(intervals.size() == types_.size());
   for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) {
     for (size_t f = 0; f < types_.size(); ++f) {
       const size_t limit = static_cast<size_t>(max_age / intervals[f]) + 2;
       tick_limit_ = std::max(tick_limit_, limit);
+      // A series spans at most `limit` ticks, so its offsets always fit after a rebase.
+      VIGIL_CHECK(limit < offset_mask_);
       series(gpu, f).samples.set_limit(limit);
-      series(gpu, f).strings.set_limit(limit);
     }
   }
 }
 
 void HistoryStore::BeginTick(uint64_t seq, absl::Time time) {
-  VIGIL_CHECK(seq <= kSeqMask);
   if (tick_times_.empty()) {
     first_tick_seq_ = seq;
   } else {
@@ -68,11 +74,60 @@ void HistoryStore::BeginTick(uint64_t seq, absl::Time time) {
   tick_times_.push_back(time);
 }
 
+uint64_t HistoryStore::SeqOf(const Series& s, size_t position) const {
+  return s.base_seq + (s.samples[position].meta & offset_mask_);
+}
+
+void HistoryStore::Rebase(Series& s) const {
+  if (s.samples.size() == 0) return;
+  const uint64_t new_base = SeqOf(s, 0);
+  const uint32_t shift = static_cast<uint32_t>(new_base - s.base_seq);
+  for (size_t i = 0; i < s.samples.size(); ++i) {
+    PackedSample& sample = s.samples[i];
+    sample.meta = (sample.meta & ~offset_mask_) | ((sample.meta & offset_mask_) - shift);
+  }
+  s.base_seq = new_base;
+}
+
+uint64_t HistoryStore::Intern(Series& s, const std::string& text) {
+  for (size_t i = 0; i < s.dictionary.size(); ++i) {
+    if (s.dictionary[i] == text) return i;
+  }
+  if (s.dictionary.size() >= s.dictionary_limit) {
+    // Keep only the strings samples still refer to, renumbered in order of first use.
+    std::vector<std::string> live;
+    std::vector<int64_t> renumber(s.dictionary.size(), -1);
+    for (size_t i = 0; i < s.samples.size(); ++i) {
+      PackedSample& sample = s.samples[i];
+      if (static_cast<ValueStatus>((sample.meta >> kStatusShift) & kStatusMask) !=
+          ValueStatus::kOk) {
+        continue;
+      }
+      int64_t& index = renumber[sample.bits];
+      if (index < 0) {
+        index = static_cast<int64_t>(live.size());
+        live.push_back(std::move(s.dictionary[sample.bits]));
+      }
+      sample.bits = static_cast<uint64_t>(index);
+    }
+    s.dictionary = std::move(live);
+    // A series whose string changes every sample compacts rarely: the limit grows with it.
+    s.dictionary_limit = std::max<size_t>(16, 2 * s.dictionary.size());
+  }
+  s.dictionary.push_back(text);
+  return s.dictionary.size() - 1;
+}
+
 void HistoryStore::Append(uint32_t gpu, size_t field_index, const FieldValue& value) {
   VIGIL_CHECK(!tick_times_.empty());
   const uint64_t seq = first_tick_seq_ + tick_times_.size() - 1;
   Series& s = series(gpu, field_index);
-  PackedSample sample{seq | (uint64_t{static_cast<uint8_t>(value.status)} << kStatusShift) |
+  if (s.samples.size() == 0) s.base_seq = seq;
+  VIGIL_CHECK(seq >= s.base_seq);
+  if (seq - s.base_seq > offset_mask_) Rebase(s);
+  VIGIL_CHECK(seq - s.base_seq <= offset_mask_);
+  PackedSample sample{static_cast<uint32_t>(seq - s.base_seq) |
+                          (static_cast<uint32_t>(value.status) << kStatusShift) |
                           (value.injected ? kInjectedBit : 0),
                       0};
   if (value.ok()) {
@@ -84,13 +139,11 @@ void HistoryStore::Append(uint32_t gpu, size_t field_index, const FieldValue& va
         sample.bits = std::bit_cast<uint64_t>(std::get<double>(value.value));
         break;
       case FieldType::kString:
+        sample.bits = Intern(s, std::get<std::string>(value.value));
         break;
     }
   }
   s.samples.push_back(sample);
-  if (types_[field_index] == FieldType::kString) {
-    s.strings.push_back(value.ok() ? std::get<std::string>(value.value) : std::string());
-  }
 }
 
 void HistoryStore::Trim(absl::Time now) {
@@ -101,10 +154,7 @@ void HistoryStore::Trim(absl::Time now) {
     ++first_tick_seq_;
   }
   for (Series& s : series_) {
-    while (s.samples.size() > 0 && (s.samples[0].seq_and_flags & kSeqMask) < first_tick_seq_) {
-      s.samples.pop_front();
-      if (s.strings.size() > 0) s.strings.pop_front();
-    }
+    while (s.samples.size() > 0 && SeqOf(s, 0) < first_tick_seq_) s.samples.pop_front();
   }
 }
 
@@ -127,7 +177,7 @@ std::pair<size_t, size_t> HistoryStore::Range(const Series& s, absl::Time start,
     size_t low = 0, high = s.samples.size();
     while (low < high) {
       const size_t mid = (low + high) / 2;
-      if ((s.samples[mid].seq_and_flags & kSeqMask) < seq) {
+      if (SeqOf(s, mid) < seq) {
         low = mid + 1;
       } else {
         high = mid;
@@ -141,8 +191,8 @@ std::pair<size_t, size_t> HistoryStore::Range(const Series& s, absl::Time start,
 FieldValue HistoryStore::Unpack(const Series& s, size_t position, FieldType type) const {
   const PackedSample& packed = s.samples[position];
   FieldValue value;
-  value.status = static_cast<ValueStatus>((packed.seq_and_flags >> kStatusShift) & 0xff);
-  value.injected = (packed.seq_and_flags & kInjectedBit) != 0;
+  value.status = static_cast<ValueStatus>((packed.meta >> kStatusShift) & kStatusMask);
+  value.injected = (packed.meta & kInjectedBit) != 0;
   if (value.ok()) {
     switch (type) {
       case FieldType::kInt64:
@@ -152,7 +202,7 @@ FieldValue HistoryStore::Unpack(const Series& s, size_t position, FieldType type
         value.value = std::bit_cast<double>(packed.bits);
         break;
       case FieldType::kString:
-        value.value = s.strings[position];
+        value.value = s.dictionary[packed.bits];
         break;
     }
   }
@@ -169,7 +219,7 @@ void HistoryStore::Query(uint32_t gpu, size_t field_index, absl::Time start, abs
   out->clear();
   out->reserve(last - first);
   for (size_t i = first; i < last; ++i) {
-    const uint64_t seq = s.samples[i].seq_and_flags & kSeqMask;
+    const uint64_t seq = SeqOf(s, i);
     out->push_back({seq, TickTime(seq), Unpack(s, i, types_[field_index])});
   }
 }
@@ -190,8 +240,8 @@ size_t HistoryStore::memory_bytes() const {
   size_t bytes = series_.capacity() * sizeof(Series) + tick_times_.size() * sizeof(absl::Time);
   for (const Series& s : series_) {
     bytes += s.samples.capacity() * sizeof(PackedSample);
-    bytes += s.strings.capacity() * sizeof(std::string);
-    for (size_t i = 0; i < s.strings.size(); ++i) bytes += s.strings[i].capacity();
+    bytes += s.dictionary.capacity() * sizeof(std::string);
+    for (const std::string& text : s.dictionary) bytes += text.capacity();
   }
   return bytes;
 }

@@ -2,10 +2,11 @@
 // age (samples older than max_age are dropped at every tick) and by count (a series never holds
 // more than max_age / interval + 2 samples, whatever the clock does).
 //
-// Layout: a sample is 16 bytes (tick seq + status/injected flags packed in one word, the value's
-// bits in the other); its time is not stored per sample but looked up in one shared table of
-// tick times, since every sample of a tick shares the tick's time. String values (identity
-// fields, sampled once a minute) are kept in a parallel ring.
+// Layout: a sample is 12 bytes — 32 bits of metadata (the tick seq as an offset from the series'
+// base seq, the status, the injected flag) and the value's 64 bits. Its time is not stored per
+// sample but looked up in one shared table of tick times, since every sample of a tick shares the
+// tick's time. String values (identity fields, which almost never change) are stored once each in
+// a small per-series dictionary, and a sample holds its index.
 // Not thread-safe: the engine serialises writers and readers with its own lock.
 #pragma once
 
@@ -28,8 +29,12 @@ struct HistorySample {
 class HistoryStore {
  public:
   // types[i] and intervals[i] describe field index i; every GPU has one series per field.
+  // offset_bits: width of a sample's seq offset; tests make it small to exercise rebasing.
   HistoryStore(uint32_t gpu_count, std::vector<FieldType> types,
-               std::vector<absl::Duration> intervals, absl::Duration max_age);
+               std::vector<absl::Duration> intervals, absl::Duration max_age,
+               uint32_t offset_bits = kDefaultOffsetBits);
+
+  static constexpr uint32_t kDefaultOffsetBits = 27;
 
   // Starts tick `seq` at `time`. Precondition: seq greater than every earlier seq.
   void BeginTick(uint64_t seq, absl::Time time);
@@ -47,14 +52,19 @@ class HistoryStore {
   size_t Count(uint32_t gpu, size_t field_index, absl::Time start, absl::Time end) const;
 
   size_t sample_count() const;
+  // Distinct strings a string series holds in its dictionary.
+  size_t strings_held(uint32_t gpu, size_t field_index) const {
+    return series(gpu, field_index).dictionary.size();
+  }
   // Heap bytes held by the store (capacity, not just size).
   size_t memory_bytes() const;
 
  private:
-  struct PackedSample {
-    uint64_t seq_and_flags;  // seq in the low 48 bits, status in 8 bits, injected in 1 bit
-    uint64_t bits;           // int64 or double bits; the string ring's slot for strings
+  struct __attribute__((packed, aligned(4))) PackedSample {
+    uint32_t meta;  // injected bit 31, status bits 27-30, seq - base_seq in the low offset_bits
+    uint64_t bits;  // int64 or double bits; the dictionary index for strings
   };
+  static_assert(sizeof(PackedSample) == 12);
   // A ring buffer that grows by doubling up to `limit` entries, then overwrites the oldest.
   template <typename T>
   class Ring {
@@ -63,6 +73,7 @@ class HistoryStore {
     size_t size() const { return size_; }
     size_t capacity() const { return slots_.capacity(); }
     const T& operator[](size_t i) const { return slots_[(head_ + i) % slots_.size()]; }
+    T& operator[](size_t i) { return slots_[(head_ + i) % slots_.size()]; }
     // Returns false when the ring was full and the oldest entry was overwritten.
     bool push_back(T value);
     void pop_front();
@@ -73,7 +84,9 @@ class HistoryStore {
   };
   struct Series {
     Ring<PackedSample> samples;
-    Ring<std::string> strings;  // only for string fields, parallel to samples
+    uint64_t base_seq = 0;                // seq of offset 0
+    std::vector<std::string> dictionary;  // string fields only: the distinct values held
+    size_t dictionary_limit = 16;         // compact the dictionary when it grows past this
   };
 
   Series& series(uint32_t gpu, size_t field_index) {
@@ -85,10 +98,16 @@ class HistoryStore {
   // [first, last) positions in `s` of samples with seq in [seq_low, seq_high].
   std::pair<size_t, size_t> Range(const Series& s, absl::Time start, absl::Time end) const;
   absl::Time TickTime(uint64_t seq) const;
+  uint64_t SeqOf(const Series& s, size_t position) const;
+  // Makes the oldest sample the base again, so new offsets fit in their bits.
+  void Rebase(Series& s) const;
+  // Index of `text` in the series' dictionary, adding it (and compacting) as needed.
+  static uint64_t Intern(Series& s, const std::string& text);
   FieldValue Unpack(const Series& s, size_t position, FieldType type) const;
 
   std::vector<FieldType> types_;
   absl::Duration max_age_;
+  uint32_t offset_mask_;
   std::vector<Series> series_;
   // Times of retained ticks: tick_times_[i] is the time of seq first_tick_seq_ + i.
   std::deque<absl::Time> tick_times_;

@@ -109,5 +109,47 @@ TEST_F(HistoryTest, CountBoundHoldsEvenWithoutTrimming) {
   EXPECT_EQ(strings.front().value, FieldValue::String("939"));
 }
 
+TEST(HistoryStoreTest, RebasesOffsetsOverLongRuns) {
+  // 6-bit offsets: a series must rebase every ~60 ticks; values and seqs must survive it.
+  HistoryStore store(1, {FieldType::kInt64}, {absl::Seconds(1)}, absl::Seconds(20), 6);
+  for (uint64_t seq = 1; seq <= 1000; ++seq) {
+    store.BeginTick(seq, kT0 + absl::Seconds(seq));
+    store.Append(0, 0, FieldValue::Int(static_cast<int64_t>(seq)));
+    store.Trim(kT0 + absl::Seconds(seq));
+  }
+  std::vector<HistorySample> out;
+  bool truncated = false;
+  store.Query(0, 0, absl::InfinitePast(), absl::InfiniteFuture(), 1000, &out, &truncated);
+  ASSERT_EQ(out.size(), 21u);
+  for (const HistorySample& sample : out) {
+    EXPECT_EQ(sample.value, FieldValue::Int(static_cast<int64_t>(sample.seq)));
+    EXPECT_EQ(sample.time, kT0 + absl::Seconds(static_cast<int64_t>(sample.seq)));
+  }
+  EXPECT_EQ(out.back().seq, 1000u);
+}
+
+TEST(HistoryStoreTest, StringsAreStoredOnceAndSurviveDictionaryCompaction) {
+  HistoryStore store(1, {FieldType::kString}, {absl::Seconds(1)}, absl::Seconds(50));
+  const absl::Time t0 = kT0;
+  // Mostly one value (an identity field), then a value that changes every tick.
+  for (uint64_t seq = 1; seq <= 300; ++seq) {
+    store.BeginTick(seq, t0 + absl::Seconds(seq));
+    store.Append(0, 0,
+                 seq < 200 ? FieldValue::String("GPU-abc-constant-uuid-value")
+                           : FieldValue::String("changing-" + std::to_string(seq)));
+    store.Trim(t0 + absl::Seconds(seq));
+  }
+  std::vector<HistorySample> out;
+  bool truncated = false;
+  store.Query(0, 0, absl::InfinitePast(), absl::InfiniteFuture(), 1000, &out, &truncated);
+  ASSERT_EQ(out.size(), 51u);
+  for (const HistorySample& sample : out) {
+    EXPECT_EQ(sample.value, FieldValue::String("changing-" + std::to_string(sample.seq)));
+  }
+  // The dictionary holds about what is live (51 strings), not all 102 strings ever seen.
+  EXPECT_LE(store.strings_held(0, 0), 2u * 51 + 1);
+  EXPECT_GE(store.strings_held(0, 0), 51u);
+}
+
 }  // namespace
 }  // namespace vigil

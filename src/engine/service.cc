@@ -2,75 +2,13 @@
 #include "engine/service.h"
 
 #include "common/status.h"
+#include "engine/proto_convert.h"
+#include "engine/tick_encoder.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
 
 namespace vigil {
 namespace {
-
-v1::ValueStatus ToProto(ValueStatus status) {
-  switch (status) {
-    case ValueStatus::kOk:
-      return v1::VALUE_STATUS_OK;
-    case ValueStatus::kNotSupported:
-      return v1::VALUE_STATUS_NOT_SUPPORTED;
-    case ValueStatus::kGpuLost:
-      return v1::VALUE_STATUS_GPU_LOST;
-    case ValueStatus::kReadError:
-      return v1::VALUE_STATUS_READ_ERROR;
-    case ValueStatus::kNoPermission:
-      return v1::VALUE_STATUS_NO_PERMISSION;
-    case ValueStatus::kTimeout:
-      return v1::VALUE_STATUS_TIMEOUT;
-    case ValueStatus::kNoData:
-      return v1::VALUE_STATUS_NO_DATA;
-  }
-  return v1::VALUE_STATUS_UNSPECIFIED;
-}
-
-v1::FieldType ToProto(FieldType type) {
-  switch (type) {
-    case FieldType::kInt64:
-      return v1::FIELD_TYPE_INT64;
-    case FieldType::kDouble:
-      return v1::FIELD_TYPE_DOUBLE;
-    case FieldType::kString:
-      return v1::FIELD_TYPE_STRING;
-  }
-  return v1::FIELD_TYPE_UNSPECIFIED;
-}
-
-// Fills the value part shared by FieldValue and Sample messages.
-template <typename Message>
-void SetValue(const FieldValue& value, Message* out) {
-  out->set_status(ToProto(value.status));
-  out->set_injected(value.injected);
-  if (!value.ok()) return;
-  if (const auto* i = std::get_if<int64_t>(&value.value)) {
-    out->set_int_value(*i);
-  } else if (const auto* d = std::get_if<double>(&value.value)) {
-    out->set_double_value(*d);
-  } else {
-    out->set_string_value(std::get<std::string>(value.value));
-  }
-}
-
-void AppendValues(const Snapshot& snapshot, const std::vector<uint32_t>& gpus,
-                  const std::vector<size_t>& fields,
-                  google::protobuf::RepeatedPtrField<v1::FieldValue>* out) {
-  out->Reserve(static_cast<int>(gpus.size() * fields.size()));
-  for (uint32_t gpu : gpus) {
-    for (size_t index : fields) {
-      const LatestValue& latest = snapshot.at(gpu, index);
-      v1::FieldValue* value = out->Add();
-      value->set_gpu(gpu);
-      value->set_field_id(snapshot.layout->field(index).id);
-      SetValue(latest.value, value);
-      value->set_sample_seq(latest.sample_seq);
-      value->set_timestamp_us(latest.sample_seq == 0 ? 0 : absl::ToUnixMicros(latest.sample_time));
-    }
-  }
-}
 
 std::vector<uint32_t> Gpus(const google::protobuf::RepeatedField<uint32_t>& gpus) {
   return {gpus.begin(), gpus.end()};
@@ -85,29 +23,31 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const abs
   return reactor;
 }
 
-// One Subscribe stream. Lifetime: created by Subscribe(), deleted in OnDone() when gRPC is done
-// with it. The fan-out holds a Listener (shared_ptr) that forwards ticks here while attached.
+// One Subscribe stream, written as raw bytes so that subscribers with the same filter share one
+// encoding per tick (TickEncoder). Lifetime: created by Subscribe(), deleted in OnDone() when gRPC
+// is done with it. The fan-out holds a Listener (shared_ptr) that forwards ticks here while
+// attached.
 //
 // Locking: `mutex_` guards the queue and the write/finish state. StartWrite() and Finish() are
 // never called with `mutex_` held (gRPC may run OnWriteDone on another thread at once); instead
 // the thread that sets writing_ or finished_ under the lock owns that action. Finish() is only
 // called with no write in flight, so OnDone() cannot run while a write is being started.
-class SubscribeReactor final : public grpc::ServerWriteReactor<v1::TickUpdate> {
+class SubscribeReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  SubscribeReactor(Engine* engine, std::vector<uint32_t> gpus, std::vector<size_t> fields)
+  SubscribeReactor(Engine* engine, TickEncoder* encoder, TickFilter filter)
       : engine_(engine),
-        instance_id_(engine->identity().instance_id),
-        gpus_(std::move(gpus)),
-        fields_(std::move(fields)),
+        encoder_(encoder),
+        filter_(std::move(filter)),
+        filter_key_(filter_.Key()),
         queue_(engine->subscriber_queue_depth()) {}
 
   void Begin() {
     listener_ = std::make_shared<Listener>(this);
     if (absl::Status added = engine_->fanout().Add(listener_); !added.ok()) {
       listener_->Detach();
-      FinishNow(ToGrpcStatus(added.code() == absl::StatusCode::kFailedPrecondition
-                                 ? absl::UnavailableError(added.message())
-                                 : added));
+      Stop(added.code() == absl::StatusCode::kFailedPrecondition
+               ? absl::UnavailableError(added.message())
+               : added);
       return;
     }
     // Start with the latest snapshot, so the subscriber has the full state at once.
@@ -118,7 +58,9 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::TickUpdate> {
     {
       absl::MutexLock lock(&mutex_);
       writing_ = false;
-      if (!ok) end_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+      if (!ok && !end_status_) {
+        end_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+      }
     }
     Advance();
   }
@@ -184,49 +126,36 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::TickUpdate> {
   // Starts the next write, or finishes the stream, if nothing is in flight.
   void Advance() {
     std::shared_ptr<const Snapshot> next;
+    uint64_t dropped = 0;
     grpc::Status finish_status;
-    bool finish = false;
     {
       absl::MutexLock lock(&mutex_);
       if (writing_ || finished_) return;
       if (end_status_) {
         finished_ = true;
-        finish = true;
         finish_status = *end_status_;
       } else {
         next = queue_.Pop();
         if (next == nullptr) return;
         writing_ = true;
-        // Filled while we own the write; gRPC reads it until OnWriteDone.
-        update_.Clear();
-        update_.set_instance_id(instance_id_);
-        update_.set_seq(next->seq);
-        update_.set_timestamp_us(absl::ToUnixMicros(next->time));
-        update_.set_dropped_ticks(queue_.dropped());
+        dropped = queue_.dropped();
       }
     }
-    if (finish) {
+    if (next == nullptr) {
       Finish(finish_status);
       return;
     }
-    AppendValues(*next, gpus_, fields_, update_.mutable_values());
-    StartWrite(&update_);
-  }
-
-  void FinishNow(const grpc::Status& status) {
-    {
-      absl::MutexLock lock(&mutex_);
-      finished_ = true;
-    }
-    Finish(status);
+    // Owned by this thread until OnWriteDone: gRPC reads it during the write.
+    buffer_ = TickEncoder::Frame(encoder_->Encode(*next, filter_, filter_key_), dropped);
+    StartWrite(&buffer_);
   }
 
   Engine* const engine_;
-  const std::string instance_id_;
-  const std::vector<uint32_t> gpus_;
-  const std::vector<size_t> fields_;
+  TickEncoder* const encoder_;
+  const TickFilter filter_;
+  const std::string filter_key_;
   std::shared_ptr<Listener> listener_;
-  v1::TickUpdate update_;  // owned by whoever set writing_
+  grpc::ByteBuffer buffer_;  // owned by whoever set writing_
 
   absl::Mutex mutex_;
   TickQueue queue_ ABSL_GUARDED_BY(mutex_);
@@ -351,17 +280,24 @@ grpc::ServerUnaryReactor* EngineService::GetHistory(grpc::CallbackServerContext*
   return Finish(context, absl::OkStatus());
 }
 
-grpc::ServerWriteReactor<v1::TickUpdate>* EngineService::Subscribe(
-    grpc::CallbackServerContext*, const v1::SubscribeRequest* request) {
-  auto gpus = engine_->ResolveGpus(Gpus(request->gpus()));
-  auto fields = engine_->ResolveFields(Fields(request->field_ids()));
-  auto* reactor = new SubscribeReactor(engine_, gpus.ok() ? *gpus : std::vector<uint32_t>{},
-                                       fields.ok() ? *fields : std::vector<size_t>{});
-  if (!gpus.ok() || !fields.ok()) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* EngineService::Subscribe(
+    grpc::CallbackServerContext*, const grpc::ByteBuffer* raw_request) {
+  v1::SubscribeRequest request;
+  grpc::ByteBuffer copy(*raw_request);  // Deserialize takes a mutable buffer; this is a ref-copy
+  const bool parsed =
+      grpc::SerializationTraits<v1::SubscribeRequest>::Deserialize(&copy, &request).ok();
+  auto gpus = engine_->ResolveGpus(Gpus(request.gpus()));
+  auto fields = engine_->ResolveFields(Fields(request.field_ids()));
+  auto* reactor = new SubscribeReactor(
+      engine_, &encoder_,
+      {gpus.ok() ? *gpus : std::vector<uint32_t>{}, fields.ok() ? *fields : std::vector<size_t>{}});
+  if (!parsed) {
+    reactor->Stop(absl::InvalidArgumentError("the SubscribeRequest could not be parsed"));
+  } else if (!gpus.ok() || !fields.ok()) {
     reactor->Stop(!gpus.ok() ? gpus.status() : fields.status());
-    return reactor;
+  } else {
+    reactor->Begin();
   }
-  reactor->Begin();
   return reactor;
 }
 

@@ -6,13 +6,18 @@
 #pragma once
 
 #include "engine/engine.h"
+#include "engine/tick_encoder.h"
 #include "vigil/v1/engine.grpc.pb.h"
 
 namespace vigil {
 
-class EngineService final : public v1::Engine::CallbackService {
+// Subscribe is a raw (ByteBuffer) method so that one encoding per tick serves every subscriber
+// with the same filter; the other methods are typed.
+class EngineService final
+    : public v1::Engine::WithRawCallbackMethod_Subscribe<v1::Engine::CallbackService> {
  public:
-  explicit EngineService(Engine* engine) : engine_(engine) {}
+  explicit EngineService(Engine* engine)
+      : engine_(engine), encoder_(engine->identity().instance_id) {}
 
   grpc::ServerUnaryReactor* GetEngineInfo(grpc::CallbackServerContext* context,
                                           const v1::GetEngineInfoRequest* request,
@@ -29,11 +34,12 @@ class EngineService final : public v1::Engine::CallbackService {
   grpc::ServerUnaryReactor* GetHistory(grpc::CallbackServerContext* context,
                                        const v1::GetHistoryRequest* request,
                                        v1::GetHistoryResponse* response) override;
-  grpc::ServerWriteReactor<v1::TickUpdate>* Subscribe(grpc::CallbackServerContext* context,
-                                                      const v1::SubscribeRequest* request) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Subscribe(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request) override;
 
  private:
   Engine* const engine_;
+  TickEncoder encoder_;
 };
 
 // absl::Status -> grpc::Status, same code and message.

@@ -1,0 +1,79 @@
+// Implements the engine-to-proto conversions.
+#include "engine/proto_convert.h"
+
+#include "absl/time/time.h"
+
+namespace vigil {
+
+v1::ValueStatus ToProto(ValueStatus status) {
+  switch (status) {
+    case ValueStatus::kOk:
+      return v1::VALUE_STATUS_OK;
+    case ValueStatus::kNotSupported:
+      return v1::VALUE_STATUS_NOT_SUPPORTED;
+    case ValueStatus::kGpuLost:
+      return v1::VALUE_STATUS_GPU_LOST;
+    case ValueStatus::kReadError:
+      return v1::VALUE_STATUS_READ_ERROR;
+    case ValueStatus::kNoPermission:
+      return v1::VALUE_STATUS_NO_PERMISSION;
+    case ValueStatus::kTimeout:
+      return v1::VALUE_STATUS_TIMEOUT;
+    case ValueStatus::kNoData:
+      return v1::VALUE_STATUS_NO_DATA;
+  }
+  return v1::VALUE_STATUS_UNSPECIFIED;
+}
+
+v1::FieldType ToProto(FieldType type) {
+  switch (type) {
+    case FieldType::kInt64:
+      return v1::FIELD_TYPE_INT64;
+    case FieldType::kDouble:
+      return v1::FIELD_TYPE_DOUBLE;
+    case FieldType::kString:
+      return v1::FIELD_TYPE_STRING;
+  }
+  return v1::FIELD_TYPE_UNSPECIFIED;
+}
+
+namespace {
+
+// Fills the value part shared by FieldValue and Sample messages.
+template <typename Message>
+void SetValueOf(const FieldValue& value, Message* out) {
+  out->set_status(ToProto(value.status));
+  out->set_injected(value.injected);
+  if (!value.ok()) return;
+  if (const auto* i = std::get_if<int64_t>(&value.value)) {
+    out->set_int_value(*i);
+  } else if (const auto* d = std::get_if<double>(&value.value)) {
+    out->set_double_value(*d);
+  } else {
+    out->set_string_value(std::get<std::string>(value.value));
+  }
+}
+
+}  // namespace
+
+void SetValue(const FieldValue& value, v1::FieldValue* out) { SetValueOf(value, out); }
+void SetValue(const FieldValue& value, v1::Sample* out) { SetValueOf(value, out); }
+
+void AppendValues(const Snapshot& snapshot, const std::vector<uint32_t>& gpus,
+                  const std::vector<size_t>& fields,
+                  google::protobuf::RepeatedPtrField<v1::FieldValue>* out) {
+  out->Reserve(static_cast<int>(gpus.size() * fields.size()));
+  for (uint32_t gpu : gpus) {
+    for (size_t index : fields) {
+      const LatestValue& latest = snapshot.at(gpu, index);
+      v1::FieldValue* value = out->Add();
+      value->set_gpu(gpu);
+      value->set_field_id(snapshot.layout->field(index).id);
+      SetValue(latest.value, value);
+      value->set_sample_seq(latest.sample_seq);
+      value->set_timestamp_us(latest.sample_seq == 0 ? 0 : absl::ToUnixMicros(latest.sample_time));
+    }
+  }
+}
+
+}  // namespace vigil

@@ -1,0 +1,25 @@
+// Conversions from the engine's values and snapshots to vigil.v1 messages, shared by the unary
+// handlers and the subscription encoder. Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/snapshot.h"
+#include "vigil/v1/engine.pb.h"
+
+namespace vigil {
+
+v1::ValueStatus ToProto(ValueStatus status);
+v1::FieldType ToProto(FieldType type);
+
+// Sets status, injected and (when ok) the value of a v1::FieldValue or v1::Sample.
+void SetValue(const FieldValue& value, v1::FieldValue* out);
+void SetValue(const FieldValue& value, v1::Sample* out);
+
+// Appends the latest value of each (gpu, field index), GPU-major, to `out`.
+void AppendValues(const Snapshot& snapshot, const std::vector<uint32_t>& gpus,
+                  const std::vector<size_t>& fields,
+                  google::protobuf::RepeatedPtrField<v1::FieldValue>* out);
+
+}  // namespace vigil
