@@ -25,8 +25,10 @@ class ConstantBackend : public Backend {
  public:
   explicit ConstantBackend(uint32_t gpus) {
     for (uint32_t i = 0; i < gpus; ++i) {
-      gpus_.push_back({.index = i, .uuid = "GPU-00000000-0000-0000-0000-00000000000" + std::to_string(i),
-                       .name = "NVIDIA H100 80GB HBM3", .driver_version = "580.82.07"});
+      gpus_.push_back({.index = i,
+                       .uuid = "GPU-00000000-0000-0000-0000-00000000000" + std::to_string(i),
+                       .name = "NVIDIA H100 80GB HBM3",
+                       .driver_version = "580.82.07"});
     }
   }
   std::string_view name() const override { return "constant"; }
@@ -100,9 +102,9 @@ BENCHMARK(BM_HistoryIngest);
 
 void BM_EngineTick(benchmark::State& state) {
   FakeClock clock;
-  auto engine = Engine::Create({.node_name = "bench", .config = EveryFieldEvery(absl::Seconds(1)),
-                                .clock = &clock},
-                               std::make_unique<ConstantBackend>(8));
+  auto engine = Engine::Create(
+      {.node_name = "bench", .config = EveryFieldEvery(absl::Seconds(1)), .clock = &clock},
+      std::make_unique<ConstantBackend>(8));
   for (auto _ : state) {
     clock.Advance(absl::Seconds(1));
     (*engine)->RunTick();
@@ -164,8 +166,8 @@ void BM_SubscriptionFanout(benchmark::State& state) {
             first = false;
             continue;
           }
-          latencies[i].push_back(
-              absl::ToDoubleMilliseconds(absl::Now() - absl::FromUnixMicros(event.update->timestamp_us())));
+          latencies[i].push_back(absl::ToDoubleMilliseconds(
+              absl::Now() - absl::FromUnixMicros(event.update->timestamp_us())));
         }
       });
     }
@@ -185,7 +187,12 @@ void BM_SubscriptionFanout(benchmark::State& state) {
   std::string cleanup = std::string("rm -rf ") + dir;
   (void)!std::system(cleanup.c_str());
 }
-BENCHMARK(BM_SubscriptionFanout)->Arg(1)->Arg(10)->Arg(100)->Iterations(1)->Unit(benchmark::kSecond);
+BENCHMARK(BM_SubscriptionFanout)
+    ->Arg(1)
+    ->Arg(10)
+    ->Arg(100)
+    ->Iterations(1)
+    ->Unit(benchmark::kSecond);
 
 double RssMiB() {
   std::ifstream status("/proc/self/status");

@@ -107,9 +107,9 @@ TEST(CliTest, SigtermShutsDownCleanlyAndClientsFollowARestart) {
   TempDir dir;
   auto engine = std::make_unique<EngineProcess>(dir.path(), "n1", 2);
   ASSERT_FALSE(engine->tcp_address.empty());
-  Process dmon({VigilBinary(), "dmon", "-e", "150", "-c", "0", "--json", "--engine",
-                engine->unix_address},
-               dir.path());
+  Process dmon(
+      {VigilBinary(), "dmon", "-e", "150", "-c", "0", "--json", "--engine", engine->unix_address},
+      dir.path());
   // Wait for the first tick (polling the output of another process).
   while (dmon.Stdout().empty()) absl::SleepFor(absl::Milliseconds(20));
   const std::string first_instance = JsonLines(dmon.Stdout()).front()["instance_id"];
@@ -144,15 +144,15 @@ TEST(CliTest, KilledEngineLeavesAStaleSocketTheNextOneReplaces) {
 TEST(CliTest, SecondEngineOnTheSameSocketOrPortIsRefused) {
   TempDir dir;
   EngineProcess engine(dir.path(), "n1", 1);
-  auto same_socket = RunCommand({VigilBinary(), "engine", "--backend", "sim", "--socket",
-                                 engine.socket_path, "--listen", "", "--state-dir",
-                                 dir.File("s2")});
+  auto same_socket =
+      RunCommand({VigilBinary(), "engine", "--backend", "sim", "--socket", engine.socket_path,
+                  "--listen", "", "--state-dir", dir.File("s2")});
   EXPECT_EQ(same_socket.exit_code, 2);
   EXPECT_THAT(same_socket.err, HasSubstr("another engine is already listening"));
   ExpectOneLine(same_socket.err);
-  auto same_port = RunCommand({VigilBinary(), "engine", "--backend", "sim", "--socket",
-                               dir.File("other.sock"), "--listen", engine.tcp_address,
-                               "--state-dir", dir.File("s3")});
+  auto same_port =
+      RunCommand({VigilBinary(), "engine", "--backend", "sim", "--socket", dir.File("other.sock"),
+                  "--listen", engine.tcp_address, "--state-dir", dir.File("s3")});
   EXPECT_EQ(same_port.exit_code, 2);
   EXPECT_THAT(same_port.err, HasSubstr("already in use"));
   ExpectOneLine(same_port.err);

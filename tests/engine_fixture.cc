@@ -14,12 +14,11 @@ EngineFixture::EngineFixture(FixtureOptions options, std::string socket_path)
   config.tick_interval = options.tick;
   config.subscriber_queue_depth = options.queue_depth;
   for (const FieldInfo& field : AllFields()) config.interval_overrides[field.id] = options.tick;
-  auto engine =
-      Engine::Create({.node_name = options.node_name, .config = config}, std::move(*sim));
+  auto engine = Engine::Create({.node_name = options.node_name, .config = config}, std::move(*sim));
   EXPECT_TRUE(engine.ok()) << engine.status();
   engine_ = std::move(*engine);
-  auto server = EngineServer::Start(engine_.get(), {.unix_socket_path = socket_path_,
-                                                     .tcp_address = "127.0.0.1:0"});
+  auto server = EngineServer::Start(
+      engine_.get(), {.unix_socket_path = socket_path_, .tcp_address = "127.0.0.1:0"});
   EXPECT_TRUE(server.ok()) << server.status();
   server_ = std::move(*server);
   loop_ = std::make_unique<TickLoop>(engine_.get(), options.tick);

@@ -9,15 +9,15 @@
 
 #include "engine_fixture.h"
 #include "gmock/gmock.h"
-#include "grpcpp/create_channel.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 
 namespace vigil {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::EngineFixture;
+using ::testing::HasSubstr;
 
 // Reads ticks until one with seq >= `seq` arrives (or the stream fails).
 v1::TickUpdate ReadUntil(TickSubscription& subscription, uint64_t seq) {
@@ -183,7 +183,8 @@ TEST(EngineServiceTest, RestartIsSeenAsReconnectWithANewInstance) {
     event = subscription->Next();
     if (event.kind == TickSubscription::Event::kDisconnected) {
       saw_disconnect = true;
-      EXPECT_THAT(std::string(event.error.message()), ::testing::AnyOf(HasSubstr("unreachable"), HasSubstr("shutting down")));
+      EXPECT_THAT(std::string(event.error.message()),
+                  ::testing::AnyOf(HasSubstr("unreachable"), HasSubstr("shutting down")));
       break;
     }
     ASSERT_EQ(event.kind, TickSubscription::Event::kTick);

@@ -129,10 +129,12 @@ EngineProcess::EngineProcess(const std::string& dir, const std::string& node_nam
                              const std::vector<std::string>& extra) {
   socket_path = dir + "/" + node_name + ".sock";
   unix_address = "unix://" + socket_path;
-  std::vector<std::string> args = {VigilBinary(), "engine",      "--backend",
-                                   "sim",         "--gpus",      std::to_string(gpus),
-                                   "--socket",    socket_path,   "--listen",
-                                   "127.0.0.1:0", "--node-name", node_name,
+  std::vector<std::string> args = {VigilBinary(), "engine",
+                                   "--backend",   "sim",
+                                   "--gpus",      std::to_string(gpus),
+                                   "--socket",    socket_path,
+                                   "--listen",    "127.0.0.1:0",
+                                   "--node-name", node_name,
                                    "--state-dir", dir + "/state-" + node_name};
   args.insert(args.end(), extra.begin(), extra.end());
   process = std::make_unique<Process>(args, dir);

@@ -6,7 +6,6 @@
 #include <sys/types.h>
 
 #include <memory>
-
 #include <string>
 #include <vector>
 

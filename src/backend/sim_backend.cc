@@ -31,9 +31,8 @@ absl::Status SimBackend::Read(uint32_t gpu, absl::Span<const FieldId> fields, ab
   // The model keeps running while the GPU is "lost", so that it comes back with plausible values.
   models_[gpu].AdvanceTo(now);
   if (lost_[gpu]) {
-    return absl::UnavailableError(
-        fmt::format("GPU {} ({}) is lost: it stopped answering (simulated)", gpu,
-                    identities_[gpu].uuid));
+    return absl::UnavailableError(fmt::format(
+        "GPU {} ({}) is lost: it stopped answering (simulated)", gpu, identities_[gpu].uuid));
   }
   for (size_t i = 0; i < fields.size(); ++i) out[i] = models_[gpu].Read(fields[i]);
   return absl::OkStatus();

@@ -100,11 +100,21 @@ TEST(SimBackendTest, EveryCatalogueFieldHasTheCatalogueType) {
 // Runs a GPU for `hours` sampled every second and checks the physics hold throughout.
 TEST(SimBackendTest, PhysicallyPlausibleOverHours) {
   auto sim = MakeSim(4, 3);
-  const std::vector<FieldId> fields = {
-      fid::kGpuUtil,     fid::kPowerUsage,       fid::kGpuTemp,        fid::kSmClock,
-      fid::kClocksEventReasons, fid::kTotalEnergy, fid::kFbUsed,       fid::kFbFree,
-      fid::kFbReserved,  fid::kPcieReplayCounter, fid::kEccSbeVolTotal, fid::kPowerViolation,
-      fid::kThermalViolation, fid::kNvlinkBandwidthTotal, fid::kMemoryTemp};
+  const std::vector<FieldId> fields = {fid::kGpuUtil,
+                                       fid::kPowerUsage,
+                                       fid::kGpuTemp,
+                                       fid::kSmClock,
+                                       fid::kClocksEventReasons,
+                                       fid::kTotalEnergy,
+                                       fid::kFbUsed,
+                                       fid::kFbFree,
+                                       fid::kFbReserved,
+                                       fid::kPcieReplayCounter,
+                                       fid::kEccSbeVolTotal,
+                                       fid::kPowerViolation,
+                                       fid::kThermalViolation,
+                                       fid::kNvlinkBandwidthTotal,
+                                       fid::kMemoryTemp};
   for (uint32_t gpu = 0; gpu < 4; ++gpu) {
     std::map<FieldId, int64_t> last_counter;
     std::vector<double> utils, powers;

@@ -194,8 +194,8 @@ void SimGpu::Step() {
                         kPowerLimitW);
 
   // Temperature lags power.
-  gpu_temp_c_ = Approach(gpu_temp_c_, ambient_c_ + power_w_ * kThermalResistanceCPerW,
-                         kGpuThermalTauS);
+  gpu_temp_c_ =
+      Approach(gpu_temp_c_, ambient_c_ + power_w_ * kThermalResistanceCPerW, kGpuThermalTauS);
   mem_temp_c_ = Approach(mem_temp_c_, ambient_c_ + 6 + power_w_ * 0.06 + mem_copy_util_ * 0.08,
                          kMemThermalTauS);
   const bool thermal_slowdown = gpu_temp_c_ > kThermalSlowdownC;

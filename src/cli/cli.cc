@@ -21,9 +21,10 @@ int Main(int argc, char** argv) {
   // keep that check on, the shipped binary does not pay for it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
-  CLI::App app("Vigil: one GPU telemetry and health engine per node, and the clients that read "
-               "from it.",
-               "vigil");
+  CLI::App app(
+      "Vigil: one GPU telemetry and health engine per node, and the clients that read "
+      "from it.",
+      "vigil");
   app.set_version_flag("--version", std::string(kVersion));
   app.require_subcommand(1);
   app.fallthrough(false);
@@ -41,9 +42,8 @@ int Main(int argc, char** argv) {
     for (const CLI::App* sub : app.get_subcommands()) command = sub->get_name();
     std::string message = error.what();
     if (!message.empty() && message.back() == '\n') message.pop_back();
-    return Fail(command.empty() ? "" : command,
-                fmt::format("{} (see `vigil {}--help`)", message,
-                            command.empty() ? "" : command + " "));
+    return Fail(command.empty() ? "" : command, fmt::format("{} (see `vigil {}--help`)", message,
+                                                            command.empty() ? "" : command + " "));
   }
   for (const auto& [name, run] : commands) {
     if (app.got_subcommand(name)) return run();

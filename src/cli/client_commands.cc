@@ -14,8 +14,7 @@ namespace vigil::cli {
 void AddClientFlags(CLI::App* command, ClientFlags* flags) {
   flags->engine = std::string(kDefaultEngineAddress);
   command
-      ->add_option("--engine", flags->engine,
-                   "Engine address: unix:///path/to.sock or HOST:PORT")
+      ->add_option("--engine", flags->engine, "Engine address: unix:///path/to.sock or HOST:PORT")
       ->envname("VIGIL_ENGINE")
       ->capture_default_str();
   command->add_flag("--json", flags->json, "Machine-readable JSON output");
@@ -73,15 +72,15 @@ int RunInfo(const ClientFlags& flags, bool list_fields) {
     if (list_fields) {
       json["fields"] = nlohmann::json::array();
       for (const auto& field : fields->fields()) {
-        json["fields"].push_back({{"id", field.id()},
-                                  {"name", field.name()},
-                                  {"aliases", std::vector<std::string>(field.aliases().begin(),
-                                                                       field.aliases().end())},
-                                  {"type", v1::FieldType_Name(field.type())},
-                                  {"unit", field.unit()},
-                                  {"cumulative", field.cumulative()},
-                                  {"interval_us", field.interval_us()},
-                                  {"help", field.help()}});
+        json["fields"].push_back(
+            {{"id", field.id()},
+             {"name", field.name()},
+             {"aliases", std::vector<std::string>(field.aliases().begin(), field.aliases().end())},
+             {"type", v1::FieldType_Name(field.type())},
+             {"unit", field.unit()},
+             {"cumulative", field.cumulative()},
+             {"interval_us", field.interval_us()},
+             {"help", field.help()}});
       }
     }
     std::cout << json.dump() << std::endl;
@@ -92,8 +91,7 @@ int RunInfo(const ClientFlags& flags, bool list_fields) {
     for (const auto& field : fields->fields()) {
       std::string type = v1::FieldType_Name(field.type()).substr(strlen("FIELD_TYPE_"));
       table.AddRow({std::to_string(field.id()), field.name(), type, field.unit(),
-                    absl::FormatDuration(absl::Microseconds(field.interval_us())),
-                    field.help()});
+                    absl::FormatDuration(absl::Microseconds(field.interval_us())), field.help()});
     }
     table.Print(std::cout);
     return kExitOk;
@@ -107,8 +105,7 @@ int RunInfo(const ClientFlags& flags, bool list_fields) {
                                        Ago(info->start_time_us()))});
   table.AddRow({"seq", fmt::format("{} at {}", info->seq(), FormatTimeUs(info->seq_time_us()))});
   table.AddRow({"tick", absl::FormatDuration(absl::Microseconds(info->tick_interval_us()))});
-  table.AddRow(
-      {"history", absl::FormatDuration(absl::Microseconds(info->history_max_age_us()))});
+  table.AddRow({"history", absl::FormatDuration(absl::Microseconds(info->history_max_age_us()))});
   table.AddRow({"gpus", std::to_string(info->gpu_count())});
   table.AddRow({"driver", info->driver_version()});
   table.Print(std::cout);

@@ -26,8 +26,8 @@ absl::StatusOr<std::vector<uint32_t>> ParseGpuList(std::string_view list) {
   for (std::string_view item : Split(list, ',')) {
     const std::optional<uint64_t> gpu = ParseUint64(Trim(item));
     if (!gpu || *gpu > 1023) {
-      return absl::InvalidArgumentError(fmt::format(
-          "-i '{}': expected GPU indexes separated by commas, e.g. 0,1,3", list));
+      return absl::InvalidArgumentError(
+          fmt::format("-i '{}': expected GPU indexes separated by commas, e.g. 0,1,3", list));
     }
     gpus.push_back(static_cast<uint32_t>(*gpu));
   }
@@ -134,8 +134,9 @@ int RunDmon(const DmonFlags& flags) {
 
 CommandRunner AddDmonCommand(CLI::App* parent) {
   CLI::App* command = parent->add_subcommand(
-      "dmon", "Watch fields live, one row per GPU per tick (like `dcgmi dmon`); '*' marks an "
-              "injected value");
+      "dmon",
+      "Watch fields live, one row per GPU per tick (like `dcgmi dmon`); '*' marks an "
+      "injected value");
   auto flags = std::make_shared<DmonFlags>();
   AddClientFlags(command, &flags->client);
   command
@@ -147,7 +148,8 @@ CommandRunner AddDmonCommand(CLI::App* parent) {
   command->add_option("-d,--delay", flags->delay_ms, "Minimum time between rows, in ms")
       ->check(CLI::Range(int64_t{1}, int64_t{3'600'000}))
       ->capture_default_str();
-  command->add_option("-c,--count", flags->count, "Stop after this many ticks (0: run until stopped)")
+  command
+      ->add_option("-c,--count", flags->count, "Stop after this many ticks (0: run until stopped)")
       ->check(CLI::Range(int64_t{0}, int64_t{1'000'000'000}))
       ->capture_default_str();
   return [flags] { return RunDmon(*flags); };

@@ -66,14 +66,14 @@ absl::Status PrepareStateDir(const std::string& path) {
   std::error_code error;
   std::filesystem::create_directories(path, error);
   if (error) {
-    return absl::PermissionDeniedError(fmt::format(
-        "cannot create the state dir {}: {}: choose another with --state-dir", path,
-        error.message()));
+    return absl::PermissionDeniedError(
+        fmt::format("cannot create the state dir {}: {}: choose another with --state-dir", path,
+                    error.message()));
   }
   if (access(path.c_str(), W_OK | X_OK) != 0) {
-    return absl::PermissionDeniedError(fmt::format(
-        "the state dir {} is not writable: {}: choose another with --state-dir", path,
-        std::strerror(errno)));
+    return absl::PermissionDeniedError(
+        fmt::format("the state dir {} is not writable: {}: choose another with --state-dir", path,
+                    std::strerror(errno)));
   }
   return absl::OkStatus();
 }
@@ -120,16 +120,15 @@ int RunEngine(const EngineFlags& flags) {
   const size_t gpu_count = (*backend)->gpus().size();
   auto engine = Engine::Create({.node_name = node_name, .config = config}, std::move(*backend));
   if (!engine.ok()) return Fail("engine", engine.status());
-  auto server = EngineServer::Start(engine->get(),
-                                    {.unix_socket_path = flags.socket, .tcp_address = flags.listen});
+  auto server = EngineServer::Start(
+      engine->get(), {.unix_socket_path = flags.socket, .tcp_address = flags.listen});
   if (!server.ok()) return Fail("engine", server.status());
   TickLoop loop(engine->get(), config.tick_interval);
   loop.Start();
   const std::string tcp =
-      flags.listen.empty()
-          ? "off"
-          : fmt::format("{}:{}", flags.listen.substr(0, flags.listen.rfind(':')),
-                        (*server)->tcp_port());
+      flags.listen.empty() ? "off"
+                           : fmt::format("{}:{}", flags.listen.substr(0, flags.listen.rfind(':')),
+                                         (*server)->tcp_port());
   spdlog::info(
       "engine ready: node={} instance_id={} backend={} gpus={} unix={} tcp={} tick={} "
       "history={} version={}",
@@ -170,9 +169,8 @@ CommandRunner AddEngineCommand(CLI::App* parent) {
       ->capture_default_str();
   command->add_option("--listen", flags->listen, "TCP address to serve on ('' disables it)")
       ->capture_default_str();
-  command
-      ->add_option("--node-name", flags->node_name,
-                   "This node's name (default: $NODE_NAME, else the host name)");
+  command->add_option("--node-name", flags->node_name,
+                      "This node's name (default: $NODE_NAME, else the host name)");
   command->add_option("--state-dir", flags->state_dir, "Where state that outlives a restart goes")
       ->capture_default_str();
   command->add_option("--config", flags->config_path, "YAML config file (see docs/engine.md)");

@@ -79,7 +79,8 @@ std::string FormatValue(const v1::FieldValue& value) {
 
 std::string FormatTimeUs(int64_t unix_us) {
   if (unix_us == 0) return "-";
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMicros(unix_us), absl::UTCTimeZone());
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMicros(unix_us),
+                          absl::UTCTimeZone());
 }
 
 nlohmann::json ValueJson(const v1::FieldValue& value) {

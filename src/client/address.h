@@ -12,7 +12,7 @@ namespace vigil {
 inline constexpr std::string_view kDefaultEngineAddress = "unix:///run/vigil/vigil.sock";
 
 struct EngineAddress {
-  std::string target;  // what gRPC dials: "unix:/path" or "host:port"
+  std::string target;   // what gRPC dials: "unix:/path" or "host:port"
   std::string display;  // what messages show: the address as the user wrote it
   bool is_unix = false;
 };

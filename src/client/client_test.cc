@@ -10,7 +10,8 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(AddressTest, AcceptsUnixAndTcpForms) {
-  EXPECT_EQ(ParseEngineAddress("unix:///run/vigil/vigil.sock")->target, "unix:/run/vigil/vigil.sock");
+  EXPECT_EQ(ParseEngineAddress("unix:///run/vigil/vigil.sock")->target,
+            "unix:/run/vigil/vigil.sock");
   EXPECT_EQ(ParseEngineAddress("unix:/tmp/a.sock")->target, "unix:/tmp/a.sock");
   EXPECT_EQ(ParseEngineAddress("/tmp/a.sock")->target, "unix:/tmp/a.sock");
   EXPECT_TRUE(ParseEngineAddress("/tmp/a.sock")->is_unix);

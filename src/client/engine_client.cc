@@ -95,15 +95,16 @@ absl::StatusOr<v1::ListFieldsResponse> EngineClient::ListFields() {
 absl::StatusOr<v1::GetLatestValuesResponse> EngineClient::GetLatestValues(
     const v1::GetLatestValuesRequest& request) {
   return Unary<v1::GetLatestValuesResponse>(
-      display_, NewContext(),
-      [&](auto* context, auto* response) { return stub_->GetLatestValues(context, request, response); });
+      display_, NewContext(), [&](auto* context, auto* response) {
+        return stub_->GetLatestValues(context, request, response);
+      });
 }
 
 absl::StatusOr<v1::GetHistoryResponse> EngineClient::GetHistory(
     const v1::GetHistoryRequest& request) {
-  return Unary<v1::GetHistoryResponse>(
-      display_, NewContext(),
-      [&](auto* context, auto* response) { return stub_->GetHistory(context, request, response); });
+  return Unary<v1::GetHistoryResponse>(display_, NewContext(), [&](auto* context, auto* response) {
+    return stub_->GetHistory(context, request, response);
+  });
 }
 
 std::unique_ptr<TickSubscription> EngineClient::Subscribe(v1::SubscribeRequest request) {

@@ -64,8 +64,9 @@ class EngineClient {
 
 // A stream of ticks that survives engine restarts. Next() blocks for the next event:
 // - kTick: `update` points to the update, valid until the next call to Next() (the message is
-//   reused, so a subscriber does not allocate per tick); `new_instance` is true on the first update from an engine instance other
-//   than the previous one (the engine restarted: caches were rebuilt, seq started again).
+//   reused, so a subscriber does not allocate per tick); `new_instance` is true on the first update
+//   from an engine instance other than the previous one (the engine restarted: caches were rebuilt,
+//   seq started again).
 // - kDisconnected: the stream broke or could not be opened; `error` says why. The next Next()
 //   waits a backoff delay and reconnects.
 // - kRejected: the engine refused the request (bad GPU or field): retrying cannot help.

@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define VIGIL_CHECK(condition)                                                              \
-  do {                                                                                      \
-    if (!(condition)) {                                                                     \
+#define VIGIL_CHECK(condition)                                                                 \
+  do {                                                                                         \
+    if (!(condition)) {                                                                        \
       std::fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #condition); \
-      std::abort();                                                                         \
-    }                                                                                       \
+      std::abort();                                                                            \
+    }                                                                                          \
   } while (false)

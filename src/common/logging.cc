@@ -13,7 +13,7 @@ namespace {
 
 // gRPC core calls this from its own threads; spdlog's default logger is thread-safe.
 void ForwardGrpcLog(gpr_log_func_args* args) {
-  const auto level = args->severity == GPR_LOG_SEVERITY_ERROR ? spdlog::level::err
+  const auto level = args->severity == GPR_LOG_SEVERITY_ERROR  ? spdlog::level::err
                      : args->severity == GPR_LOG_SEVERITY_INFO ? spdlog::level::info
                                                                : spdlog::level::debug;
   spdlog::log(level, "grpc: {}", args->message);
@@ -25,9 +25,8 @@ absl::Status InitLogging(std::string_view level_name) {
   const spdlog::level::level_enum level = spdlog::level::from_str(std::string(level_name));
   // from_str maps anything unknown to "off"; only accept "off" when it was asked for.
   if (level == spdlog::level::off && level_name != "off") {
-    return absl::InvalidArgumentError(
-        "unknown log level '" + std::string(level_name) +
-        "': use one of trace, debug, info, warn, error, off");
+    return absl::InvalidArgumentError("unknown log level '" + std::string(level_name) +
+                                      "': use one of trace, debug, info, warn, error, off");
   }
   auto logger = spdlog::stderr_logger_mt("vigil");
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");

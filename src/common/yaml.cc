@@ -45,7 +45,8 @@ absl::Status Reader::ExpectMap(const YAML::Node& node, std::string_view path,
     for (std::string_view name : allowed) known |= key == name;
     if (!known) {
       std::string names;
-      for (std::string_view name : allowed) names += fmt::format("{}{}", names.empty() ? "" : ", ", name);
+      for (std::string_view name : allowed)
+        names += fmt::format("{}{}", names.empty() ? "" : ", ", name);
       return Error(entry.first, path, fmt::format("unknown key '{}' (known: {})", key, names));
     }
   }

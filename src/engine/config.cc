@@ -13,8 +13,8 @@ namespace {
 
 absl::Status ParseSampling(const YAML::Node& node, const yaml::Reader& reader,
                            EngineConfig* config) {
-  if (auto status = reader.ExpectMap(node, "sampling",
-                                     {"tick_interval", "history_max_age", "intervals"});
+  if (auto status =
+          reader.ExpectMap(node, "sampling", {"tick_interval", "history_max_age", "intervals"});
       !status.ok()) {
     return status;
   }
@@ -33,10 +33,10 @@ absl::Status ParseSampling(const YAML::Node& node, const yaml::Reader& reader,
     auto age = reader.Duration(node["history_max_age"], "sampling.history_max_age");
     if (!age.ok()) return age.status();
     if (*age < kMinHistoryAge || *age > kMaxHistoryAge) {
-      return reader.Error(node["history_max_age"], "sampling.history_max_age",
-                          fmt::format("{} is out of range ({} .. {})", absl::FormatDuration(*age),
-                                      absl::FormatDuration(kMinHistoryAge),
-                                      absl::FormatDuration(kMaxHistoryAge)));
+      return reader.Error(
+          node["history_max_age"], "sampling.history_max_age",
+          fmt::format("{} is out of range ({} .. {})", absl::FormatDuration(*age),
+                      absl::FormatDuration(kMinHistoryAge), absl::FormatDuration(kMaxHistoryAge)));
     }
     config->history_max_age = *age;
   }
@@ -53,10 +53,10 @@ absl::Status ParseSampling(const YAML::Node& node, const yaml::Reader& reader,
       auto interval = reader.Duration(entry.second, path);
       if (!interval.ok()) return interval.status();
       if (*interval <= absl::ZeroDuration() || *interval > kMaxFieldInterval) {
-        return reader.Error(entry.second, path,
-                            fmt::format("{} is out of range (more than 0 .. {})",
-                                        absl::FormatDuration(*interval),
-                                        absl::FormatDuration(kMaxFieldInterval)));
+        return reader.Error(
+            entry.second, path,
+            fmt::format("{} is out of range (more than 0 .. {})", absl::FormatDuration(*interval),
+                        absl::FormatDuration(kMaxFieldInterval)));
       }
       config->interval_overrides[(*field)->id] = *interval;
     }
@@ -88,9 +88,9 @@ absl::StatusOr<EngineConfig> ParseEngineConfig(std::string_view yaml_text,
       auto depth = reader.Int(subscribers["queue_depth"], "subscribers.queue_depth");
       if (!depth.ok()) return depth.status();
       if (*depth < 1 || *depth > static_cast<int64_t>(kMaxSubscriberQueueDepth)) {
-        return reader.Error(subscribers["queue_depth"], "subscribers.queue_depth",
-                            fmt::format("{} is out of range (1 .. {})", *depth,
-                                        kMaxSubscriberQueueDepth));
+        return reader.Error(
+            subscribers["queue_depth"], "subscribers.queue_depth",
+            fmt::format("{} is out of range (1 .. {})", *depth, kMaxSubscriberQueueDepth));
       }
       config.subscriber_queue_depth = static_cast<size_t>(*depth);
     }

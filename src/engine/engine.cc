@@ -52,7 +52,7 @@ ValueStatus StatusForGpuFailure(const absl::Status& status) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options,
-                                                      std::unique_ptr<Backend> backend) {
+                                                       std::unique_ptr<Backend> backend) {
   VIGIL_CHECK(backend != nullptr && options.clock != nullptr);
   if (backend->gpus().empty()) {
     return absl::FailedPreconditionError(
@@ -69,15 +69,16 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Backend> backend)
       layout_(MakeLayout()),
       fanout_(options_.max_subscribers),
       schedule_(RequestedIntervals(*layout_, options_.config), options_.config.tick_interval),
-      history_(static_cast<uint32_t>(backend_->gpus().size()), Types(*layout_),
-               [&] {
-                 std::vector<absl::Duration> scheduled;
-                 for (size_t i = 0; i < schedule_.size(); ++i) {
-                   scheduled.push_back(schedule_.interval(i));
-                 }
-                 return scheduled;
-               }(),
-               options_.config.history_max_age) {
+      history_(
+          static_cast<uint32_t>(backend_->gpus().size()), Types(*layout_),
+          [&] {
+            std::vector<absl::Duration> scheduled;
+            for (size_t i = 0; i < schedule_.size(); ++i) {
+              scheduled.push_back(schedule_.interval(i));
+            }
+            return scheduled;
+          }(),
+          options_.config.history_max_age) {
   identity_ = EngineIdentity{
       .node_name = options_.node_name,
       .instance_id = RandomInstanceId(),
@@ -207,9 +208,9 @@ absl::StatusOr<std::vector<uint32_t>> Engine::ResolveGpus(
   }
   for (uint32_t gpu : gpus_requested) {
     if (gpu >= count) {
-      return absl::InvalidArgumentError(fmt::format(
-          "GPU {} does not exist: this engine has {} GPU{} (0-{})", gpu, count,
-          count == 1 ? "" : "s", count - 1));
+      return absl::InvalidArgumentError(
+          fmt::format("GPU {} does not exist: this engine has {} GPU{} (0-{})", gpu, count,
+                      count == 1 ? "" : "s", count - 1));
     }
     if (std::find(resolved.begin(), resolved.end(), gpu) == resolved.end()) {
       resolved.push_back(gpu);

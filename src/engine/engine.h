@@ -44,8 +44,8 @@ struct EngineIdentity {
 };
 
 struct HistoryRequest {
-  std::vector<uint32_t> gpus;     // empty: every GPU
-  std::vector<FieldId> fields;    // empty: every sampled field
+  std::vector<uint32_t> gpus;   // empty: every GPU
+  std::vector<FieldId> fields;  // empty: every sampled field
   absl::Time start = absl::InfinitePast();
   absl::Time end = absl::InfiniteFuture();
   size_t max_samples = 0;  // per series; 0: kMaxHistorySamplesPerSeries
@@ -76,7 +76,7 @@ class Engine : public EventSink {
  public:
   // Fails when the backend has no GPU.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(EngineOptions options,
-                                                       std::unique_ptr<Backend> backend);
+                                                        std::unique_ptr<Backend> backend);
   ~Engine() override;
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

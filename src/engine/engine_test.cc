@@ -29,8 +29,8 @@ class EngineTest : public ::testing::Test {
     auto sim = SimBackend::Create({.gpu_count = 4, .seed = 9});
     ASSERT_TRUE(sim.ok());
     sim_ = sim->get();
-    auto engine = Engine::Create(
-        {.node_name = "n1", .config = std::move(config), .clock = &clock_}, std::move(*sim));
+    auto engine = Engine::Create({.node_name = "n1", .config = std::move(config), .clock = &clock_},
+                                 std::move(*sim));
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = std::move(*engine);
   }
@@ -149,16 +149,16 @@ TEST_F(EngineTest, HistoryServesTicksAndValidatesRequests) {
               HasSubstr("starts after it ends"));
   EXPECT_THAT(engine_->History({.max_samples = kMaxHistorySamplesPerSeries + 1}).status().message(),
               HasSubstr("over the limit"));
-  EXPECT_THAT(engine_->History({.gpus = std::vector<uint32_t>(kMaxRequestGpus + 1, 0)})
-                  .status()
-                  .message(),
-              HasSubstr("at most"));
+  EXPECT_THAT(
+      engine_->History({.gpus = std::vector<uint32_t>(kMaxRequestGpus + 1, 0)}).status().message(),
+      HasSubstr("at most"));
 }
 
 TEST_F(EngineTest, OversizedHistoryResponsesAreRefused) {
   EngineConfig config;
   config.tick_interval = absl::Milliseconds(10);
-  for (const FieldInfo& field : AllFields()) config.interval_overrides[field.id] = absl::Milliseconds(10);
+  for (const FieldInfo& field : AllFields())
+    config.interval_overrides[field.id] = absl::Milliseconds(10);
   Make(config);
   // 4 GPUs x ~74 fields x 1700 ticks > 500k samples.
   for (int i = 0; i < 1700; ++i) {

@@ -11,9 +11,9 @@ absl::Status Fanout::Add(std::shared_ptr<TickListener> listener) {
   absl::MutexLock lock(&mutex_);
   if (stopped_) return absl::FailedPreconditionError("the engine is shutting down");
   if (listeners_.size() >= max_listeners_) {
-    return absl::ResourceExhaustedError(fmt::format(
-        "this engine already serves {} subscriptions, its limit: close idle clients",
-        max_listeners_));
+    return absl::ResourceExhaustedError(
+        fmt::format("this engine already serves {} subscriptions, its limit: close idle clients",
+                    max_listeners_));
   }
   listeners_.push_back(std::move(listener));
   return absl::OkStatus();

@@ -46,8 +46,8 @@ class HistoryStore {
 
   // The samples of one series with start <= time <= end, oldest first. When more than
   // max_samples match, only the newest max_samples are returned and *truncated is set.
-  void Query(uint32_t gpu, size_t field_index, absl::Time start, absl::Time end,
-             size_t max_samples, std::vector<HistorySample>* out, bool* truncated) const;
+  void Query(uint32_t gpu, size_t field_index, absl::Time start, absl::Time end, size_t max_samples,
+             std::vector<HistorySample>* out, bool* truncated) const;
   // How many samples Query would match before truncation.
   size_t Count(uint32_t gpu, size_t field_index, absl::Time start, absl::Time end) const;
 

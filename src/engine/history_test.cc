@@ -12,11 +12,11 @@ const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
 class HistoryTest : public ::testing::Test {
  protected:
   // Two GPUs; fields: int (1 s), double (1 s), string (1 s), int every 10 s.
-  HistoryStore store_{2,
-                      {FieldType::kInt64, FieldType::kDouble, FieldType::kString,
-                       FieldType::kInt64},
-                      {absl::Seconds(1), absl::Seconds(1), absl::Seconds(1), absl::Seconds(10)},
-                      absl::Minutes(1)};
+  HistoryStore store_{
+      2,
+      {FieldType::kInt64, FieldType::kDouble, FieldType::kString, FieldType::kInt64},
+      {absl::Seconds(1), absl::Seconds(1), absl::Seconds(1), absl::Seconds(10)},
+      absl::Minutes(1)};
 
   void Tick(uint64_t seq) {
     const absl::Time now = kT0 + absl::Seconds(seq);

@@ -26,10 +26,10 @@ void SamplingSchedule::Due(absl::Time now, std::vector<size_t>* due) {
     due->push_back(i);
     const absl::Time next = next_due_[i] + intervals_[i];
     // First tick, or a stall longer than the interval: restart the cadence from now.
-    next_due_[i] = next_due_[i] == absl::InfinitePast() || next + tolerance_ <= now ||
-                           clock_went_back
-                       ? now + intervals_[i]
-                       : next;
+    next_due_[i] =
+        next_due_[i] == absl::InfinitePast() || next + tolerance_ <= now || clock_went_back
+            ? now + intervals_[i]
+            : next;
   }
 }
 

@@ -42,8 +42,7 @@ TEST(ScheduleTest, JitterDoesNotSkipOrDrift) {
 }
 
 TEST(ScheduleTest, IntervalsRoundUpToWholeTicks) {
-  SamplingSchedule schedule({absl::Milliseconds(250), absl::Milliseconds(1500)},
-                            absl::Seconds(1));
+  SamplingSchedule schedule({absl::Milliseconds(250), absl::Milliseconds(1500)}, absl::Seconds(1));
   EXPECT_EQ(schedule.interval(0), absl::Seconds(1));
   EXPECT_EQ(schedule.interval(1), absl::Seconds(2));
 }

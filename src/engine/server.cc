@@ -42,8 +42,7 @@ absl::Status CheckTcpAddress(const std::string& address) {
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0) {
     return absl::InvalidArgumentError(fmt::format(
-        "--listen '{}' is not HOST:PORT (e.g. 127.0.0.1:5555, 0.0.0.0:5555, [::1]:5555)",
-        address));
+        "--listen '{}' is not HOST:PORT (e.g. 127.0.0.1:5555, 0.0.0.0:5555, [::1]:5555)", address));
   }
   std::string host = address.substr(0, colon);
   const std::optional<uint64_t> port = ParseUint64(address.substr(colon + 1));
@@ -78,10 +77,10 @@ absl::Status CheckTcpAddress(const std::string& address) {
   if (bind(fd.get(), resolved->ai_addr, resolved->ai_addrlen) != 0) {
     const int error = errno;
     if (error == EADDRINUSE) {
-      return absl::AlreadyExistsError(fmt::format(
-          "cannot listen on {}: the port is already in use (another vigil engine or "
-          "nv-hostengine?): stop it or choose another port with --listen",
-          address));
+      return absl::AlreadyExistsError(
+          fmt::format("cannot listen on {}: the port is already in use (another vigil engine or "
+                      "nv-hostengine?): stop it or choose another port with --listen",
+                      address));
     }
     return absl::PermissionDeniedError(
         fmt::format("cannot listen on {}: {}", address, std::strerror(error)));
@@ -92,12 +91,13 @@ absl::Status CheckTcpAddress(const std::string& address) {
 absl::Status PrepareUnixSocketPath(const std::string& path) {
   sockaddr_un address{};
   if (path.empty() || path.size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError(fmt::format(
-        "--socket '{}': a Unix socket path must be 1 to {} bytes long", path,
-        sizeof(address.sun_path) - 1));
+    return absl::InvalidArgumentError(
+        fmt::format("--socket '{}': a Unix socket path must be 1 to {} bytes long", path,
+                    sizeof(address.sun_path) - 1));
   }
-  const std::filesystem::path directory =
-      std::filesystem::path(path).parent_path().empty() ? "." : std::filesystem::path(path).parent_path();
+  const std::filesystem::path directory = std::filesystem::path(path).parent_path().empty()
+                                              ? "."
+                                              : std::filesystem::path(path).parent_path();
   std::error_code error;
   std::filesystem::create_directories(directory, error);
   if (error) {
@@ -113,8 +113,8 @@ absl::Status PrepareUnixSocketPath(const std::string& path) {
   struct stat info {};
   if (lstat(path.c_str(), &info) != 0) return absl::OkStatus();  // nothing there: good
   if (!S_ISSOCK(info.st_mode)) {
-    return absl::AlreadyExistsError(fmt::format(
-        "{} exists and is not a socket: remove it or choose another --socket", path));
+    return absl::AlreadyExistsError(
+        fmt::format("{} exists and is not a socket: remove it or choose another --socket", path));
   }
   // A socket file: live (another engine) or stale (left by a crash)?
   FdCloser fd(socket(AF_UNIX, SOCK_STREAM, 0));
@@ -125,8 +125,8 @@ absl::Status PrepareUnixSocketPath(const std::string& path) {
         "another engine is already listening on {}: stop it, or choose another --socket", path));
   }
   if (unlink(path.c_str()) != 0) {
-    return absl::PermissionDeniedError(fmt::format(
-        "cannot remove the stale socket file {}: {}", path, std::strerror(errno)));
+    return absl::PermissionDeniedError(
+        fmt::format("cannot remove the stale socket file {}: {}", path, std::strerror(errno)));
   }
   spdlog::info("replaced the stale socket file {} left by an earlier engine", path);
   return absl::OkStatus();
@@ -165,10 +165,11 @@ absl::StatusOr<std::unique_ptr<EngineServer>> EngineServer::Start(Engine* engine
   builder.RegisterService(&server->service_);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr) {
-    return absl::UnavailableError(fmt::format(
-        "the gRPC server could not start on {}{}{}: see the log lines above",
-        options.unix_socket_path, options.unix_socket_path.empty() || options.tcp_address.empty() ? "" : " and ",
-        options.tcp_address));
+    return absl::UnavailableError(
+        fmt::format("the gRPC server could not start on {}{}{}: see the log lines above",
+                    options.unix_socket_path,
+                    options.unix_socket_path.empty() || options.tcp_address.empty() ? "" : " and ",
+                    options.tcp_address));
   }
   if (!options.unix_socket_path.empty()) {
     // Read-only calls are open to every local user; injection is authorised per call.

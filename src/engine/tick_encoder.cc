@@ -10,7 +10,9 @@ namespace {
 // TickUpdate.dropped_ticks: field 5, wire type 0 (varint).
 constexpr uint8_t kDroppedTicksTag = (5 << 3) | 0;
 
-void ReleaseBody(void* user_data) { delete static_cast<std::shared_ptr<const std::string>*>(user_data); }
+void ReleaseBody(void* user_data) {
+  delete static_cast<std::shared_ptr<const std::string>*>(user_data);
+}
 
 }  // namespace
 
@@ -52,10 +54,9 @@ grpc::ByteBuffer TickEncoder::Frame(std::shared_ptr<const std::string> body,
                                     uint64_t dropped_ticks) {
   const std::string* bytes = body.get();
   // The slice refers to the shared body without copying it and keeps it alive until gRPC is done.
-  grpc::Slice slices[2] = {
-      grpc::Slice(const_cast<char*>(bytes->data()), bytes->size(), ReleaseBody,
-                  new std::shared_ptr<const std::string>(std::move(body))),
-      grpc::Slice()};
+  grpc::Slice slices[2] = {grpc::Slice(const_cast<char*>(bytes->data()), bytes->size(), ReleaseBody,
+                                       new std::shared_ptr<const std::string>(std::move(body))),
+                           grpc::Slice()};
   if (dropped_ticks == 0) return grpc::ByteBuffer(slices, 1);
   char tail[11];
   size_t size = 0;

@@ -3,8 +3,8 @@
 #include "engine/tick_encoder.h"
 
 #include "engine/proto_convert.h"
-#include "gtest/gtest.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
+#include "gtest/gtest.h"
 #include "vigil/v1/engine.pb.h"
 
 namespace vigil {
@@ -46,8 +46,7 @@ TEST(TickEncoderTest, FramedBytesAreTheUpdateWithThisSubscribersDrops) {
 
   EXPECT_EQ(Parse(TickEncoder::Frame(body, 0)).SerializeAsString(), expected.SerializeAsString());
   expected.set_dropped_ticks(300);  // a multi-byte varint
-  EXPECT_EQ(Parse(TickEncoder::Frame(body, 300)).SerializeAsString(),
-            expected.SerializeAsString());
+  EXPECT_EQ(Parse(TickEncoder::Frame(body, 300)).SerializeAsString(), expected.SerializeAsString());
   const v1::TickUpdate parsed = Parse(TickEncoder::Frame(body, 300));
   ASSERT_EQ(parsed.values_size(), 2);
   EXPECT_EQ(parsed.values(0).gpu(), 1u);

@@ -34,10 +34,10 @@ TEST(CatalogueTest, IdsAreSortedUniqueAndNamesUnique) {
 
 TEST(CatalogueTest, CoversDcgmExporterDefaultsAndHealthInputs) {
   // dcgm-exporter's default counters, and every field DCGM's health watches read.
-  const FieldId required[] = {1,   100, 101, 140, 150, 155, 156, 202, 203, 204, 206, 207, 230,
-                              251, 252, 253, 449, 526, 393, 394, 395, 1001, 1004, 1005, 1009,
-                              1010, 84,  112, 237, 238, 240, 241, 310, 311, 312, 313, 390, 391,
-                              392, 396, 409, 419, 429, 439, 1507, 1523};
+  const FieldId required[] = {1,    100,  101, 140, 150, 155, 156, 202, 203,  204,  206,  207,
+                              230,  251,  252, 253, 449, 526, 393, 394, 395,  1001, 1004, 1005,
+                              1009, 1010, 84,  112, 237, 238, 240, 241, 310,  311,  312,  313,
+                              390,  391,  392, 396, 409, 419, 429, 439, 1507, 1523};
   for (FieldId id : required) EXPECT_NE(FindField(id), nullptr) << id;
 }
 

@@ -11,7 +11,8 @@ namespace vigil::testing {
 
 TempDir::TempDir() {
   const char* base = std::getenv("TMPDIR");
-  std::string pattern = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/vt.XXXXXX";
+  std::string pattern =
+      std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/vt.XXXXXX";
   VIGIL_CHECK(mkdtemp(pattern.data()) != nullptr);
   path_ = pattern;
 }
