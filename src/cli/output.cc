@@ -5,6 +5,7 @@
 
 #include "absl/time/time.h"
 #include "common/status.h"
+#include "engine/proto_convert.h"
 #include "fields/catalogue.h"
 #include "fmt/format.h"
 
@@ -20,24 +21,7 @@ int Fail(std::string_view command, std::string_view message) {
 }
 
 std::string_view StatusName(v1::ValueStatus status) {
-  switch (status) {
-    case v1::VALUE_STATUS_OK:
-      return "ok";
-    case v1::VALUE_STATUS_NOT_SUPPORTED:
-      return "not_supported";
-    case v1::VALUE_STATUS_GPU_LOST:
-      return "gpu_lost";
-    case v1::VALUE_STATUS_READ_ERROR:
-      return "read_error";
-    case v1::VALUE_STATUS_NO_PERMISSION:
-      return "no_permission";
-    case v1::VALUE_STATUS_TIMEOUT:
-      return "timeout";
-    case v1::VALUE_STATUS_NO_DATA:
-      return "no_data";
-    default:
-      return "unknown";
-  }
+  return ValueStatusName(FromProto(status));
 }
 
 std::string FormatValue(const v1::FieldValue& value) {

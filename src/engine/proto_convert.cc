@@ -25,6 +25,16 @@ v1::ValueStatus ToProto(ValueStatus status) {
   return v1::VALUE_STATUS_UNSPECIFIED;
 }
 
+ValueStatus FromProto(v1::ValueStatus status) {
+  for (ValueStatus candidate :
+       {ValueStatus::kOk, ValueStatus::kNotSupported, ValueStatus::kGpuLost,
+        ValueStatus::kReadError, ValueStatus::kNoPermission, ValueStatus::kTimeout,
+        ValueStatus::kNoData}) {
+    if (ToProto(candidate) == status) return candidate;
+  }
+  return ValueStatus::kReadError;
+}
+
 v1::FieldType ToProto(FieldType type) {
   switch (type) {
     case FieldType::kInt64:

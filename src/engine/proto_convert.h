@@ -1,5 +1,5 @@
-// Conversions from the engine's values and snapshots to vigil.v1 messages, shared by the unary
-// handlers and the subscription encoder. Pure functions; thread-safe.
+// Conversions between the engine's values and vigil.v1 messages, shared by the service (unary
+// handlers, subscription encoder) and the clients. Pure functions; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,8 @@
 namespace vigil {
 
 v1::ValueStatus ToProto(ValueStatus status);
+// The inverse; an unknown wire value (a newer engine) reads as kReadError.
+ValueStatus FromProto(v1::ValueStatus status);
 v1::FieldType ToProto(FieldType type);
 
 // Sets status, injected and (when ok) the value of a v1::FieldValue or v1::Sample.
