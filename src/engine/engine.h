@@ -25,6 +25,9 @@
 
 namespace vigil {
 
+using SnapshotPtr = std::shared_ptr<const Snapshot>;
+using TickListener = Listener<SnapshotPtr>;
+
 struct EngineOptions {
   std::string node_name;
   EngineConfig config;
@@ -88,7 +91,7 @@ class Engine : public EventSink {
   absl::Duration interval(size_t field_index) const { return intervals_[field_index]; }
   const EngineStats& stats() const { return stats_; }
   size_t subscriber_queue_depth() const { return options_.config.subscriber_queue_depth; }
-  Fanout& fanout() { return fanout_; }
+  Fanout<SnapshotPtr>& fanout() { return fanout_; }
 
   // The latest snapshot; never null (seq 0 with kNoData values before the first tick).
   std::shared_ptr<const Snapshot> Latest() const;
@@ -118,7 +121,7 @@ class Engine : public EventSink {
   std::shared_ptr<const FieldLayout> layout_;
   std::vector<absl::Duration> intervals_;
   EngineStats stats_;
-  Fanout fanout_;
+  Fanout<SnapshotPtr> fanout_;
 
   // Owned by the tick thread (RunTick).
   SamplingSchedule schedule_;

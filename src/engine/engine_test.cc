@@ -13,7 +13,7 @@ using ::testing::HasSubstr;
 
 class RecordingListener : public TickListener {
  public:
-  void OnTick(const std::shared_ptr<const Snapshot>& snapshot) override {
+  void OnMessage(const SnapshotPtr& snapshot) override {
     seqs.push_back(snapshot->seq);
   }
   void OnStop(const absl::Status& status) override { stop_status = status; }
@@ -186,7 +186,7 @@ TEST_F(EngineTest, FanoutDeliversEveryTickThenStops) {
 }
 
 TEST(FanoutTest, LimitsListenersAndRefusesAfterStop) {
-  Fanout fanout(1);
+  Fanout<SnapshotPtr> fanout(1);
   ASSERT_TRUE(fanout.Add(std::make_shared<RecordingListener>()).ok());
   EXPECT_EQ(fanout.Add(std::make_shared<RecordingListener>()).code(),
             absl::StatusCode::kResourceExhausted);
@@ -195,17 +195,17 @@ TEST(FanoutTest, LimitsListenersAndRefusesAfterStop) {
             absl::StatusCode::kFailedPrecondition);
 }
 
-TEST(TickQueueTest, DropsOldestWhenFullAndCounts) {
-  TickQueue queue(2);
-  for (uint64_t seq = 1; seq <= 5; ++seq) {
-    auto snapshot = std::make_shared<Snapshot>();
-    snapshot->seq = seq;
-    queue.Push(snapshot);
-  }
+TEST(BoundedQueueTest, DropsOldestWhenFullAndCounts) {
+  BoundedQueue<int> queue(2);
+  EXPECT_TRUE(queue.Push(1));
+  EXPECT_TRUE(queue.Push(2));
+  EXPECT_FALSE(queue.Push(3));
+  queue.Push(4);
+  queue.Push(5);
   EXPECT_EQ(queue.dropped(), 3u);
-  EXPECT_EQ(queue.Pop()->seq, 4u);
-  EXPECT_EQ(queue.Pop()->seq, 5u);
-  EXPECT_EQ(queue.Pop(), nullptr);
+  EXPECT_EQ(queue.Pop(), 4);
+  EXPECT_EQ(queue.Pop(), 5);
+  EXPECT_TRUE(queue.empty());
 }
 
 }  // namespace

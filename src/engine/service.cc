@@ -105,7 +105,7 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>
   class Listener final : public TickListener {
    public:
     explicit Listener(SubscribeReactor* reactor) : reactor_(reactor) {}
-    void OnTick(const std::shared_ptr<const Snapshot>& snapshot) override {
+    void OnMessage(const SnapshotPtr& snapshot) override {
       absl::MutexLock lock(&mutex_);
       if (reactor_ != nullptr) reactor_->Enqueue(snapshot);
     }
@@ -135,8 +135,8 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>
         finished_ = true;
         finish_status = *end_status_;
       } else {
+        if (queue_.empty()) return;
         next = queue_.Pop();
-        if (next == nullptr) return;
         writing_ = true;
         dropped = queue_.dropped();
       }
@@ -158,7 +158,7 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>
   grpc::ByteBuffer buffer_;  // owned by whoever set writing_
 
   absl::Mutex mutex_;
-  TickQueue queue_ ABSL_GUARDED_BY(mutex_);
+  BoundedQueue<SnapshotPtr> queue_ ABSL_GUARDED_BY(mutex_);
   uint64_t last_enqueued_seq_ ABSL_GUARDED_BY(mutex_) = 0;
   bool writing_ ABSL_GUARDED_BY(mutex_) = false;
   bool finished_ ABSL_GUARDED_BY(mutex_) = false;
