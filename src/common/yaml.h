@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "fmt/format.h"
 #include "yaml-cpp/yaml.h"
 
 namespace vigil::yaml {
@@ -17,6 +18,18 @@ namespace vigil::yaml {
 absl::StatusOr<YAML::Node> Parse(std::string_view text, std::string_view source);
 // Reads and parses a file. NotFound / InvalidArgument with the path on failure.
 absl::StatusOr<YAML::Node> Load(const std::string& path);
+
+// Runs `read` (which walks a parsed document), turning a yaml-cpp exception it throws into
+// InvalidArgument "SOURCE:LINE: ...". yaml-cpp reports some malformed input only while walking.
+template <typename Result, typename Read>
+absl::StatusOr<Result> Guard(std::string_view source, Read read) {
+  try {
+    return read();
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}:{}: malformed YAML: {}", source, e.mark.line + 1, e.msg));
+  }
+}
 
 // Reports errors against one document: "SOURCE:LINE: PATH: message".
 class Reader {

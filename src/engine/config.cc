@@ -64,16 +64,70 @@ absl::Status ParseSampling(const YAML::Node& node, const yaml::Reader& reader,
   return absl::OkStatus();
 }
 
+absl::Status ParseInjection(const YAML::Node& node, const yaml::Reader& reader,
+                            EngineConfig* config) {
+  if (auto status = reader.ExpectMap(node, "injection",
+                                     {"allowed_uids", "default_duration", "max_duration"});
+      !status.ok()) {
+    return status;
+  }
+  if (const YAML::Node uids = node["allowed_uids"]) {
+    if (!uids.IsSequence()) {
+      return reader.Error(uids, "injection.allowed_uids", "expected a list of numeric uids");
+    }
+    for (size_t i = 0; i < uids.size(); ++i) {
+      auto uid = reader.Int(uids[i], fmt::format("injection.allowed_uids[{}]", i));
+      if (!uid.ok()) return uid.status();
+      if (*uid < 0 || *uid > UINT32_MAX) {
+        return reader.Error(uids[i], fmt::format("injection.allowed_uids[{}]", i),
+                            "not a valid uid");
+      }
+      config->injection_allowed_uids.push_back(static_cast<uint32_t>(*uid));
+    }
+  }
+  for (const char* key : {"default_duration", "max_duration"}) {
+    if (!node[key]) continue;
+    const std::string path = fmt::format("injection.{}", key);
+    auto duration = reader.Duration(node[key], path);
+    if (!duration.ok()) return duration.status();
+    if (*duration < absl::Seconds(1) || *duration > absl::Hours(24)) {
+      return reader.Error(node[key], path,
+                          fmt::format("{} is out of range (1s .. 24h)",
+                                      absl::FormatDuration(*duration)));
+    }
+    (std::string_view(key) == "max_duration" ? config->injection.max_duration
+                                              : config->injection.default_duration) = *duration;
+  }
+  if (config->injection.default_duration > config->injection.max_duration) {
+    return reader.Error(node, "injection",
+                        "default_duration is longer than max_duration");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EngineConfig> ParseEngineConfigUnguarded(std::string_view yaml_text,
+                                                        std::string_view source);
+
 }  // namespace
 
 absl::StatusOr<EngineConfig> ParseEngineConfig(std::string_view yaml_text,
                                                std::string_view source) {
+  return yaml::Guard<EngineConfig>(source, [&]() -> absl::StatusOr<EngineConfig> {
+    return ParseEngineConfigUnguarded(yaml_text, source);
+  });
+}
+
+namespace {
+
+absl::StatusOr<EngineConfig> ParseEngineConfigUnguarded(std::string_view yaml_text,
+                                                        std::string_view source) {
   auto document = yaml::Parse(yaml_text, source);
   if (!document.ok()) return document.status();
   EngineConfig config;
   if (document->IsNull()) return config;  // an empty file means all defaults
   const yaml::Reader reader{std::string(source)};
-  if (auto status = reader.ExpectMap(*document, "(top level)", {"sampling", "subscribers"});
+  if (auto status =
+          reader.ExpectMap(*document, "(top level)", {"sampling", "subscribers", "injection"});
       !status.ok()) {
     return status;
   }
@@ -95,8 +149,13 @@ absl::StatusOr<EngineConfig> ParseEngineConfig(std::string_view yaml_text,
       config.subscriber_queue_depth = static_cast<size_t>(*depth);
     }
   }
+  if (const YAML::Node injection = (*document)["injection"]) {
+    if (auto status = ParseInjection(injection, reader, &config); !status.ok()) return status;
+  }
   return config;
 }
+
+}  // namespace
 
 absl::StatusOr<EngineConfig> LoadEngineConfig(const std::string& path) {
   auto text = ReadFile(path);

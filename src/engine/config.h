@@ -10,15 +10,21 @@
 //       310: 10s
 //   subscribers:
 //     queue_depth: 16            # ticks queued per slow subscriber before dropping (1 .. 1024)
+//   injection:
+//     allowed_uids: [1000]       # besides root, who may inject over the Unix socket
+//     default_duration: 60s      # when a request gives none
+//     max_duration: 1h           # the longest an injection may last (1s .. 24h)
 #pragma once
 
 #include <cstddef>
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "engine/injection.h"
 #include "fields/value.h"
 
 namespace vigil {
@@ -28,6 +34,8 @@ struct EngineConfig {
   absl::Duration history_max_age = absl::Hours(1);
   std::map<FieldId, absl::Duration> interval_overrides;
   size_t subscriber_queue_depth = 16;
+  InjectionLimits injection;
+  std::vector<uint32_t> injection_allowed_uids;
 };
 
 // Bounds, also used to validate flags.

@@ -2,6 +2,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <set>
 
 #include "common/check.h"
 #include "common/random_id.h"
@@ -78,7 +79,10 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Backend> backend)
             }
             return scheduled;
           }(),
-          options_.config.history_max_age) {
+          options_.config.history_max_age),
+      injections_(layout_, static_cast<uint32_t>(backend_->gpus().size()),
+                  options_.config.injection),
+      events_(options_.max_subscribers) {
   identity_ = EngineIdentity{
       .node_name = options_.node_name,
       .instance_id = RandomInstanceId(),
@@ -91,7 +95,8 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Backend> backend)
   for (size_t i = 0; i < schedule_.size(); ++i) intervals_.push_back(schedule_.interval(i));
   const uint32_t gpu_count = static_cast<uint32_t>(backend_->gpus().size());
   gpu_failing_.assign(gpu_count, false);
-  last_xid_.assign(gpu_count, 0);
+  last_xid_.assign(gpu_count, FieldValue::Int(0));
+  real_values_.resize(gpu_count * layout_->size());
   auto initial = std::make_shared<Snapshot>();
   initial->gpu_count = gpu_count;
   initial->layout = layout_;
@@ -101,7 +106,13 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Backend> backend)
 
 Engine::~Engine() {
   backend_->StopEvents();
+  if (const size_t active = injections_.List().size(); active > 0) {
+    spdlog::warn("dropping {} active injection(s): injections are not persisted and do not "
+                 "survive an engine restart",
+                 active);
+  }
   fanout_.Stop(absl::UnavailableError("the engine is shutting down"));
+  events_.Stop(absl::UnavailableError("the engine is shutting down"));
 }
 
 std::shared_ptr<const Snapshot> Engine::Latest() const {
@@ -114,7 +125,24 @@ void Engine::RunTick() {
   const absl::Time now = options_.clock->Now();
   const uint64_t seq = ++last_seq_;
   const uint32_t gpu_count = static_cast<uint32_t>(gpus().size());
+  AdvanceScenarios(now);
+  for (InjectionRecord& expired : injections_.Expire(now)) {
+    Record({.kind = EventKind::kInjectionExpired,
+            .gpu = static_cast<int>(expired.gpu),
+            .injected = true,
+            .injection = expired,
+            .message = fmt::format("{} ended: {}; real readings resume", expired.id,
+                                   expired.Describe())});
+  }
   schedule_.Due(now, &due_);
+  // Injected (GPU, field)s are read every tick, whatever their interval, so an injection shows
+  // from the next tick and the real value returns at the first tick after it ends.
+  std::set<size_t> forced;
+  injections_.ForcedFields(&forced);
+  if (!forced.empty()) {
+    forced.insert(due_.begin(), due_.end());
+    due_.assign(forced.begin(), forced.end());
+  }
 
   // Split due fields into those read from the backend and those the engine fills from events.
   due_ids_.clear();
@@ -125,9 +153,9 @@ void Engine::RunTick() {
       due_index_.push_back(index);
     }
   }
-  std::vector<int64_t> last_xid;
+  std::vector<FieldValue> last_xid;
   {
-    absl::MutexLock lock(&events_mutex_);
+    absl::MutexLock lock(&xid_mutex_);
     last_xid = last_xid_;
   }
 
@@ -152,6 +180,15 @@ void Engine::RunTick() {
     }
   }
 
+  {
+    absl::MutexLock lock(&real_mutex_);
+    for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) {
+      for (size_t i = 0; i < width; ++i) {
+        real_values_[gpu * layout_->size() + due_index_[i]] = read_buffer_[gpu * width + i];
+      }
+    }
+  }
+
   auto next = std::make_shared<Snapshot>(*Latest());
   next->seq = seq;
   next->time = now;
@@ -160,12 +197,13 @@ void Engine::RunTick() {
     history_.BeginTick(seq, now);
     for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) {
       auto store = [&](size_t index, FieldValue value) {
+        injections_.Apply(gpu, index, &value);
         history_.Append(gpu, index, value);
         next->values[gpu * layout_->size() + index] = {std::move(value), seq, now};
       };
       for (size_t i = 0; i < width; ++i) store(due_index_[i], read_buffer_[gpu * width + i]);
       for (size_t index : due_) {
-        if (layout_->field(index).from_events) store(index, FieldValue::Int(last_xid[gpu]));
+        if (layout_->field(index).from_events) store(index, last_xid[gpu]);
       }
     }
     history_.Trim(now);
@@ -188,10 +226,239 @@ void Engine::OnXid(const XidEvent& event) {
     return;
   }
   stats_.xid_events.fetch_add(1, std::memory_order_relaxed);
-  spdlog::warn("GPU {} ({}): XID {}{}", event.gpu, gpus()[event.gpu].uuid, event.xid,
-               event.injected ? " (injected)" : "");
-  absl::MutexLock lock(&events_mutex_);
-  last_xid_[event.gpu] = event.xid;
+  {
+    absl::MutexLock lock(&xid_mutex_);
+    last_xid_[event.gpu] = FieldValue::Int(event.xid);
+    last_xid_[event.gpu].injected = event.injected;
+  }
+  Record({.kind = EventKind::kXid,
+          .gpu = static_cast<int>(event.gpu),
+          .xid = event.xid,
+          .injected = event.injected,
+          .message = fmt::format("GPU {} ({}): XID {}", event.gpu, gpus()[event.gpu].uuid,
+                                 event.xid)});
+}
+
+EventPtr Engine::Record(EngineEvent event) {
+  if (event.time == absl::Time()) event.time = options_.clock->Now();
+  event.seq = Latest()->seq;
+  return events_.Record(std::move(event));
+}
+
+void Engine::RecordCleared(const std::vector<InjectionRecord>& cleared, const Principal& who,
+                           std::string_view why) {
+  for (const InjectionRecord& record : cleared) {
+    Record({.kind = EventKind::kInjectionCleared,
+            .gpu = static_cast<int>(record.gpu),
+            .injected = true,
+            .injection = record,
+            .principal = who,
+            .message = fmt::format("{} cleared ({}): {}; real readings resume", record.id, why,
+                                   record.Describe())});
+  }
+}
+
+absl::StatusOr<InjectionRecord> Engine::InjectField(const FieldInjectionRequest& request,
+                                                    const Principal& principal) {
+  FieldValue real;
+  if (const auto index = layout_->IndexOf(request.field);
+      index && request.gpu < gpus().size()) {
+    absl::MutexLock lock(&real_mutex_);
+    real = real_values_[request.gpu * layout_->size() + *index];
+  }
+  std::optional<InjectionRecord> superseded;
+  auto record =
+      injections_.AddField(request, real, principal, options_.clock->Now(), &superseded);
+  if (!record.ok()) return record.status();
+  if (superseded) RecordCleared({*superseded}, principal, "superseded by " + record->id);
+  Record({.kind = EventKind::kInjectionStarted,
+          .gpu = static_cast<int>(record->gpu),
+          .injected = true,
+          .injection = *record,
+          .principal = principal,
+          .message = fmt::format("{}: {}{}", record->id, record->Describe(),
+                                 record->scenario_id.empty() ? ""
+                                                             : " in " + record->scenario_id)});
+  return record;
+}
+
+absl::StatusOr<InjectionRecord> Engine::InjectXid(uint32_t gpu, uint32_t xid,
+                                                  const Principal& principal,
+                                                  const std::string& scenario_id) {
+  auto record = injections_.MakeXid(gpu, xid, principal, options_.clock->Now(), scenario_id);
+  if (!record.ok()) return record.status();
+  stats_.xid_events.fetch_add(1, std::memory_order_relaxed);
+  {
+    absl::MutexLock lock(&xid_mutex_);
+    last_xid_[gpu] = FieldValue::Int(xid);
+    last_xid_[gpu].injected = true;
+  }
+  // The same event a real XID produces, flagged injected and signed.
+  Record({.kind = EventKind::kXid,
+          .gpu = static_cast<int>(gpu),
+          .xid = xid,
+          .injected = true,
+          .injection = *record,
+          .principal = principal,
+          .message = fmt::format("GPU {} ({}): XID {} (injected, {}{})", gpu, gpus()[gpu].uuid, xid,
+                                 record->id,
+                                 scenario_id.empty() ? "" : " in " + scenario_id)});
+  return record;
+}
+
+absl::StatusOr<ScenarioState> Engine::RunScenario(std::string_view yaml_text,
+                                                  std::string_view source,
+                                                  const Principal& principal) {
+  auto plan = ParseScenario(yaml_text, source,
+                            {.gpu_count = static_cast<uint32_t>(gpus().size()),
+                             .max_injection = injections_.limits().max_duration});
+  if (!plan.ok()) return plan.status();
+  absl::MutexLock lock(&scenarios_mutex_);
+  ScenarioState state{.id = fmt::format("scn-{}", next_scenario_++),
+                      .plan = std::move(*plan),
+                      .principal = principal,
+                      .start = options_.clock->Now()};
+  Record({.kind = EventKind::kScenarioStarted,
+          .injected = true,
+          .principal = principal,
+          .message = fmt::format("{} '{}' started: {} step(s) over {}", state.id, state.plan.name,
+                                 state.plan.steps.size(),
+                                 absl::FormatDuration(state.plan.length))});
+  scenarios_.push_back(state);
+  return state;
+}
+
+void Engine::AdvanceScenarios(absl::Time now) {
+  absl::MutexLock lock(&scenarios_mutex_);
+  for (ScenarioState& scenario : scenarios_) {
+    if (scenario.state != "running") continue;
+    while (scenario.steps_done < scenario.plan.steps.size() &&
+           scenario.start + scenario.plan.steps[scenario.steps_done].at <= now) {
+      const ScenarioStep& step = scenario.plan.steps[scenario.steps_done];
+      const absl::Status applied = ApplyStep(scenario, step);
+      if (!applied.ok()) {
+        scenario.error = fmt::format("step at +{} (line {}): {}", absl::FormatDuration(step.at),
+                                     step.line, MessageOf(applied));
+        CancelScenarioLocked(scenario, scenario.principal, "failed: " + scenario.error);
+        scenario.state = "failed";
+        break;
+      }
+      ++scenario.steps_done;
+    }
+    if (scenario.state == "running" && scenario.steps_done == scenario.plan.steps.size()) {
+      scenario.state = "done";
+      Record({.kind = EventKind::kScenarioEnded,
+              .injected = true,
+              .principal = scenario.principal,
+              .message = fmt::format("{} '{}' done: {} step(s) applied", scenario.id,
+                                     scenario.plan.name, scenario.steps_done)});
+    }
+  }
+  // Keep every running scenario and the 20 most recent ended ones.
+  size_t ended = 0;
+  for (auto it = scenarios_.rbegin(); it != scenarios_.rend(); ++it) ended += it->state != "running";
+  for (auto it = scenarios_.begin(); ended > 20 && it != scenarios_.end();) {
+    if (it->state != "running") {
+      it = scenarios_.erase(it);
+      --ended;
+    } else {
+      ++it;
+    }
+  }
+}
+
+absl::Status Engine::ApplyStep(const ScenarioState& scenario, const ScenarioStep& step) {
+  const Principal principal{
+      .transport = "engine",
+      .uid = scenario.principal.uid,
+      .pid = scenario.principal.pid,
+      .description = fmt::format("scenario {} (started by {})", scenario.id,
+                                 scenario.principal.description)};
+  Record({.kind = EventKind::kScenarioStep,
+          .injected = true,
+          .principal = principal,
+          .message = fmt::format("{} step {}/{} at +{} (line {})", scenario.id,
+                                 scenario.steps_done + 1, scenario.plan.steps.size(),
+                                 absl::FormatDuration(step.at), step.line)});
+  switch (step.action) {
+    case ScenarioStep::Action::kInjectField:
+      return InjectField({.gpu = step.gpu,
+                          .field = step.field,
+                          .value = step.value,
+                          .add = step.add,
+                          .duration = step.duration,
+                          .scenario_id = scenario.id},
+                         principal)
+          .status();
+    case ScenarioStep::Action::kInjectXid:
+      return InjectXid(step.gpu, step.xid, principal, scenario.id).status();
+    case ScenarioStep::Action::kClearAll:
+      RecordCleared(injections_.ClearScenario(scenario.id), principal, "scenario step");
+      return absl::OkStatus();
+    case ScenarioStep::Action::kClearField:
+      for (const InjectionRecord& record : injections_.List()) {
+        if (record.gpu == step.gpu && record.field == step.field) {
+          auto cleared = injections_.Clear(record.id);
+          if (cleared.ok()) RecordCleared({*cleared}, principal, "scenario step");
+        }
+      }
+      return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Engine::CancelScenarioLocked(ScenarioState& scenario,
+                                                      const Principal& who,
+                                                      std::string_view reason) {
+  std::vector<std::string> cleared_ids;
+  const std::vector<InjectionRecord> cleared = injections_.ClearScenario(scenario.id);
+  RecordCleared(cleared, who, fmt::format("{} {}", scenario.id, reason));
+  for (const InjectionRecord& record : cleared) cleared_ids.push_back(record.id);
+  scenario.state = "cancelled";
+  Record({.kind = EventKind::kScenarioEnded,
+          .injected = true,
+          .principal = who,
+          .message = fmt::format("{} '{}' {} after {} of {} step(s)", scenario.id,
+                                 scenario.plan.name, reason, scenario.steps_done,
+                                 scenario.plan.steps.size())});
+  return cleared_ids;
+}
+
+absl::StatusOr<std::vector<std::string>> Engine::Clear(const std::string& id, bool all,
+                                                       const Principal& principal) {
+  std::vector<std::string> cleared;
+  absl::MutexLock lock(&scenarios_mutex_);
+  if (all || id.starts_with("scn-")) {
+    bool found = false;
+    for (ScenarioState& scenario : scenarios_) {
+      if (scenario.state != "running" || (!all && scenario.id != id)) continue;
+      found = true;
+      cleared.push_back(scenario.id);
+      for (std::string& injection : CancelScenarioLocked(scenario, principal, "cancelled")) {
+        cleared.push_back(std::move(injection));
+      }
+    }
+    if (!all && !found) {
+      return absl::NotFoundError(fmt::format(
+          "no running scenario {}: `vigil inject list` shows what is running", id));
+    }
+  }
+  if (all) {
+    const std::vector<InjectionRecord> records = injections_.ClearAll();
+    RecordCleared(records, principal, "clear --all");
+    for (const InjectionRecord& record : records) cleared.push_back(record.id);
+  } else if (!id.starts_with("scn-")) {
+    auto record = injections_.Clear(id);
+    if (!record.ok()) return record.status();
+    RecordCleared({*record}, principal, "cleared by request");
+    cleared.push_back(record->id);
+  }
+  return cleared;
+}
+
+std::vector<ScenarioState> Engine::Scenarios() const {
+  absl::MutexLock lock(&scenarios_mutex_);
+  return scenarios_;
 }
 
 absl::StatusOr<std::vector<uint32_t>> Engine::ResolveGpus(

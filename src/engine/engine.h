@@ -18,8 +18,11 @@
 #include "backend/backend.h"
 #include "common/clock.h"
 #include "engine/config.h"
+#include "engine/events.h"
 #include "engine/fanout.h"
 #include "engine/history.h"
+#include "engine/injection.h"
+#include "engine/scenario.h"
 #include "engine/schedule.h"
 #include "engine/snapshot.h"
 
@@ -75,6 +78,17 @@ struct EngineStats {
   std::atomic<uint64_t> last_tick_duration_ns{0};
 };
 
+// A scenario the engine runs or ran.
+struct ScenarioState {
+  std::string id;  // "scn-3"
+  ScenarioPlan plan;
+  Principal principal;
+  absl::Time start;
+  size_t steps_done = 0;
+  std::string state = "running";  // running, done, cancelled, failed
+  std::string error;
+};
+
 class Engine : public EventSink {
  public:
   // Fails when the backend has no GPU.
@@ -109,8 +123,28 @@ class Engine : public EventSink {
   // it to every subscriber. One caller at a time.
   void RunTick();
 
-  // EventSink: an XID from the backend. Thread-safe; shows in field 230 from the next tick.
+  // EventSink: an XID from the backend. Thread-safe; shows in field 230 from the next tick and
+  // on the event stream at once.
   void OnXid(const XidEvent& event) override;
+
+  // --- Fault injection (authorisation is the caller's job: see engine/authz.h) ---
+  // An injected value replaces (or raises) the reading from the next tick; see injection.h.
+  absl::StatusOr<InjectionRecord> InjectField(const FieldInjectionRequest& request,
+                                              const Principal& principal);
+  // Produces the same event a real XID does, flagged injected.
+  absl::StatusOr<InjectionRecord> InjectXid(uint32_t gpu, uint32_t xid, const Principal& principal,
+                                            const std::string& scenario_id = "");
+  // Validates the whole scenario first, then runs it on the engine's ticks.
+  absl::StatusOr<ScenarioState> RunScenario(std::string_view yaml_text, std::string_view source,
+                                            const Principal& principal);
+  // Clears an injection ("inj-N"), cancels a scenario ("scn-N", with its injections), or
+  // everything (`all`). NotFound for an unknown id. Returns the ids cleared or cancelled.
+  absl::StatusOr<std::vector<std::string>> Clear(const std::string& id, bool all,
+                                                 const Principal& principal);
+  std::vector<InjectionRecord> Injections() const { return injections_.List(); }
+  // Running scenarios and the most recent ended ones.
+  std::vector<ScenarioState> Scenarios() const;
+  EventLog& events() { return events_; }
 
  private:
   Engine(EngineOptions options, std::unique_ptr<Backend> backend);
@@ -138,8 +172,30 @@ class Engine : public EventSink {
   mutable absl::Mutex history_mutex_;
   HistoryStore history_ ABSL_GUARDED_BY(history_mutex_);
 
-  absl::Mutex events_mutex_;
-  std::vector<int64_t> last_xid_ ABSL_GUARDED_BY(events_mutex_);  // per GPU; 0: none seen
+  absl::Mutex xid_mutex_;
+  std::vector<FieldValue> last_xid_ ABSL_GUARDED_BY(xid_mutex_);  // per GPU, for field 230
+
+  InjectionTable injections_;
+  EventLog events_;
+  // The latest real (pre-injection) reading of each (GPU, field), to validate counter injections.
+  mutable absl::Mutex real_mutex_;
+  std::vector<FieldValue> real_values_ ABSL_GUARDED_BY(real_mutex_);
+
+  mutable absl::Mutex scenarios_mutex_;
+  uint64_t next_scenario_ ABSL_GUARDED_BY(scenarios_mutex_) = 1;
+  std::vector<ScenarioState> scenarios_ ABSL_GUARDED_BY(scenarios_mutex_);
+
+  // Records an event stamped with the current time and seq.
+  EventPtr Record(EngineEvent event);
+  // Runs the scenario steps that are due (tick thread).
+  void AdvanceScenarios(absl::Time now);
+  // Applies one step of a running scenario; an error fails the scenario.
+  absl::Status ApplyStep(const ScenarioState& scenario, const ScenarioStep& step);
+  std::vector<std::string> CancelScenarioLocked(ScenarioState& scenario, const Principal& who,
+                                                std::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(scenarios_mutex_);
+  void RecordCleared(const std::vector<InjectionRecord>& cleared, const Principal& who,
+                     std::string_view why);
 };
 
 }  // namespace vigil
