@@ -52,12 +52,6 @@ int DecodeStatus(int status) {
 
 }  // namespace
 
-std::string VigilBinary() {
-  const char* binary = std::getenv("VIGIL_BINARY");
-  VIGIL_CHECK(binary != nullptr);
-  return binary;
-}
-
 CommandResult RunCommand(const std::vector<std::string>& args, absl::Duration timeout) {
   char dir[] = "/tmp/vc.XXXXXX";
   VIGIL_CHECK(mkdtemp(dir) != nullptr);

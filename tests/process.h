@@ -10,11 +10,10 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "testing/paths.h"
 
 namespace vigil::testing {
 
-// The vigil binary under test ($VIGIL_BINARY, set by CMake).
-std::string VigilBinary();
 
 struct CommandResult {
   int exit_code = -1;  // -1: killed after the timeout

@@ -99,6 +99,7 @@ class Engine : public EventSink {
   Engine& operator=(const Engine&) = delete;
 
   const EngineIdentity& identity() const { return identity_; }
+  const EngineConfig& config() const { return options_.config; }
   const std::vector<GpuIdentity>& gpus() const { return backend_->gpus(); }
   const FieldLayout& layout() const { return *layout_; }
   // The sampling interval of field_index, as scheduled.

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "gmock/gmock.h"
+#include "testing/paths.h"
 #include "gtest/gtest.h"
 
 namespace vigil {
@@ -19,11 +20,9 @@ using ::testing::StartsWith;
 const ScenarioLimits kLimits{.gpu_count = 8, .max_injection = absl::Hours(1)};
 
 std::vector<std::pair<std::string, std::string>> ShippedScenarios() {
-  const char* source = std::getenv("VIGIL_SOURCE_DIR");
-  EXPECT_NE(source, nullptr);
   std::vector<std::pair<std::string, std::string>> files;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(std::filesystem::path(source) / "scenarios")) {
+  for (const auto& entry : std::filesystem::directory_iterator(
+           std::filesystem::path(testing::SourceDir()) / "scenarios")) {
     std::ifstream file(entry.path());
     std::stringstream text;
     text << file.rdbuf();

@@ -156,7 +156,10 @@ absl::StatusOr<std::unique_ptr<EngineServer>> EngineServer::Start(Engine* engine
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 4'000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   if (!options.unix_socket_path.empty()) {
-    builder.AddListeningPort("unix:" + options.unix_socket_path, grpc::InsecureServerCredentials());
+    // Accepted by the engine itself, to know each client's uid (see unix_listener.h).
+    auto listener = UnixListener::Listen(options.unix_socket_path);
+    if (!listener.ok()) return listener.status();
+    server->unix_listener_ = std::move(*listener);
   }
   if (!options.tcp_address.empty()) {
     builder.AddListeningPort(options.tcp_address, grpc::InsecureServerCredentials(),
@@ -171,9 +174,8 @@ absl::StatusOr<std::unique_ptr<EngineServer>> EngineServer::Start(Engine* engine
                     options.unix_socket_path.empty() || options.tcp_address.empty() ? "" : " and ",
                     options.tcp_address));
   }
-  if (!options.unix_socket_path.empty()) {
-    // Read-only calls are open to every local user; injection is authorised per call.
-    chmod(options.unix_socket_path.c_str(), 0666);
+  if (server->unix_listener_ != nullptr) {
+    server->unix_listener_->Start(server->server_.get(), &server->peers_);
   }
   server->server_->GetHealthCheckService()->SetServingStatus(true);
   server->server_->GetHealthCheckService()->SetServingStatus(
@@ -190,11 +192,13 @@ std::shared_ptr<grpc::Channel> EngineServer::InProcessChannel() {
 void EngineServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  if (unix_listener_ != nullptr) unix_listener_->Stop();  // no new clients; removes the file
   server_->GetHealthCheckService()->SetServingStatus(false);
-  engine_->fanout().Stop(absl::UnavailableError("the engine is shutting down"));
+  const absl::Status stopping = absl::UnavailableError("the engine is shutting down");
+  engine_->fanout().Stop(stopping);
+  engine_->events().Stop(stopping);
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();
-  if (!options_.unix_socket_path.empty()) unlink(options_.unix_socket_path.c_str());
 }
 
 }  // namespace vigil

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "engine/engine.h"
 #include "engine/service.h"
+#include "engine/unix_listener.h"
 #include "grpcpp/server.h"
 
 namespace vigil {
@@ -23,6 +24,7 @@ namespace vigil {
 struct ServerOptions {
   std::string unix_socket_path;  // empty: no Unix socket
   std::string tcp_address;       // "HOST:PORT"; port 0 picks a free port; empty: no TCP
+  std::string inject_token;      // empty: injection over TCP is off
 };
 
 class EngineServer {
@@ -42,11 +44,16 @@ class EngineServer {
 
  private:
   EngineServer(Engine* engine, ServerOptions options)
-      : engine_(engine), options_(std::move(options)), service_(engine) {}
+      : engine_(engine),
+        options_(std::move(options)),
+        service_(engine, &peers_,
+                 Authorizer(engine->config().injection_allowed_uids, options_.inject_token)) {}
 
   Engine* const engine_;
   const ServerOptions options_;
+  PeerRegistry peers_;
   EngineService service_;
+  std::unique_ptr<UnixListener> unix_listener_;
   std::unique_ptr<grpc::Server> server_;
   int tcp_port_ = 0;
   bool shut_down_ = false;

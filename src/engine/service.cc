@@ -1,7 +1,8 @@
-// Implements the vigil.v1.Engine service and its subscription stream reactor.
+// Implements the vigil.v1.Engine service and its stream reactors.
 #include "engine/service.h"
 
 #include "common/status.h"
+#include "common/strings.h"
 #include "engine/proto_convert.h"
 #include "engine/tick_encoder.h"
 #include "fmt/format.h"
@@ -24,27 +25,18 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const abs
 }
 
 // One Subscribe stream, written as raw bytes so that subscribers with the same filter share one
-// encoding per tick (TickEncoder). Lifetime: created by Subscribe(), deleted in OnDone() when gRPC
-// is done with it. The fan-out holds a Listener (shared_ptr) that forwards ticks here while
-// attached.
-//
-// Locking: `mutex_` guards the queue and the write/finish state. StartWrite() and Finish() are
-// never called with `mutex_` held (gRPC may run OnWriteDone on another thread at once); instead
-// the thread that sets writing_ or finished_ under the lock owns that action. Finish() is only
-// called with no write in flight, so OnDone() cannot run while a write is being started.
-class SubscribeReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+// encoding per tick (TickEncoder). A slow subscriber loses intermediate ticks, never the newest.
+class SubscribeReactor final : public QueuedStreamReactor<SnapshotPtr, grpc::ByteBuffer> {
  public:
   SubscribeReactor(Engine* engine, TickEncoder* encoder, TickFilter filter)
-      : engine_(engine),
+      : QueuedStreamReactor(engine->subscriber_queue_depth(), Overflow::kDropOldest),
+        engine_(engine),
         encoder_(encoder),
         filter_(std::move(filter)),
-        filter_key_(filter_.Key()),
-        queue_(engine->subscriber_queue_depth()) {}
+        filter_key_(filter_.Key()) {}
 
   void Begin() {
-    listener_ = std::make_shared<Listener>(this);
-    if (absl::Status added = engine_->fanout().Add(listener_); !added.ok()) {
-      listener_->Detach();
+    if (absl::Status added = engine_->fanout().Add(listener()); !added.ok()) {
       Stop(added.code() == absl::StatusCode::kFailedPrecondition
                ? absl::UnavailableError(added.message())
                : added);
@@ -54,115 +46,120 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>
     Enqueue(engine_->Latest());
   }
 
-  void OnWriteDone(bool ok) override {
-    {
-      absl::MutexLock lock(&mutex_);
-      writing_ = false;
-      if (!ok && !end_status_) {
-        end_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
-      }
-    }
-    Advance();
+ protected:
+  uint64_t OrderOf(const SnapshotPtr& snapshot) const override { return snapshot->seq; }
+  void Encode(const SnapshotPtr& snapshot, uint64_t dropped, grpc::ByteBuffer* wire) override {
+    *wire = TickEncoder::Frame(encoder_->Encode(*snapshot, filter_, filter_key_), dropped);
   }
-
-  void OnCancel() override {
-    {
-      absl::MutexLock lock(&mutex_);
-      if (!end_status_) end_status_ = grpc::Status::CANCELLED;
-    }
-    Advance();
-  }
-
-  void OnDone() override {
-    if (listener_ != nullptr) {  // null when the request was refused before subscribing
-      engine_->fanout().Remove(listener_.get());
-      listener_->Detach();  // waits for an OnTick in progress
-    }
-    delete this;
-  }
-
-  void Enqueue(const std::shared_ptr<const Snapshot>& snapshot) {
-    {
-      absl::MutexLock lock(&mutex_);
-      // The latest snapshot and the first fanned-out tick may be the same one.
-      if (snapshot->seq == 0 || snapshot->seq <= last_enqueued_seq_) return;
-      last_enqueued_seq_ = snapshot->seq;
-      queue_.Push(snapshot);
-    }
-    Advance();
-  }
-
-  void Stop(const absl::Status& status) {
-    {
-      absl::MutexLock lock(&mutex_);
-      if (!end_status_) end_status_ = ToGrpcStatus(status);
-    }
-    Advance();
+  void Unregister(const Listener<SnapshotPtr>* listener) override {
+    engine_->fanout().Remove(listener);
   }
 
  private:
-  // Forwards the fan-out's calls to the reactor until Detach().
-  class Listener final : public TickListener {
-   public:
-    explicit Listener(SubscribeReactor* reactor) : reactor_(reactor) {}
-    void OnMessage(const SnapshotPtr& snapshot) override {
-      absl::MutexLock lock(&mutex_);
-      if (reactor_ != nullptr) reactor_->Enqueue(snapshot);
-    }
-    void OnStop(const absl::Status& status) override {
-      absl::MutexLock lock(&mutex_);
-      if (reactor_ != nullptr) reactor_->Stop(status);
-    }
-    void Detach() {
-      absl::MutexLock lock(&mutex_);
-      reactor_ = nullptr;
-    }
-
-   private:
-    absl::Mutex mutex_;
-    SubscribeReactor* reactor_ ABSL_GUARDED_BY(mutex_);
-  };
-
-  // Starts the next write, or finishes the stream, if nothing is in flight.
-  void Advance() {
-    std::shared_ptr<const Snapshot> next;
-    uint64_t dropped = 0;
-    grpc::Status finish_status;
-    {
-      absl::MutexLock lock(&mutex_);
-      if (writing_ || finished_) return;
-      if (end_status_) {
-        finished_ = true;
-        finish_status = *end_status_;
-      } else {
-        if (queue_.empty()) return;
-        next = queue_.Pop();
-        writing_ = true;
-        dropped = queue_.dropped();
-      }
-    }
-    if (next == nullptr) {
-      Finish(finish_status);
-      return;
-    }
-    // Owned by this thread until OnWriteDone: gRPC reads it during the write.
-    buffer_ = TickEncoder::Frame(encoder_->Encode(*next, filter_, filter_key_), dropped);
-    StartWrite(&buffer_);
-  }
-
   Engine* const engine_;
   TickEncoder* const encoder_;
   const TickFilter filter_;
   const std::string filter_key_;
-  std::shared_ptr<Listener> listener_;
-  grpc::ByteBuffer buffer_;  // owned by whoever set writing_
+};
 
-  absl::Mutex mutex_;
-  BoundedQueue<SnapshotPtr> queue_ ABSL_GUARDED_BY(mutex_);
-  uint64_t last_enqueued_seq_ ABSL_GUARDED_BY(mutex_) = 0;
-  bool writing_ ABSL_GUARDED_BY(mutex_) = false;
-  bool finished_ ABSL_GUARDED_BY(mutex_) = false;
-  std::optional<grpc::Status> end_status_ ABSL_GUARDED_BY(mutex_);
+v1::Principal ToProto(const Principal& principal) {
+  v1::Principal out;
+  out.set_transport(principal.transport);
+  out.set_uid(principal.uid);
+  out.set_pid(principal.pid);
+  out.set_description(principal.description);
+  return out;
+}
+
+v1::Injection ToProto(const InjectionRecord& record) {
+  v1::Injection out;
+  out.set_id(record.id);
+  out.set_gpu(record.gpu);
+  out.set_field_id(record.field);
+  out.set_xid(record.xid);
+  out.set_mode(std::string(InjectionModeName(record.mode)));
+  out.set_value(record.mode == InjectionMode::kAdd ? static_cast<double>(record.add)
+                                                    : record.value.numeric());
+  *out.mutable_principal() = ToProto(record.principal);
+  out.set_start_time_us(absl::ToUnixMicros(record.start));
+  out.set_expire_time_us(record.mode == InjectionMode::kXid ? 0
+                                                            : absl::ToUnixMicros(record.expire));
+  out.set_scenario_id(record.scenario_id);
+  return out;
+}
+
+v1::Scenario ToProto(const ScenarioState& scenario) {
+  v1::Scenario out;
+  out.set_id(scenario.id);
+  out.set_name(scenario.plan.name);
+  *out.mutable_principal() = ToProto(scenario.principal);
+  out.set_start_time_us(absl::ToUnixMicros(scenario.start));
+  out.set_duration_us(absl::ToInt64Microseconds(scenario.plan.length));
+  out.set_steps(static_cast<uint32_t>(scenario.plan.steps.size()));
+  out.set_steps_done(static_cast<uint32_t>(scenario.steps_done));
+  out.set_state(scenario.state);
+  out.set_error(scenario.error);
+  return out;
+}
+
+v1::Event::Kind ToProto(EventKind kind) {
+  switch (kind) {
+    case EventKind::kXid:
+      return v1::Event::XID;
+    case EventKind::kInjectionStarted:
+      return v1::Event::INJECTION_STARTED;
+    case EventKind::kInjectionExpired:
+      return v1::Event::INJECTION_EXPIRED;
+    case EventKind::kInjectionCleared:
+      return v1::Event::INJECTION_CLEARED;
+    case EventKind::kScenarioStarted:
+      return v1::Event::SCENARIO_STARTED;
+    case EventKind::kScenarioStep:
+      return v1::Event::SCENARIO_STEP;
+    case EventKind::kScenarioEnded:
+      return v1::Event::SCENARIO_ENDED;
+  }
+  return v1::Event::KIND_UNSPECIFIED;
+}
+
+// One WatchEvents stream: the recent backlog, then live events. Audit records must not vanish
+// silently, so a client that falls more than the queue behind has its stream ended (it can
+// reconnect asking for recent events) instead of losing some.
+class EventsReactor final : public QueuedStreamReactor<EventPtr, v1::Event> {
+ public:
+  explicit EventsReactor(Engine* engine)
+      : QueuedStreamReactor(EventLog::kRecentCapacity, Overflow::kEndStream), engine_(engine) {}
+
+  void Begin(size_t recent) {
+    if (absl::Status added = engine_->events().Watch(listener(), recent); !added.ok()) {
+      Stop(added.code() == absl::StatusCode::kFailedPrecondition
+               ? absl::UnavailableError(added.message())
+               : added);
+    }
+  }
+
+ protected:
+  uint64_t OrderOf(const EventPtr& event) const override { return event->id; }
+  void Encode(const EventPtr& event, uint64_t, v1::Event* wire) override {
+    wire->Clear();
+    wire->set_id(event->id);
+    wire->set_instance_id(engine_->identity().instance_id);
+    wire->set_time_us(absl::ToUnixMicros(event->time));
+    wire->set_seq(event->seq);
+    wire->set_kind(ToProto(event->kind));
+    wire->set_gpu(event->gpu);
+    wire->set_xid(event->xid);
+    wire->set_injected(event->injected);
+    if (event->injection) *wire->mutable_injection() = ToProto(*event->injection);
+    if (event->principal) *wire->mutable_principal() = ToProto(*event->principal);
+    wire->set_message(event->message);
+  }
+  void Unregister(const Listener<EventPtr>* listener) override {
+    engine_->events().Unwatch(listener);
+  }
+
+ private:
+  Engine* const engine_;
 };
 
 }  // namespace
@@ -278,6 +275,127 @@ grpc::ServerUnaryReactor* EngineService::GetHistory(grpc::CallbackServerContext*
     }
   }
   return Finish(context, absl::OkStatus());
+}
+
+Caller EngineService::IdentifyCaller(grpc::CallbackServerContext* context) const {
+  Caller caller;
+  const std::string peer = context->peer();
+  if (peer.starts_with("fd:")) {
+    // A connection the engine accepted on its Unix socket (see unix_listener.h).
+    caller.transport = "unix";
+    if (const auto fd = ParseInt64(std::string_view(peer).substr(3))) {
+      caller.credentials = peers_->Lookup(static_cast<int>(*fd));
+    }
+  } else if (peer.starts_with("ipv4:") || peer.starts_with("ipv6:")) {
+    caller.transport = "tcp";
+  } else if (peer == "unknown") {
+    caller.transport = "inproc";  // Server::InProcessChannel
+  } else {
+    caller.transport = "unknown";
+  }
+  const auto& metadata = context->client_metadata();
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    const std::string_view value(it->second.data(), it->second.size());
+    if (value.starts_with("Bearer ")) caller.bearer_token = std::string(value.substr(7));
+  }
+  return caller;
+}
+
+absl::StatusOr<Principal> EngineService::Authorize(grpc::CallbackServerContext* context) const {
+  const Caller caller = IdentifyCaller(context);
+  auto principal = authorizer_.Authorize(caller);
+  if (!principal.ok()) {
+    spdlog::warn("refused a privileged call from {} ({}): {}", context->peer(), caller.transport,
+                 MessageOf(principal.status()));
+  }
+  return principal;
+}
+
+grpc::ServerUnaryReactor* EngineService::InjectField(grpc::CallbackServerContext* context,
+                                                     const v1::InjectFieldRequest* request,
+                                                     v1::Injection* response) {
+  auto principal = Authorize(context);
+  if (!principal.ok()) return Finish(context, principal.status());
+  if (request->duration_us() < 0) {
+    return Finish(context, absl::InvalidArgumentError("the duration cannot be negative"));
+  }
+  FieldInjectionRequest injection{.gpu = request->gpu(),
+                                  .field = request->field_id(),
+                                  .duration = absl::Microseconds(request->duration_us())};
+  switch (request->change_case()) {
+    case v1::InjectFieldRequest::kValue:
+      injection.value = request->value();
+      break;
+    case v1::InjectFieldRequest::kAdd:
+      injection.add = request->add();
+      break;
+    default:
+      return Finish(context, absl::InvalidArgumentError("give a value or an amount to add"));
+  }
+  auto record = engine_->InjectField(injection, *principal);
+  if (!record.ok()) return Finish(context, record.status());
+  *response = ToProto(*record);
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* EngineService::InjectXid(grpc::CallbackServerContext* context,
+                                                   const v1::InjectXidRequest* request,
+                                                   v1::InjectXidResponse* response) {
+  auto principal = Authorize(context);
+  if (!principal.ok()) return Finish(context, principal.status());
+  auto record = engine_->InjectXid(request->gpu(), request->xid(), *principal);
+  if (!record.ok()) return Finish(context, record.status());
+  *response->mutable_injection() = ToProto(*record);
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* EngineService::RunScenario(grpc::CallbackServerContext* context,
+                                                     const v1::RunScenarioRequest* request,
+                                                     v1::Scenario* response) {
+  auto principal = Authorize(context);
+  if (!principal.ok()) return Finish(context, principal.status());
+  if (request->yaml().size() > (1 << 20)) {
+    return Finish(context, absl::InvalidArgumentError("the scenario is over 1 MiB"));
+  }
+  auto scenario = engine_->RunScenario(
+      request->yaml(), request->source().empty() ? "scenario" : request->source(), *principal);
+  if (!scenario.ok()) return Finish(context, scenario.status());
+  *response = ToProto(*scenario);
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* EngineService::ClearInjections(
+    grpc::CallbackServerContext* context, const v1::ClearInjectionsRequest* request,
+    v1::ClearInjectionsResponse* response) {
+  auto principal = Authorize(context);
+  if (!principal.ok()) return Finish(context, principal.status());
+  if (request->target_case() == v1::ClearInjectionsRequest::TARGET_NOT_SET ||
+      (request->target_case() == v1::ClearInjectionsRequest::kAll && !request->all())) {
+    return Finish(context, absl::InvalidArgumentError("say what to clear: an id, or all"));
+  }
+  auto cleared = engine_->Clear(request->id(), request->all(), *principal);
+  if (!cleared.ok()) return Finish(context, cleared.status());
+  for (const std::string& id : *cleared) response->add_cleared(id);
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* EngineService::ListInjections(grpc::CallbackServerContext* context,
+                                                        const v1::ListInjectionsRequest*,
+                                                        v1::ListInjectionsResponse* response) {
+  for (const InjectionRecord& record : engine_->Injections()) {
+    *response->add_injections() = ToProto(record);
+  }
+  for (const ScenarioState& scenario : engine_->Scenarios()) {
+    *response->add_scenarios() = ToProto(scenario);
+  }
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerWriteReactor<v1::Event>* EngineService::WatchEvents(
+    grpc::CallbackServerContext*, const v1::WatchEventsRequest* request) {
+  auto* reactor = new EventsReactor(engine_);
+  reactor->Begin(std::min<size_t>(request->recent(), EventLog::kRecentCapacity));
+  return reactor;
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* EngineService::Subscribe(

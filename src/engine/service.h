@@ -5,8 +5,11 @@
 // Thread-safety: handlers run on gRPC's threads; the Engine is thread-safe.
 #pragma once
 
+#include "engine/authz.h"
 #include "engine/engine.h"
+#include "engine/stream_reactor.h"
 #include "engine/tick_encoder.h"
+#include "engine/unix_listener.h"
 #include "vigil/v1/engine.grpc.pb.h"
 
 namespace vigil {
@@ -16,8 +19,12 @@ namespace vigil {
 class EngineService final
     : public v1::Engine::WithRawCallbackMethod_Subscribe<v1::Engine::CallbackService> {
  public:
-  explicit EngineService(Engine* engine)
-      : engine_(engine), encoder_(engine->identity().instance_id) {}
+  // `peers` (not owned, outlives the service) identifies Unix socket callers for `authorizer`.
+  EngineService(Engine* engine, const PeerRegistry* peers, Authorizer authorizer)
+      : engine_(engine),
+        peers_(peers),
+        authorizer_(std::move(authorizer)),
+        encoder_(engine->identity().instance_id) {}
 
   grpc::ServerUnaryReactor* GetEngineInfo(grpc::CallbackServerContext* context,
                                           const v1::GetEngineInfoRequest* request,
@@ -36,13 +43,33 @@ class EngineService final
                                        v1::GetHistoryResponse* response) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Subscribe(grpc::CallbackServerContext* context,
                                                         const grpc::ByteBuffer* request) override;
+  grpc::ServerWriteReactor<v1::Event>* WatchEvents(grpc::CallbackServerContext* context,
+                                                   const v1::WatchEventsRequest* request) override;
+  grpc::ServerUnaryReactor* InjectField(grpc::CallbackServerContext* context,
+                                        const v1::InjectFieldRequest* request,
+                                        v1::Injection* response) override;
+  grpc::ServerUnaryReactor* InjectXid(grpc::CallbackServerContext* context,
+                                      const v1::InjectXidRequest* request,
+                                      v1::InjectXidResponse* response) override;
+  grpc::ServerUnaryReactor* RunScenario(grpc::CallbackServerContext* context,
+                                        const v1::RunScenarioRequest* request,
+                                        v1::Scenario* response) override;
+  grpc::ServerUnaryReactor* ClearInjections(grpc::CallbackServerContext* context,
+                                            const v1::ClearInjectionsRequest* request,
+                                            v1::ClearInjectionsResponse* response) override;
+  grpc::ServerUnaryReactor* ListInjections(grpc::CallbackServerContext* context,
+                                           const v1::ListInjectionsRequest* request,
+                                           v1::ListInjectionsResponse* response) override;
 
  private:
+  // Who is calling, from the transport (peer) and the authorization metadata.
+  Caller IdentifyCaller(grpc::CallbackServerContext* context) const;
+  absl::StatusOr<Principal> Authorize(grpc::CallbackServerContext* context) const;
+
   Engine* const engine_;
+  const PeerRegistry* const peers_;
+  const Authorizer authorizer_;
   TickEncoder encoder_;
 };
-
-// absl::Status -> grpc::Status, same code and message.
-grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace vigil
