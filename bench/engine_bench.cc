@@ -161,13 +161,13 @@ void BM_SubscriptionFanout(benchmark::State& state) {
         bool first = true;
         while (absl::Now() < end) {
           auto event = streams[i]->Next();
-          if (event.kind != TickSubscription::Event::kTick) return;
+          if (event.kind != TickSubscription::Event::kMessage) return;
           if (first) {  // the first message is the latest snapshot, not a fresh tick
             first = false;
             continue;
           }
           latencies[i].push_back(absl::ToDoubleMilliseconds(
-              absl::Now() - absl::FromUnixMicros(event.update->timestamp_us())));
+              absl::Now() - absl::FromUnixMicros(event.message->timestamp_us())));
         }
       });
     }

@@ -23,9 +23,9 @@ using ::testing::HasSubstr;
 v1::TickUpdate ReadUntil(TickSubscription& subscription, uint64_t seq) {
   while (true) {
     auto event = subscription.Next();
-    EXPECT_EQ(event.kind, TickSubscription::Event::kTick) << event.error;
-    if (event.kind != TickSubscription::Event::kTick) return {};
-    if (event.update->seq() >= seq) return *event.update;
+    EXPECT_EQ(event.kind, TickSubscription::Event::kMessage) << event.error;
+    if (event.kind != TickSubscription::Event::kMessage) return {};
+    if (event.message->seq() >= seq) return *event.message;
   }
 }
 
@@ -128,11 +128,11 @@ TEST(EngineServiceTest, ClientsOnBothTransportsSeeIdenticalTicks) {
   for (int i = 0; i < 10; ++i) {
     auto a = over_unix->Next();
     auto b = over_tcp->Next();
-    ASSERT_EQ(a.kind, TickSubscription::Event::kTick);
-    ASSERT_EQ(b.kind, TickSubscription::Event::kTick);
-    EXPECT_EQ(a.update->values_size(), 8);
-    unix_ticks[a.update->seq()] = a.update->SerializeAsString();
-    tcp_ticks[b.update->seq()] = b.update->SerializeAsString();
+    ASSERT_EQ(a.kind, TickSubscription::Event::kMessage);
+    ASSERT_EQ(b.kind, TickSubscription::Event::kMessage);
+    EXPECT_EQ(a.message->values_size(), 8);
+    unix_ticks[a.message->seq()] = a.message->SerializeAsString();
+    tcp_ticks[b.message->seq()] = b.message->SerializeAsString();
   }
   int common = 0;
   for (const auto& [seq, bytes] : unix_ticks) {
@@ -157,9 +157,9 @@ TEST(EngineServiceTest, SeqIncreasesStrictlyOnAStream) {
   uint64_t previous = 0;
   for (int i = 0; i < 10; ++i) {
     auto event = subscription->Next();
-    ASSERT_EQ(event.kind, TickSubscription::Event::kTick);
-    EXPECT_GT(event.update->seq(), previous);
-    previous = event.update->seq();
+    ASSERT_EQ(event.kind, TickSubscription::Event::kMessage);
+    EXPECT_GT(event.message->seq(), previous);
+    previous = event.message->seq();
   }
 }
 
@@ -170,9 +170,9 @@ TEST(EngineServiceTest, RestartIsSeenAsReconnectWithANewInstance) {
   auto client = first->Client(first->unix_address());
   auto subscription = client->Subscribe({});
   auto event = subscription->Next();
-  ASSERT_EQ(event.kind, TickSubscription::Event::kTick);
+  ASSERT_EQ(event.kind, TickSubscription::Event::kMessage);
   EXPECT_FALSE(event.new_instance);
-  EXPECT_EQ(event.update->instance_id(), first_id);
+  EXPECT_EQ(event.message->instance_id(), first_id);
 
   // The temp dir goes with the fixture; keep the socket's directory alive by restarting into a
   // fresh fixture's directory is not possible, so restart on the same path before the old
@@ -187,18 +187,18 @@ TEST(EngineServiceTest, RestartIsSeenAsReconnectWithANewInstance) {
                   ::testing::AnyOf(HasSubstr("unreachable"), HasSubstr("shutting down")));
       break;
     }
-    ASSERT_EQ(event.kind, TickSubscription::Event::kTick);
+    ASSERT_EQ(event.kind, TickSubscription::Event::kMessage);
   }
   EXPECT_TRUE(saw_disconnect);
   EngineFixture second({}, socket);
   ASSERT_NE(second.engine().identity().instance_id, first_id);
   while (true) {
     event = subscription->Next();
-    if (event.kind == TickSubscription::Event::kTick) break;
+    if (event.kind == TickSubscription::Event::kMessage) break;
     ASSERT_EQ(event.kind, TickSubscription::Event::kDisconnected) << event.error;
   }
   EXPECT_TRUE(event.new_instance);
-  EXPECT_EQ(event.update->instance_id(), second.engine().identity().instance_id);
+  EXPECT_EQ(event.message->instance_id(), second.engine().identity().instance_id);
   EXPECT_GE(subscription->reconnects(), 1u);
   second.Stop();
 }
@@ -223,9 +223,9 @@ TEST(EngineServiceTest, AStalledSubscriberDoesNotStallAnother) {
   const absl::Time started = absl::Now();
   for (int i = 0; i < 60; ++i) {
     auto event = live->Next();
-    ASSERT_EQ(event.kind, TickSubscription::Event::kTick);
-    if (first_seq == 0) first_seq = event.update->seq();
-    last_seq = event.update->seq();
+    ASSERT_EQ(event.kind, TickSubscription::Event::kMessage);
+    if (first_seq == 0) first_seq = event.message->seq();
+    last_seq = event.message->seq();
   }
   // The live subscriber kept up with the engine: 60 ticks of 50 ms in about 3 s, none dropped.
   EXPECT_EQ(last_seq - first_seq, 59u);

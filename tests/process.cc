@@ -2,6 +2,7 @@
 #include "process.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,7 +26,8 @@ std::string ReadAll(const std::string& path) {
   return text.str();
 }
 
-pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err) {
+pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err,
+            int uid) {
   const pid_t pid = fork();
   VIGIL_CHECK(pid >= 0);
   if (pid == 0) {
@@ -35,6 +37,9 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const 
     dup2(err_fd, 2);
     const int null_fd = open("/dev/null", O_RDONLY);
     dup2(null_fd, 0);
+    if (uid >= 0 && (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0)) {
+      _exit(126);
+    }
     std::vector<char*> argv;
     for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);
@@ -52,12 +57,12 @@ int DecodeStatus(int status) {
 
 }  // namespace
 
-CommandResult RunCommand(const std::vector<std::string>& args, absl::Duration timeout) {
+CommandResult RunCommand(const std::vector<std::string>& args, absl::Duration timeout, int uid) {
   char dir[] = "/tmp/vc.XXXXXX";
   VIGIL_CHECK(mkdtemp(dir) != nullptr);
   CommandResult result;
   {
-    Process process(args, dir);
+    Process process(args, dir, uid);
     result.exit_code = process.Wait(timeout);
     result.out = process.Stdout();
     result.err = process.Stderr();
@@ -67,12 +72,12 @@ CommandResult RunCommand(const std::vector<std::string>& args, absl::Duration ti
   return result;
 }
 
-Process::Process(const std::vector<std::string>& args, const std::string& dir) {
+Process::Process(const std::vector<std::string>& args, const std::string& dir, int uid) {
   static int counter = 0;
   const std::string stem = dir + "/p" + std::to_string(getpid()) + "_" + std::to_string(counter++);
   out_path_ = stem + ".out";
   err_path_ = stem + ".err";
-  pid_ = Spawn(args, out_path_, err_path_);
+  pid_ = Spawn(args, out_path_, err_path_, uid);
 }
 
 Process::~Process() {

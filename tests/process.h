@@ -14,21 +14,21 @@
 
 namespace vigil::testing {
 
-
 struct CommandResult {
   int exit_code = -1;  // -1: killed after the timeout
   std::string out;
   std::string err;
 };
 
-// Runs `args` (args[0] is the program) to completion, or kills it after `timeout`.
+// Runs `args` (args[0] is the program) to completion, or kills it after `timeout`. With `uid`
+// >= 0 the command runs as that user (and its own group); the test must run as root.
 CommandResult RunCommand(const std::vector<std::string>& args,
-                         absl::Duration timeout = absl::Seconds(20));
+                         absl::Duration timeout = absl::Seconds(20), int uid = -1);
 
 class Process {
  public:
-  // Starts `args`; stdout and stderr go to files in `dir`.
-  Process(const std::vector<std::string>& args, const std::string& dir);
+  // Starts `args`; stdout and stderr go to files in `dir`. `uid` >= 0: as that user.
+  Process(const std::vector<std::string>& args, const std::string& dir, int uid = -1);
   ~Process();  // SIGKILLs the process if still running
 
   pid_t pid() const { return pid_; }

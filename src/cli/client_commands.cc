@@ -4,8 +4,10 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "common/duration.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "common/strings.h"
 #include "fields/catalogue.h"
 #include "fmt/format.h"
 
@@ -33,7 +35,14 @@ absl::StatusOr<std::unique_ptr<EngineClient>> ConnectFromFlags(const ClientFlags
   if (*timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--timeout must be more than 0");
   }
-  return EngineClient::Create(flags.engine, {.call_timeout = *timeout});
+  std::string token;
+  if (!flags.token_file.empty()) {
+    auto text = ReadFile(flags.token_file);
+    if (!text.ok()) return WithContext(text.status(), "--token-file");
+    token = std::string(Trim(*text));
+    if (token.empty()) return absl::InvalidArgumentError("--token-file: the file is empty");
+  }
+  return EngineClient::Create(flags.engine, {.call_timeout = *timeout, .token = token});
 }
 
 namespace {

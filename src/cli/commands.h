@@ -19,6 +19,8 @@ CommandRunner AddEngineCommand(CLI::App* parent);
 CommandRunner AddInfoCommand(CLI::App* parent);
 CommandRunner AddDiscoveryCommand(CLI::App* parent);
 CommandRunner AddDmonCommand(CLI::App* parent);
+CommandRunner AddInjectCommand(CLI::App* parent);
+CommandRunner AddEventsCommand(CLI::App* parent);
 
 // Flags every client command shares.
 struct ClientFlags {
@@ -26,6 +28,7 @@ struct ClientFlags {
   bool json = false;
   std::string timeout = "5s";
   std::string log_level = "warn";
+  std::string token_file;  // injection commands only: the token for TCP
 };
 void AddClientFlags(CLI::App* command, ClientFlags* flags);
 // Sets up logging and a client from the flags; the error says what is wrong with which flag.

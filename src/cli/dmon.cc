@@ -85,7 +85,7 @@ int RunDmon(const DmonFlags& flags) {
       }
       continue;
     }
-    const v1::TickUpdate& update = *event.update;
+    const v1::TickUpdate& update = *event.message;
     if (disconnected || event.new_instance) {
       std::cerr << "vigil dmon: connected to engine instance " << update.instance_id()
                 << (event.new_instance ? " (the engine restarted: seq starts again)" : "")

@@ -14,6 +14,7 @@
 #include "common/logging.h"
 #include "common/signals.h"
 #include "common/status.h"
+#include "engine/authz.h"
 #include "engine/config.h"
 #include "engine/engine.h"
 #include "engine/server.h"
@@ -34,6 +35,7 @@ struct EngineFlags {
   std::string state_dir = "/var/lib/vigil";
   std::string config_path;
   std::string nvml_library;
+  std::string inject_token_file;
   std::string log_level = "info";
   // Set by CLI11 when given, to refuse sim-only flags with --backend nvml.
   CLI::Option* gpus_option = nullptr;
@@ -115,13 +117,20 @@ int RunEngine(const EngineFlags& flags) {
   if (absl::Status status = PrepareStateDir(flags.state_dir); !status.ok()) {
     return Fail("engine", status);
   }
+  std::string inject_token;
+  if (!flags.inject_token_file.empty()) {
+    auto token = ReadTokenFile(flags.inject_token_file);
+    if (!token.ok()) return Fail("engine", WithContext(token.status(), "--inject-token-file"));
+    inject_token = *token;
+  }
   auto backend = OpenBackend(flags);
   if (!backend.ok()) return Fail("engine", backend.status());
   const size_t gpu_count = (*backend)->gpus().size();
   auto engine = Engine::Create({.node_name = node_name, .config = config}, std::move(*backend));
   if (!engine.ok()) return Fail("engine", engine.status());
-  auto server = EngineServer::Start(
-      engine->get(), {.unix_socket_path = flags.socket, .tcp_address = flags.listen});
+  auto server = EngineServer::Start(engine->get(), {.unix_socket_path = flags.socket,
+                                                    .tcp_address = flags.listen,
+                                                    .inject_token = inject_token});
   if (!server.ok()) return Fail("engine", server.status());
   TickLoop loop(engine->get(), config.tick_interval);
   loop.Start();
@@ -136,6 +145,13 @@ int RunEngine(const EngineFlags& flags) {
       flags.socket.empty() ? "off" : flags.socket, tcp, absl::FormatDuration(config.tick_interval),
       absl::FormatDuration(config.history_max_age), (*engine)->identity().version);
 
+  spdlog::info(
+      "injection: over the Unix socket for root{}; over TCP {}; active injections are "
+      "not persisted across restarts",
+      config.injection_allowed_uids.empty()
+          ? ""
+          : fmt::format(" and {} more uid(s)", config.injection_allowed_uids.size()),
+      inject_token.empty() ? "off (no --inject-token-file)" : "with the token");
   int signal_number;
   while ((signal_number = signals.Wait()) == SIGHUP) {
     spdlog::info("SIGHUP: the engine has nothing to reload; restart it to apply a new config");
@@ -178,6 +194,8 @@ CommandRunner AddEngineCommand(CLI::App* parent) {
       ->add_option("--nvml-library", flags->nvml_library,
                    "Path of libnvidia-ml.so.1 (default: the loader's search path)")
       ->envname("VIGIL_NVML_LIBRARY");
+  command->add_option("--inject-token-file", flags->inject_token_file,
+                      "Token that allows injection over TCP (off without it)");
   command->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
   return [flags] { return RunEngine(*flags); };

@@ -20,9 +20,7 @@ int Fail(std::string_view command, std::string_view message) {
   return kExitError;
 }
 
-std::string_view StatusName(v1::ValueStatus status) {
-  return ValueStatusName(FromProto(status));
-}
+std::string_view StatusName(v1::ValueStatus status) { return ValueStatusName(FromProto(status)); }
 
 std::string FormatValue(const v1::FieldValue& value) {
   std::string text;

@@ -58,6 +58,7 @@ EngineClient::EngineClient(std::shared_ptr<grpc::Channel> channel, std::string d
 std::unique_ptr<grpc::ClientContext> EngineClient::NewContext() const {
   auto context = std::make_unique<grpc::ClientContext>();
   context->set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
+  if (!options_.token.empty()) context->AddMetadata("authorization", "Bearer " + options_.token);
   return context;
 }
 
@@ -108,78 +109,50 @@ absl::StatusOr<v1::GetHistoryResponse> EngineClient::GetHistory(
 }
 
 std::unique_ptr<TickSubscription> EngineClient::Subscribe(v1::SubscribeRequest request) {
-  return std::make_unique<TickSubscription>(this, std::move(request));
+  return std::make_unique<TickSubscription>(
+      display_, [this, request = std::move(request)](grpc::ClientContext* context) {
+        return stub_->Subscribe(context, request);
+      });
 }
 
-TickSubscription::TickSubscription(EngineClient* client, v1::SubscribeRequest request)
-    : client_(client), request_(std::move(request)) {}
-
-TickSubscription::~TickSubscription() {
-  Cancel();
-  CloseStream();
+std::unique_ptr<EventSubscription> EngineClient::WatchEvents(v1::WatchEventsRequest request) {
+  return std::make_unique<EventSubscription>(
+      display_, [this, request = std::move(request)](grpc::ClientContext* context) {
+        return stub_->WatchEvents(context, request);
+      });
 }
 
-void TickSubscription::Cancel() {
-  absl::MutexLock lock(&mutex_);
-  cancelled_ = true;
-  if (context_ != nullptr) context_->TryCancel();
+absl::StatusOr<v1::Injection> EngineClient::InjectField(const v1::InjectFieldRequest& request) {
+  return Unary<v1::Injection>(display_, NewContext(), [&](auto* context, auto* response) {
+    return stub_->InjectField(context, request, response);
+  });
 }
 
-void TickSubscription::CloseStream() {
-  if (reader_ != nullptr) {
-    reader_->Finish();  // status already known or irrelevant; releases the call
-    reader_.reset();
-  }
-  absl::MutexLock lock(&mutex_);
-  context_.reset();
+absl::StatusOr<v1::InjectXidResponse> EngineClient::InjectXid(const v1::InjectXidRequest& request) {
+  return Unary<v1::InjectXidResponse>(display_, NewContext(), [&](auto* context, auto* response) {
+    return stub_->InjectXid(context, request, response);
+  });
 }
 
-TickSubscription::Event TickSubscription::Next() {
-  Event event;
-  if (waiting_to_reconnect_) {
-    // Wait out the backoff delay, waking early on Cancel().
-    absl::MutexLock lock(&mutex_);
-    mutex_.AwaitWithTimeout(absl::Condition(&cancelled_), backoff_.Next());
-    waiting_to_reconnect_ = false;
-  }
-  if (reader_ == nullptr) {
-    absl::MutexLock lock(&mutex_);
-    if (cancelled_) return event;  // kCancelled
-    // No deadline: a subscription lasts as long as the engine. wait_for_ready is off so a
-    // missing engine is reported at once rather than waited for.
-    context_ = std::make_unique<grpc::ClientContext>();
-    reader_ = client_->stub_->Subscribe(context_.get(), request_);
-    if (connected_before_) ++reconnects_;
-  }
-  if (reader_->Read(&update_)) {
-    backoff_.Reset();
-    event.kind = Event::kTick;
-    event.new_instance = connected_before_ && update_.instance_id() != last_instance_id_;
-    if (event.new_instance || !connected_before_) last_instance_id_ = update_.instance_id();
-    connected_before_ = true;
-    event.update = &update_;
-    return event;
-  }
-  const grpc::Status status = reader_->Finish();
-  reader_.reset();
-  {
-    absl::MutexLock lock(&mutex_);
-    context_.reset();
-    if (cancelled_) return event;  // kCancelled
-  }
-  if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
-      status.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
-      status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-    event.kind = Event::kRejected;
-    event.error = FromGrpc(status, client_->display_);
-    return event;
-  }
-  event.kind = Event::kDisconnected;
-  event.error = status.ok() ? absl::UnavailableError(fmt::format(
-                                  "the engine at {} ended the subscription", client_->display_))
-                            : FromGrpc(status, client_->display_);
-  waiting_to_reconnect_ = true;
-  return event;
+absl::StatusOr<v1::Scenario> EngineClient::RunScenario(const v1::RunScenarioRequest& request) {
+  return Unary<v1::Scenario>(display_, NewContext(), [&](auto* context, auto* response) {
+    return stub_->RunScenario(context, request, response);
+  });
+}
+
+absl::StatusOr<v1::ClearInjectionsResponse> EngineClient::ClearInjections(
+    const v1::ClearInjectionsRequest& request) {
+  return Unary<v1::ClearInjectionsResponse>(
+      display_, NewContext(), [&](auto* context, auto* response) {
+        return stub_->ClearInjections(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::ListInjectionsResponse> EngineClient::ListInjections() {
+  return Unary<v1::ListInjectionsResponse>(
+      display_, NewContext(), [&](auto* context, auto* response) {
+        return stub_->ListInjections(context, v1::ListInjectionsRequest(), response);
+      });
 }
 
 }  // namespace vigil

@@ -1,8 +1,9 @@
 // The client library every engine client uses (CLI, exporter, health check): connects by
-// --engine address, makes calls with deadlines, follows subscriptions across engine restarts,
-// and turns gRPC failures into messages that say what to do.
-// Thread-safety: EngineClient's calls are thread-safe. A TickSubscription is read by one thread;
-// its Cancel() may be called from any thread.
+// --engine address, makes calls with deadlines, follows streams across engine restarts, and
+// turns gRPC failures into messages that say what to do. FromGrpc (subscription.h): UNAVAILABLE
+// becomes "the engine at ADDR is unreachable: ...", DEADLINE_EXCEEDED "did not answer in time";
+// other codes keep the engine's message, which already says what was wrong.
+// Thread-safety: EngineClient's calls are thread-safe; see subscription.h for streams.
 #pragma once
 
 #include <memory>
@@ -14,6 +15,7 @@
 #include "absl/time/time.h"
 #include "client/address.h"
 #include "client/backoff.h"
+#include "client/subscription.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "vigil/v1/engine.grpc.pb.h"
@@ -22,14 +24,12 @@ namespace vigil {
 
 struct ClientOptions {
   absl::Duration call_timeout = absl::Seconds(5);
+  // Sent as "authorization: Bearer TOKEN" for injection over TCP; empty: none.
+  std::string token;
 };
 
-// grpc::Status -> absl::Status with a message for people: UNAVAILABLE becomes "the engine at
-// ADDR is unreachable: ...", DEADLINE_EXCEEDED "did not answer within ...". Other codes keep the
-// server's message, which already says what was wrong.
-absl::Status FromGrpc(const grpc::Status& status, const std::string& address);
-
-class TickSubscription;
+using TickSubscription = Subscription<v1::TickUpdate>;
+using EventSubscription = Subscription<v1::Event>;
 
 class EngineClient {
  public:
@@ -49,63 +49,25 @@ class EngineClient {
       const v1::GetLatestValuesRequest& request);
   absl::StatusOr<v1::GetHistoryResponse> GetHistory(const v1::GetHistoryRequest& request);
 
-  // Opens a subscription that reconnects by itself (see TickSubscription).
+  // Streams that reconnect by themselves (see subscription.h).
   std::unique_ptr<TickSubscription> Subscribe(v1::SubscribeRequest request);
+  std::unique_ptr<EventSubscription> WatchEvents(v1::WatchEventsRequest request);
+
+  // Fault injection; the engine authorises these (PERMISSION_DENIED says how to be allowed).
+  absl::StatusOr<v1::Injection> InjectField(const v1::InjectFieldRequest& request);
+  absl::StatusOr<v1::InjectXidResponse> InjectXid(const v1::InjectXidRequest& request);
+  absl::StatusOr<v1::Scenario> RunScenario(const v1::RunScenarioRequest& request);
+  absl::StatusOr<v1::ClearInjectionsResponse> ClearInjections(
+      const v1::ClearInjectionsRequest& request);
+  absl::StatusOr<v1::ListInjectionsResponse> ListInjections();
 
  private:
-  friend class TickSubscription;
   std::unique_ptr<grpc::ClientContext> NewContext() const;
 
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Engine::Stub> stub_;
   std::string display_;
   ClientOptions options_;
-};
-
-// A stream of ticks that survives engine restarts. Next() blocks for the next event:
-// - kTick: `update` points to the update, valid until the next call to Next() (the message is
-//   reused, so a subscriber does not allocate per tick); `new_instance` is true on the first update
-//   from an engine instance other than the previous one (the engine restarted: caches were rebuilt,
-//   seq started again).
-// - kDisconnected: the stream broke or could not be opened; `error` says why. The next Next()
-//   waits a backoff delay and reconnects.
-// - kRejected: the engine refused the request (bad GPU or field): retrying cannot help.
-// - kCancelled: Cancel() was called.
-class TickSubscription {
- public:
-  struct Event {
-    enum Kind { kTick, kDisconnected, kRejected, kCancelled } kind = kCancelled;
-    const v1::TickUpdate* update = nullptr;
-    bool new_instance = false;
-    absl::Status error;
-  };
-
-  TickSubscription(EngineClient* client, v1::SubscribeRequest request);
-  ~TickSubscription();
-
-  Event Next();
-  // Wakes Next() and makes it return kCancelled from now on. Thread-safe.
-  void Cancel();
-
-  // Reconnect attempts so far.
-  uint64_t reconnects() const { return reconnects_; }
-
- private:
-  void CloseStream();
-
-  EngineClient* const client_;
-  const v1::SubscribeRequest request_;
-  Backoff backoff_;
-  std::string last_instance_id_;
-  bool connected_before_ = false;
-  bool waiting_to_reconnect_ = false;
-  uint64_t reconnects_ = 0;
-  std::unique_ptr<grpc::ClientReader<v1::TickUpdate>> reader_;
-  v1::TickUpdate update_;  // reused for every message
-
-  absl::Mutex mutex_;
-  bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
-  std::unique_ptr<grpc::ClientContext> context_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace vigil

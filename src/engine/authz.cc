@@ -45,8 +45,8 @@ absl::StatusOr<Principal> Authorizer::Authorize(const Caller& caller) const {
     }
     const PeerCredentials& creds = *caller.credentials;
     const std::string name = UserName(creds.uid);
-    const std::string who = fmt::format("uid {}{} pid {}", creds.uid,
-                                        name.empty() ? "" : " (" + name + ")", creds.pid);
+    const std::string who =
+        fmt::format("uid {}{} pid {}", creds.uid, name.empty() ? "" : " (" + name + ")", creds.pid);
     const bool allowed = creds.uid == 0 || std::find(allowed_uids_.begin(), allowed_uids_.end(),
                                                      creds.uid) != allowed_uids_.end();
     if (!allowed) {
@@ -56,10 +56,7 @@ absl::StatusOr<Principal> Authorizer::Authorize(const Caller& caller) const {
           "or add uid {} to the config)",
           who, creds.uid));
     }
-    return Principal{.transport = "unix",
-                     .uid = creds.uid,
-                     .pid = creds.pid,
-                     .description = who};
+    return Principal{.transport = "unix", .uid = creds.uid, .pid = creds.pid, .description = who};
   }
   if (caller.transport == "tcp") {
     if (token_.empty()) {
@@ -76,7 +73,7 @@ absl::StatusOr<Principal> Authorizer::Authorize(const Caller& caller) const {
       return absl::PermissionDeniedError(
           "the injection token does not match the engine's --inject-token-file");
     }
-    return Principal{.transport = "tcp", .description = "token"};
+    return Principal{.transport = "tcp", .description = "token from " + caller.peer};
   }
   return absl::PermissionDeniedError(fmt::format(
       "injection is not allowed over the {} transport: use the Unix socket as root, or TCP with "
@@ -99,9 +96,10 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   }
   struct stat info {};
   if (stat(path.c_str(), &info) == 0 && (info.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    spdlog::warn("{} is readable by others (mode {:o}): anyone who can read it can inject; "
-                 "chmod 600 it",
-                 path, info.st_mode & 0777);
+    spdlog::warn(
+        "{} is readable by others (mode {:o}): anyone who can read it can inject; "
+        "chmod 600 it",
+        path, info.st_mode & 0777);
   }
   return token;
 }

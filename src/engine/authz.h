@@ -29,9 +29,10 @@ struct PeerCredentials {
 
 // What the server knows about the caller of one RPC.
 struct Caller {
-  std::string transport;  // "unix", "tcp", "inproc" or "unknown"
+  std::string transport;                       // "unix", "tcp", "inproc" or "unknown"
   std::optional<PeerCredentials> credentials;  // Unix socket only
   std::optional<std::string> bearer_token;     // from the authorization metadata
+  std::string peer;                            // gRPC's peer string, for audit records
 };
 
 class Authorizer {

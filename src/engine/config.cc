@@ -66,8 +66,8 @@ absl::Status ParseSampling(const YAML::Node& node, const yaml::Reader& reader,
 
 absl::Status ParseInjection(const YAML::Node& node, const yaml::Reader& reader,
                             EngineConfig* config) {
-  if (auto status = reader.ExpectMap(node, "injection",
-                                     {"allowed_uids", "default_duration", "max_duration"});
+  if (auto status =
+          reader.ExpectMap(node, "injection", {"allowed_uids", "default_duration", "max_duration"});
       !status.ok()) {
     return status;
   }
@@ -91,16 +91,15 @@ absl::Status ParseInjection(const YAML::Node& node, const yaml::Reader& reader,
     auto duration = reader.Duration(node[key], path);
     if (!duration.ok()) return duration.status();
     if (*duration < absl::Seconds(1) || *duration > absl::Hours(24)) {
-      return reader.Error(node[key], path,
-                          fmt::format("{} is out of range (1s .. 24h)",
-                                      absl::FormatDuration(*duration)));
+      return reader.Error(
+          node[key], path,
+          fmt::format("{} is out of range (1s .. 24h)", absl::FormatDuration(*duration)));
     }
     (std::string_view(key) == "max_duration" ? config->injection.max_duration
-                                              : config->injection.default_duration) = *duration;
+                                             : config->injection.default_duration) = *duration;
   }
   if (config->injection.default_duration > config->injection.max_duration) {
-    return reader.Error(node, "injection",
-                        "default_duration is longer than max_duration");
+    return reader.Error(node, "injection", "default_duration is longer than max_duration");
   }
   return absl::OkStatus();
 }

@@ -107,9 +107,10 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Backend> backend)
 Engine::~Engine() {
   backend_->StopEvents();
   if (const size_t active = injections_.List().size(); active > 0) {
-    spdlog::warn("dropping {} active injection(s): injections are not persisted and do not "
-                 "survive an engine restart",
-                 active);
+    spdlog::warn(
+        "dropping {} active injection(s): injections are not persisted and do not "
+        "survive an engine restart",
+        active);
   }
   fanout_.Stop(absl::UnavailableError("the engine is shutting down"));
   events_.Stop(absl::UnavailableError("the engine is shutting down"));
@@ -131,8 +132,8 @@ void Engine::RunTick() {
             .gpu = static_cast<int>(expired.gpu),
             .injected = true,
             .injection = expired,
-            .message = fmt::format("{} ended: {}; real readings resume", expired.id,
-                                   expired.Describe())});
+            .message =
+                fmt::format("{} ended: {}; real readings resume", expired.id, expired.Describe())});
   }
   schedule_.Due(now, &due_);
   // Injected (GPU, field)s are read every tick, whatever their interval, so an injection shows
@@ -235,8 +236,8 @@ void Engine::OnXid(const XidEvent& event) {
           .gpu = static_cast<int>(event.gpu),
           .xid = event.xid,
           .injected = event.injected,
-          .message = fmt::format("GPU {} ({}): XID {}", event.gpu, gpus()[event.gpu].uuid,
-                                 event.xid)});
+          .message =
+              fmt::format("GPU {} ({}): XID {}", event.gpu, gpus()[event.gpu].uuid, event.xid)});
 }
 
 EventPtr Engine::Record(EngineEvent event) {
@@ -261,14 +262,12 @@ void Engine::RecordCleared(const std::vector<InjectionRecord>& cleared, const Pr
 absl::StatusOr<InjectionRecord> Engine::InjectField(const FieldInjectionRequest& request,
                                                     const Principal& principal) {
   FieldValue real;
-  if (const auto index = layout_->IndexOf(request.field);
-      index && request.gpu < gpus().size()) {
+  if (const auto index = layout_->IndexOf(request.field); index && request.gpu < gpus().size()) {
     absl::MutexLock lock(&real_mutex_);
     real = real_values_[request.gpu * layout_->size() + *index];
   }
   std::optional<InjectionRecord> superseded;
-  auto record =
-      injections_.AddField(request, real, principal, options_.clock->Now(), &superseded);
+  auto record = injections_.AddField(request, real, principal, options_.clock->Now(), &superseded);
   if (!record.ok()) return record.status();
   if (superseded) RecordCleared({*superseded}, principal, "superseded by " + record->id);
   Record({.kind = EventKind::kInjectionStarted,
@@ -277,8 +276,7 @@ absl::StatusOr<InjectionRecord> Engine::InjectField(const FieldInjectionRequest&
           .injection = *record,
           .principal = principal,
           .message = fmt::format("{}: {}{}", record->id, record->Describe(),
-                                 record->scenario_id.empty() ? ""
-                                                             : " in " + record->scenario_id)});
+                                 record->scenario_id.empty() ? "" : " in " + record->scenario_id)});
   return record;
 }
 
@@ -301,8 +299,7 @@ absl::StatusOr<InjectionRecord> Engine::InjectXid(uint32_t gpu, uint32_t xid,
           .injection = *record,
           .principal = principal,
           .message = fmt::format("GPU {} ({}): XID {} (injected, {}{})", gpu, gpus()[gpu].uuid, xid,
-                                 record->id,
-                                 scenario_id.empty() ? "" : " in " + scenario_id)});
+                                 record->id, scenario_id.empty() ? "" : " in " + scenario_id)});
   return record;
 }
 
@@ -318,12 +315,12 @@ absl::StatusOr<ScenarioState> Engine::RunScenario(std::string_view yaml_text,
                       .plan = std::move(*plan),
                       .principal = principal,
                       .start = options_.clock->Now()};
-  Record({.kind = EventKind::kScenarioStarted,
-          .injected = true,
-          .principal = principal,
-          .message = fmt::format("{} '{}' started: {} step(s) over {}", state.id, state.plan.name,
-                                 state.plan.steps.size(),
-                                 absl::FormatDuration(state.plan.length))});
+  Record(
+      {.kind = EventKind::kScenarioStarted,
+       .injected = true,
+       .principal = principal,
+       .message = fmt::format("{} '{}' started: {} step(s) over {}", state.id, state.plan.name,
+                              state.plan.steps.size(), absl::FormatDuration(state.plan.length))});
   scenarios_.push_back(state);
   return state;
 }
@@ -356,7 +353,8 @@ void Engine::AdvanceScenarios(absl::Time now) {
   }
   // Keep every running scenario and the 20 most recent ended ones.
   size_t ended = 0;
-  for (auto it = scenarios_.rbegin(); it != scenarios_.rend(); ++it) ended += it->state != "running";
+  for (auto it = scenarios_.rbegin(); it != scenarios_.rend(); ++it)
+    ended += it->state != "running";
   for (auto it = scenarios_.begin(); ended > 20 && it != scenarios_.end();) {
     if (it->state != "running") {
       it = scenarios_.erase(it);
@@ -368,18 +366,17 @@ void Engine::AdvanceScenarios(absl::Time now) {
 }
 
 absl::Status Engine::ApplyStep(const ScenarioState& scenario, const ScenarioStep& step) {
-  const Principal principal{
-      .transport = "engine",
-      .uid = scenario.principal.uid,
-      .pid = scenario.principal.pid,
-      .description = fmt::format("scenario {} (started by {})", scenario.id,
-                                 scenario.principal.description)};
+  const Principal principal{.transport = "engine",
+                            .uid = scenario.principal.uid,
+                            .pid = scenario.principal.pid,
+                            .description = fmt::format("scenario {} (started by {})", scenario.id,
+                                                       scenario.principal.description)};
   Record({.kind = EventKind::kScenarioStep,
           .injected = true,
           .principal = principal,
-          .message = fmt::format("{} step {}/{} at +{} (line {})", scenario.id,
-                                 scenario.steps_done + 1, scenario.plan.steps.size(),
-                                 absl::FormatDuration(step.at), step.line)});
+          .message =
+              fmt::format("{} step {}/{} at +{} (line {})", scenario.id, scenario.steps_done + 1,
+                          scenario.plan.steps.size(), absl::FormatDuration(step.at), step.line)});
   switch (step.action) {
     case ScenarioStep::Action::kInjectField:
       return InjectField({.gpu = step.gpu,
@@ -407,20 +404,19 @@ absl::Status Engine::ApplyStep(const ScenarioState& scenario, const ScenarioStep
   return absl::OkStatus();
 }
 
-std::vector<std::string> Engine::CancelScenarioLocked(ScenarioState& scenario,
-                                                      const Principal& who,
+std::vector<std::string> Engine::CancelScenarioLocked(ScenarioState& scenario, const Principal& who,
                                                       std::string_view reason) {
   std::vector<std::string> cleared_ids;
   const std::vector<InjectionRecord> cleared = injections_.ClearScenario(scenario.id);
   RecordCleared(cleared, who, fmt::format("{} {}", scenario.id, reason));
   for (const InjectionRecord& record : cleared) cleared_ids.push_back(record.id);
   scenario.state = "cancelled";
-  Record({.kind = EventKind::kScenarioEnded,
-          .injected = true,
-          .principal = who,
-          .message = fmt::format("{} '{}' {} after {} of {} step(s)", scenario.id,
-                                 scenario.plan.name, reason, scenario.steps_done,
-                                 scenario.plan.steps.size())});
+  Record(
+      {.kind = EventKind::kScenarioEnded,
+       .injected = true,
+       .principal = who,
+       .message = fmt::format("{} '{}' {} after {} of {} step(s)", scenario.id, scenario.plan.name,
+                              reason, scenario.steps_done, scenario.plan.steps.size())});
   return cleared_ids;
 }
 
@@ -439,8 +435,8 @@ absl::StatusOr<std::vector<std::string>> Engine::Clear(const std::string& id, bo
       }
     }
     if (!all && !found) {
-      return absl::NotFoundError(fmt::format(
-          "no running scenario {}: `vigil inject list` shows what is running", id));
+      return absl::NotFoundError(
+          fmt::format("no running scenario {}: `vigil inject list` shows what is running", id));
     }
   }
   if (all) {

@@ -13,9 +13,7 @@ using ::testing::HasSubstr;
 
 class RecordingListener : public TickListener {
  public:
-  void OnMessage(const SnapshotPtr& snapshot) override {
-    seqs.push_back(snapshot->seq);
-  }
+  void OnMessage(const SnapshotPtr& snapshot) override { seqs.push_back(snapshot->seq); }
   void OnStop(const absl::Status& status) override { stop_status = status; }
   std::vector<uint64_t> seqs;
   absl::Status stop_status;

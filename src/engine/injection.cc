@@ -42,9 +42,9 @@ absl::StatusOr<InjectionRecord> InjectionTable::AddField(
     const FieldInjectionRequest& request, const FieldValue& real, const Principal& principal,
     absl::Time now, std::optional<InjectionRecord>* superseded) {
   if (request.gpu >= gpu_count_) {
-    return absl::InvalidArgumentError(fmt::format(
-        "GPU {} does not exist: this engine has {} GPU{} (0-{})", request.gpu, gpu_count_,
-        gpu_count_ == 1 ? "" : "s", gpu_count_ - 1));
+    return absl::InvalidArgumentError(
+        fmt::format("GPU {} does not exist: this engine has {} GPU{} (0-{})", request.gpu,
+                    gpu_count_, gpu_count_ == 1 ? "" : "s", gpu_count_ - 1));
   }
   const std::optional<size_t> index = layout_->IndexOf(request.field);
   if (!index) {
@@ -134,13 +134,12 @@ absl::StatusOr<InjectionRecord> InjectionTable::AddField(
 }
 
 absl::StatusOr<InjectionRecord> InjectionTable::MakeXid(uint32_t gpu, uint32_t xid,
-                                                        const Principal& principal,
-                                                        absl::Time now,
+                                                        const Principal& principal, absl::Time now,
                                                         const std::string& scenario_id) {
   if (gpu >= gpu_count_) {
-    return absl::InvalidArgumentError(fmt::format(
-        "GPU {} does not exist: this engine has {} GPU{} (0-{})", gpu, gpu_count_,
-        gpu_count_ == 1 ? "" : "s", gpu_count_ - 1));
+    return absl::InvalidArgumentError(
+        fmt::format("GPU {} does not exist: this engine has {} GPU{} (0-{})", gpu, gpu_count_,
+                    gpu_count_ == 1 ? "" : "s", gpu_count_ - 1));
   }
   if (xid == 0 || xid > 999) {
     return absl::InvalidArgumentError(

@@ -84,7 +84,8 @@ TEST_F(InjectionEngineTest, ValueReplacesTheReadingUntilItExpires) {
 
 TEST_F(InjectionEngineTest, SlowFieldsShowTheInjectionAtTheNextTick) {
   // ECC counters are sampled every 30 s; an injection must not wait for the next sample.
-  ASSERT_TRUE(engine_->InjectField({.gpu = 0, .field = fid::kEccDbeVolTotal, .add = 2}, kRoot).ok());
+  ASSERT_TRUE(
+      engine_->InjectField({.gpu = 0, .field = fid::kEccDbeVolTotal, .add = 2}, kRoot).ok());
   Tick();
   EXPECT_EQ(Latest(0, fid::kEccDbeVolTotal), [] {
     FieldValue v = FieldValue::Int(2);
@@ -225,12 +226,13 @@ steps:
 
 TEST_F(InjectionEngineTest, ScenarioThatCannotApplyAStepFailsAndCleansUp) {
   const int64_t replays = Latest(0, fid::kPcieReplayCounter).as_int();
-  const std::string yaml = "steps:\n"
-                           "  - at: 0s\n"
-                           "    inject: {gpu: 0, field: DCGM_FI_DEV_GPU_TEMP, value: 90}\n"
-                           "  - at: 1s\n"
-                           "    inject: {gpu: 0, field: DCGM_FI_DEV_PCIE_REPLAY_COUNTER, value: " +
-                           std::to_string(replays - 1) + "}\n";
+  const std::string yaml =
+      "steps:\n"
+      "  - at: 0s\n"
+      "    inject: {gpu: 0, field: DCGM_FI_DEV_GPU_TEMP, value: 90}\n"
+      "  - at: 1s\n"
+      "    inject: {gpu: 0, field: DCGM_FI_DEV_PCIE_REPLAY_COUNTER, value: " +
+      std::to_string(replays - 1) + "}\n";
   ASSERT_TRUE(engine_->RunScenario(yaml, "s.yaml", kRoot).ok());
   Tick(3);
   const ScenarioState state = engine_->Scenarios()[0];
@@ -257,10 +259,10 @@ TEST(InjectionTableTest, ExpiresOnTheClockAndForcesAReadAfterwards) {
   InjectionTable table(std::make_shared<const FieldLayout>(fields), 1, {});
   const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
   std::optional<InjectionRecord> superseded;
-  ASSERT_TRUE(table
-                  .AddField({.gpu = 0, .field = 310, .add = 4}, FieldValue::Int(10), kRoot, t0,
-                            &superseded)
-                  .ok());
+  ASSERT_TRUE(
+      table
+          .AddField({.gpu = 0, .field = 310, .add = 4}, FieldValue::Int(10), kRoot, t0, &superseded)
+          .ok());
   std::set<size_t> forced;
   table.ForcedFields(&forced);
   EXPECT_EQ(forced, std::set<size_t>{1});

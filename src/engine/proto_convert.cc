@@ -26,10 +26,9 @@ v1::ValueStatus ToProto(ValueStatus status) {
 }
 
 ValueStatus FromProto(v1::ValueStatus status) {
-  for (ValueStatus candidate :
-       {ValueStatus::kOk, ValueStatus::kNotSupported, ValueStatus::kGpuLost,
-        ValueStatus::kReadError, ValueStatus::kNoPermission, ValueStatus::kTimeout,
-        ValueStatus::kNoData}) {
+  for (ValueStatus candidate : {ValueStatus::kOk, ValueStatus::kNotSupported, ValueStatus::kGpuLost,
+                                ValueStatus::kReadError, ValueStatus::kNoPermission,
+                                ValueStatus::kTimeout, ValueStatus::kNoData}) {
     if (ToProto(candidate) == status) return candidate;
   }
   return ValueStatus::kReadError;

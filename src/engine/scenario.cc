@@ -67,10 +67,10 @@ class Parser {
     auto at = reader_.Duration(node["at"], path + ".at");
     if (!at.ok()) return at.status();
     if (*at > limits_.max_length) {
-      return reader_.Error(node["at"], path + ".at",
-                           fmt::format("{} is past the longest scenario, {}",
-                                       absl::FormatDuration(*at),
-                                       absl::FormatDuration(limits_.max_length)));
+      return reader_.Error(
+          node["at"], path + ".at",
+          fmt::format("{} is past the longest scenario, {}", absl::FormatDuration(*at),
+                      absl::FormatDuration(limits_.max_length)));
     }
     step.at = *at;
     const int actions = (node["inject"] ? 1 : 0) + (node["xid"] ? 1 : 0) + (node["clear"] ? 1 : 0);
@@ -94,10 +94,10 @@ class Parser {
     auto value = reader_.Int(node["gpu"], path + ".gpu");
     if (!value.ok()) return value.status();
     if (*value < 0 || *value >= static_cast<int64_t>(limits_.gpu_count)) {
-      return reader_.Error(node["gpu"], path + ".gpu",
-                           fmt::format("GPU {} does not exist: this engine has {} GPU{} (0-{})",
-                                       *value, limits_.gpu_count,
-                                       limits_.gpu_count == 1 ? "" : "s", limits_.gpu_count - 1));
+      return reader_.Error(
+          node["gpu"], path + ".gpu",
+          fmt::format("GPU {} does not exist: this engine has {} GPU{} (0-{})", *value,
+                      limits_.gpu_count, limits_.gpu_count == 1 ? "" : "s", limits_.gpu_count - 1));
     }
     *gpu = static_cast<uint32_t>(*value);
     return absl::OkStatus();
@@ -108,7 +108,8 @@ class Parser {
     auto name = reader_.String(node["field"], path + ".field");
     if (!name.ok()) return name.status();
     auto field = ResolveField(*name);
-    if (!field.ok()) return reader_.Error(node["field"], path + ".field", MessageOf(field.status()));
+    if (!field.ok())
+      return reader_.Error(node["field"], path + ".field", MessageOf(field.status()));
     return *field;
   }
 
@@ -140,9 +141,9 @@ class Parser {
       step->value = *value;
     } else {
       if (!(*field)->cumulative) {
-        return reader_.Error(node["add"], path + ".add",
-                             fmt::format("{} is not a cumulative counter: use `value`",
-                                         (*field)->name));
+        return reader_.Error(
+            node["add"], path + ".add",
+            fmt::format("{} is not a cumulative counter: use `value`", (*field)->name));
       }
       auto add = reader_.Int(node["add"], path + ".add");
       if (!add.ok()) return add.status();
@@ -206,9 +207,8 @@ absl::StatusOr<ScenarioPlan> ParseScenario(std::string_view yaml_text, std::stri
   if (document->IsNull()) {
     return absl::InvalidArgumentError(fmt::format("{}: the scenario is empty", source));
   }
-  return yaml::Guard<ScenarioPlan>(source, [&] {
-    return Parser(std::string(source), limits).Parse(*document);
-  });
+  return yaml::Guard<ScenarioPlan>(
+      source, [&] { return Parser(std::string(source), limits).Parse(*document); });
 }
 
 }  // namespace vigil

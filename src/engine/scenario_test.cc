@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "gmock/gmock.h"
-#include "testing/paths.h"
 #include "gtest/gtest.h"
+#include "testing/paths.h"
 
 namespace vigil {
 namespace {
@@ -93,29 +93,38 @@ TEST_P(ScenarioErrorTest, RefusedWithLineAndReason) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, ScenarioErrorTest,
     ::testing::Values(
-        BadCase{"", "empty"},
-        BadCase{"steps: []\n", "needs a list of steps"},
+        BadCase{"", "empty"}, BadCase{"steps: []\n", "needs a list of steps"},
         BadCase{"name: x\n", "needs a list of steps"},
         BadCase{"stpes:\n  - at: 0s\n", "s.yaml:1: (top level): unknown key 'stpes'"},
-        BadCase{"steps:\n  - xid: {gpu: 0, xid: 79}\n", "s.yaml:2: steps[0]: every step needs `at`"},
+        BadCase{"steps:\n  - xid: {gpu: 0, xid: 79}\n",
+                "s.yaml:2: steps[0]: every step needs `at`"},
         BadCase{"steps:\n  - at: soon\n    xid: {gpu: 0, xid: 79}\n", "s.yaml:2: steps[0].at"},
         BadCase{"steps:\n  - at: -1s\n    xid: {gpu: 0, xid: 79}\n", "not a duration"},
         BadCase{"steps:\n  - at: 48h\n    xid: {gpu: 0, xid: 79}\n", "longest scenario"},
         BadCase{"steps:\n  - at: 0s\n", "exactly one of inject, xid, clear"},
         BadCase{"steps:\n  - at: 0s\n    xid: {gpu: 0, xid: 79}\n    clear: all\n", "exactly one"},
-        BadCase{"steps:\n  - at: 0s\n    xid: {gpu: 8, xid: 79}\n", "s.yaml:3: steps[0].xid.gpu: GPU 8 does not exist"},
+        BadCase{"steps:\n  - at: 0s\n    xid: {gpu: 8, xid: 79}\n",
+                "s.yaml:3: steps[0].xid.gpu: GPU 8 does not exist"},
         BadCase{"steps:\n  - at: 0s\n    xid: {gpu: 0, xid: 0}\n", "1 to 999"},
         BadCase{"steps:\n  - at: 0s\n    xid: {gpu: 0}\n", "needs `xid`"},
         BadCase{"steps:\n  - at: 0s\n    inject: {gpu: 0, field: DCGM_FI_DEV_GPU_TMP, value: 1}\n",
                 "s.yaml:3: steps[0].inject.field: unknown field 'DCGM_FI_DEV_GPU_TMP'"},
-        BadCase{"steps:\n  - at: 0s\n    inject: {gpu: 0, field: 150, value: 1.5}\n", "takes an integer"},
-        BadCase{"steps:\n  - at: 0s\n    inject: {gpu: 0, field: 150, add: 1}\n", "not a cumulative counter"},
-        BadCase{"steps:\n  - at: 0s\n    inject: {gpu: 0, field: 310, add: 0}\n", "must be positive"},
-        BadCase{"steps:\n  - at: 0s\n    inject: {gpu: 0, field: 150}\n", "exactly one of `value` and `add`"},
-        BadCase{"steps:\n  - at: 0s\n    inject: {gpu: 0, field: 54, value: 1}\n", "cannot be injected"},
-        BadCase{"steps:\n  - at: 0s\n    inject: {gpu: 0, field: 150, value: 1, for: 2h}\n", "at most 1h"},
-        BadCase{"steps:\n  - at: 0s\n    inject: {gpu: 0, field: 150, value: hot}\n", "expected a number"},
-        BadCase{"steps:\n  - at: 0s\n    inject: {gpu: 0, field: 150, valeu: 1}\n", "unknown key 'valeu'"},
+        BadCase{"steps:\n  - at: 0s\n    inject: {gpu: 0, field: 150, value: 1.5}\n",
+                "takes an integer"},
+        BadCase{"steps:\n  - at: 0s\n    inject: {gpu: 0, field: 150, add: 1}\n",
+                "not a cumulative counter"},
+        BadCase{"steps:\n  - at: 0s\n    inject: {gpu: 0, field: 310, add: 0}\n",
+                "must be positive"},
+        BadCase{"steps:\n  - at: 0s\n    inject: {gpu: 0, field: 150}\n",
+                "exactly one of `value` and `add`"},
+        BadCase{"steps:\n  - at: 0s\n    inject: {gpu: 0, field: 54, value: 1}\n",
+                "cannot be injected"},
+        BadCase{"steps:\n  - at: 0s\n    inject: {gpu: 0, field: 150, value: 1, for: 2h}\n",
+                "at most 1h"},
+        BadCase{"steps:\n  - at: 0s\n    inject: {gpu: 0, field: 150, value: hot}\n",
+                "expected a number"},
+        BadCase{"steps:\n  - at: 0s\n    inject: {gpu: 0, field: 150, valeu: 1}\n",
+                "unknown key 'valeu'"},
         BadCase{"steps:\n  - at: 0s\n    clear: some\n", "clear: all"},
         BadCase{"steps: [\n", "YAML syntax error"},
         BadCase{"steps:\n  - at: 0s\n    inject: [1, 2]\n", "expected a mapping"}));

@@ -79,7 +79,7 @@ v1::Injection ToProto(const InjectionRecord& record) {
   out.set_xid(record.xid);
   out.set_mode(std::string(InjectionModeName(record.mode)));
   out.set_value(record.mode == InjectionMode::kAdd ? static_cast<double>(record.add)
-                                                    : record.value.numeric());
+                                                   : record.value.numeric());
   *out.mutable_principal() = ToProto(record.principal);
   out.set_start_time_us(absl::ToUnixMicros(record.start));
   out.set_expire_time_us(record.mode == InjectionMode::kXid ? 0
@@ -280,6 +280,7 @@ grpc::ServerUnaryReactor* EngineService::GetHistory(grpc::CallbackServerContext*
 Caller EngineService::IdentifyCaller(grpc::CallbackServerContext* context) const {
   Caller caller;
   const std::string peer = context->peer();
+  caller.peer = peer;
   if (peer.starts_with("fd:")) {
     // A connection the engine accepted on its Unix socket (see unix_listener.h).
     caller.transport = "unix";
@@ -364,9 +365,9 @@ grpc::ServerUnaryReactor* EngineService::RunScenario(grpc::CallbackServerContext
   return Finish(context, absl::OkStatus());
 }
 
-grpc::ServerUnaryReactor* EngineService::ClearInjections(
-    grpc::CallbackServerContext* context, const v1::ClearInjectionsRequest* request,
-    v1::ClearInjectionsResponse* response) {
+grpc::ServerUnaryReactor* EngineService::ClearInjections(grpc::CallbackServerContext* context,
+                                                         const v1::ClearInjectionsRequest* request,
+                                                         v1::ClearInjectionsResponse* response) {
   auto principal = Authorize(context);
   if (!principal.ok()) return Finish(context, principal.status());
   if (request->target_case() == v1::ClearInjectionsRequest::TARGET_NOT_SET ||

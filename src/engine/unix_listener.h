@@ -48,7 +48,9 @@ class UnixListener {
 
  private:
   UnixListener(std::string path, int listen_fd, int wake_read, int wake_write)
-      : path_(std::move(path)), listen_fd_(listen_fd), wake_read_(wake_read),
+      : path_(std::move(path)),
+        listen_fd_(listen_fd),
+        wake_read_(wake_read),
         wake_write_(wake_write) {}
   void AcceptLoop(grpc::Server* server, PeerRegistry* registry);
 

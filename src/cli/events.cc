@@ -1,0 +1,87 @@
+// `vigil events`: the engine's event stream, live — XIDs, injections with who made them, their
+// expiry and clearing, scenario steps. Starts with recent events; follows engine restarts.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "common/status.h"
+#include "fmt/format.h"
+
+namespace vigil::cli {
+namespace {
+
+struct EventsFlags {
+  ClientFlags client;
+  uint32_t recent = 20;
+  int64_t count = 0;
+};
+
+int RunEvents(const EventsFlags& flags) {
+  auto client = ConnectFromFlags(flags.client);
+  if (!client.ok()) return Fail("events", client.status());
+  auto info = (*client)->GetEngineInfo();  // fail fast when the engine is not there
+  if (!info.ok()) return Fail("events", info.status());
+  v1::WatchEventsRequest request;
+  request.set_recent(flags.recent);
+  auto stream = (*client)->WatchEvents(request);
+  int64_t printed = 0;
+  bool disconnected = false;
+  while (flags.count == 0 || printed < flags.count) {
+    auto event = stream->Next();
+    if (event.kind == EventSubscription::Event::kRejected) return Fail("events", event.error);
+    if (event.kind == EventSubscription::Event::kCancelled) break;
+    if (event.kind == EventSubscription::Event::kDisconnected) {
+      if (!disconnected) {
+        std::cerr << "vigil events: " << MessageOf(event.error) << "; reconnecting" << std::endl;
+        disconnected = true;
+      }
+      continue;
+    }
+    const v1::Event& e = *event.message;
+    if (disconnected || event.new_instance) {
+      std::cerr << "vigil events: connected to engine instance " << e.instance_id()
+                << (event.new_instance ? " (the engine restarted)" : "") << std::endl;
+      disconnected = false;
+    }
+    ++printed;
+    if (flags.client.json) {
+      nlohmann::json json = {{"id", e.id()},
+                             {"instance_id", e.instance_id()},
+                             {"time", FormatTimeUs(e.time_us())},
+                             {"seq", e.seq()},
+                             {"kind", v1::Event::Kind_Name(e.kind())},
+                             {"gpu", e.gpu()},
+                             {"xid", e.xid()},
+                             {"injected", e.injected()},
+                             {"message", e.message()},
+                             {"injection_id", e.injection().id()},
+                             {"who", e.principal().description()},
+                             {"uid", e.has_principal() ? e.principal().uid() : -1}};
+      std::cout << json.dump() << std::endl;
+      continue;
+    }
+    std::cout << fmt::format("{}  seq {:<6} {:<18} {}{}", FormatTimeUs(e.time_us()), e.seq(),
+                             v1::Event::Kind_Name(e.kind()), e.message(),
+                             e.has_principal() ? " — by " + e.principal().description() : "")
+              << std::endl;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandRunner AddEventsCommand(CLI::App* parent) {
+  CLI::App* command = parent->add_subcommand(
+      "events", "Follow the engine's events: XIDs, injections (who, what, when), scenarios");
+  auto flags = std::make_shared<EventsFlags>();
+  AddClientFlags(command, &flags->client);
+  command->add_option("--recent", flags->recent, "Past events to show first")
+      ->check(CLI::Range(0u, 1000u))
+      ->capture_default_str();
+  command->add_option("-c,--count", flags->count, "Stop after this many events (0: follow)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1'000'000'000}))
+      ->capture_default_str();
+  return [flags] { return RunEvents(*flags); };
+}
+
+}  // namespace vigil::cli
