@@ -29,3 +29,16 @@ TEST(StringsTest, ParsesWholeIntegersOnly) {
 
 }  // namespace
 }  // namespace vigil
+
+#include "common/crc32.h"
+
+namespace vigil {
+namespace {
+
+TEST(Crc32Test, MatchesTheStandardCheckValue) {
+  EXPECT_EQ(Crc32("123456789"), 0xCBF43926u);  // the CRC-32/ISO-HDLC check value
+  EXPECT_EQ(Crc32(""), 0u);
+}
+
+}  // namespace
+}  // namespace vigil

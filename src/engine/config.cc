@@ -126,7 +126,8 @@ absl::StatusOr<EngineConfig> ParseEngineConfigUnguarded(std::string_view yaml_te
   if (document->IsNull()) return config;  // an empty file means all defaults
   const yaml::Reader reader{std::string(source)};
   if (auto status =
-          reader.ExpectMap(*document, "(top level)", {"sampling", "subscribers", "injection"});
+          reader.ExpectMap(*document, "(top level)",
+                           {"sampling", "subscribers", "injection", "health"});
       !status.ok()) {
     return status;
   }
@@ -150,6 +151,12 @@ absl::StatusOr<EngineConfig> ParseEngineConfigUnguarded(std::string_view yaml_te
   }
   if (const YAML::Node injection = (*document)["injection"]) {
     if (auto status = ParseInjection(injection, reader, &config); !status.ok()) return status;
+  }
+  if (const YAML::Node health = (*document)["health"]) {
+    if (auto status = ApplyHealthConfig(health, std::string(source), &config.health);
+        !status.ok()) {
+      return status;
+    }
   }
   return config;
 }

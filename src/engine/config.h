@@ -14,6 +14,7 @@
 //     allowed_uids: [1000]       # besides root, who may inject over the Unix socket
 //     default_duration: 60s      # when a request gives none
 //     max_duration: 1h           # the longest an injection may last (1s .. 24h)
+//   health:                      # thresholds and the XID policy: see docs/health.md
 #pragma once
 
 #include <cstddef>
@@ -24,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "engine/health_policy.h"
 #include "engine/injection.h"
 #include "fields/value.h"
 
@@ -36,6 +38,7 @@ struct EngineConfig {
   size_t subscriber_queue_depth = 16;
   InjectionLimits injection;
   std::vector<uint32_t> injection_allowed_uids;
+  HealthPolicy health = DefaultHealthPolicy();
 };
 
 // Bounds, also used to validate flags.

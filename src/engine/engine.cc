@@ -60,8 +60,45 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options,
         fmt::format("the {} backend found no GPU", backend->name()));
   }
   std::unique_ptr<Engine> engine(new Engine(std::move(options), std::move(backend)));
+  if (absl::Status health = engine->StartHealth(); !health.ok()) return health;
   engine->backend_->StartEvents(engine.get());
   return engine;
+}
+
+absl::Status Engine::StartHealth() {
+  std::vector<Incident> restored;
+  if (!options_.state_dir.empty()) {
+    IncidentStore::Loaded loaded;
+    auto store = IncidentStore::Open(options_.state_dir, options_.boot_id, &loaded);
+    if (!store.ok()) return store.status();
+    incident_store_ = std::move(*store);
+    for (const std::string& problem : loaded.problems) {
+      spdlog::error("health state: {} (the other records were kept)", problem);
+    }
+    if (loaded.rebooted) {
+      spdlog::info("health state: the node rebooted since the last run; {} persisted failure(s) "
+                   "cleared",
+                   loaded.dropped);
+    }
+    // Incidents follow the GPU's UUID, not its index, which can change between runs.
+    for (Incident& incident : loaded.incidents) {
+      auto gpu = std::find_if(gpus().begin(), gpus().end(),
+                              [&](const GpuIdentity& g) { return g.uuid == incident.uuid; });
+      if (gpu == gpus().end()) {
+        spdlog::warn("health state: {} is no longer present; its failure ({}) is dropped",
+                     incident.uuid, incident.code);
+        continue;
+      }
+      incident.gpu = gpu->index;
+      spdlog::warn("health state: GPU {} ({}) is still FAIL since {}: {} {}", incident.gpu,
+                   incident.uuid, absl::FormatTime(incident.first_seen), incident.code,
+                   incident.message);
+      restored.push_back(std::move(incident));
+    }
+  }
+  health_ = std::make_unique<HealthEvaluator>(options_.config.health, layout_, gpus(), intervals_,
+                                              incident_store_.get(), std::move(restored));
+  return absl::OkStatus();
 }
 
 Engine::Engine(EngineOptions options, std::unique_ptr<Backend> backend)
@@ -210,6 +247,11 @@ void Engine::RunTick() {
     history_.Trim(now);
   }
 
+  // Health from the same snapshot, so the verdict carries this tick's seq.
+  auto transitions = std::make_shared<std::vector<HealthTransition>>();
+  next->health = health_->Evaluate(*next, now, transitions.get());
+  next->health_transitions = transitions;
+
   std::shared_ptr<const Snapshot> published = std::move(next);
   {
     absl::MutexLock lock(&latest_mutex_);
@@ -217,6 +259,16 @@ void Engine::RunTick() {
   }
   stats_.ticks.fetch_add(1, std::memory_order_relaxed);
   fanout_.Publish(published);
+  for (const HealthTransition& transition : *transitions) {
+    Record({.kind = EventKind::kHealthTransition,
+            .gpu = static_cast<int>(transition.gpu),
+            .injected = transition.injected,
+            .message = fmt::format("GPU {} ({}) {}: {} -> {}{}{}", transition.gpu, transition.uuid,
+                                   HealthSystemName(transition.system),
+                                   HealthStatusName(transition.from),
+                                   HealthStatusName(transition.to),
+                                   transition.summary.empty() ? "" : ": ", transition.summary)});
+  }
   stats_.last_tick_duration_ns.store(absl::ToInt64Nanoseconds(absl::Now() - started),
                                      std::memory_order_relaxed);
 }
@@ -232,6 +284,7 @@ void Engine::OnXid(const XidEvent& event) {
     last_xid_[event.gpu] = FieldValue::Int(event.xid);
     last_xid_[event.gpu].injected = event.injected;
   }
+  health_->RecordXid(event.gpu, event.xid, event.time, event.injected);
   Record({.kind = EventKind::kXid,
           .gpu = static_cast<int>(event.gpu),
           .xid = event.xid,
@@ -291,6 +344,7 @@ absl::StatusOr<InjectionRecord> Engine::InjectXid(uint32_t gpu, uint32_t xid,
     last_xid_[gpu] = FieldValue::Int(xid);
     last_xid_[gpu].injected = true;
   }
+  health_->RecordXid(gpu, xid, record->start, /*injected=*/true);
   // The same event a real XID produces, flagged injected and signed.
   Record({.kind = EventKind::kXid,
           .gpu = static_cast<int>(gpu),
@@ -449,6 +503,36 @@ absl::StatusOr<std::vector<std::string>> Engine::Clear(const std::string& id, bo
     RecordCleared({*record}, principal, "cleared by request");
     cleared.push_back(record->id);
   }
+  return cleared;
+}
+
+std::shared_ptr<const HealthVerdict> Engine::Health() const {
+  const auto latest = Latest();
+  return latest->health != nullptr ? latest->health : health_->Latest();
+}
+
+absl::StatusOr<std::vector<Incident>> Engine::ClearHealth(uint32_t gpu,
+                                                          std::optional<HealthSystem> system,
+                                                          const Principal& principal) {
+  if (gpu >= gpus().size()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "GPU {} does not exist: this engine has {} GPU{} (0-{})", gpu, gpus().size(),
+        gpus().size() == 1 ? "" : "s", gpus().size() - 1));
+  }
+  const std::string what =
+      system ? fmt::format("GPU {} {}", gpu, HealthSystemName(*system)) : fmt::format("GPU {}", gpu);
+  std::vector<Incident> cleared =
+      health_->Clear(gpu, system, fmt::format("cleared by {}", principal.description));
+  std::string list;
+  for (const Incident& incident : cleared) {
+    list += fmt::format("{}{} {} ({})", list.empty() ? "" : ", ",
+                        HealthStatusName(incident.status), incident.code, incident.message);
+  }
+  Record({.kind = EventKind::kHealthCleared,
+          .gpu = static_cast<int>(gpu),
+          .principal = principal,
+          .message = fmt::format("{}: {} incident(s) cleared{}{}", what, cleared.size(),
+                                 list.empty() ? "" : ": ", list)});
   return cleared;
 }
 

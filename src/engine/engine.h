@@ -20,7 +20,9 @@
 #include "engine/config.h"
 #include "engine/events.h"
 #include "engine/fanout.h"
+#include "engine/health.h"
 #include "engine/history.h"
+#include "engine/incident_store.h"
 #include "engine/injection.h"
 #include "engine/scenario.h"
 #include "engine/schedule.h"
@@ -36,6 +38,9 @@ struct EngineOptions {
   EngineConfig config;
   Clock* clock = Clock::Real();  // not owned; outlives the engine
   size_t max_subscribers = 1024;
+  // Where FAIL incidents are persisted (health.log); empty: not persisted (tests).
+  std::string state_dir;
+  std::string boot_id;  // the node's boot id; a change clears persisted incidents
 };
 
 // Who this engine is. Fixed at creation.
@@ -143,6 +148,15 @@ class Engine : public EventSink {
   absl::StatusOr<std::vector<std::string>> Clear(const std::string& id, bool all,
                                                  const Principal& principal);
   std::vector<InjectionRecord> Injections() const { return injections_.List(); }
+
+  // --- Health ---
+  // The verdict of the latest tick (UNKNOWN everywhere before the first).
+  std::shared_ptr<const HealthVerdict> Health() const;
+  // Clears the incidents of `gpu` (one system or all), sticky FAILs included; audited.
+  // InvalidArgument for a bad GPU. The verdict reflects it from the next tick.
+  absl::StatusOr<std::vector<Incident>> ClearHealth(uint32_t gpu,
+                                                    std::optional<HealthSystem> system,
+                                                    const Principal& principal);
   // Running scenarios and the most recent ended ones.
   std::vector<ScenarioState> Scenarios() const;
   EventLog& events() { return events_; }
@@ -178,6 +192,8 @@ class Engine : public EventSink {
 
   InjectionTable injections_;
   EventLog events_;
+  std::unique_ptr<IncidentStore> incident_store_;  // null without a state dir
+  std::unique_ptr<HealthEvaluator> health_;
   // The latest real (pre-injection) reading of each (GPU, field), to validate counter injections.
   mutable absl::Mutex real_mutex_;
   std::vector<FieldValue> real_values_ ABSL_GUARDED_BY(real_mutex_);
@@ -186,6 +202,8 @@ class Engine : public EventSink {
   uint64_t next_scenario_ ABSL_GUARDED_BY(scenarios_mutex_) = 1;
   std::vector<ScenarioState> scenarios_ ABSL_GUARDED_BY(scenarios_mutex_);
 
+  // Opens the incident store and the health evaluator (Create).
+  absl::Status StartHealth();
   // Records an event stamped with the current time and seq.
   EventPtr Record(EngineEvent event);
   // Runs the scenario steps that are due (tick thread).

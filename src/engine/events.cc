@@ -21,6 +21,10 @@ std::string_view EventKindName(EventKind kind) {
       return "SCENARIO_STEP";
     case EventKind::kScenarioEnded:
       return "SCENARIO_ENDED";
+    case EventKind::kHealthTransition:
+      return "HEALTH_TRANSITION";
+    case EventKind::kHealthCleared:
+      return "HEALTH_CLEARED";
   }
   return "UNKNOWN";
 }
@@ -28,7 +32,9 @@ std::string_view EventKindName(EventKind kind) {
 EventPtr EventLog::Record(EngineEvent event) {
   absl::MutexLock lock(&mutex_);
   event.id = next_id_++;
-  const auto level = event.kind == EventKind::kXid ? spdlog::level::warn : spdlog::level::info;
+  const auto level = event.kind == EventKind::kXid || event.kind == EventKind::kHealthTransition
+                         ? spdlog::level::warn
+                         : spdlog::level::info;
   spdlog::log(level, "event {} {}: {}{}", event.id, EventKindName(event.kind), event.message,
               event.principal ? " (by " + event.principal->description + ")" : "");
   auto published = std::make_shared<const EngineEvent>(std::move(event));

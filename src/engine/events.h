@@ -29,6 +29,8 @@ enum class EventKind {
   kScenarioStarted,
   kScenarioStep,
   kScenarioEnded,
+  kHealthTransition,
+  kHealthCleared,
 };
 std::string_view EventKindName(EventKind kind);
 

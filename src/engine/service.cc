@@ -3,6 +3,7 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "engine/health_proto.h"
 #include "engine/proto_convert.h"
 #include "engine/tick_encoder.h"
 #include "fmt/format.h"
@@ -118,6 +119,10 @@ v1::Event::Kind ToProto(EventKind kind) {
       return v1::Event::SCENARIO_STEP;
     case EventKind::kScenarioEnded:
       return v1::Event::SCENARIO_ENDED;
+    case EventKind::kHealthTransition:
+      return v1::Event::HEALTH_TRANSITION;
+    case EventKind::kHealthCleared:
+      return v1::Event::HEALTH_CLEARED;
   }
   return v1::Event::KIND_UNSPECIFIED;
 }
@@ -160,6 +165,51 @@ class EventsReactor final : public QueuedStreamReactor<EventPtr, v1::Event> {
 
  private:
   Engine* const engine_;
+};
+
+// One WatchHealth stream: the verdict of every tick (a full state, so a dropped tick loses
+// nothing but that tick's transitions, which the event stream also carries).
+class HealthReactor final : public QueuedStreamReactor<SnapshotPtr, v1::HealthUpdate> {
+ public:
+  HealthReactor(Engine* engine, std::vector<uint32_t> gpus)
+      : QueuedStreamReactor(engine->subscriber_queue_depth(), Overflow::kDropOldest),
+        engine_(engine),
+        gpus_(std::move(gpus)) {}
+
+  void Begin() {
+    if (absl::Status added = engine_->fanout().Add(listener()); !added.ok()) {
+      Stop(added.code() == absl::StatusCode::kFailedPrecondition
+               ? absl::UnavailableError(added.message())
+               : added);
+      return;
+    }
+    Enqueue(engine_->Latest());
+  }
+
+ protected:
+  uint64_t OrderOf(const SnapshotPtr& snapshot) const override {
+    return snapshot->health != nullptr ? snapshot->seq : 0;
+  }
+  void Encode(const SnapshotPtr& snapshot, uint64_t, v1::HealthUpdate* wire) override {
+    wire->Clear();
+    wire->set_instance_id(engine_->identity().instance_id);
+    ToProto(*snapshot->health, engine_->identity().instance_id, gpus_, wire->mutable_verdict());
+    if (snapshot->health_transitions != nullptr) {
+      for (const HealthTransition& transition : *snapshot->health_transitions) {
+        if (gpus_.empty() ||
+            std::find(gpus_.begin(), gpus_.end(), transition.gpu) != gpus_.end()) {
+          ToProto(transition, wire->add_transitions());
+        }
+      }
+    }
+  }
+  void Unregister(const Listener<SnapshotPtr>* listener) override {
+    engine_->fanout().Remove(listener);
+  }
+
+ private:
+  Engine* const engine_;
+  const std::vector<uint32_t> gpus_;
 };
 
 }  // namespace
@@ -399,6 +449,50 @@ grpc::ServerWriteReactor<v1::Event>* EngineService::WatchEvents(
   return reactor;
 }
 
+grpc::ServerUnaryReactor* EngineService::GetHealth(grpc::CallbackServerContext* context,
+                                                   const v1::GetHealthRequest* request,
+                                                   v1::HealthVerdict* response) {
+  auto gpus = engine_->ResolveGpus(Gpus(request->gpus()));
+  if (!gpus.ok()) return Finish(context, gpus.status());
+  ToProto(*engine_->Health(), engine_->identity().instance_id,
+          request->gpus().empty() ? std::vector<uint32_t>{} : *gpus, response);
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerWriteReactor<v1::HealthUpdate>* EngineService::WatchHealth(
+    grpc::CallbackServerContext*, const v1::WatchHealthRequest* request) {
+  auto gpus = engine_->ResolveGpus(Gpus(request->gpus()));
+  auto* reactor = new HealthReactor(
+      engine_, gpus.ok() && !request->gpus().empty() ? *gpus : std::vector<uint32_t>{});
+  if (!gpus.ok()) {
+    reactor->Stop(gpus.status());
+  } else {
+    reactor->Begin();
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* EngineService::ClearHealth(grpc::CallbackServerContext* context,
+                                                     const v1::ClearHealthRequest* request,
+                                                     v1::ClearHealthResponse* response) {
+  auto principal = Authorize(context);
+  if (!principal.ok()) return Finish(context, principal.status());
+  std::optional<HealthSystem> system;
+  if (!request->system().empty()) {
+    system = ParseHealthSystem(request->system());
+    if (!system) {
+      return Finish(context, absl::InvalidArgumentError(fmt::format(
+                                 "unknown health system '{}': use pcie, memory, inforom, "
+                                 "thermal, power, nvlink or driver",
+                                 request->system())));
+    }
+  }
+  auto cleared = engine_->ClearHealth(request->gpu(), system, *principal);
+  if (!cleared.ok()) return Finish(context, cleared.status());
+  for (const Incident& incident : *cleared) ToProto(incident, response->add_cleared());
+  return Finish(context, absl::OkStatus());
+}
+
 grpc::ServerWriteReactor<grpc::ByteBuffer>* EngineService::Subscribe(
     grpc::CallbackServerContext*, const grpc::ByteBuffer* raw_request) {
   v1::SubscribeRequest request;
@@ -409,7 +503,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* EngineService::Subscribe(
   auto fields = engine_->ResolveFields(Fields(request.field_ids()));
   auto* reactor = new SubscribeReactor(
       engine_, &encoder_,
-      {gpus.ok() ? *gpus : std::vector<uint32_t>{}, fields.ok() ? *fields : std::vector<size_t>{}});
+      {gpus.ok() ? *gpus : std::vector<uint32_t>{}, fields.ok() ? *fields : std::vector<size_t>{},
+       request.include_health()});
   if (!parsed) {
     reactor->Stop(absl::InvalidArgumentError("the SubscribeRequest could not be parsed"));
   } else if (!gpus.ok() || !fields.ok()) {

@@ -60,6 +60,14 @@ class EngineService final
   grpc::ServerUnaryReactor* ListInjections(grpc::CallbackServerContext* context,
                                            const v1::ListInjectionsRequest* request,
                                            v1::ListInjectionsResponse* response) override;
+  grpc::ServerUnaryReactor* GetHealth(grpc::CallbackServerContext* context,
+                                      const v1::GetHealthRequest* request,
+                                      v1::HealthVerdict* response) override;
+  grpc::ServerWriteReactor<v1::HealthUpdate>* WatchHealth(
+      grpc::CallbackServerContext* context, const v1::WatchHealthRequest* request) override;
+  grpc::ServerUnaryReactor* ClearHealth(grpc::CallbackServerContext* context,
+                                        const v1::ClearHealthRequest* request,
+                                        v1::ClearHealthResponse* response) override;
 
  private:
   // Who is calling, from the transport (peer) and the authorization metadata.

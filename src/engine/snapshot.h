@@ -16,6 +16,9 @@
 
 namespace vigil {
 
+struct HealthVerdict;
+struct HealthTransition;
+
 // The fields an engine samples, in a fixed order; field_index values index into it.
 // Immutable; thread-safe.
 class FieldLayout {
@@ -43,6 +46,9 @@ struct Snapshot {
   uint32_t gpu_count = 0;
   std::shared_ptr<const FieldLayout> layout;
   std::vector<LatestValue> values;  // values[gpu * layout->size() + field_index]
+  // The health verdict computed from this snapshot (same seq), and what changed at this tick.
+  std::shared_ptr<const HealthVerdict> health;
+  std::shared_ptr<const std::vector<HealthTransition>> health_transitions;
 
   const LatestValue& at(uint32_t gpu, size_t field_index) const {
     return values[gpu * layout->size() + field_index];

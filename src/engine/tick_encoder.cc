@@ -1,6 +1,7 @@
 // Implements TickEncoder.
 #include "engine/tick_encoder.h"
 
+#include "engine/health_proto.h"
 #include "engine/proto_convert.h"
 #include "vigil/v1/engine.pb.h"
 
@@ -20,7 +21,7 @@ std::string TickFilter::Key() const {
   std::string key;
   key.reserve((gpus.size() + fields.size()) * 4 + 1);
   for (uint32_t gpu : gpus) key.append(reinterpret_cast<const char*>(&gpu), sizeof(gpu));
-  key.push_back('|');
+  key.push_back(include_health ? 'H' : '|');
   for (size_t field : fields) {
     const uint32_t index = static_cast<uint32_t>(field);
     key.append(reinterpret_cast<const char*>(&index), sizeof(index));
@@ -42,6 +43,9 @@ std::shared_ptr<const std::string> TickEncoder::Encode(const Snapshot& snapshot,
   update.set_seq(snapshot.seq);
   update.set_timestamp_us(absl::ToUnixMicros(snapshot.time));
   AppendValues(snapshot, filter.gpus, filter.fields, update.mutable_values());
+  if (filter.include_health && snapshot.health != nullptr) {
+    ToProto(*snapshot.health, instance_id_, filter.gpus, update.mutable_health());
+  }
   auto body = std::make_shared<const std::string>(update.SerializeAsString());
   absl::MutexLock lock(&mutex_);
   if (cache_.size() >= kMaxFilters && cache_.find(filter_key) == cache_.end()) cache_.clear();

@@ -23,6 +23,7 @@ namespace vigil {
 struct TickFilter {
   std::vector<uint32_t> gpus;
   std::vector<size_t> fields;
+  bool include_health = false;
   std::string Key() const;
 };
 
