@@ -74,13 +74,13 @@ TEST(InjectTest, InjectedValueReachesDmonFlaggedThenTheRealValueReturns) {
 
 TEST(InjectTest, TcpNeedsTheTokenAndTheUnixSocketNeedsRoot) {
   TempDir dir;
-  const std::string token =
-      WriteFile(dir, "token", "0123456789abcdef0123456789abcdef\n", 0600);
+  const std::string token = WriteFile(dir, "token", "0123456789abcdef0123456789abcdef\n", 0600);
   const std::string wrong = WriteFile(dir, "wrong", "fedcba9876543210fedcba9876543210\n", 0600);
   EngineProcess engine(dir.path(), "n1", 2, {"--inject-token-file", token});
   ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
-  const std::vector<std::string> inject = {"inject", "field", "--gpu", "0", "--field", "150",
-                                           "--value", "95", "--engine", engine.tcp_address};
+  const std::vector<std::string> inject = {
+      "inject", "field",   "--gpu", "0",        "--field",
+      "150",    "--value", "95",    "--engine", engine.tcp_address};
 
   auto without = Vigil(inject);
   EXPECT_EQ(without.exit_code, 2);
@@ -99,15 +99,14 @@ TEST(InjectTest, TcpNeedsTheTokenAndTheUnixSocketNeedsRoot) {
 
   if (geteuid() != 0) GTEST_SKIP() << "checking other users needs root";
   chmod(dir.path().c_str(), 0755);  // let `nobody` reach the socket
-  auto as_nobody = Vigil({"inject", "xid", "--gpu", "0", "--xid", "79", "--engine",
-                          engine.unix_address},
-                         kNobody);
+  auto as_nobody = Vigil(
+      {"inject", "xid", "--gpu", "0", "--xid", "79", "--engine", engine.unix_address}, kNobody);
   EXPECT_EQ(as_nobody.exit_code, 2);
   EXPECT_THAT(as_nobody.err, HasSubstr("uid 65534"));
   EXPECT_THAT(as_nobody.err, HasSubstr("injection.allowed_uids"));
   EXPECT_EQ(Vigil({"discovery", "--engine", engine.unix_address}, kNobody).exit_code, 0);
-  auto as_root = Vigil({"inject", "xid", "--gpu", "0", "--xid", "79", "--engine",
-                        engine.unix_address});
+  auto as_root =
+      Vigil({"inject", "xid", "--gpu", "0", "--xid", "79", "--engine", engine.unix_address});
   EXPECT_EQ(as_root.exit_code, 0) << as_root.err;
   EXPECT_THAT(as_root.out, HasSubstr("by uid 0 (root)"));
 }
@@ -115,8 +114,8 @@ TEST(InjectTest, TcpNeedsTheTokenAndTheUnixSocketNeedsRoot) {
 TEST(InjectTest, TcpInjectionIsOffWithoutATokenFile) {
   TempDir dir;
   EngineProcess engine(dir.path(), "n1", 1);
-  auto refused = Vigil({"inject", "xid", "--gpu", "0", "--xid", "79", "--engine",
-                        engine.tcp_address});
+  auto refused =
+      Vigil({"inject", "xid", "--gpu", "0", "--xid", "79", "--engine", engine.tcp_address});
   EXPECT_EQ(refused.exit_code, 2);
   EXPECT_THAT(refused.err, HasSubstr("injection over TCP is off on this engine"));
 }
@@ -127,9 +126,8 @@ TEST(InjectTest, ConfiguredUidsMayInjectOverTheUnixSocket) {
   chmod(dir.path().c_str(), 0755);
   const std::string config = WriteFile(dir, "engine.yaml", "injection:\n  allowed_uids: [65534]\n");
   EngineProcess engine(dir.path(), "n1", 1, {"--config", config});
-  auto allowed = Vigil({"inject", "xid", "--gpu", "0", "--xid", "43", "--engine",
-                        engine.unix_address},
-                       kNobody);
+  auto allowed = Vigil(
+      {"inject", "xid", "--gpu", "0", "--xid", "43", "--engine", engine.unix_address}, kNobody);
   EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
   EXPECT_THAT(allowed.out, HasSubstr("uid 65534 (nobody)"));
 }
@@ -138,9 +136,9 @@ TEST(InjectTest, ListClearAndTheAuditTrail) {
   TempDir dir;
   EngineProcess engine(dir.path(), "n1", 4);
   // Asking for recent events too, so nothing is missed while the stream connects.
-  Process events({VigilBinary(), "events", "--json", "--recent", "100", "--engine",
-                  engine.unix_address},
-                 dir.path());
+  Process events(
+      {VigilBinary(), "events", "--json", "--recent", "100", "--engine", engine.unix_address},
+      dir.path());
   ASSERT_EQ(Vigil({"inject", "field", "--gpu", "1", "--field", "DCGM_FI_DEV_GPU_TEMP", "--value",
                    "97", "--for", "10m", "--engine", engine.unix_address})
                 .exit_code,
@@ -174,11 +172,11 @@ TEST(InjectTest, ListClearAndTheAuditTrail) {
   ASSERT_EQ(clear.exit_code, 0) << clear.err;
   EXPECT_THAT(clear.out, HasSubstr("inj-1"));
   EXPECT_THAT(clear.out, HasSubstr("inj-2"));
-  EXPECT_EQ(nlohmann::json::parse(
-                Vigil({"inject", "list", "--json", "--engine", engine.unix_address}).out)
-                ["injections"]
-                    .size(),
-            0u);
+  EXPECT_EQ(
+      nlohmann::json::parse(
+          Vigil({"inject", "list", "--json", "--engine", engine.unix_address}).out)["injections"]
+          .size(),
+      0u);
 
   // The audit trail: who injected what, and who cleared it.
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
@@ -214,8 +212,8 @@ steps:
   ASSERT_EQ(started.exit_code, 0) << started.err;
   EXPECT_THAT(started.out, HasSubstr("scn-1: scenario 'drill' started"));
   // The CLI has exited; the engine carries on.
-  auto dmon = Vigil({"dmon", "-e", "155,230", "-i", "2", "-c", "4", "--json", "--engine",
-                     engine.unix_address});
+  auto dmon = Vigil(
+      {"dmon", "-e", "155,230", "-i", "2", "-c", "4", "--json", "--engine", engine.unix_address});
   ASSERT_EQ(dmon.exit_code, 0) << dmon.err;
   const auto last = JsonLines(dmon.out).back()["values"];
   EXPECT_EQ(last[0]["value"], 950.0);
@@ -268,8 +266,8 @@ TEST(InjectTest, BadInjectionRequestsAreRefusedBeforeAnythingChanges) {
 TEST(InjectTest, RestartDropsInjectionsAndSaysSo) {
   TempDir dir;
   auto engine = std::make_unique<EngineProcess>(dir.path(), "n1", 1);
-  ASSERT_EQ(Vigil({"inject", "field", "--gpu", "0", "--field", "150", "--value", "99",
-                   "--engine", engine->unix_address})
+  ASSERT_EQ(Vigil({"inject", "field", "--gpu", "0", "--field", "150", "--value", "99", "--engine",
+                   engine->unix_address})
                 .exit_code,
             0);
   engine->process->Signal(SIGTERM);

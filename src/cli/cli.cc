@@ -32,6 +32,7 @@ int Main(int argc, char** argv) {
       {"engine", AddEngineCommand(&app)},       {"info", AddInfoCommand(&app)},
       {"discovery", AddDiscoveryCommand(&app)}, {"dmon", AddDmonCommand(&app)},
       {"inject", AddInjectCommand(&app)},       {"events", AddEventsCommand(&app)},
+      {"health", AddHealthCommand(&app)},
   };
   try {
     app.parse(argc, argv);

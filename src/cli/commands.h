@@ -21,6 +21,7 @@ CommandRunner AddDiscoveryCommand(CLI::App* parent);
 CommandRunner AddDmonCommand(CLI::App* parent);
 CommandRunner AddInjectCommand(CLI::App* parent);
 CommandRunner AddEventsCommand(CLI::App* parent);
+CommandRunner AddHealthCommand(CLI::App* parent);
 
 // Flags every client command shares.
 struct ClientFlags {

@@ -126,7 +126,11 @@ int RunEngine(const EngineFlags& flags) {
   auto backend = OpenBackend(flags);
   if (!backend.ok()) return Fail("engine", backend.status());
   const size_t gpu_count = (*backend)->gpus().size();
-  auto engine = Engine::Create({.node_name = node_name, .config = config}, std::move(*backend));
+  auto engine = Engine::Create({.node_name = node_name,
+                                .config = config,
+                                .state_dir = flags.state_dir,
+                                .boot_id = CurrentBootId()},
+                               std::move(*backend));
   if (!engine.ok()) return Fail("engine", engine.status());
   auto server = EngineServer::Start(engine->get(), {.unix_socket_path = flags.socket,
                                                     .tcp_address = flags.listen,

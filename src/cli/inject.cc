@@ -79,15 +79,14 @@ void PrintInjection(const ClientFlags& flags, const v1::Injection& injection) {
     std::cout << InjectionJson(injection).dump() << std::endl;
     return;
   }
-  std::cout << fmt::format("{}: GPU {} {} {}", injection.id(), injection.gpu(),
-                           FieldOrXid(injection),
-                           injection.mode() == "xid"
-                               ? "raised"
-                               : fmt::format("{} {} until {}",
-                                             injection.mode() == "add" ? "raised by" : "set to",
-                                             ValueText(injection).substr(
-                                                 injection.mode() == "add" ? 1 : 0),
-                                             FormatTimeUs(injection.expire_time_us())))
+  std::cout << fmt::format(
+                   "{}: GPU {} {} {}", injection.id(), injection.gpu(), FieldOrXid(injection),
+                   injection.mode() == "xid"
+                       ? "raised"
+                       : fmt::format("{} {} until {}",
+                                     injection.mode() == "add" ? "raised by" : "set to",
+                                     ValueText(injection).substr(injection.mode() == "add" ? 1 : 0),
+                                     FormatTimeUs(injection.expire_time_us())))
             << " (by " << Who(injection.principal()) << ")" << std::endl;
 }
 
@@ -110,8 +109,9 @@ int RunField(const InjectFlags& flags) {
   } else {
     const std::optional<int64_t> add = ParseInt64(flags.add);
     if (!add || *add <= 0) {
-      return Fail("inject field",
-                  fmt::format("--add '{}' must be a positive integer: counters only grow", flags.add));
+      return Fail(
+          "inject field",
+          fmt::format("--add '{}' must be a positive integer: counters only grow", flags.add));
     }
     request.set_add(*add);
   }
@@ -176,7 +176,8 @@ int RunList(const InjectFlags& flags) {
     for (const auto& injection : list->injections()) {
       json["injections"].push_back(InjectionJson(injection));
     }
-    for (const auto& scenario : list->scenarios()) json["scenarios"].push_back(ScenarioJson(scenario));
+    for (const auto& scenario : list->scenarios())
+      json["scenarios"].push_back(ScenarioJson(scenario));
     std::cout << json.dump() << std::endl;
     return kExitOk;
   }
@@ -222,7 +223,7 @@ int RunClear(const InjectFlags& flags) {
   if (!cleared.ok()) return Fail("inject clear", cleared.status());
   if (flags.client.json) {
     std::cout << nlohmann::json{{"cleared", std::vector<std::string>(cleared->cleared().begin(),
-                                                                      cleared->cleared().end())}}
+                                                                     cleared->cleared().end())}}
                      .dump()
               << std::endl;
   } else if (cleared->cleared_size() == 0) {

@@ -155,4 +155,24 @@ absl::StatusOr<v1::ListInjectionsResponse> EngineClient::ListInjections() {
       });
 }
 
+absl::StatusOr<v1::HealthVerdict> EngineClient::GetHealth(const v1::GetHealthRequest& request) {
+  return Unary<v1::HealthVerdict>(display_, NewContext(), [&](auto* context, auto* response) {
+    return stub_->GetHealth(context, request, response);
+  });
+}
+
+std::unique_ptr<HealthSubscription> EngineClient::WatchHealth(v1::WatchHealthRequest request) {
+  return std::make_unique<HealthSubscription>(
+      display_, [this, request = std::move(request)](grpc::ClientContext* context) {
+        return stub_->WatchHealth(context, request);
+      });
+}
+
+absl::StatusOr<v1::ClearHealthResponse> EngineClient::ClearHealth(
+    const v1::ClearHealthRequest& request) {
+  return Unary<v1::ClearHealthResponse>(display_, NewContext(), [&](auto* context, auto* response) {
+    return stub_->ClearHealth(context, request, response);
+  });
+}
+
 }  // namespace vigil

@@ -30,6 +30,7 @@ struct ClientOptions {
 
 using TickSubscription = Subscription<v1::TickUpdate>;
 using EventSubscription = Subscription<v1::Event>;
+using HealthSubscription = Subscription<v1::HealthUpdate>;
 
 class EngineClient {
  public:
@@ -60,6 +61,10 @@ class EngineClient {
   absl::StatusOr<v1::ClearInjectionsResponse> ClearInjections(
       const v1::ClearInjectionsRequest& request);
   absl::StatusOr<v1::ListInjectionsResponse> ListInjections();
+
+  absl::StatusOr<v1::HealthVerdict> GetHealth(const v1::GetHealthRequest& request);
+  std::unique_ptr<HealthSubscription> WatchHealth(v1::WatchHealthRequest request);
+  absl::StatusOr<v1::ClearHealthResponse> ClearHealth(const v1::ClearHealthRequest& request);
 
  private:
   std::unique_ptr<grpc::ClientContext> NewContext() const;

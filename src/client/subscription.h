@@ -92,9 +92,10 @@ class Subscription {
       return event;
     }
     event.kind = Event::kDisconnected;
-    event.error = status.ok() ? absl::UnavailableError(fmt::format(
-                                    "the engine at {} ended the stream", address_))
-                              : FromGrpc(status, address_);
+    event.error =
+        status.ok()
+            ? absl::UnavailableError(fmt::format("the engine at {} ended the stream", address_))
+            : FromGrpc(status, address_);
     waiting_to_reconnect_ = true;
     return event;
   }

@@ -125,9 +125,8 @@ absl::StatusOr<EngineConfig> ParseEngineConfigUnguarded(std::string_view yaml_te
   EngineConfig config;
   if (document->IsNull()) return config;  // an empty file means all defaults
   const yaml::Reader reader{std::string(source)};
-  if (auto status =
-          reader.ExpectMap(*document, "(top level)",
-                           {"sampling", "subscribers", "injection", "health"});
+  if (auto status = reader.ExpectMap(*document, "(top level)",
+                                     {"sampling", "subscribers", "injection", "health"});
       !status.ok()) {
     return status;
   }

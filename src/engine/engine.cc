@@ -76,9 +76,10 @@ absl::Status Engine::StartHealth() {
       spdlog::error("health state: {} (the other records were kept)", problem);
     }
     if (loaded.rebooted) {
-      spdlog::info("health state: the node rebooted since the last run; {} persisted failure(s) "
-                   "cleared",
-                   loaded.dropped);
+      spdlog::info(
+          "health state: the node rebooted since the last run; {} persisted failure(s) "
+          "cleared",
+          loaded.dropped);
     }
     // Incidents follow the GPU's UUID, not its index, which can change between runs.
     for (Incident& incident : loaded.incidents) {
@@ -260,14 +261,14 @@ void Engine::RunTick() {
   stats_.ticks.fetch_add(1, std::memory_order_relaxed);
   fanout_.Publish(published);
   for (const HealthTransition& transition : *transitions) {
-    Record({.kind = EventKind::kHealthTransition,
-            .gpu = static_cast<int>(transition.gpu),
-            .injected = transition.injected,
-            .message = fmt::format("GPU {} ({}) {}: {} -> {}{}{}", transition.gpu, transition.uuid,
-                                   HealthSystemName(transition.system),
-                                   HealthStatusName(transition.from),
-                                   HealthStatusName(transition.to),
-                                   transition.summary.empty() ? "" : ": ", transition.summary)});
+    Record(
+        {.kind = EventKind::kHealthTransition,
+         .gpu = static_cast<int>(transition.gpu),
+         .injected = transition.injected,
+         .message = fmt::format("GPU {} ({}) {}: {} -> {}{}{}", transition.gpu, transition.uuid,
+                                HealthSystemName(transition.system),
+                                HealthStatusName(transition.from), HealthStatusName(transition.to),
+                                transition.summary.empty() ? "" : ": ", transition.summary)});
   }
   stats_.last_tick_duration_ns.store(absl::ToInt64Nanoseconds(absl::Now() - started),
                                      std::memory_order_relaxed);
@@ -515,18 +516,18 @@ absl::StatusOr<std::vector<Incident>> Engine::ClearHealth(uint32_t gpu,
                                                           std::optional<HealthSystem> system,
                                                           const Principal& principal) {
   if (gpu >= gpus().size()) {
-    return absl::InvalidArgumentError(fmt::format(
-        "GPU {} does not exist: this engine has {} GPU{} (0-{})", gpu, gpus().size(),
-        gpus().size() == 1 ? "" : "s", gpus().size() - 1));
+    return absl::InvalidArgumentError(
+        fmt::format("GPU {} does not exist: this engine has {} GPU{} (0-{})", gpu, gpus().size(),
+                    gpus().size() == 1 ? "" : "s", gpus().size() - 1));
   }
-  const std::string what =
-      system ? fmt::format("GPU {} {}", gpu, HealthSystemName(*system)) : fmt::format("GPU {}", gpu);
+  const std::string what = system ? fmt::format("GPU {} {}", gpu, HealthSystemName(*system))
+                                  : fmt::format("GPU {}", gpu);
   std::vector<Incident> cleared =
       health_->Clear(gpu, system, fmt::format("cleared by {}", principal.description));
   std::string list;
   for (const Incident& incident : cleared) {
-    list += fmt::format("{}{} {} ({})", list.empty() ? "" : ", ",
-                        HealthStatusName(incident.status), incident.code, incident.message);
+    list += fmt::format("{}{} {} ({})", list.empty() ? "" : ", ", HealthStatusName(incident.status),
+                        incident.code, incident.message);
   }
   Record({.kind = EventKind::kHealthCleared,
           .gpu = static_cast<int>(gpu),

@@ -19,8 +19,8 @@ std::vector<FieldId> InputsOf(HealthSystem system) {
     case HealthSystem::kPcie:
       return {fid::kPcieReplayCounter, fid::kPcieLinkGen, fid::kPcieLinkWidth};
     case HealthSystem::kMemory:
-      return {fid::kEccDbeVolTotal, fid::kRetiredPending,   fid::kRetiredSbe,
-              fid::kRetiredDbe,     fid::kRowRemapFailure,  fid::kUncorrectableRemappedRows,
+      return {fid::kEccDbeVolTotal,    fid::kRetiredPending,  fid::kRetiredSbe,
+              fid::kRetiredDbe,        fid::kRowRemapFailure, fid::kUncorrectableRemappedRows,
               fid::kMemoryUnrepairable};
     case HealthSystem::kInforom:
       return {fid::kInforomConfigValid};
@@ -114,9 +114,8 @@ void HealthEvaluator::EvaluateRules(uint32_t gpu, const Snapshot& snapshot, absl
   const auto value = [&](FieldId field) -> const FieldValue& {
     return snapshot.at(gpu, Index(field)).value;
   };
-  const auto add = [&](HealthSystem system, HealthStatus status, std::string key,
-                       std::string code, std::string message, std::string action,
-                       bool injected) {
+  const auto add = [&](HealthSystem system, HealthStatus status, std::string key, std::string code,
+                       std::string message, std::string action, bool injected) {
     conditions->push_back({system, status, std::move(key), std::move(code), std::move(message),
                            std::move(action), injected});
   };
@@ -134,15 +133,14 @@ void HealthEvaluator::EvaluateRules(uint32_t gpu, const Snapshot& snapshot, absl
   // PCIe: replays in the window above the allowance for the link's generation and width.
   {
     bool injected = false, reset = false;
-    const auto replays = WindowDelta(gpu, fid::kPcieReplayCounter, snapshot, now, &reset, &injected);
+    const auto replays =
+        WindowDelta(gpu, fid::kPcieReplayCounter, snapshot, now, &reset, &injected);
     const FieldValue& gen = value(fid::kPcieLinkGen);
     const FieldValue& width = value(fid::kPcieLinkWidth);
     if (replays && gen.ok() && width.ok() && width.as_int() > 0) {
-      const double limit =
-          ReplaysPerLanePerMinute(gen.as_int()) * width.as_int() * window_s / 60.0;
+      const double limit = ReplaysPerLanePerMinute(gen.as_int()) * width.as_int() * window_s / 60.0;
       if (*replays > limit) {
-        add(HealthSystem::kPcie, HealthStatus::kWarn, "pcie.replay_rate",
-            "DCGM_FR_PCI_REPLAY_RATE",
+        add(HealthSystem::kPcie, HealthStatus::kWarn, "pcie.replay_rate", "DCGM_FR_PCI_REPLAY_RATE",
             fmt::format("{} PCIe replays in the last {}, above the {:.1f} allowed for a Gen{} x{} "
                         "link",
                         *replays, absl::FormatDuration(policy_.window), limit, gen.as_int(),
@@ -162,7 +160,8 @@ void HealthEvaluator::EvaluateRules(uint32_t gpu, const Snapshot& snapshot, absl
                     dbe.as_int(), dbe.as_int() == 1 ? "" : "s"),
         reset_action, dbe.injected);
   }
-  if (const FieldValue& pending = value(fid::kRetiredPending); pending.ok() && pending.as_int() > 0) {
+  if (const FieldValue& pending = value(fid::kRetiredPending);
+      pending.ok() && pending.as_int() > 0) {
     add(HealthSystem::kMemory, HealthStatus::kWarn, "memory.pending_retirement",
         "DCGM_FR_PENDING_PAGE_RETIREMENTS", "memory pages are pending retirement",
         "reset the GPU at the next maintenance window so the retirement takes effect",
@@ -201,13 +200,13 @@ void HealthEvaluator::EvaluateRules(uint32_t gpu, const Snapshot& snapshot, absl
   }
   if (const FieldValue& unrepairable = value(fid::kMemoryUnrepairable);
       unrepairable.ok() && unrepairable.as_int() > 0) {
-    add(HealthSystem::kMemory, HealthStatus::kFail, "memory.unrepairable",
-        "DCGM_FR_FAULTY_MEMORY", "the GPU reports memory it cannot repair",
-        "replace the GPU (RMA)", unrepairable.injected);
+    add(HealthSystem::kMemory, HealthStatus::kFail, "memory.unrepairable", "DCGM_FR_FAULTY_MEMORY",
+        "the GPU reports memory it cannot repair", "replace the GPU (RMA)", unrepairable.injected);
   }
 
   // InfoROM.
-  if (const FieldValue& valid = value(fid::kInforomConfigValid); valid.ok() && valid.as_int() == 0) {
+  if (const FieldValue& valid = value(fid::kInforomConfigValid);
+      valid.ok() && valid.as_int() == 0) {
     add(HealthSystem::kInforom, HealthStatus::kWarn, "inforom.corrupt", "DCGM_FR_CORRUPT_INFOROM",
         "the infoROM checksums do not match (corrupt infoROM)",
         "update the infoROM/VBIOS with NVIDIA's tools, or replace the board", valid.injected);
@@ -274,16 +273,16 @@ void HealthEvaluator::EvaluateRules(uint32_t gpu, const Snapshot& snapshot, absl
     if (replays.value_or(0) > 0 || recoveries.value_or(0) > 0) {
       add(HealthSystem::kNvlink, HealthStatus::kFail, "nvlink.replay_recovery",
           "DCGM_FR_NVLINK_ERROR_THRESHOLD",
-          fmt::format("{} NVLink replay and {} recovery errors in the last {}",
-                      replays.value_or(0), recoveries.value_or(0),
-                      absl::FormatDuration(policy_.window)),
+          fmt::format("{} NVLink replay and {} recovery errors in the last {}", replays.value_or(0),
+                      recoveries.value_or(0), absl::FormatDuration(policy_.window)),
           "drain the node, reset the GPUs of the NVLink domain; replace the part if it recurs",
           link_injected);
     }
   }
 
   // Driver: the GPU recovery action the driver asks for, and a GPU that stopped answering.
-  if (const FieldValue& action = value(fid::kGpuRecoveryAction); action.ok() && action.as_int() > 0) {
+  if (const FieldValue& action = value(fid::kGpuRecoveryAction);
+      action.ok() && action.as_int() > 0) {
     struct Recovery {
       HealthStatus status;
       const char* code;
@@ -338,8 +337,7 @@ void HealthEvaluator::EvaluateXids(absl::Time now) {
             : "";
     Upsert(xid.gpu,
            {rule.system, status, fmt::format("xid.{}", xid.xid), rule.code,
-            fmt::format("XID {}: {}{}", xid.xid, rule.meaning, repeats), rule.action,
-            xid.injected},
+            fmt::format("XID {}: {}{}", xid.xid, rule.meaning, repeats), rule.action, xid.injected},
            now, /*onset=*/true, rule.window);
   }
 }
@@ -418,14 +416,14 @@ std::shared_ptr<const HealthVerdict> HealthEvaluator::Evaluate(
         it = incidents_[gpu].erase(it);
       }
       active_[gpu].clear();
-      spdlog::info("GPU {} ({}): reset seen (volatile counters went back); its incidents are "
-                   "cleared",
-                   gpu, gpus_[gpu].uuid);
+      spdlog::info(
+          "GPU {} ({}): reset seen (volatile counters went back); its incidents are "
+          "cleared",
+          gpu, gpus_[gpu].uuid);
     }
     std::map<std::string, bool> active;
     for (const Condition& condition : conditions) {
-      Upsert(gpu, condition, now, /*onset=*/!active_[gpu].contains(condition.key),
-             policy_.window);
+      Upsert(gpu, condition, now, /*onset=*/!active_[gpu].contains(condition.key), policy_.window);
       active[condition.key] = true;
     }
     active_[gpu] = std::move(active);
@@ -460,8 +458,8 @@ std::shared_ptr<const HealthVerdict> HealthEvaluator::Evaluate(
       std::string summary = now_system.unknown_reason;
       bool injected = false;
       for (const Incident& incident : now_system.incidents) {
-        summary += fmt::format("{}{}: {}", summary.empty() ? "" : "; ", incident.code,
-                               incident.message);
+        summary +=
+            fmt::format("{}{}: {}", summary.empty() ? "" : "; ", incident.code, incident.message);
         injected |= incident.injected;
       }
       transitions->push_back({static_cast<uint32_t>(g), gpus_[g].uuid, now_system.system,
@@ -491,7 +489,8 @@ std::shared_ptr<const HealthVerdict> HealthEvaluator::BuildVerdict(uint64_t seq,
         system.status = Worst(system.status, incident.status);
       }
       system.unknown_reason = unknown_[gpu][s];
-      if (!system.unknown_reason.empty()) system.status = Worst(system.status, HealthStatus::kUnknown);
+      if (!system.unknown_reason.empty())
+        system.status = Worst(system.status, HealthStatus::kUnknown);
       health.status = Worst(health.status, system.status);
     }
     verdict->overall = Worst(verdict->overall, health.status);

@@ -44,7 +44,7 @@ struct Incident {
   std::string action;   // what to do
   absl::Time first_seen;
   absl::Time last_seen;
-  uint64_t count = 1;   // occurrences (condition onsets, XIDs)
+  uint64_t count = 1;     // occurrences (condition onsets, XIDs)
   bool injected = false;  // raised from injected data (a drill)
   // WARN incidents go away this long after they were last seen; FAIL incidents never expire.
   absl::Duration expire_after = absl::Seconds(60);
@@ -86,7 +86,7 @@ struct HealthTransition {
 class IncidentSink {
  public:
   virtual ~IncidentSink() = default;
-  virtual void Raised(const Incident& incident) = 0;   // new or updated
+  virtual void Raised(const Incident& incident) = 0;  // new or updated
   virtual void Cleared(const Incident& incident, std::string_view reason) = 0;
 };
 

@@ -23,8 +23,8 @@ using Severity = XidRule::Severity;
 
 XidRule Rule(Severity severity, HealthSystem system, std::string code, std::string meaning,
              std::string action, uint32_t count = 1, absl::Duration window = absl::Hours(1)) {
-  return XidRule{severity, system, count, window, std::move(code), std::move(meaning),
-                 std::move(action)};
+  return XidRule{severity,           system,           count, window, std::move(code),
+                 std::move(meaning), std::move(action)};
 }
 
 }  // namespace
@@ -112,8 +112,9 @@ HealthPolicy DefaultHealthPolicy() {
                 "none for the node: the application hit the error; restart it if it did not "
                 "recover");
   };
-  const std::string reset = "drain the node's workloads and reset the GPU (nvidia-smi -r), or "
-                            "reboot the node";
+  const std::string reset =
+      "drain the node's workloads and reset the GPU (nvidia-smi -r), or "
+      "reboot the node";
   auto& x = policy.xids;
   x[13] = app("graphics engine exception (usually an application bug)");
   x[31] = app("GPU memory page fault (usually an application bug)");
@@ -130,10 +131,10 @@ HealthPolicy DefaultHealthPolicy() {
                4, absl::Hours(1));
   x[64] = Rule(Severity::kFail, HealthSystem::kMemory, "DCGM_FR_ROW_REMAP_FAILURE",
                "ECC page retirement or row remapping failed", reset);
-  x[74] = Rule(Severity::kFail, HealthSystem::kNvlink, "DCGM_FR_NVLINK_ERROR_CRITICAL",
-               "NVLink error",
-               "check the NVLink counters (nvidia-smi nvlink -e), drain the node and reset the "
-               "GPUs of the NVLink domain; replace the part if it recurs");
+  x[74] =
+      Rule(Severity::kFail, HealthSystem::kNvlink, "DCGM_FR_NVLINK_ERROR_CRITICAL", "NVLink error",
+           "check the NVLink counters (nvidia-smi nvlink -e), drain the node and reset the "
+           "GPUs of the NVLink domain; replace the part if it recurs");
   x[79] = Rule(Severity::kFail, HealthSystem::kDriver, "DCGM_FR_FALLEN_OFF_BUS",
                "GPU has fallen off the bus",
                "drain the node and restart it (bare metal); check the GPU's seating, power and "
@@ -147,8 +148,8 @@ HealthPolicy DefaultHealthPolicy() {
                "restart the affected application; reset the GPU at the next maintenance window");
   x[95] = Rule(Severity::kFail, HealthSystem::kMemory, "DCGM_FR_UNCONTAINED_ERROR",
                "uncontained ECC error", reset);
-  x[119] = Rule(Severity::kFail, HealthSystem::kDriver, "DCGM_FR_XID_ERROR",
-                "GSP RPC timeout", reset);
+  x[119] =
+      Rule(Severity::kFail, HealthSystem::kDriver, "DCGM_FR_XID_ERROR", "GSP RPC timeout", reset);
   x[120] = Rule(Severity::kFail, HealthSystem::kDriver, "DCGM_FR_XID_ERROR", "GSP error", reset);
   x[140] = Rule(Severity::kFail, HealthSystem::kMemory, "DCGM_FR_UNCONTAINED_ERROR",
                 "unrecovered ECC error", reset);
@@ -156,9 +157,10 @@ HealthPolicy DefaultHealthPolicy() {
                 "GPU recovery action changed (read from DCGM_FI_DEV_GPU_RECOVERY_ACTION)",
                 "see the driver system's recovery-action incident");
   for (uint32_t code : {38u, 39u, 42u}) {
-    x[code] = Rule(Severity::kWarn, HealthSystem::kPcie, "DCGM_FR_XID_ERROR",
-                   "PCIe bus or driver firmware error",
-                   "check the PCIe link (lspci -vv, replay counter); reseat or replace if it recurs");
+    x[code] =
+        Rule(Severity::kWarn, HealthSystem::kPcie, "DCGM_FR_XID_ERROR",
+             "PCIe bus or driver firmware error",
+             "check the PCIe link (lspci -vv, replay counter); reseat or replace if it recurs");
   }
   for (uint32_t code : {60u, 61u, 62u}) {
     x[code] = Rule(Severity::kWarn, HealthSystem::kThermal, "DCGM_FR_XID_ERROR",
@@ -170,8 +172,9 @@ HealthPolicy DefaultHealthPolicy() {
                    "power or display engine error", "check the GPU's power supply and cabling");
   }
   for (uint32_t code : {121u, 137u}) {
-    x[code] = Rule(Severity::kWarn, HealthSystem::kNvlink, "DCGM_FR_XID_ERROR",
-                   "NVLink/C2C link error", "check the NVLink counters; reset the GPU if it recurs");
+    x[code] =
+        Rule(Severity::kWarn, HealthSystem::kNvlink, "DCGM_FR_XID_ERROR", "NVLink/C2C link error",
+             "check the NVLink counters; reset the GPU if it recurs");
   }
   policy.unknown_xid = Rule(Severity::kWarn, HealthSystem::kDriver, "DCGM_FR_XID_ERROR",
                             "an XID this policy does not know",
@@ -217,7 +220,9 @@ absl::Status ApplyHealthConfig(const YAML::Node& node, const std::string& source
   if (node["nvlink_crc_warn_count"]) {
     auto count = reader.Int(node["nvlink_crc_warn_count"], "health.nvlink_crc_warn_count");
     if (!count.ok()) return count.status();
-    if (*count < 1) return reader.Error(node["nvlink_crc_warn_count"], "health.nvlink_crc_warn_count", "must be at least 1");
+    if (*count < 1)
+      return reader.Error(node["nvlink_crc_warn_count"], "health.nvlink_crc_warn_count",
+                          "must be at least 1");
     policy->nvlink_crc_warn_count = *count;
   }
   if (const YAML::Node xids = node["xid"]) {

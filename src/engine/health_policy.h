@@ -42,7 +42,7 @@ struct XidRule {
   // expires `window` after the last occurrence.
   uint32_t count = 1;
   absl::Duration window = absl::Hours(1);
-  std::string code;    // DCGM_FR_* name
+  std::string code;     // DCGM_FR_* name
   std::string meaning;  // what NVIDIA says it is
   std::string action;   // what the operator should do
 };
@@ -61,8 +61,8 @@ struct HealthPolicy {
   int64_t nvlink_crc_warn_count = 1;
   double nvlink_crc_fail_rate = 100;
   // Memory (DCGM's values).
-  int64_t retired_pages_fail = 63;          // SBE + DBE retired pages
-  int64_t retired_dbe_pages_fail = 15;      // DBE retired pages (DCGM: with a new one this week)
+  int64_t retired_pages_fail = 63;      // SBE + DBE retired pages
+  int64_t retired_dbe_pages_fail = 15;  // DBE retired pages (DCGM: with a new one this week)
   int64_t uncorrectable_rows_warn = 512;
   // A value older than this many of its sampling intervals is stale: its system is UNKNOWN.
   double stale_intervals = 3.0;

@@ -51,7 +51,8 @@ void ToProto(const HealthVerdict& verdict, const std::string& instance_id,
       system_out->set_system(std::string(HealthSystemName(system.system)));
       system_out->set_status(ToProto(system.status));
       system_out->set_unknown_reason(system.unknown_reason);
-      for (const Incident& incident : system.incidents) ToProto(incident, system_out->add_incidents());
+      for (const Incident& incident : system.incidents)
+        ToProto(incident, system_out->add_incidents());
     }
   }
   out->set_overall(ToProto(overall));

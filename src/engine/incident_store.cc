@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -21,9 +22,7 @@
 namespace vigil {
 namespace {
 
-std::string Frame(const std::string& json) {
-  return fmt::format("{:08x} {}\n", Crc32(json), json);
-}
+std::string Frame(const std::string& json) { return fmt::format("{:08x} {}\n", Crc32(json), json); }
 
 nlohmann::json ToJson(const Incident& incident) {
   return {{"op", "raise"},
@@ -77,7 +76,8 @@ absl::Status WriteAll(int fd, const std::string& data) {
 
 std::string CurrentBootId() {
   const char* override_file = std::getenv("VIGIL_BOOT_ID_FILE");
-  auto text = ReadFile(override_file != nullptr ? override_file : "/proc/sys/kernel/random/boot_id");
+  auto text =
+      ReadFile(override_file != nullptr ? override_file : "/proc/sys/kernel/random/boot_id");
   return text.ok() ? std::string(Trim(*text)) : "";
 }
 
@@ -96,11 +96,13 @@ absl::StatusOr<std::unique_ptr<IncidentStore>> IncidentStore::Open(const std::st
       ++number;
       if (line.empty()) continue;
       const std::string json_text = line.size() > 9 ? line.substr(9) : "";
-      char* end = nullptr;
-      const unsigned long stored = std::strtoul(line.substr(0, 8).c_str(), &end, 16);
-      if (line.size() <= 9 || line[8] != ' ' || end != line.c_str() + 8 ||
+      uint32_t stored = 0;
+      const auto parsed =
+          std::from_chars(line.data(), line.data() + std::min<size_t>(8, line.size()), stored, 16);
+      if (line.size() <= 9 || line[8] != ' ' || parsed.ptr != line.data() + 8 ||
           stored != Crc32(json_text)) {
-        loaded->problems.push_back(fmt::format("{}:{}: corrupt or torn record skipped", path, number));
+        loaded->problems.push_back(
+            fmt::format("{}:{}: corrupt or torn record skipped", path, number));
         continue;
       }
       try {
@@ -116,8 +118,8 @@ absl::StatusOr<std::unique_ptr<IncidentStore>> IncidentStore::Open(const std::st
           incidents.erase({json.at("uuid").get<std::string>(), json.at("key").get<std::string>()});
         }
       } catch (const nlohmann::json::exception& e) {
-        loaded->problems.push_back(fmt::format("{}:{}: unreadable record skipped ({})", path,
-                                               number, e.what()));
+        loaded->problems.push_back(
+            fmt::format("{}:{}: unreadable record skipped ({})", path, number, e.what()));
       }
     }
   } else if (text.status().code() != absl::StatusCode::kNotFound) {
@@ -169,8 +171,9 @@ void IncidentStore::Append(const std::string& json) {
   if ((!written.ok() || fsync(fd_) != 0) && !write_failed_) {
     // Losing persistence is serious (a restart could forget a failure) but not a reason to stop
     // serving the verdicts: say so loudly, once.
-    spdlog::error("cannot persist a health incident to {}: {}: a restart may forget it", path_,
-                  written.ok() ? std::string(std::strerror(errno)) : std::string(MessageOf(written)));
+    spdlog::error(
+        "cannot persist a health incident to {}: {}: a restart may forget it", path_,
+        written.ok() ? std::string(std::strerror(errno)) : std::string(MessageOf(written)));
     write_failed_ = true;
   }
 }
@@ -182,10 +185,12 @@ void IncidentStore::Raised(const Incident& incident) {
 }
 
 void IncidentStore::Cleared(const Incident& incident, std::string_view reason) {
-  const std::string json =
-      nlohmann::json{{"op", "clear"}, {"uuid", incident.uuid}, {"key", incident.key},
-                     {"reason", std::string(reason)}}
-          .dump();
+  const std::string json = nlohmann::json{
+      {"op", "clear"},
+      {"uuid", incident.uuid},
+      {"key", incident.key},
+      {"reason",
+       std::string(reason)}}.dump();
   absl::MutexLock lock(&mutex_);
   Append(json);
 }

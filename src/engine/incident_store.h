@@ -25,7 +25,7 @@ namespace vigil {
 class IncidentStore : public IncidentSink {
  public:
   struct Loaded {
-    std::vector<Incident> incidents;   // surviving FAIL incidents (gpu index as recorded)
+    std::vector<Incident> incidents;    // surviving FAIL incidents (gpu index as recorded)
     std::vector<std::string> problems;  // corrupt or torn records, for the log
     bool rebooted = false;              // incidents were dropped: the node rebooted since
     size_t dropped = 0;

@@ -196,8 +196,7 @@ class HealthReactor final : public QueuedStreamReactor<SnapshotPtr, v1::HealthUp
     ToProto(*snapshot->health, engine_->identity().instance_id, gpus_, wire->mutable_verdict());
     if (snapshot->health_transitions != nullptr) {
       for (const HealthTransition& transition : *snapshot->health_transitions) {
-        if (gpus_.empty() ||
-            std::find(gpus_.begin(), gpus_.end(), transition.gpu) != gpus_.end()) {
+        if (gpus_.empty() || std::find(gpus_.begin(), gpus_.end(), transition.gpu) != gpus_.end()) {
           ToProto(transition, wire->add_transitions());
         }
       }

@@ -1,0 +1,206 @@
+// `vigil health [--gpu N]`: the engine's verdict per GPU and system, with incidents and what to
+// do; exit 0 PASS/WARN, 1 FAIL, 2 cannot tell. `vigil health clear --gpu N [--system S]` clears
+// incidents (privileged, audited) and shows the verdict that follows.
+#include <iostream>
+
+#include "absl/time/clock.h"
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "common/status.h"
+#include "fmt/format.h"
+
+namespace vigil::cli {
+namespace {
+
+struct HealthFlags {
+  ClientFlags client;
+  int64_t gpu = -1;
+  std::string system;
+};
+
+std::string_view Name(v1::HealthStatus status) {
+  switch (status) {
+    case v1::HEALTH_STATUS_PASS:
+      return "PASS";
+    case v1::HEALTH_STATUS_WARN:
+      return "WARN";
+    case v1::HEALTH_STATUS_FAIL:
+      return "FAIL";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+int ExitCodeFor(v1::HealthStatus status) {
+  switch (status) {
+    case v1::HEALTH_STATUS_PASS:
+    case v1::HEALTH_STATUS_WARN:
+      return kExitOk;
+    case v1::HEALTH_STATUS_FAIL:
+      return kExitUnhealthy;
+    default:
+      return kExitError;
+  }
+}
+
+nlohmann::json IncidentJson(const v1::HealthIncident& incident) {
+  return {{"gpu", incident.gpu()},
+          {"uuid", incident.uuid()},
+          {"system", incident.system()},
+          {"status", std::string(Name(incident.status()))},
+          {"code", incident.code()},
+          {"message", incident.message()},
+          {"action", incident.action()},
+          {"first_seen", FormatTimeUs(incident.first_seen_us())},
+          {"last_seen", FormatTimeUs(incident.last_seen_us())},
+          {"count", incident.count()},
+          {"injected", incident.injected()}};
+}
+
+nlohmann::json VerdictJson(const v1::HealthVerdict& verdict) {
+  nlohmann::json json = {{"instance_id", verdict.instance_id()},
+                         {"seq", verdict.seq()},
+                         {"timestamp", FormatTimeUs(verdict.timestamp_us())},
+                         {"overall", std::string(Name(verdict.overall()))},
+                         {"gpus", nlohmann::json::array()}};
+  for (const auto& gpu : verdict.gpus()) {
+    nlohmann::json gpu_json = {{"gpu", gpu.gpu()},
+                               {"uuid", gpu.uuid()},
+                               {"status", std::string(Name(gpu.status()))},
+                               {"systems", nlohmann::json::object()}};
+    for (const auto& system : gpu.systems()) {
+      nlohmann::json system_json = {{"status", std::string(Name(system.status()))},
+                                    {"incidents", nlohmann::json::array()}};
+      if (!system.unknown_reason().empty()) system_json["unknown_reason"] = system.unknown_reason();
+      for (const auto& incident : system.incidents()) {
+        system_json["incidents"].push_back(IncidentJson(incident));
+      }
+      gpu_json["systems"][system.system()] = system_json;
+    }
+    json["gpus"].push_back(gpu_json);
+  }
+  return json;
+}
+
+void PrintVerdict(const v1::HealthVerdict& verdict) {
+  std::vector<std::string> header = {"GPU", "UUID", "STATUS"};
+  if (verdict.gpus_size() > 0) {
+    for (const auto& system : verdict.gpus(0).systems()) {
+      std::string name = system.system();
+      for (char& c : name) c = static_cast<char>(std::toupper(c));
+      header.push_back(name);
+    }
+  }
+  Table table(header);
+  std::vector<std::string> details;
+  for (const auto& gpu : verdict.gpus()) {
+    std::vector<std::string> row = {std::to_string(gpu.gpu()), gpu.uuid(),
+                                    std::string(Name(gpu.status()))};
+    for (const auto& system : gpu.systems()) {
+      row.emplace_back(Name(system.status()));
+      if (!system.unknown_reason().empty()) {
+        details.push_back(fmt::format("GPU {} {} UNKNOWN: {}", gpu.gpu(), system.system(),
+                                      system.unknown_reason()));
+      }
+      for (const auto& incident : system.incidents()) {
+        details.push_back(fmt::format(
+            "GPU {} {} {} {}{}: {} (seen {}x, first {}, last {})\n    action: {}", gpu.gpu(),
+            system.system(), Name(incident.status()), incident.code(),
+            incident.injected() ? " [injected]" : "", incident.message(), incident.count(),
+            FormatTimeUs(incident.first_seen_us()), FormatTimeUs(incident.last_seen_us()),
+            incident.action()));
+      }
+    }
+    table.AddRow(row);
+  }
+  table.Print(std::cout);
+  if (!details.empty()) {
+    std::cout << "\nIncidents:\n";
+    for (const std::string& line : details) std::cout << "  " << line << '\n';
+  }
+  std::cout << fmt::format("\nOverall: {} (engine instance {}, seq {}, {})\n",
+                           Name(verdict.overall()), verdict.instance_id(), verdict.seq(),
+                           FormatTimeUs(verdict.timestamp_us()));
+}
+
+int RunHealth(const HealthFlags& flags) {
+  auto client = ConnectFromFlags(flags.client);
+  if (!client.ok()) return Fail("health", client.status());
+  v1::GetHealthRequest request;
+  if (flags.gpu >= 0) request.add_gpus(static_cast<uint32_t>(flags.gpu));
+  auto verdict = (*client)->GetHealth(request);
+  if (!verdict.ok()) return Fail("health", verdict.status());
+  if (flags.client.json) {
+    std::cout << VerdictJson(*verdict).dump() << std::endl;
+  } else {
+    PrintVerdict(*verdict);
+  }
+  if (verdict->overall() == v1::HEALTH_STATUS_UNKNOWN) {
+    std::cerr << "vigil health: cannot tell: the engine has no fresh data for some GPU systems "
+                 "(see the reasons above)"
+              << std::endl;
+  }
+  return ExitCodeFor(verdict->overall());
+}
+
+int RunClear(const HealthFlags& flags) {
+  auto client = ConnectFromFlags(flags.client);
+  if (!client.ok()) return Fail("health clear", client.status());
+  v1::ClearHealthRequest request;
+  request.set_gpu(static_cast<uint32_t>(flags.gpu));
+  request.set_system(flags.system);
+  auto before = (*client)->GetEngineInfo();
+  if (!before.ok()) return Fail("health clear", before.status());
+  auto cleared = (*client)->ClearHealth(request);
+  if (!cleared.ok()) return Fail("health clear", cleared.status());
+  // The verdict reflects the clear from the next tick: wait for it, so what is printed is true.
+  v1::GetHealthRequest health_request;
+  health_request.add_gpus(static_cast<uint32_t>(flags.gpu));
+  absl::StatusOr<v1::HealthVerdict> verdict;
+  const absl::Time deadline =
+      absl::Now() + absl::Microseconds(before->tick_interval_us()) * 3 + absl::Seconds(1);
+  do {
+    verdict = (*client)->GetHealth(health_request);
+    if (!verdict.ok()) return Fail("health clear", verdict.status());
+    if (verdict->seq() > before->seq()) break;
+    absl::SleepFor(absl::Milliseconds(50));  // polling the engine for its next tick
+  } while (absl::Now() < deadline);
+  if (flags.client.json) {
+    nlohmann::json json = {{"cleared", nlohmann::json::array()}, {"verdict", VerdictJson(*verdict)}};
+    for (const auto& incident : cleared->cleared()) json["cleared"].push_back(IncidentJson(incident));
+    std::cout << json.dump() << std::endl;
+    return kExitOk;
+  }
+  std::cout << fmt::format("Cleared {} incident(s) on GPU {}{}", cleared->cleared_size(), flags.gpu,
+                           flags.system.empty() ? "" : " (" + flags.system + ")")
+            << '\n';
+  for (const auto& incident : cleared->cleared()) {
+    std::cout << fmt::format("  {} {} {}: {}\n", incident.system(), Name(incident.status()),
+                             incident.code(), incident.message());
+  }
+  std::cout << fmt::format("GPU {} is now {} (seq {}); a fault that still holds is raised again.\n",
+                           flags.gpu, Name(verdict->overall()), verdict->seq());
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandRunner AddHealthCommand(CLI::App* parent) {
+  CLI::App* health = parent->add_subcommand(
+      "health", "GPU health per system with incidents; exit 0 PASS/WARN, 1 FAIL, 2 cannot tell");
+  auto flags = std::make_shared<HealthFlags>();
+  AddClientFlags(health, &flags->client);
+  health->add_option("--gpu", flags->gpu, "Only this GPU")->check(CLI::Range(0, 1023));
+  CLI::App* clear = health->add_subcommand(
+      "clear", "Clear a GPU's incidents, sticky failures included (privileged, audited)");
+  AddClientFlags(clear, &flags->client);
+  clear->add_option("--token-file", flags->client.token_file,
+                    "File with the engine's injection token (needed over TCP)");
+  clear->add_option("--gpu", flags->gpu, "GPU index")->required()->check(CLI::Range(0, 1023));
+  clear->add_option("--system", flags->system, "Only this system (pcie, memory, inforom, "
+                                               "thermal, power, nvlink, driver)")
+      ->check(CLI::IsMember({"pcie", "memory", "inforom", "thermal", "power", "nvlink", "driver"}));
+  return [=] { return clear->parsed() ? RunClear(*flags) : RunHealth(*flags); };
+}
+
+}  // namespace vigil::cli
