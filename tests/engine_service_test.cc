@@ -273,6 +273,81 @@ TEST(EngineServiceTest, ServesGrpcHealth) {
   }
 }
 
+TEST(EngineServiceTest, HealthStreamShowsAnInjectedFailureAtTheTickThatCarriesIt) {
+  EngineFixture fixture;
+  auto client = fixture.Client(fixture.unix_address());
+  auto stream = client->WatchHealth({});
+  auto first = stream->Next();
+  ASSERT_EQ(first.kind, HealthSubscription::Event::kMessage) << first.error;
+  EXPECT_EQ(first.message->verdict().instance_id(), fixture.engine().identity().instance_id);
+  Principal root{.transport = "unix", .uid = 0, .description = "test"};
+  ASSERT_TRUE(fixture.engine().InjectXid(3, 79, root).ok());
+  // The XID's tick: field 230 shows 79 and the verdict is FAIL, at the same seq.
+  while (true) {
+    auto event = stream->Next();
+    ASSERT_EQ(event.kind, HealthSubscription::Event::kMessage) << event.error;
+    const v1::HealthUpdate& update = *event.message;
+    if (update.transitions_size() == 0) continue;
+    ASSERT_EQ(update.transitions_size(), 1);
+    EXPECT_EQ(update.transitions(0).gpu(), 3u);
+    EXPECT_EQ(update.transitions(0).system(), "driver");
+    EXPECT_EQ(update.transitions(0).to(), v1::HEALTH_STATUS_FAIL);
+    EXPECT_TRUE(update.transitions(0).injected());
+    EXPECT_EQ(update.verdict().overall(), v1::HEALTH_STATUS_FAIL);
+    v1::GetLatestValuesRequest request;
+    request.add_gpus(3);
+    request.add_field_ids(230);
+    auto latest = client->GetLatestValues(request);
+    ASSERT_TRUE(latest.ok());
+    if (latest->seq() == update.verdict().seq()) {
+      EXPECT_EQ(latest->values(0).int_value(), 79);
+      EXPECT_EQ(latest->values(0).sample_seq(), update.verdict().seq());
+    }
+    break;
+  }
+}
+
+TEST(EngineServiceTest, SubscribersCanGetTheVerdictWithEachTick) {
+  EngineFixture fixture;
+  auto client = fixture.Client(fixture.unix_address());
+  v1::SubscribeRequest request;
+  request.add_field_ids(150);
+  request.set_include_health(true);
+  auto subscription = client->Subscribe(request);
+  for (int i = 0; i < 3; ++i) {
+    auto event = subscription->Next();
+    ASSERT_EQ(event.kind, TickSubscription::Event::kMessage);
+    EXPECT_EQ(event.message->health().seq(), event.message->seq());
+    EXPECT_EQ(event.message->health().gpus_size(), 4);
+  }
+}
+
+TEST(EngineServiceTest, LostGpuIsUnknownNeverPass) {
+  EngineFixture fixture;
+  auto client = fixture.Client(fixture.unix_address());
+  fixture.sim().SetGpuLost(1, true);
+  v1::GetHealthRequest request;
+  request.add_gpus(1);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  absl::StatusOr<v1::HealthVerdict> verdict;
+  do {
+    verdict = client->GetHealth(request);
+    ASSERT_TRUE(verdict.ok());
+  } while (verdict->gpus(0).systems(1).status() != v1::HEALTH_STATUS_UNKNOWN &&
+           absl::Now() < deadline);
+  for (const auto& system : verdict->gpus(0).systems()) {
+    if (system.system() == "driver") {
+      EXPECT_EQ(system.status(), v1::HEALTH_STATUS_FAIL);  // a lost GPU is itself a fault
+    } else {
+      EXPECT_EQ(system.status(), v1::HEALTH_STATUS_UNKNOWN) << system.system();
+      EXPECT_THAT(system.unknown_reason(), HasSubstr("lost"));
+    }
+  }
+  v1::GetHealthRequest other;
+  other.add_gpus(0);
+  EXPECT_EQ(client->GetHealth(other)->overall(), v1::HEALTH_STATUS_PASS);
+}
+
 TEST(EngineServerTest, RefusesAPortInUseAndALiveSocket) {
   EngineFixture fixture;
   EXPECT_THAT(std::string(CheckTcpAddress(fixture.tcp_address()).message()),

@@ -14,11 +14,43 @@ struct EventsFlags {
   ClientFlags client;
   uint32_t recent = 20;
   int64_t count = 0;
+  bool no_follow = false;
 };
+
+void PrintEvent(const EventsFlags& flags, const v1::Event& e) {
+  if (flags.client.json) {
+    nlohmann::json json = {{"id", e.id()},
+                           {"instance_id", e.instance_id()},
+                           {"time", FormatTimeUs(e.time_us())},
+                           {"seq", e.seq()},
+                           {"kind", v1::Event::Kind_Name(e.kind())},
+                           {"gpu", e.gpu()},
+                           {"xid", e.xid()},
+                           {"injected", e.injected()},
+                           {"message", e.message()},
+                           {"injection_id", e.injection().id()},
+                           {"who", e.principal().description()},
+                           {"uid", e.has_principal() ? e.principal().uid() : -1}};
+    std::cout << json.dump() << std::endl;
+    return;
+  }
+  std::cout << fmt::format("{}  seq {:<6} {:<18} {}{}", FormatTimeUs(e.time_us()), e.seq(),
+                           v1::Event::Kind_Name(e.kind()), e.message(),
+                           e.has_principal() ? " — by " + e.principal().description() : "")
+            << std::endl;
+}
 
 int RunEvents(const EventsFlags& flags) {
   auto client = ConnectFromFlags(flags.client);
   if (!client.ok()) return Fail("events", client.status());
+  if (flags.no_follow) {
+    v1::ListEventsRequest list_request;
+    list_request.set_recent(flags.recent);
+    auto events = (*client)->ListEvents(list_request);
+    if (!events.ok()) return Fail("events", events.status());
+    for (const v1::Event& event : events->events()) PrintEvent(flags, event);
+    return kExitOk;
+  }
   auto info = (*client)->GetEngineInfo();  // fail fast when the engine is not there
   if (!info.ok()) return Fail("events", info.status());
   v1::WatchEventsRequest request;
@@ -44,26 +76,7 @@ int RunEvents(const EventsFlags& flags) {
       disconnected = false;
     }
     ++printed;
-    if (flags.client.json) {
-      nlohmann::json json = {{"id", e.id()},
-                             {"instance_id", e.instance_id()},
-                             {"time", FormatTimeUs(e.time_us())},
-                             {"seq", e.seq()},
-                             {"kind", v1::Event::Kind_Name(e.kind())},
-                             {"gpu", e.gpu()},
-                             {"xid", e.xid()},
-                             {"injected", e.injected()},
-                             {"message", e.message()},
-                             {"injection_id", e.injection().id()},
-                             {"who", e.principal().description()},
-                             {"uid", e.has_principal() ? e.principal().uid() : -1}};
-      std::cout << json.dump() << std::endl;
-      continue;
-    }
-    std::cout << fmt::format("{}  seq {:<6} {:<18} {}{}", FormatTimeUs(e.time_us()), e.seq(),
-                             v1::Event::Kind_Name(e.kind()), e.message(),
-                             e.has_principal() ? " — by " + e.principal().description() : "")
-              << std::endl;
+    PrintEvent(flags, e);
   }
   return kExitOk;
 }
@@ -78,6 +91,7 @@ CommandRunner AddEventsCommand(CLI::App* parent) {
   command->add_option("--recent", flags->recent, "Past events to show first")
       ->check(CLI::Range(0u, 1000u))
       ->capture_default_str();
+  command->add_flag("--no-follow", flags->no_follow, "Print the recent events and exit");
   command->add_option("-c,--count", flags->count, "Stop after this many events (0: follow)")
       ->check(CLI::Range(int64_t{0}, int64_t{1'000'000'000}))
       ->capture_default_str();

@@ -103,12 +103,12 @@ void PrintVerdict(const v1::HealthVerdict& verdict) {
                                       system.unknown_reason()));
       }
       for (const auto& incident : system.incidents()) {
-        details.push_back(fmt::format(
-            "GPU {} {} {} {}{}: {} (seen {}x, first {}, last {})\n    action: {}", gpu.gpu(),
-            system.system(), Name(incident.status()), incident.code(),
-            incident.injected() ? " [injected]" : "", incident.message(), incident.count(),
-            FormatTimeUs(incident.first_seen_us()), FormatTimeUs(incident.last_seen_us()),
-            incident.action()));
+        details.push_back(
+            fmt::format("GPU {} {} {} {}{}: {} (seen {}x, first {}, last {})\n    action: {}",
+                        gpu.gpu(), system.system(), Name(incident.status()), incident.code(),
+                        incident.injected() ? " [injected]" : "", incident.message(),
+                        incident.count(), FormatTimeUs(incident.first_seen_us()),
+                        FormatTimeUs(incident.last_seen_us()), incident.action()));
       }
     }
     table.AddRow(row);
@@ -166,8 +166,10 @@ int RunClear(const HealthFlags& flags) {
     absl::SleepFor(absl::Milliseconds(50));  // polling the engine for its next tick
   } while (absl::Now() < deadline);
   if (flags.client.json) {
-    nlohmann::json json = {{"cleared", nlohmann::json::array()}, {"verdict", VerdictJson(*verdict)}};
-    for (const auto& incident : cleared->cleared()) json["cleared"].push_back(IncidentJson(incident));
+    nlohmann::json json = {{"cleared", nlohmann::json::array()},
+                           {"verdict", VerdictJson(*verdict)}};
+    for (const auto& incident : cleared->cleared())
+      json["cleared"].push_back(IncidentJson(incident));
     std::cout << json.dump() << std::endl;
     return kExitOk;
   }
@@ -197,8 +199,10 @@ CommandRunner AddHealthCommand(CLI::App* parent) {
   clear->add_option("--token-file", flags->client.token_file,
                     "File with the engine's injection token (needed over TCP)");
   clear->add_option("--gpu", flags->gpu, "GPU index")->required()->check(CLI::Range(0, 1023));
-  clear->add_option("--system", flags->system, "Only this system (pcie, memory, inforom, "
-                                               "thermal, power, nvlink, driver)")
+  clear
+      ->add_option("--system", flags->system,
+                   "Only this system (pcie, memory, inforom, "
+                   "thermal, power, nvlink, driver)")
       ->check(CLI::IsMember({"pcie", "memory", "inforom", "thermal", "power", "nvlink", "driver"}));
   return [=] { return clear->parsed() ? RunClear(*flags) : RunHealth(*flags); };
 }

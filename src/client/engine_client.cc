@@ -122,6 +122,13 @@ std::unique_ptr<EventSubscription> EngineClient::WatchEvents(v1::WatchEventsRequ
       });
 }
 
+absl::StatusOr<v1::ListEventsResponse> EngineClient::ListEvents(
+    const v1::ListEventsRequest& request) {
+  return Unary<v1::ListEventsResponse>(display_, NewContext(), [&](auto* context, auto* response) {
+    return stub_->ListEvents(context, request, response);
+  });
+}
+
 absl::StatusOr<v1::Injection> EngineClient::InjectField(const v1::InjectFieldRequest& request) {
   return Unary<v1::Injection>(display_, NewContext(), [&](auto* context, auto* response) {
     return stub_->InjectField(context, request, response);

@@ -53,6 +53,7 @@ class EngineClient {
   // Streams that reconnect by themselves (see subscription.h).
   std::unique_ptr<TickSubscription> Subscribe(v1::SubscribeRequest request);
   std::unique_ptr<EventSubscription> WatchEvents(v1::WatchEventsRequest request);
+  absl::StatusOr<v1::ListEventsResponse> ListEvents(const v1::ListEventsRequest& request);
 
   // Fault injection; the engine authorises these (PERMISSION_DENIED says how to be allowed).
   absl::StatusOr<v1::Injection> InjectField(const v1::InjectFieldRequest& request);

@@ -37,7 +37,7 @@ class HealthTest : public ::testing::Test {
     values_.assign(2, {});
     for (uint32_t gpu = 0; gpu < 2; ++gpu) {
       for (const FieldInfo& field : AllFields()) {
-        values_[gpu][field.id] = field.type == FieldType::kString ? FieldValue::String("x")
+        values_[gpu][field.id] = field.type == FieldType::kString   ? FieldValue::String("x")
                                  : field.type == FieldType::kDouble ? FieldValue::Double(1)
                                                                     : FieldValue::Int(0);
       }
@@ -236,7 +236,7 @@ INSTANTIATE_TEST_SUITE_P(
                   HealthStatus::kFail, "DCGM_FR_GPU_RECOVERY_DRAIN_RESET"}));
 
 TEST_F(HealthTest, PcieAllowanceScalesWithGenerationAndWidth) {
-  Set(fid::kPcieLinkGen, 3);  // 0.48 per lane per minute
+  Set(fid::kPcieLinkGen, 3);    // 0.48 per lane per minute
   Set(fid::kPcieLinkWidth, 8);  // x8: 3.84 in 60 s
   Tick();
   Add(fid::kPcieReplayCounter, 3);
@@ -255,13 +255,20 @@ TEST_F(HealthTest, XidPolicy) {
     HealthStatus status;
   };
   const Case cases[] = {
-      {79, HealthSystem::kDriver, HealthStatus::kFail},   {48, HealthSystem::kMemory, HealthStatus::kFail},
-      {64, HealthSystem::kMemory, HealthStatus::kFail},   {74, HealthSystem::kNvlink, HealthStatus::kFail},
-      {95, HealthSystem::kMemory, HealthStatus::kFail},   {119, HealthSystem::kDriver, HealthStatus::kFail},
-      {120, HealthSystem::kDriver, HealthStatus::kFail},  {140, HealthSystem::kMemory, HealthStatus::kFail},
-      {94, HealthSystem::kMemory, HealthStatus::kWarn},   {999, HealthSystem::kDriver, HealthStatus::kWarn},
-      {13, HealthSystem::kDriver, HealthStatus::kPass},   {31, HealthSystem::kDriver, HealthStatus::kPass},
-      {43, HealthSystem::kDriver, HealthStatus::kPass},   {45, HealthSystem::kDriver, HealthStatus::kPass},
+      {79, HealthSystem::kDriver, HealthStatus::kFail},
+      {48, HealthSystem::kMemory, HealthStatus::kFail},
+      {64, HealthSystem::kMemory, HealthStatus::kFail},
+      {74, HealthSystem::kNvlink, HealthStatus::kFail},
+      {95, HealthSystem::kMemory, HealthStatus::kFail},
+      {119, HealthSystem::kDriver, HealthStatus::kFail},
+      {120, HealthSystem::kDriver, HealthStatus::kFail},
+      {140, HealthSystem::kMemory, HealthStatus::kFail},
+      {94, HealthSystem::kMemory, HealthStatus::kWarn},
+      {999, HealthSystem::kDriver, HealthStatus::kWarn},
+      {13, HealthSystem::kDriver, HealthStatus::kPass},
+      {31, HealthSystem::kDriver, HealthStatus::kPass},
+      {43, HealthSystem::kDriver, HealthStatus::kPass},
+      {45, HealthSystem::kDriver, HealthStatus::kPass},
   };
   for (const Case& c : cases) {
     Make(DefaultHealthPolicy());
@@ -411,9 +418,13 @@ TEST_F(HealthTest, TransitionsAfterTheBaseline) {
 }
 
 TEST_F(HealthTest, RestoredFailuresShowFromTheFirstVerdict) {
-  Incident incident{.gpu = 1, .uuid = "GPU-1", .system = HealthSystem::kMemory,
-                    .status = HealthStatus::kFail, .key = "xid.48",
-                    .code = "DCGM_FR_VOLATILE_DBE_DETECTED", .first_seen = kT0 - absl::Hours(3)};
+  Incident incident{.gpu = 1,
+                    .uuid = "GPU-1",
+                    .system = HealthSystem::kMemory,
+                    .status = HealthStatus::kFail,
+                    .key = "xid.48",
+                    .code = "DCGM_FR_VOLATILE_DBE_DETECTED",
+                    .first_seen = kT0 - absl::Hours(3)};
   Make(DefaultHealthPolicy(), nullptr, {incident});
   Tick();
   EXPECT_EQ(System(HealthSystem::kMemory, 1), HealthStatus::kFail);
@@ -439,9 +450,9 @@ xid:
   EXPECT_EQ(policy.RuleFor(92).count, 10u);
   EXPECT_EQ(policy.RuleFor(92).window, absl::Hours(24));
 
-  for (const char* bad : {"xid: {\"0\": {severity: fail}}", "xid: {\"79\": {severity: fatal}}",
-                          "xid: {\"79\": {system: gpu}}", "power_violation_fraction: 2",
-                          "window: 1s", "bogus: 1"}) {
+  for (const char* bad :
+       {"xid: {\"0\": {severity: fail}}", "xid: {\"79\": {severity: fatal}}",
+        "xid: {\"79\": {system: gpu}}", "power_violation_fraction: 2", "window: 1s", "bogus: 1"}) {
     HealthPolicy p = DefaultHealthPolicy();
     EXPECT_FALSE(ApplyHealthConfig(YAML::Load(bad), "e.yaml", &p).ok()) << bad;
   }
@@ -450,10 +461,17 @@ xid:
 // --- Persistence ---
 
 Incident Failure(std::string uuid, std::string key) {
-  return Incident{.gpu = 2, .uuid = std::move(uuid), .system = HealthSystem::kDriver,
-                  .status = HealthStatus::kFail, .key = std::move(key),
-                  .code = "DCGM_FR_FALLEN_OFF_BUS", .message = "XID 79", .action = "restart",
-                  .first_seen = kT0, .last_seen = kT0 + absl::Seconds(5), .count = 2};
+  return Incident{.gpu = 2,
+                  .uuid = std::move(uuid),
+                  .system = HealthSystem::kDriver,
+                  .status = HealthStatus::kFail,
+                  .key = std::move(key),
+                  .code = "DCGM_FR_FALLEN_OFF_BUS",
+                  .message = "XID 79",
+                  .action = "restart",
+                  .first_seen = kT0,
+                  .last_seen = kT0 + absl::Seconds(5),
+                  .count = 2};
 }
 
 TEST(IncidentStoreTest, RaisedFailuresSurviveAReopenAndClearsStick) {

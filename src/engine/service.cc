@@ -127,6 +127,20 @@ v1::Event::Kind ToProto(EventKind kind) {
   return v1::Event::KIND_UNSPECIFIED;
 }
 
+void ToProto(const EngineEvent& event, const std::string& instance_id, v1::Event* out) {
+  out->set_id(event.id);
+  out->set_instance_id(instance_id);
+  out->set_time_us(absl::ToUnixMicros(event.time));
+  out->set_seq(event.seq);
+  out->set_kind(ToProto(event.kind));
+  out->set_gpu(event.gpu);
+  out->set_xid(event.xid);
+  out->set_injected(event.injected);
+  if (event.injection) *out->mutable_injection() = ToProto(*event.injection);
+  if (event.principal) *out->mutable_principal() = ToProto(*event.principal);
+  out->set_message(event.message);
+}
+
 // One WatchEvents stream: the recent backlog, then live events. Audit records must not vanish
 // silently, so a client that falls more than the queue behind has its stream ended (it can
 // reconnect asking for recent events) instead of losing some.
@@ -147,17 +161,7 @@ class EventsReactor final : public QueuedStreamReactor<EventPtr, v1::Event> {
   uint64_t OrderOf(const EventPtr& event) const override { return event->id; }
   void Encode(const EventPtr& event, uint64_t, v1::Event* wire) override {
     wire->Clear();
-    wire->set_id(event->id);
-    wire->set_instance_id(engine_->identity().instance_id);
-    wire->set_time_us(absl::ToUnixMicros(event->time));
-    wire->set_seq(event->seq);
-    wire->set_kind(ToProto(event->kind));
-    wire->set_gpu(event->gpu);
-    wire->set_xid(event->xid);
-    wire->set_injected(event->injected);
-    if (event->injection) *wire->mutable_injection() = ToProto(*event->injection);
-    if (event->principal) *wire->mutable_principal() = ToProto(*event->principal);
-    wire->set_message(event->message);
+    ToProto(*event, engine_->identity().instance_id, wire);
   }
   void Unregister(const Listener<EventPtr>* listener) override {
     engine_->events().Unwatch(listener);
@@ -359,6 +363,15 @@ absl::StatusOr<Principal> EngineService::Authorize(grpc::CallbackServerContext* 
                  MessageOf(principal.status()));
   }
   return principal;
+}
+
+grpc::ServerUnaryReactor* EngineService::ListEvents(grpc::CallbackServerContext* context,
+                                                    const v1::ListEventsRequest* request,
+                                                    v1::ListEventsResponse* response) {
+  for (const EventPtr& event : engine_->events().Recent(request->recent())) {
+    ToProto(*event, engine_->identity().instance_id, response->add_events());
+  }
+  return Finish(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* EngineService::InjectField(grpc::CallbackServerContext* context,

@@ -45,6 +45,9 @@ class EngineService final
                                                         const grpc::ByteBuffer* request) override;
   grpc::ServerWriteReactor<v1::Event>* WatchEvents(grpc::CallbackServerContext* context,
                                                    const v1::WatchEventsRequest* request) override;
+  grpc::ServerUnaryReactor* ListEvents(grpc::CallbackServerContext* context,
+                                       const v1::ListEventsRequest* request,
+                                       v1::ListEventsResponse* response) override;
   grpc::ServerUnaryReactor* InjectField(grpc::CallbackServerContext* context,
                                         const v1::InjectFieldRequest* request,
                                         v1::Injection* response) override;
