@@ -59,6 +59,12 @@ HealthEvaluator::HealthEvaluator(HealthPolicy policy, std::shared_ptr<const Fiel
       gpus_(std::move(gpus)),
       intervals_(std::move(intervals)),
       sink_(sink) {
+  for (absl::Duration interval : intervals_) stale_after_.push_back(interval * policy_.stale_intervals);
+  for (size_t i = 0; i < layout_->size(); ++i) {
+    const FieldId id = layout_->field(i).id;
+    if (id >= index_of_.size()) index_of_.resize(id + 1, -1);
+    index_of_[id] = static_cast<int32_t>(i);
+  }
   absl::MutexLock lock(&mutex_);
   incidents_.resize(gpus_.size());
   active_.resize(gpus_.size());
@@ -74,9 +80,8 @@ HealthEvaluator::HealthEvaluator(HealthPolicy policy, std::shared_ptr<const Fiel
 }
 
 size_t HealthEvaluator::Index(FieldId field) const {
-  const std::optional<size_t> index = layout_->IndexOf(field);
-  VIGIL_CHECK(index.has_value());
-  return *index;
+  VIGIL_CHECK(field < index_of_.size() && index_of_[field] >= 0);
+  return static_cast<size_t>(index_of_[field]);
 }
 
 void HealthEvaluator::RecordXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected) {
@@ -380,7 +385,7 @@ std::string HealthEvaluator::UnknownReason(uint32_t gpu, HealthSystem system,
     switch (latest.value.status) {
       case ValueStatus::kOk: {
         const absl::Duration age = now - latest.sample_time;
-        if (age > intervals_[index] * policy_.stale_intervals) {
+        if (age > stale_after_[index]) {
           return fmt::format("{} is stale: last read {} ago", name, Ago(age));
         }
         break;

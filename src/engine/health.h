@@ -157,6 +157,10 @@ class HealthEvaluator {
   const std::vector<GpuIdentity> gpus_;
   const std::vector<absl::Duration> intervals_;
   IncidentSink* const sink_;
+  // Precomputed per field index: the age past which a value is stale.
+  std::vector<absl::Duration> stale_after_;
+  // Field IDs -> layout index, for the fields the rules read (a flat table; IDs are < 2048).
+  std::vector<int32_t> index_of_;
 
   mutable absl::Mutex mutex_;
   // Per GPU: incidents by key.
