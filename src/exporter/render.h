@@ -1,0 +1,54 @@
+// Renders the exporter's /metrics text: dcgm-exporter's exact shape (names, HELP/TYPE once per
+// metric, label names and order, ints as integers, doubles with six decimals, unsupported values
+// left out) — plus label values escaped per the Prometheus text format, which dcgm-exporter does
+// not do (a model name with a quote would break its scrape) — followed by Vigil's own metrics.
+// A pure function of its inputs, so golden tests pin the output byte for byte. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/health_policy.h"
+#include "exporter/counters.h"
+#include "vigil/v1/engine.pb.h"
+
+namespace vigil {
+
+struct PodInfo {
+  std::string pod, namespace_name, container;
+};
+
+// Everything one render needs, as the exporter holds it.
+struct ExporterView {
+  bool engine_up = false;
+  std::string engine_down_reason;
+  v1::EngineInfo info;                  // valid when engine_up
+  std::vector<v1::Gpu> gpus;            // index order
+  v1::TickUpdate tick;                  // the latest tick, with its health verdict
+  // Per GPU index: XIDs seen within the XID window, by code; clock event reasons seen within the
+  // clock-events window, by name.
+  std::map<uint32_t, std::map<uint32_t, uint64_t>> xid_counts;
+  std::map<uint32_t, std::map<std::string, uint64_t>> clock_event_counts;
+  std::map<std::string, PodInfo> pods;  // by GPU UUID
+};
+
+struct RenderOptions {
+  std::string hostname_label = "Hostname";  // "hostname" for dcgm-exporter >= 4.8.3's spelling
+  std::string hostname;                     // the value; omitted when empty
+  int64_t xid_window_ms = 300'000;
+  int64_t clock_events_window_ms = 300'000;
+};
+
+// The GPU series and the engine metrics (everything that changes once per tick).
+std::string RenderMetrics(const Counters& counters, const ExporterView& view,
+                          const RenderOptions& options, const HealthPolicy& policy);
+
+// Escapes a label value for the text format: backslash, double quote and newline.
+std::string EscapeLabelValue(std::string_view value);
+
+// The names dcgm-exporter gives the clock event reason bits (field 112), in bit order.
+const std::vector<std::pair<int64_t, std::string>>& ClockEventNames();
+
+}  // namespace vigil

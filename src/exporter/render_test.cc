@@ -1,0 +1,262 @@
+// Golden tests of the exporter's text output and tests of the counters file parser.
+#include "exporter/render.h"
+
+#include "fmt/format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace vigil {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+v1::FieldValue Int(uint32_t gpu, FieldId field, int64_t value) {
+  v1::FieldValue out;
+  out.set_gpu(gpu);
+  out.set_field_id(field);
+  out.set_status(v1::VALUE_STATUS_OK);
+  out.set_int_value(value);
+  return out;
+}
+v1::FieldValue Double(uint32_t gpu, FieldId field, double value) {
+  v1::FieldValue out = Int(gpu, field, 0);
+  out.set_double_value(value);
+  return out;
+}
+v1::FieldValue String(uint32_t gpu, FieldId field, std::string value) {
+  v1::FieldValue out = Int(gpu, field, 0);
+  out.set_string_value(std::move(value));
+  return out;
+}
+v1::FieldValue Unsupported(uint32_t gpu, FieldId field) {
+  v1::FieldValue out;
+  out.set_gpu(gpu);
+  out.set_field_id(field);
+  out.set_status(v1::VALUE_STATUS_NOT_SUPPORTED);
+  return out;
+}
+
+Counters Parse(std::string_view csv) {
+  auto counters = ParseCounters(csv, "test.csv");
+  EXPECT_TRUE(counters.ok()) << counters.status();
+  return *counters;
+}
+
+ExporterView TwoGpus() {
+  ExporterView view;
+  view.engine_up = true;
+  view.info.set_node_name("n1");
+  view.info.set_version("0.1.0");
+  view.info.set_backend("sim");
+  for (uint32_t i = 0; i < 2; ++i) {
+    v1::Gpu& gpu = view.gpus.emplace_back();
+    gpu.set_index(i);
+    gpu.set_uuid(fmt::format("GPU-0000000{}-aaaa-bbbb-cccc-dddddddddddd", i));
+    gpu.set_pci_bus_id(i == 0 ? "00000000:18:00.0" : "00000000:2A:00.0");
+    gpu.set_device(fmt::format("nvidia{}", i));
+    gpu.set_name("NVIDIA H100 80GB HBM3");
+  }
+  view.tick.set_instance_id("abc123");
+  view.tick.set_seq(42);
+  return view;
+}
+
+TEST(RenderTest, GoldenOutputInDcgmExportersShape) {
+  const Counters counters = Parse(R"(# comment
+DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).
+DCGM_FI_DEV_GPU_TEMP,    gauge, GPU temperature (in C).
+DCGM_FI_DEV_FAN_SPEED, gauge, Fan speed.
+DCGM_FI_DRIVER_VERSION, label, Driver Version
+DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error encountered.
+)");
+  ExporterView view = TwoGpus();
+  for (uint32_t gpu = 0; gpu < 2; ++gpu) {
+    *view.tick.add_values() = Int(gpu, 150, 38 + gpu);
+    *view.tick.add_values() = Double(gpu, 155, 75.5 + gpu);
+    *view.tick.add_values() = Unsupported(gpu, 191);
+    *view.tick.add_values() = String(gpu, 1, "580.82.07");
+    *view.tick.add_values() = Int(gpu, 230, gpu == 1 ? 79 : 0);
+  }
+  RenderOptions options{.hostname = "node-1"};
+  const std::string text = RenderMetrics(counters, view, options, DefaultHealthPolicy());
+  const std::string labels0 =
+      "gpu=\"0\",UUID=\"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd\",pci_bus_id=\"00000000:18:00.0\","
+      "device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-1\","
+      "DCGM_FI_DRIVER_VERSION=\"580.82.07\"";
+  const std::string labels1 =
+      "gpu=\"1\",UUID=\"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd\",pci_bus_id=\"00000000:2A:00.0\","
+      "device=\"nvidia1\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-1\","
+      "DCGM_FI_DRIVER_VERSION=\"580.82.07\"";
+  const std::string expected =
+      // Ordered by field ID (150, 155, 191, 230), whatever the file's order; the unsupported fan
+      // speed has no samples, so no HELP/TYPE either.
+      "# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n"
+      "# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n"
+      "DCGM_FI_DEV_GPU_TEMP{" + labels0 + "} 38\n"
+      "DCGM_FI_DEV_GPU_TEMP{" + labels1 + "} 39\n"
+      "# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).\n"
+      "# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n"
+      "DCGM_FI_DEV_POWER_USAGE{" + labels0 + "} 75.500000\n"
+      "DCGM_FI_DEV_POWER_USAGE{" + labels1 + "} 76.500000\n"
+      "# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.\n"
+      "# TYPE DCGM_FI_DEV_XID_ERRORS gauge\n"
+      "DCGM_FI_DEV_XID_ERRORS{" + labels0 + ",err_code=\"0\",err_msg=\"No Error\"} 0\n"
+      "DCGM_FI_DEV_XID_ERRORS{" + labels1 +
+      ",err_code=\"79\",err_msg=\"GPU has fallen off the bus\"} 79\n"
+      "# HELP vigil_engine_up Whether the exporter holds fresh data from its engine (1) or not "
+      "(0).\n"
+      "# TYPE vigil_engine_up gauge\n"
+      "vigil_engine_up 1\n"
+      "# HELP vigil_engine_info The engine this exporter reads from.\n"
+      "# TYPE vigil_engine_info gauge\n"
+      "vigil_engine_info{node=\"n1\",instance_id=\"abc123\",version=\"0.1.0\",backend=\"sim\"} 1\n"
+      "# HELP vigil_engine_seq The engine tick these values come from (with instance_id, "
+      "identifies the state).\n"
+      "# TYPE vigil_engine_seq gauge\n"
+      "vigil_engine_seq 42\n"
+      "# HELP vigil_gpu_health_status The engine's health verdict per GPU and system: 0 pass, 10 "
+      "warn, 20 fail, -1 unknown (no fresh data).\n"
+      "# TYPE vigil_gpu_health_status gauge\n";
+  EXPECT_EQ(text, expected);
+}
+
+TEST(RenderTest, LabelValuesAreEscapedAndHostnameSpellingSwitches) {
+  const Counters counters = Parse("DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n");
+  ExporterView view = TwoGpus();
+  view.gpus.resize(1);
+  view.gpus[0].set_name("Weird \"GPU\" \\ model\nname");
+  *view.tick.add_values() = Int(0, 150, 40);
+  const std::string text =
+      RenderMetrics(counters, view, {.hostname_label = "hostname", .hostname = "n\"1"},
+                    DefaultHealthPolicy());
+  EXPECT_THAT(text, HasSubstr("modelName=\"Weird \\\"GPU\\\" \\\\ model\\nname\""));
+  EXPECT_THAT(text, HasSubstr(",hostname=\"n\\\"1\""));
+  EXPECT_THAT(text, Not(HasSubstr("Hostname=")));
+  EXPECT_EQ(EscapeLabelValue("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+}
+
+TEST(RenderTest, EngineDownMeansNoGpuSeriesAtAll) {
+  const Counters counters = Parse(DefaultCountersCsv());
+  ExporterView view = TwoGpus();
+  *view.tick.add_values() = Int(0, 150, 40);
+  view.engine_up = false;
+  const std::string text = RenderMetrics(counters, view, {}, DefaultHealthPolicy());
+  EXPECT_THAT(text, Not(HasSubstr("DCGM_")));
+  EXPECT_THAT(text, HasSubstr("vigil_engine_up 0\n"));
+  EXPECT_THAT(text, Not(HasSubstr("vigil_engine_info")));
+}
+
+TEST(RenderTest, ExporterMetricsXidClockEventsAndHealth) {
+  const Counters counters = Parse(R"(DCGM_EXP_XID_ERRORS_COUNT, gauge, Count of XID Errors within user-specified time window.
+DCGM_EXP_CLOCK_EVENTS_COUNT, gauge, Count of clock events within the time window.
+DCGM_EXP_GPU_HEALTH_STATUS, gauge, DCGM reported health status
+)");
+  ExporterView view = TwoGpus();
+  view.xid_counts[1] = {{79, 2}, {13, 1}};
+  view.clock_event_counts[0] = {{"power_cap", 12}, {"gpu_idle", 3}};
+  v1::HealthVerdict& health = *view.tick.mutable_health();
+  for (uint32_t g = 0; g < 2; ++g) {
+    v1::GpuHealth& gpu = *health.add_gpus();
+    gpu.set_gpu(g);
+    gpu.set_uuid(view.gpus[g].uuid());
+    gpu.set_status(g == 1 ? v1::HEALTH_STATUS_FAIL : v1::HEALTH_STATUS_PASS);
+    for (const char* name : {"pcie", "driver"}) {
+      v1::SystemHealth& system = *gpu.add_systems();
+      system.set_system(name);
+      system.set_status(v1::HEALTH_STATUS_PASS);
+      if (g == 1 && std::string(name) == "driver") {
+        system.set_status(v1::HEALTH_STATUS_FAIL);
+        v1::HealthIncident& incident = *system.add_incidents();
+        incident.set_status(v1::HEALTH_STATUS_FAIL);
+        incident.set_code("DCGM_FR_FALLEN_OFF_BUS");
+      }
+      if (g == 0 && std::string(name) == "pcie") system.set_status(v1::HEALTH_STATUS_UNKNOWN);
+    }
+  }
+  const std::string text = RenderMetrics(counters, view, {}, DefaultHealthPolicy());
+  const std::string g0 =
+      "gpu=\"0\",UUID=\"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd\",pci_bus_id=\"00000000:18:00.0\","
+      "device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\"";
+  const std::string g1 =
+      "gpu=\"1\",UUID=\"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd\",pci_bus_id=\"00000000:2A:00.0\","
+      "device=\"nvidia1\",modelName=\"NVIDIA H100 80GB HBM3\"";
+  EXPECT_THAT(text, HasSubstr("DCGM_EXP_XID_ERRORS_COUNT{" + g0 + ",window_size_in_ms=\"300000\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("DCGM_EXP_XID_ERRORS_COUNT{" + g1 +
+                              ",window_size_in_ms=\"300000\",xid=\"13\"} 1\n"
+                              "DCGM_EXP_XID_ERRORS_COUNT{" + g1 +
+                              ",window_size_in_ms=\"300000\",xid=\"79\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("DCGM_EXP_CLOCK_EVENTS_COUNT{" + g0 +
+                              ",clock_event=\"gpu_idle\",window_size_in_ms=\"300000\"} 3\n"
+                              "DCGM_EXP_CLOCK_EVENTS_COUNT{" + g0 +
+                              ",clock_event=\"power_cap\",window_size_in_ms=\"300000\"} 12\n"));
+  EXPECT_THAT(text, Not(HasSubstr("DCGM_EXP_CLOCK_EVENTS_COUNT{gpu=\"1\"")));
+  // UNKNOWN has no DCGM value: GPU 0's PCIE row is left out, never reported as 0.
+  EXPECT_THAT(text, Not(HasSubstr("DCGM_EXP_GPU_HEALTH_STATUS{" + g0 +
+                                  ",health_error_code=\"DCGM_FR_OK\",health_watch=\"PCIE\"}")));
+  EXPECT_THAT(text, HasSubstr("DCGM_EXP_GPU_HEALTH_STATUS{" + g1 +
+                              ",health_error_code=\"DCGM_FR_FALLEN_OFF_BUS\","
+                              "health_watch=\"DRIVER\"} 20\n"));
+  EXPECT_THAT(text, HasSubstr("DCGM_EXP_GPU_HEALTH_STATUS{" + g1 +
+                              ",health_error_code=\"DCGM_FR_FALLEN_OFF_BUS\",health_watch=\"ALL\"} 20\n"));
+  EXPECT_THAT(text, HasSubstr("vigil_gpu_health_status{gpu=\"0\",UUID=\"GPU-00000000-aaaa-bbbb-"
+                              "cccc-dddddddddddd\",system=\"pcie\"} -1\n"));
+  EXPECT_THAT(text, HasSubstr("system=\"driver\"} 20\n"));
+}
+
+TEST(RenderTest, PodLabelsAreAttributes) {
+  const Counters counters = Parse("DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n");
+  ExporterView view = TwoGpus();
+  *view.tick.add_values() = Int(0, 150, 40);
+  *view.tick.add_values() = Int(1, 150, 41);
+  view.pods[view.gpus[1].uuid()] = {"train-0", "ml", "trainer"};
+  const std::string text = RenderMetrics(counters, view, {}, DefaultHealthPolicy());
+  EXPECT_THAT(text, HasSubstr("modelName=\"NVIDIA H100 80GB HBM3\",container=\"trainer\","
+                              "namespace=\"ml\",pod=\"train-0\"} 41\n"));
+  EXPECT_THAT(text, HasSubstr("modelName=\"NVIDIA H100 80GB HBM3\"} 40\n"));
+}
+
+TEST(CountersTest, DefaultListIsDcgmExportersDefault) {
+  const Counters counters = Parse(DefaultCountersCsv());
+  std::vector<FieldId> ids;
+  for (const Counter& counter : counters.counters) ids.push_back(counter.field->id);
+  EXPECT_THAT(ids, ::testing::ElementsAre(1, 100, 101, 140, 150, 155, 156, 202, 203, 204, 206,
+                                          207, 230, 251, 252, 253, 393, 394, 395, 449, 526, 1001,
+                                          1004, 1005, 1009, 1010));
+  EXPECT_TRUE(counters.counters[0].is_label());
+}
+
+TEST(CountersTest, AcceptsCommentsSpacesAliasesAndExporterMetrics) {
+  const Counters counters = Parse(R"(
+  # an indented comment
+DCGM_FI_DEV_CLOCK_THROTTLE_REASONS , gauge , Legacy name, with a comma in the help
+DCGM_EXP_P2P_STATUS, counter, P2P NvLink status
+DCGM_EXP_GPU_HEALTH_STATUS, counter, "DCGM reported health status"
+)");
+  ASSERT_EQ(counters.counters.size(), 2u);
+  EXPECT_EQ(counters.counters[0].field->id, 112u);
+  EXPECT_EQ(counters.counters[0].name, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS");
+  EXPECT_EQ(counters.counters[0].help, "Legacy name, with a comma in the help");
+  EXPECT_EQ(counters.counters[1].help, "DCGM reported health status");
+  ASSERT_EQ(counters.warnings.size(), 1u);
+  EXPECT_THAT(counters.warnings[0], HasSubstr("test.csv:4: DCGM_EXP_P2P_STATUS"));
+}
+
+TEST(CountersTest, EachKindOfBadLineNamesTheLine) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"DCGM_FI_DEV_GPU_TEMP, gauge\n", "test.csv:1: "},
+      {"\nDCGM_FI_DEV_GPU_TMP, gauge, x\n", "test.csv:2: unknown field 'DCGM_FI_DEV_GPU_TMP'"},
+      {"DCGM_FI_DEV_GPU_TEMP, gage, x\n", "unknown Prometheus type 'gage'"},
+      {"DCGM_FI_DEV_NAME, gauge, x\n", "string field: its type must be label"},
+      {"DCGM_EXP_XID_ERRORS_COUNT, label, x\n", "a metric, not a label"},
+      {"150, gauge, x\n", "unknown field '150'"},
+  };
+  for (const auto& [csv, message] : cases) {
+    auto counters = ParseCounters(csv, "test.csv");
+    ASSERT_FALSE(counters.ok()) << csv;
+    EXPECT_THAT(std::string(counters.status().message()), HasSubstr(message)) << csv;
+  }
+}
+
+}  // namespace
+}  // namespace vigil
