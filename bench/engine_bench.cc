@@ -6,8 +6,8 @@
 #include <grpc/grpc.h>
 
 #include <algorithm>
-#include <numeric>
 #include <fstream>
+#include <numeric>
 #include <thread>
 
 #include "backend/sim_backend.h"
@@ -226,15 +226,15 @@ void BM_HealthEvaluate(benchmark::State& state) {
     for (uint32_t gpu = 0; gpu < 8; ++gpu) {
       for (size_t i = 0; i < layout->size(); ++i) {
         const FieldInfo& field = layout->field(i);
-        FieldValue value = field.type == FieldType::kDouble ? FieldValue::Double(1)
+        FieldValue value = field.type == FieldType::kDouble   ? FieldValue::Double(1)
                            : field.type == FieldType::kString ? FieldValue::String("x")
                            : field.cumulative && (failing || field.id == fid::kTotalEnergy ||
                                                   field.id == fid::kPowerViolation)
                                ? FieldValue::Int(tick)
-                                              : FieldValue::Int(field.id == fid::kPcieLinkGen ? 5
-                                                                : field.id == fid::kPcieLinkWidth ? 16
-                                                                : field.id == fid::kInforomConfigValid ? 1
-                                                                                                       : 0);
+                               : FieldValue::Int(field.id == fid::kPcieLinkGen          ? 5
+                                                 : field.id == fid::kPcieLinkWidth      ? 16
+                                                 : field.id == fid::kInforomConfigValid ? 1
+                                                                                        : 0);
         snapshot.values[gpu * layout->size() + i] = {std::move(value), snapshot.seq, now};
       }
     }
@@ -288,8 +288,7 @@ void BM_Xid79ToHealthFail(benchmark::State& state) {
           after_tick.push_back(absl::ToDoubleMilliseconds(absl::Now() - next_tick));
           if (std::getenv("VIGIL_BENCH_VERBOSE") != nullptr) {
             fprintf(stderr, "xid79 gpu %u: %.1f ms (injected at +%lld ms into the second)\n", gpu,
-                    latencies.back(),
-                    static_cast<long long>(absl::ToUnixMillis(injected) % 1000));
+                    latencies.back(), static_cast<long long>(absl::ToUnixMillis(injected) % 1000));
           }
           break;
         }
@@ -298,7 +297,9 @@ void BM_Xid79ToHealthFail(benchmark::State& state) {
   }
   state.counters["samples"] = static_cast<double>(latencies.size());
   state.counters["mean_ms"] =
-      latencies.empty() ? 0 : std::accumulate(latencies.begin(), latencies.end(), 0.0) / latencies.size();
+      latencies.empty()
+          ? 0
+          : std::accumulate(latencies.begin(), latencies.end(), 0.0) / latencies.size();
   state.counters["max_ms"] = Percentile(latencies, 1.0);
   state.counters["max_after_tick_ms"] = Percentile(after_tick, 1.0);
   state.counters["tick_ms"] = 1000;

@@ -64,7 +64,8 @@ TEST(HealthCliTest, Xid79FailsGpu2SurvivesKillAndClears) {
   EXPECT_EQ(driver["status"], "FAIL");
   ASSERT_EQ(driver["incidents"].size(), 1u);
   EXPECT_EQ(driver["incidents"][0]["code"], "DCGM_FR_FALLEN_OFF_BUS");
-  EXPECT_THAT(driver["incidents"][0]["message"].get<std::string>(), HasSubstr("fallen off the bus"));
+  EXPECT_THAT(driver["incidents"][0]["message"].get<std::string>(),
+              HasSubstr("fallen off the bus"));
   EXPECT_THAT(driver["incidents"][0]["action"].get<std::string>(), HasSubstr("restart"));
   const std::string first_seen = driver["incidents"][0]["first_seen"];
 
@@ -91,8 +92,8 @@ TEST(HealthCliTest, Xid79FailsGpu2SurvivesKillAndClears) {
   auto after = Vigil({"health", "--engine", engine->unix_address});
   EXPECT_EQ(after.exit_code, 0) << after.out;
   // The clear is on the audit trail with who did it.
-  const auto recent = Vigil({"events", "--recent", "100", "--no-follow", "--json", "--engine",
-                             engine->unix_address});
+  const auto recent = Vigil(
+      {"events", "--recent", "100", "--no-follow", "--json", "--engine", engine->unix_address});
   EXPECT_THAT(recent.out, HasSubstr("HEALTH_CLEARED"));
   EXPECT_THAT(recent.out, HasSubstr("uid "));
 }
@@ -143,8 +144,8 @@ TEST(HealthCliTest, TableAndBadInput) {
   auto bad_gpu = Vigil({"health", "--gpu", "7", "--engine", engine.unix_address});
   EXPECT_EQ(bad_gpu.exit_code, 2);
   EXPECT_THAT(bad_gpu.err, HasSubstr("GPU 7 does not exist"));
-  auto bad_system = Vigil({"health", "clear", "--gpu", "0", "--system", "disk", "--engine",
-                           engine.unix_address});
+  auto bad_system =
+      Vigil({"health", "clear", "--gpu", "0", "--system", "disk", "--engine", engine.unix_address});
   EXPECT_EQ(bad_system.exit_code, 2);
   auto unreachable = Vigil({"health", "--engine", "unix://" + dir.File("none.sock")});
   EXPECT_EQ(unreachable.exit_code, 2);

@@ -1,9 +1,12 @@
 // Implements the test process helpers with fork/exec and waitpid.
 #include "process.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -122,6 +125,19 @@ int Process::Wait(absl::Duration timeout) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   return -1;
+}
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  VIGIL_CHECK(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  VIGIL_CHECK(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  socklen_t length = sizeof(address);
+  VIGIL_CHECK(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  close(fd);
+  return ntohs(address.sin_port);
 }
 
 EngineProcess::EngineProcess(const std::string& dir, const std::string& node_name, uint32_t gpus,

@@ -47,6 +47,10 @@ class Process {
   std::string out_path_, err_path_;
 };
 
+// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released), for
+// servers that cannot report the port they picked themselves.
+int FreePort();
+
 // Starts `vigil engine --backend sim` on a socket in `dir` and an ephemeral TCP port, and waits
 // until it is ready. `extra` args are appended.
 struct EngineProcess {

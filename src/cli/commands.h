@@ -22,6 +22,7 @@ CommandRunner AddDmonCommand(CLI::App* parent);
 CommandRunner AddInjectCommand(CLI::App* parent);
 CommandRunner AddEventsCommand(CLI::App* parent);
 CommandRunner AddHealthCommand(CLI::App* parent);
+CommandRunner AddExporterCommand(CLI::App* parent);
 
 // Flags every client command shares.
 struct ClientFlags {

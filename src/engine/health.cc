@@ -59,7 +59,8 @@ HealthEvaluator::HealthEvaluator(HealthPolicy policy, std::shared_ptr<const Fiel
       gpus_(std::move(gpus)),
       intervals_(std::move(intervals)),
       sink_(sink) {
-  for (absl::Duration interval : intervals_) stale_after_.push_back(interval * policy_.stale_intervals);
+  for (absl::Duration interval : intervals_)
+    stale_after_.push_back(interval * policy_.stale_intervals);
   for (size_t i = 0; i < layout_->size(); ++i) {
     const FieldId id = layout_->field(i).id;
     if (id >= index_of_.size()) index_of_.resize(id + 1, -1);

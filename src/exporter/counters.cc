@@ -156,14 +156,13 @@ absl::StatusOr<Counters> ParseCounters(std::string_view csv, std::string_view so
     result.counters.push_back(std::move(counter));
   }
   // dcgm-exporter's order: DCGM fields by ID, then its own metrics (IDs 9001..).
-  std::stable_sort(result.counters.begin(), result.counters.end(),
-                   [](const Counter& a, const Counter& b) {
-                     const auto key = [](const Counter& c) {
-                       return c.field != nullptr ? c.field->id
-                                                 : 9001 + static_cast<uint32_t>(*c.exporter);
-                     };
-                     return key(a) < key(b);
-                   });
+  std::stable_sort(
+      result.counters.begin(), result.counters.end(), [](const Counter& a, const Counter& b) {
+        const auto key = [](const Counter& c) {
+          return c.field != nullptr ? c.field->id : 9001 + static_cast<uint32_t>(*c.exporter);
+        };
+        return key(a) < key(b);
+      });
   return result;
 }
 

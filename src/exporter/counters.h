@@ -18,17 +18,17 @@ namespace vigil {
 enum class ExporterMetric { kXidErrorsCount, kClockEventsCount, kGpuHealthStatus };
 
 struct Counter {
-  std::string name;                          // as written: the metric's name
-  const FieldInfo* field = nullptr;          // a DCGM field, or
-  std::optional<ExporterMetric> exporter;    // an exporter-owned metric
-  std::string type;                          // gauge, counter, histogram, summary, label
+  std::string name;                        // as written: the metric's name
+  const FieldInfo* field = nullptr;        // a DCGM field, or
+  std::optional<ExporterMetric> exporter;  // an exporter-owned metric
+  std::string type;                        // gauge, counter, histogram, summary, label
   std::string help;
   int line = 0;
   bool is_label() const { return type == "label"; }
 };
 
 struct Counters {
-  std::vector<Counter> counters;  // sorted: DCGM fields by ID, then exporter metrics
+  std::vector<Counter> counters;      // sorted: DCGM fields by ID, then exporter metrics
   std::vector<std::string> warnings;  // lines skipped (e.g. DCGM_EXP_P2P_STATUS), for the log
 
   // Every DCGM field the engine must send (value and label rows).

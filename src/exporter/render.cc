@@ -37,19 +37,18 @@ class GpuLabels {
  public:
   GpuLabels(const v1::Gpu& gpu, const RenderOptions& options,
             const std::map<std::string, std::string>& label_fields, const PodInfo* pod) {
-    prefix_ = fmt::format("gpu=\"{}\",UUID=\"{}\",pci_bus_id=\"{}\",device=\"{}\",modelName=\"{}\"",
-                          gpu.index(), EscapeLabelValue(gpu.uuid()),
-                          EscapeLabelValue(gpu.pci_bus_id()), EscapeLabelValue(gpu.device()),
-                          EscapeLabelValue(gpu.name()));
+    prefix_ =
+        fmt::format("gpu=\"{}\",UUID=\"{}\",pci_bus_id=\"{}\",device=\"{}\",modelName=\"{}\"",
+                    gpu.index(), EscapeLabelValue(gpu.uuid()), EscapeLabelValue(gpu.pci_bus_id()),
+                    EscapeLabelValue(gpu.device()), EscapeLabelValue(gpu.name()));
     if (!options.hostname.empty()) {
-      prefix_ += fmt::format(",{}=\"{}\"", options.hostname_label,
-                             EscapeLabelValue(options.hostname));
+      prefix_ +=
+          fmt::format(",{}=\"{}\"", options.hostname_label, EscapeLabelValue(options.hostname));
     }
     labels_ = label_fields;
     if (pod != nullptr) {
-      attributes_ = {{"container", pod->container},
-                     {"namespace", pod->namespace_name},
-                     {"pod", pod->pod}};
+      attributes_ = {
+          {"container", pod->container}, {"namespace", pod->namespace_name}, {"pod", pod->pod}};
     }
   }
 
@@ -128,9 +127,9 @@ std::string EscapeLabelValue(std::string_view value) {
 
 const std::vector<std::pair<int64_t, std::string>>& ClockEventNames() {
   static const auto* const names = new std::vector<std::pair<int64_t, std::string>>{
-      {0x1, "gpu_idle"},     {0x2, "clocks_setting"}, {0x4, "power_cap"},
-      {0x8, "hw_slowdown"},  {0x10, "sync_boost"},    {0x20, "sw_thermal"},
-      {0x40, "hw_thermal"},  {0x80, "hw_power_brake"}, {0x100, "display_clocks"}};
+      {0x1, "gpu_idle"},    {0x2, "clocks_setting"},  {0x4, "power_cap"},
+      {0x8, "hw_slowdown"}, {0x10, "sync_boost"},     {0x20, "sw_thermal"},
+      {0x40, "hw_thermal"}, {0x80, "hw_power_brake"}, {0x100, "display_clocks"}};
   return *names;
 }
 
@@ -156,7 +155,8 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
         if (!text.empty()) label_fields[counter.name] = text;
       }
       auto pod = view.pods.find(gpu.uuid());
-      labels.emplace_back(gpu, options, label_fields, pod != view.pods.end() ? &pod->second : nullptr);
+      labels.emplace_back(gpu, options, label_fields,
+                          pod != view.pods.end() ? &pod->second : nullptr);
     }
 
     for (const Counter& counter : counters.counters) {
@@ -213,8 +213,7 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
         for (size_t g = 0; g < view.gpus.size(); ++g) {
           for (const v1::GpuHealth& gpu : view.tick.health().gpus()) {
             if (gpu.gpu() != view.gpus[g].index()) continue;
-            auto row = [&](std::string_view watch, v1::HealthStatus status,
-                           std::string_view code) {
+            auto row = [&](std::string_view watch, v1::HealthStatus status, std::string_view code) {
               if (HealthValue(status) < 0) return;  // UNKNOWN has no DCGM value: left out
               rows += fmt::format("{}{} {}\n", counter.name,
                                   labels[g].Render({{"health_error_code", std::string(code)},

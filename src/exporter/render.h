@@ -24,9 +24,9 @@ struct PodInfo {
 struct ExporterView {
   bool engine_up = false;
   std::string engine_down_reason;
-  v1::EngineInfo info;                  // valid when engine_up
-  std::vector<v1::Gpu> gpus;            // index order
-  v1::TickUpdate tick;                  // the latest tick, with its health verdict
+  v1::EngineInfo info;        // valid when engine_up
+  std::vector<v1::Gpu> gpus;  // index order
+  v1::TickUpdate tick;        // the latest tick, with its health verdict
   // Per GPU index: XIDs seen within the XID window, by code; clock event reasons seen within the
   // clock-events window, by name.
   std::map<uint32_t, std::map<uint32_t, uint64_t>> xid_counts;

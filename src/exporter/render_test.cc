@@ -93,16 +93,27 @@ DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error encountered.
       // speed has no samples, so no HELP/TYPE either.
       "# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n"
       "# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n"
-      "DCGM_FI_DEV_GPU_TEMP{" + labels0 + "} 38\n"
-      "DCGM_FI_DEV_GPU_TEMP{" + labels1 + "} 39\n"
+      "DCGM_FI_DEV_GPU_TEMP{" +
+      labels0 +
+      "} 38\n"
+      "DCGM_FI_DEV_GPU_TEMP{" +
+      labels1 +
+      "} 39\n"
       "# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).\n"
       "# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n"
-      "DCGM_FI_DEV_POWER_USAGE{" + labels0 + "} 75.500000\n"
-      "DCGM_FI_DEV_POWER_USAGE{" + labels1 + "} 76.500000\n"
+      "DCGM_FI_DEV_POWER_USAGE{" +
+      labels0 +
+      "} 75.500000\n"
+      "DCGM_FI_DEV_POWER_USAGE{" +
+      labels1 +
+      "} 76.500000\n"
       "# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.\n"
       "# TYPE DCGM_FI_DEV_XID_ERRORS gauge\n"
-      "DCGM_FI_DEV_XID_ERRORS{" + labels0 + ",err_code=\"0\",err_msg=\"No Error\"} 0\n"
-      "DCGM_FI_DEV_XID_ERRORS{" + labels1 +
+      "DCGM_FI_DEV_XID_ERRORS{" +
+      labels0 +
+      ",err_code=\"0\",err_msg=\"No Error\"} 0\n"
+      "DCGM_FI_DEV_XID_ERRORS{" +
+      labels1 +
       ",err_code=\"79\",err_msg=\"GPU has fallen off the bus\"} 79\n"
       "# HELP vigil_engine_up Whether the exporter holds fresh data from its engine (1) or not "
       "(0).\n"
@@ -127,9 +138,8 @@ TEST(RenderTest, LabelValuesAreEscapedAndHostnameSpellingSwitches) {
   view.gpus.resize(1);
   view.gpus[0].set_name("Weird \"GPU\" \\ model\nname");
   *view.tick.add_values() = Int(0, 150, 40);
-  const std::string text =
-      RenderMetrics(counters, view, {.hostname_label = "hostname", .hostname = "n\"1"},
-                    DefaultHealthPolicy());
+  const std::string text = RenderMetrics(
+      counters, view, {.hostname_label = "hostname", .hostname = "n\"1"}, DefaultHealthPolicy());
   EXPECT_THAT(text, HasSubstr("modelName=\"Weird \\\"GPU\\\" \\\\ model\\nname\""));
   EXPECT_THAT(text, HasSubstr(",hostname=\"n\\\"1\""));
   EXPECT_THAT(text, Not(HasSubstr("Hostname=")));
@@ -148,7 +158,8 @@ TEST(RenderTest, EngineDownMeansNoGpuSeriesAtAll) {
 }
 
 TEST(RenderTest, ExporterMetricsXidClockEventsAndHealth) {
-  const Counters counters = Parse(R"(DCGM_EXP_XID_ERRORS_COUNT, gauge, Count of XID Errors within user-specified time window.
+  const Counters counters = Parse(
+      R"(DCGM_EXP_XID_ERRORS_COUNT, gauge, Count of XID Errors within user-specified time window.
 DCGM_EXP_CLOCK_EVENTS_COUNT, gauge, Count of clock events within the time window.
 DCGM_EXP_GPU_HEALTH_STATUS, gauge, DCGM reported health status
 )");
@@ -181,15 +192,17 @@ DCGM_EXP_GPU_HEALTH_STATUS, gauge, DCGM reported health status
   const std::string g1 =
       "gpu=\"1\",UUID=\"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd\",pci_bus_id=\"00000000:2A:00.0\","
       "device=\"nvidia1\",modelName=\"NVIDIA H100 80GB HBM3\"";
-  EXPECT_THAT(text, HasSubstr("DCGM_EXP_XID_ERRORS_COUNT{" + g0 + ",window_size_in_ms=\"300000\"} 0\n"));
+  EXPECT_THAT(text,
+              HasSubstr("DCGM_EXP_XID_ERRORS_COUNT{" + g0 + ",window_size_in_ms=\"300000\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("DCGM_EXP_XID_ERRORS_COUNT{" + g1 +
                               ",window_size_in_ms=\"300000\",xid=\"13\"} 1\n"
-                              "DCGM_EXP_XID_ERRORS_COUNT{" + g1 +
-                              ",window_size_in_ms=\"300000\",xid=\"79\"} 2\n"));
-  EXPECT_THAT(text, HasSubstr("DCGM_EXP_CLOCK_EVENTS_COUNT{" + g0 +
-                              ",clock_event=\"gpu_idle\",window_size_in_ms=\"300000\"} 3\n"
-                              "DCGM_EXP_CLOCK_EVENTS_COUNT{" + g0 +
-                              ",clock_event=\"power_cap\",window_size_in_ms=\"300000\"} 12\n"));
+                              "DCGM_EXP_XID_ERRORS_COUNT{" +
+                              g1 + ",window_size_in_ms=\"300000\",xid=\"79\"} 2\n"));
+  EXPECT_THAT(text,
+              HasSubstr("DCGM_EXP_CLOCK_EVENTS_COUNT{" + g0 +
+                        ",clock_event=\"gpu_idle\",window_size_in_ms=\"300000\"} 3\n"
+                        "DCGM_EXP_CLOCK_EVENTS_COUNT{" +
+                        g0 + ",clock_event=\"power_cap\",window_size_in_ms=\"300000\"} 12\n"));
   EXPECT_THAT(text, Not(HasSubstr("DCGM_EXP_CLOCK_EVENTS_COUNT{gpu=\"1\"")));
   // UNKNOWN has no DCGM value: GPU 0's PCIE row is left out, never reported as 0.
   EXPECT_THAT(text, Not(HasSubstr("DCGM_EXP_GPU_HEALTH_STATUS{" + g0 +
@@ -197,8 +210,9 @@ DCGM_EXP_GPU_HEALTH_STATUS, gauge, DCGM reported health status
   EXPECT_THAT(text, HasSubstr("DCGM_EXP_GPU_HEALTH_STATUS{" + g1 +
                               ",health_error_code=\"DCGM_FR_FALLEN_OFF_BUS\","
                               "health_watch=\"DRIVER\"} 20\n"));
-  EXPECT_THAT(text, HasSubstr("DCGM_EXP_GPU_HEALTH_STATUS{" + g1 +
-                              ",health_error_code=\"DCGM_FR_FALLEN_OFF_BUS\",health_watch=\"ALL\"} 20\n"));
+  EXPECT_THAT(
+      text, HasSubstr("DCGM_EXP_GPU_HEALTH_STATUS{" + g1 +
+                      ",health_error_code=\"DCGM_FR_FALLEN_OFF_BUS\",health_watch=\"ALL\"} 20\n"));
   EXPECT_THAT(text, HasSubstr("vigil_gpu_health_status{gpu=\"0\",UUID=\"GPU-00000000-aaaa-bbbb-"
                               "cccc-dddddddddddd\",system=\"pcie\"} -1\n"));
   EXPECT_THAT(text, HasSubstr("system=\"driver\"} 20\n"));
@@ -220,9 +234,9 @@ TEST(CountersTest, DefaultListIsDcgmExportersDefault) {
   const Counters counters = Parse(DefaultCountersCsv());
   std::vector<FieldId> ids;
   for (const Counter& counter : counters.counters) ids.push_back(counter.field->id);
-  EXPECT_THAT(ids, ::testing::ElementsAre(1, 100, 101, 140, 150, 155, 156, 202, 203, 204, 206,
-                                          207, 230, 251, 252, 253, 393, 394, 395, 449, 526, 1001,
-                                          1004, 1005, 1009, 1010));
+  EXPECT_THAT(ids, ::testing::ElementsAre(1, 100, 101, 140, 150, 155, 156, 202, 203, 204, 206, 207,
+                                          230, 251, 252, 253, 393, 394, 395, 449, 526, 1001, 1004,
+                                          1005, 1009, 1010));
   EXPECT_TRUE(counters.counters[0].is_label());
 }
 

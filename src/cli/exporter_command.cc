@@ -1,0 +1,125 @@
+// `vigil exporter`: the Prometheus exporter daemon (a client of the node's engine), with the
+// flags dcgm-exporter users know (-f for the counters file, -k for Kubernetes pod mapping).
+// SIGHUP re-reads the counters file; SIGTERM/SIGINT stop it.
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "common/duration.h"
+#include "common/logging.h"
+#include "common/signals.h"
+#include "common/status.h"
+#include "exporter/exporter.h"
+#include "spdlog/spdlog.h"
+
+namespace vigil::cli {
+namespace {
+
+struct ExporterFlags {
+  std::string engine;
+  std::string listen = ":9400";
+  std::string collectors;
+  std::string hostname_label = "Hostname";
+  std::string node_name;
+  bool kubernetes = false;
+  std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  std::string pod_refresh = "10s";
+  std::string xid_window = "5m";
+  std::string clock_events_window = "5m";
+  std::string log_level = "info";
+};
+
+std::string DefaultNodeName() {
+  if (const char* node = std::getenv("NODE_NAME"); node != nullptr && *node != '\0') return node;
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0) return host;
+  return "";
+}
+
+int RunExporter(const ExporterFlags& flags) {
+  SignalWaiter signals;  // before any thread starts
+  if (absl::Status status = InitLogging(flags.log_level); !status.ok()) {
+    return Fail("exporter", WithContext(status, "--log-level"));
+  }
+  ExporterOptions options{.listen = flags.listen,
+                          .collectors_path = flags.collectors,
+                          .hostname_label = flags.hostname_label,
+                          .hostname = flags.node_name.empty() ? DefaultNodeName() : flags.node_name,
+                          .kubernetes = flags.kubernetes};
+  options.pods.socket_path = flags.pod_resources_socket;
+  const std::pair<const char*, const std::string*> durations[] = {
+      {"--pod-refresh", &flags.pod_refresh},
+      {"--xid-window", &flags.xid_window},
+      {"--clock-events-window", &flags.clock_events_window}};
+  absl::Duration* targets[] = {&options.pods.refresh, &options.xid_window,
+                               &options.clock_events_window};
+  for (size_t i = 0; i < std::size(durations); ++i) {
+    auto duration = ParseDuration(*durations[i].second);
+    if (!duration.ok()) return Fail("exporter", WithContext(duration.status(), durations[i].first));
+    if (*duration < absl::Seconds(1)) {
+      return Fail("exporter", fmt::format("{} must be at least 1s", durations[i].first));
+    }
+    *targets[i] = *duration;
+  }
+  auto client = EngineClient::Create(flags.engine);
+  if (!client.ok()) return Fail("exporter", client.status());
+  auto exporter = Exporter::Start(std::move(options), std::move(*client));
+  if (!exporter.ok()) return Fail("exporter", exporter.status());
+  spdlog::info("exporter listening on http://{}:{}/metrics, engine {}, counters {}",
+               flags.listen.substr(0, flags.listen.rfind(':')), (*exporter)->port(), flags.engine,
+               flags.collectors.empty() ? "dcgm-exporter's defaults" : flags.collectors);
+  int signal_number;
+  while ((signal_number = signals.Wait()) == SIGHUP) {
+    if (absl::Status reloaded = (*exporter)->ReloadCounters(); reloaded.ok()) {
+      spdlog::info("SIGHUP: reloaded {}", flags.collectors.empty() ? "the default counters"
+                                                                    : flags.collectors);
+    } else {
+      spdlog::error("SIGHUP: {}; keeping the previous counters", MessageOf(reloaded));
+    }
+  }
+  spdlog::info("{}: stopping the exporter", strsignal(signal_number));
+  (*exporter)->Stop();
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandRunner AddExporterCommand(CLI::App* parent) {
+  CLI::App* command = parent->add_subcommand(
+      "exporter", "Prometheus exporter (drop-in for dcgm-exporter's metrics), fed by the engine");
+  auto flags = std::make_shared<ExporterFlags>();
+  flags->engine = std::string(kDefaultEngineAddress);
+  command->add_option("--engine", flags->engine, "Engine address: unix:///path or HOST:PORT")
+      ->envname("VIGIL_ENGINE")
+      ->capture_default_str();
+  command->add_option("-a,--listen", flags->listen, "Address to serve /metrics on")
+      ->capture_default_str();
+  command->add_option("-f,--collectors", flags->collectors,
+                      "Counters file in dcgm-exporter's CSV format (default: its default list)");
+  command->add_option("--hostname-label", flags->hostname_label,
+                      "Spelling of the node label: Hostname (dcgm-exporter <= 4.8.2) or hostname")
+      ->check(CLI::IsMember({"Hostname", "hostname"}))
+      ->capture_default_str();
+  command->add_option("--node-name", flags->node_name,
+                      "Value of the Hostname label (default: $NODE_NAME, else the host name)");
+  command->add_flag("-k,--kubernetes", flags->kubernetes,
+                    "Add pod, namespace and container labels from the kubelet");
+  command->add_option("--pod-resources-socket", flags->pod_resources_socket,
+                      "The kubelet's pod-resources socket")
+      ->capture_default_str();
+  command->add_option("--pod-refresh", flags->pod_refresh, "How often to re-read pod attribution")
+      ->capture_default_str();
+  command->add_option("--xid-window", flags->xid_window,
+                      "Window of DCGM_EXP_XID_ERRORS_COUNT")
+      ->capture_default_str();
+  command->add_option("--clock-events-window", flags->clock_events_window,
+                      "Window of DCGM_EXP_CLOCK_EVENTS_COUNT")
+      ->capture_default_str();
+  command->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+  return [flags] { return RunExporter(*flags); };
+}
+
+}  // namespace vigil::cli

@@ -1,0 +1,340 @@
+// Implements the exporter's runtime: following the engine, keeping the view, serving scrapes.
+#include "exporter/exporter.h"
+
+#include <pthread.h>
+
+#include "common/files.h"
+#include "common/status.h"
+#include "fmt/format.h"
+#include "spdlog/spdlog.h"
+
+namespace vigil {
+namespace {
+
+absl::StatusOr<Counters> LoadCounters(const std::string& path) {
+  if (path.empty()) return ParseCounters(DefaultCountersCsv(), "default counters");
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  return ParseCounters(*text, path);
+}
+
+const HealthPolicy& Policy() {
+  static const HealthPolicy* const policy = new HealthPolicy(DefaultHealthPolicy());
+  return *policy;
+}
+
+constexpr char kMetricsType[] = "text/plain; version=0.0.4; charset=utf-8";
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Exporter>> Exporter::Start(ExporterOptions options,
+                                                          std::unique_ptr<EngineClient> client) {
+  auto counters = LoadCounters(options.collectors_path);
+  if (!counters.ok()) return counters.status();
+  for (const std::string& warning : counters->warnings) spdlog::warn("{}", warning);
+  std::unique_ptr<Exporter> exporter(
+      new Exporter(std::move(options), std::move(client), std::move(*counters)));
+  Exporter* self = exporter.get();
+  self->http_.Get("/metrics", [self] {
+    const absl::Time started = absl::Now();
+    HttpResponse response{.content_type = kMetricsType, .body = self->Scrape()};
+    self->last_scrape_ns_.store(absl::ToInt64Nanoseconds(absl::Now() - started));
+    return response;
+  });
+  self->http_.Get("/healthz", [] { return HttpResponse{.body = "ok\n"}; });
+  self->http_.Get("/readyz", [self] {
+    std::string why;
+    const bool ready = self->Ready(&why);
+    return HttpResponse{.status = ready ? 200 : 503, .body = why + "\n"};
+  });
+  self->http_.Get("/", [] {
+    return HttpResponse{
+        .content_type = "text/html; charset=utf-8",
+        .body = "<html><head><title>Vigil exporter</title></head><body><h1>Vigil exporter</h1>"
+                "<p><a href=\"./metrics\">Metrics</a> · <a href=\"./readyz\">Ready</a> · "
+                "<a href=\"./healthz\">Alive</a></p></body></html>\n"};
+  });
+  if (absl::Status started = self->http_.Start(self->options_.listen); !started.ok()) {
+    return started;
+  }
+  if (self->pods_ != nullptr) self->pods_->Start();
+  self->ticks_thread_ = std::thread([self] {
+    pthread_setname_np(pthread_self(), "vigil-ticks");
+    self->FollowTicks();
+  });
+  self->events_thread_ = std::thread([self] {
+    pthread_setname_np(pthread_self(), "vigil-events");
+    self->FollowEvents();
+  });
+  return exporter;
+}
+
+Exporter::Exporter(ExporterOptions options, std::unique_ptr<EngineClient> client,
+                   Counters counters)
+    : options_(std::move(options)), client_(std::move(client)) {
+  if (options_.kubernetes) pods_ = std::make_unique<PodMapper>(options_.pods);
+  absl::MutexLock lock(&mutex_);
+  counters_ = std::make_shared<const Counters>(std::move(counters));
+  view_.engine_down_reason = "not connected to the engine yet";
+  RenderLocked();
+}
+
+Exporter::~Exporter() { Stop(); }
+
+void Exporter::Stop() {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+    if (ticks_ != nullptr) ticks_->Cancel();
+    if (events_ != nullptr) events_->Cancel();
+  }
+  if (ticks_thread_.joinable()) ticks_thread_.join();
+  if (events_thread_.joinable()) events_thread_.join();
+  if (pods_ != nullptr) pods_->Stop();
+  http_.Stop();
+}
+
+void Exporter::FollowTicks() {
+  bool was_up = false, connected_once = false;
+  std::string down_reason;
+  while (true) {
+    v1::SubscribeRequest request;
+    {
+      absl::MutexLock lock(&mutex_);
+      for (FieldId id : counters_->FieldIds()) request.add_field_ids(id);
+      if (counters_->Has(ExporterMetric::kClockEventsCount)) {
+        request.add_field_ids(fid::kClocksEventReasons);
+      }
+    }
+    request.set_include_health(true);
+    auto subscription = client_->Subscribe(request);
+    {
+      absl::MutexLock lock(&mutex_);
+      if (stopping_) return;
+      ticks_ = subscription.get();
+      resubscribe_ = false;
+    }
+    uint64_t stream_dropped = 0;
+    while (true) {
+      const TickSubscription::Event event = subscription->Next();
+      if (event.kind == TickSubscription::Event::kCancelled) break;
+      if (event.kind != TickSubscription::Event::kMessage) {
+        const std::string reason(MessageOf(event.error));
+        if (was_up || down_reason != reason) {
+          spdlog::warn("exporter: {}; serving vigil_engine_up 0 and no GPU series until it is "
+                       "back",
+                       reason);
+        }
+        was_up = false;
+        down_reason = reason;
+        absl::MutexLock lock(&mutex_);
+        view_.engine_up = false;
+        view_.engine_down_reason = reason;
+        RenderLocked();
+        if (event.kind == TickSubscription::Event::kRejected) {
+          // A request the engine refuses (an older engine?) will not improve by retrying fast.
+          if (mutex_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Seconds(5))) {
+            ticks_ = nullptr;
+            return;
+          }
+          break;
+        }
+        continue;
+      }
+      const v1::TickUpdate& tick = *event.message;
+      // A new engine instance (or the first): learn its identity and GPUs, outside the lock.
+      std::optional<v1::EngineInfo> info;
+      std::optional<v1::ListGpusResponse> gpus;
+      bool need_identity;
+      {
+        absl::MutexLock lock(&mutex_);
+        need_identity = event.new_instance || view_.gpus.empty() ||
+                        view_.info.instance_id() != tick.instance_id();
+      }
+      if (need_identity) {
+        auto got_info = client_->GetEngineInfo();
+        auto got_gpus = client_->ListGpus();
+        if (!got_info.ok() || !got_gpus.ok() || got_info->instance_id() != tick.instance_id()) {
+          continue;  // the engine is changing under us: take the next tick
+        }
+        info = std::move(*got_info);
+        gpus = std::move(*got_gpus);
+        spdlog::info("exporter: following engine {} on node {} ({} GPUs){}", info->instance_id(),
+                     info->node_name(), gpus->gpus_size(),
+                     connected_once ? " after a reconnect" : "");
+      }
+      if (connected_once && !was_up) reconnects_.fetch_add(1, std::memory_order_relaxed);
+      connected_once = was_up = true;
+      down_reason.clear();
+      if (tick.dropped_ticks() > stream_dropped) {
+        dropped_ticks_.fetch_add(tick.dropped_ticks() - stream_dropped, std::memory_order_relaxed);
+        stream_dropped = tick.dropped_ticks();
+      }
+      absl::MutexLock lock(&mutex_);
+      if (info) {
+        view_.info = std::move(*info);
+        view_.gpus.assign(gpus->gpus().begin(), gpus->gpus().end());
+        stale_after_ = std::max(absl::Seconds(3),
+                                absl::Microseconds(view_.info.tick_interval_us()) * 3);
+        xids_.clear();
+        clock_events_.clear();
+      }
+      view_.tick = tick;
+      view_.engine_up = true;
+      last_tick_ = absl::Now();
+      for (const v1::FieldValue& value : tick.values()) {
+        if (value.field_id() == fid::kClocksEventReasons && value.sample_seq() == tick.seq() &&
+            value.status() == v1::VALUE_STATUS_OK) {
+          clock_events_[value.gpu()].emplace_back(absl::FromUnixMicros(value.timestamp_us()),
+                                                  value.int_value());
+        }
+      }
+      RenderLocked();
+    }
+    absl::MutexLock lock(&mutex_);
+    ticks_ = nullptr;
+    if (stopping_) return;
+  }
+}
+
+void Exporter::FollowEvents() {
+  v1::WatchEventsRequest request;
+  request.set_recent(1000);  // rebuild the XID window after a (re)connect
+  auto subscription = client_->WatchEvents(request);
+  {
+    absl::MutexLock lock(&mutex_);
+    if (stopping_) return;
+    events_ = subscription.get();
+  }
+  std::string instance;
+  while (true) {
+    const EventSubscription::Event event = subscription->Next();
+    if (event.kind == EventSubscription::Event::kCancelled) break;
+    if (event.kind != EventSubscription::Event::kMessage) continue;  // reconnects by itself
+    const v1::Event& e = *event.message;
+    absl::MutexLock lock(&mutex_);
+    if (e.instance_id() != instance) {
+      xids_.clear();  // the backlog of the new instance is replayed
+      instance = e.instance_id();
+    }
+    if (e.kind() == v1::Event::XID && e.gpu() >= 0) {
+      xids_[static_cast<uint32_t>(e.gpu())].emplace_back(absl::FromUnixMicros(e.time_us()),
+                                                         e.xid());
+    }
+  }
+  absl::MutexLock lock(&mutex_);
+  events_ = nullptr;
+}
+
+void Exporter::CheckFreshnessLocked() {
+  if (view_.engine_up && absl::Now() - last_tick_ > stale_after_) {
+    view_.engine_up = false;
+    view_.engine_down_reason = fmt::format("no tick from the engine for {}",
+                                           absl::FormatDuration(absl::Trunc(
+                                               absl::Now() - last_tick_, absl::Milliseconds(1))));
+    spdlog::warn("exporter: {}; serving vigil_engine_up 0", view_.engine_down_reason);
+    RenderLocked();
+  }
+}
+
+void Exporter::RenderLocked() {
+  const absl::Time started = absl::Now();
+  const absl::Time now = absl::Now();
+  view_.xid_counts.clear();
+  for (auto& [gpu, entries] : xids_) {
+    while (!entries.empty() && entries.front().first < now - options_.xid_window) entries.pop_front();
+    for (const auto& [time, xid] : entries) ++view_.xid_counts[gpu][xid];
+  }
+  view_.clock_event_counts.clear();
+  for (auto& [gpu, entries] : clock_events_) {
+    while (!entries.empty() && entries.front().first < now - options_.clock_events_window) {
+      entries.pop_front();
+    }
+    auto& counts = view_.clock_event_counts[gpu];
+    for (const auto& [time, reasons] : entries) {
+      for (const auto& [bit, name] : ClockEventNames()) {
+        if (reasons & bit) ++counts[name];
+      }
+    }
+  }
+  if (pods_ != nullptr) view_.pods = pods_->Current();
+  RenderOptions render{.hostname_label = options_.hostname_label,
+                       .hostname = options_.hostname,
+                       .xid_window_ms = absl::ToInt64Milliseconds(options_.xid_window),
+                       .clock_events_window_ms =
+                           absl::ToInt64Milliseconds(options_.clock_events_window)};
+  body_ = std::make_shared<const std::string>(RenderMetrics(*counters_, view_, render, Policy()));
+  last_render_ns_.store(absl::ToInt64Nanoseconds(absl::Now() - started));
+}
+
+std::string Exporter::Scrape() {
+  scrapes_.fetch_add(1, std::memory_order_relaxed);
+  std::shared_ptr<const std::string> body;
+  {
+    absl::MutexLock lock(&mutex_);
+    CheckFreshnessLocked();
+    body = body_;
+  }
+  return *body + ProcessMetrics();
+}
+
+bool Exporter::Ready(std::string* why) {
+  absl::MutexLock lock(&mutex_);
+  CheckFreshnessLocked();
+  if (!view_.engine_up) {
+    *why = "not ready: " + view_.engine_down_reason;
+    return false;
+  }
+  *why = fmt::format("ready: engine {} on node {}, seq {}", view_.tick.instance_id(),
+                     view_.info.node_name(), view_.tick.seq());
+  return true;
+}
+
+absl::Status Exporter::ReloadCounters() {
+  auto counters = LoadCounters(options_.collectors_path);
+  if (!counters.ok()) {
+    reloads_failed_.fetch_add(1, std::memory_order_relaxed);
+    return counters.status();
+  }
+  for (const std::string& warning : counters->warnings) spdlog::warn("{}", warning);
+  absl::MutexLock lock(&mutex_);
+  counters_ = std::make_shared<const Counters>(std::move(*counters));
+  resubscribe_ = true;
+  if (ticks_ != nullptr) ticks_->Cancel();  // resubscribes with the new fields
+  RenderLocked();  // the old tick under the new counters: no empty scrape in between
+  return absl::OkStatus();
+}
+
+std::string Exporter::ProcessMetrics() {
+  std::string out;
+  auto metric = [&](std::string_view name, std::string_view type, std::string_view help,
+                    std::string value) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+  };
+  metric("vigil_exporter_scrapes_total", "counter", "Scrapes of /metrics served.",
+         std::to_string(scrapes_.load()));
+  metric("vigil_exporter_scrape_duration_seconds", "gauge",
+         "How long the previous scrape of /metrics took to answer.",
+         fmt::format("{:f}", last_scrape_ns_.load() / 1e9));
+  metric("vigil_exporter_render_duration_seconds", "gauge",
+         "How long the last rendering of the GPU series took (once per engine tick).",
+         fmt::format("{:f}", last_render_ns_.load() / 1e9));
+  metric("vigil_exporter_engine_reconnects_total", "counter",
+         "Times the exporter got its engine back after losing it.",
+         std::to_string(reconnects_.load()));
+  metric("vigil_exporter_dropped_ticks_total", "counter",
+         "Engine ticks this exporter missed because it read too slowly.",
+         std::to_string(dropped_ticks_.load()));
+  metric("vigil_exporter_counters_reload_failures_total", "counter",
+         "Reloads of --collectors that failed (the previous counters stayed in use).",
+         std::to_string(reloads_failed_.load()));
+  if (pods_ != nullptr) {
+    metric("vigil_exporter_pod_mapping_errors_total", "counter",
+           "Failed refreshes of pod attribution from the kubelet.",
+           std::to_string(pods_->errors()));
+  }
+  return out;
+}
+
+}  // namespace vigil

@@ -1,0 +1,94 @@
+// `vigil exporter`: a Prometheus exporter that is a client of the node's engine. It follows the
+// engine's ticks (with each tick's health verdict) and events, keeps the latest state in memory
+// and renders /metrics once per tick, so a scrape is answered from memory — never a round trip
+// to the engine per scrape, never a stale value: when the engine is unreachable or silent for
+// longer than three ticks, vigil_engine_up is 0, no GPU series are served, /readyz answers 503,
+// and the exporter reconnects by itself (picking up a new engine instance without a restart).
+//
+// Threads: one follows ticks, one follows events, one refreshes pod attribution (--kubernetes),
+// the HTTP pool serves scrapes. `mutex_` guards the view and the rendered body; rendering happens
+// on the tick thread (or on a scrape that finds the data stale), never while holding gRPC calls.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "client/engine_client.h"
+#include "common/http_server.h"
+#include "exporter/counters.h"
+#include "exporter/pod_mapper.h"
+#include "exporter/render.h"
+
+namespace vigil {
+
+struct ExporterOptions {
+  std::string listen = ":9400";
+  std::string collectors_path;               // empty: dcgm-exporter's default list
+  std::string hostname_label = "Hostname";   // or "hostname"
+  std::string hostname;                      // the label's value; empty: no label
+  bool kubernetes = false;
+  PodMapperOptions pods;
+  absl::Duration xid_window = absl::Minutes(5);
+  absl::Duration clock_events_window = absl::Minutes(5);
+};
+
+class Exporter {
+ public:
+  // `client` (owned) reaches the engine. Starts following and serving.
+  static absl::StatusOr<std::unique_ptr<Exporter>> Start(ExporterOptions options,
+                                                         std::unique_ptr<EngineClient> client);
+  ~Exporter();
+
+  int port() const { return http_.port(); }
+  // Re-reads --collectors (SIGHUP). On error the old counters stay and the error is returned;
+  // scrapes keep being answered from the last good render meanwhile.
+  absl::Status ReloadCounters();
+  void Stop();
+
+  // What a scrape of /metrics returns now.
+  std::string Scrape();
+  bool Ready(std::string* why);
+
+ private:
+  Exporter(ExporterOptions options, std::unique_ptr<EngineClient> client, Counters counters);
+  void FollowTicks();
+  void FollowEvents();
+  // Rebuilds the rendered body from the view (caller holds mutex_).
+  void RenderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Marks the engine down if no tick arrived for too long (caller holds mutex_).
+  void CheckFreshnessLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  std::string ProcessMetrics();
+
+  const ExporterOptions options_;
+  std::unique_ptr<EngineClient> client_;
+  std::unique_ptr<PodMapper> pods_;
+  HttpServer http_;
+  std::thread ticks_thread_, events_thread_;
+
+  std::atomic<uint64_t> scrapes_{0}, reconnects_{0}, dropped_ticks_{0}, reloads_failed_{0};
+  std::atomic<int64_t> last_scrape_ns_{0}, last_render_ns_{0};
+
+  absl::Mutex mutex_;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  std::shared_ptr<const Counters> counters_ ABSL_GUARDED_BY(mutex_);
+  bool resubscribe_ ABSL_GUARDED_BY(mutex_) = false;
+  TickSubscription* ticks_ ABSL_GUARDED_BY(mutex_) = nullptr;
+  EventSubscription* events_ ABSL_GUARDED_BY(mutex_) = nullptr;
+  ExporterView view_ ABSL_GUARDED_BY(mutex_);
+  absl::Time last_tick_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
+  absl::Duration stale_after_ ABSL_GUARDED_BY(mutex_) = absl::Seconds(3);
+  // Per GPU: (time, XID) within the XID window; (time, reasons bitmask) within the clock window.
+  std::map<uint32_t, std::deque<std::pair<absl::Time, uint32_t>>> xids_ ABSL_GUARDED_BY(mutex_);
+  std::map<uint32_t, std::deque<std::pair<absl::Time, int64_t>>> clock_events_
+      ABSL_GUARDED_BY(mutex_);
+  std::shared_ptr<const std::string> body_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace vigil

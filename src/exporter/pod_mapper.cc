@@ -1,0 +1,101 @@
+// Implements the kubelet pod-resources client.
+#include "exporter/pod_mapper.h"
+
+#include <pthread.h>
+
+#include "common/status.h"
+#include "fmt/format.h"
+#include "grpcpp/create_channel.h"
+#include "spdlog/spdlog.h"
+
+namespace vigil {
+
+std::map<std::string, PodInfo> MapPods(const ::v1::ListPodResourcesResponse& response,
+                                       size_t* mig_devices) {
+  std::map<std::string, PodInfo> pods;
+  *mig_devices = 0;
+  for (const auto& pod : response.pod_resources()) {
+    for (const auto& container : pod.containers()) {
+      for (const auto& devices : container.devices()) {
+        const std::string& resource = devices.resource_name();
+        if (resource.starts_with("nvidia.com/mig-")) {
+          *mig_devices += devices.device_ids_size();
+          continue;
+        }
+        if (!resource.starts_with("nvidia.com/gpu")) continue;  // also nvidia.com/gpu.shared
+        for (std::string id : devices.device_ids()) {
+          if (const size_t replica = id.find("::"); replica != std::string::npos) id.resize(replica);
+          if (!id.starts_with("GPU-")) continue;
+          pods[id] = PodInfo{pod.name(), pod.namespace_(), container.name()};
+        }
+      }
+    }
+  }
+  return pods;
+}
+
+PodMapper::PodMapper(PodMapperOptions options) : options_(std::move(options)) {
+  stub_ = ::v1::PodResourcesLister::NewStub(grpc::CreateChannel(
+      "unix:" + options_.socket_path, grpc::InsecureChannelCredentials()));
+}
+
+PodMapper::~PodMapper() { Stop(); }
+
+void PodMapper::Start() {
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "vigil-pods");
+    while (true) {
+      (void)Refresh();
+      absl::MutexLock lock(&mutex_);
+      if (mutex_.AwaitWithTimeout(absl::Condition(&stopping_), options_.refresh)) return;
+    }
+  });
+}
+
+void PodMapper::Stop() {
+  {
+    absl::MutexLock lock(&mutex_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status PodMapper::Refresh() {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
+  ::v1::ListPodResourcesResponse response;
+  const grpc::Status status = stub_->List(&context, ::v1::ListPodResourcesRequest(), &response);
+  refreshes_.fetch_add(1, std::memory_order_relaxed);
+  if (!status.ok()) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+    if (!failing_) {
+      spdlog::warn("pod attribution: cannot list pod resources from the kubelet at {} ({}); "
+                   "metrics carry on without pod labels",
+                   options_.socket_path, status.error_message());
+      failing_ = true;
+    }
+    absl::MutexLock lock(&mutex_);
+    pods_.clear();  // never attribute a GPU to a pod we can no longer confirm
+    return absl::UnavailableError(status.error_message());
+  }
+  size_t mig_devices = 0;
+  auto pods = MapPods(response, &mig_devices);
+  if (failing_) {
+    spdlog::info("pod attribution: the kubelet answers again ({} GPU(s) attributed)", pods.size());
+    failing_ = false;
+  }
+  if (mig_devices > 0) {
+    spdlog::debug("pod attribution: {} MIG device(s) seen; MIG attribution is not supported yet",
+                  mig_devices);
+  }
+  absl::MutexLock lock(&mutex_);
+  pods_ = std::move(pods);
+  return absl::OkStatus();
+}
+
+std::map<std::string, PodInfo> PodMapper::Current() const {
+  absl::MutexLock lock(&mutex_);
+  return pods_;
+}
+
+}  // namespace vigil

@@ -1,0 +1,61 @@
+// Which pod, namespace and container each GPU is allocated to, from the kubelet's pod-resources
+// API (v1 List over its Unix socket). Refreshed on its own thread every `refresh` and cached:
+// scrapes never call the kubelet. When the socket is missing or the kubelet is down, metrics
+// carry on without pod labels; a counter and one log line per failure streak say why.
+// Thread-safety: Current() from any thread; Start()/Stop() from the owner.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "exporter/render.h"
+#include "k8s/podresources/v1/api.grpc.pb.h"
+
+namespace vigil {
+
+struct PodMapperOptions {
+  std::string socket_path = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  absl::Duration refresh = absl::Seconds(10);
+  absl::Duration call_timeout = absl::Seconds(5);
+};
+
+// Maps one List response to GPU UUID -> pod. Whole GPUs are matched by UUID (the NVIDIA device
+// plugin's device IDs for nvidia.com/gpu, also with a time-slicing replica suffix "::N"); MIG
+// devices (nvidia.com/mig-*) are counted in *mig_devices, not attributed yet.
+std::map<std::string, PodInfo> MapPods(const ::v1::ListPodResourcesResponse& response,
+                                       size_t* mig_devices);
+
+class PodMapper {
+ public:
+  explicit PodMapper(PodMapperOptions options);
+  ~PodMapper();
+
+  void Start();
+  void Stop();
+  // Refreshes now (the thread calls this); returns how it went.
+  absl::Status Refresh();
+
+  std::map<std::string, PodInfo> Current() const;
+  uint64_t errors() const { return errors_.load(std::memory_order_relaxed); }
+  uint64_t refreshes() const { return refreshes_.load(std::memory_order_relaxed); }
+
+ private:
+  const PodMapperOptions options_;
+  std::unique_ptr<::v1::PodResourcesLister::Stub> stub_;
+  std::thread thread_;
+  std::atomic<uint64_t> errors_{0}, refreshes_{0};
+  bool failing_ = false;  // owned by the refreshing thread: log once per failure streak
+
+  mutable absl::Mutex mutex_;
+  std::map<std::string, PodInfo> pods_ ABSL_GUARDED_BY(mutex_);
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+};
+
+}  // namespace vigil

@@ -1,0 +1,311 @@
+// End-to-end tests of `vigil exporter` with the real binaries on loopback: the scrape's shape and
+// promtool's verdict, a real Prometheus server scraping it, engine loss and return, pod
+// attribution from a fake kubelet, and reloading the counters file.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include "absl/time/clock.h"
+#include "fmt/format.h"
+#include "gmock/gmock.h"
+#include "grpcpp/server_builder.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "k8s/podresources/v1/api.grpc.pb.h"
+#include "nlohmann/json.hpp"
+#include "process.h"
+#include "testing/temp_dir.h"
+
+namespace vigil::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct ExporterProcess {
+  ExporterProcess(const std::string& dir, const std::string& engine,
+                  const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {VigilBinary(), "exporter",   "--engine",    engine,
+                                     "--listen",    "127.0.0.1:0", "--node-name", "node-a"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    process = std::make_unique<Process>(args, dir);
+    if (!process->WaitForStderr("exporter listening on")) return;
+    std::smatch match;
+    const std::string log = process->Stderr();
+    if (std::regex_search(log, match, std::regex("http://127\\.0\\.0\\.1:([0-9]+)/metrics"))) {
+      port = std::stoi(match[1]);
+    }
+  }
+  std::string Get(const std::string& path, int* status = nullptr) const {
+    httplib::Client client("127.0.0.1", port);
+    client.set_read_timeout(5, 0);
+    auto response = client.Get(path.c_str());
+    if (status != nullptr) *status = response ? response->status : -1;
+    return response ? response->body : "";
+  }
+  // Scrapes until `predicate` holds on the body or `timeout` passes; returns the last body.
+  std::string ScrapeUntil(const std::function<bool(const std::string&)>& predicate,
+                          absl::Duration timeout = absl::Seconds(10)) const {
+    const absl::Time deadline = absl::Now() + timeout;
+    std::string body;
+    do {
+      body = Get("/metrics");
+      if (predicate(body)) return body;
+      absl::SleepFor(absl::Milliseconds(50));  // polling a server in another process
+    } while (absl::Now() < deadline);
+    return body;
+  }
+  std::unique_ptr<Process> process;
+  int port = 0;
+};
+
+int CountLines(const std::string& text, const std::string& prefix) {
+  int count = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) count += line.rfind(prefix, 0) == 0;
+  return count;
+}
+
+std::string WriteFile(const TempDir& dir, const std::string& name, const std::string& text) {
+  std::ofstream(dir.File(name)) << text;
+  return dir.File(name);
+}
+
+TEST(ExporterTest, ScrapeHasEveryGpuAndPassesPromtool) {
+  TempDir dir;
+  EngineProcess engine(dir.path(), "n1", 4);
+  ExporterProcess exporter(dir.path(), engine.unix_address);
+  ASSERT_GT(exporter.port, 0) << exporter.process->Stderr();
+  const std::string body =
+      exporter.ScrapeUntil([](const std::string& b) { return b.find("vigil_engine_up 1") != std::string::npos; });
+  const std::string instance =
+      nlohmann::json::parse(RunCommand({VigilBinary(), "info", "--json", "--engine",
+                                        engine.unix_address})
+                                .out)["instance_id"];
+  EXPECT_EQ(CountLines(body, "DCGM_FI_DEV_GPU_TEMP{"), 4);
+  for (int gpu = 0; gpu < 4; ++gpu) {
+    EXPECT_THAT(body, HasSubstr("DCGM_FI_DEV_GPU_TEMP{gpu=\"" + std::to_string(gpu) + "\",UUID=\"GPU-"));
+  }
+  EXPECT_THAT(body, HasSubstr(",Hostname=\"node-a\",DCGM_FI_DRIVER_VERSION=\"580.82.07\"}"));
+  EXPECT_THAT(body, HasSubstr("vigil_engine_up 1\n"));
+  EXPECT_THAT(body, HasSubstr("vigil_engine_info{node=\"n1\",instance_id=\"" + instance + "\""));
+  EXPECT_THAT(body, Not(HasSubstr("DCGM_FI_DEV_VGPU_LICENSE_STATUS{")));  // unsupported: omitted
+  int status = 0;
+  exporter.Get("/readyz", &status);
+  EXPECT_EQ(status, 200);
+
+  // promtool: the text parses. Its only complaints are the naming lints that dcgm-exporter's
+  // own series carry by design (camelCase labels, counters without _total): keeping those names
+  // is what makes this a drop-in. Vigil's own metrics must be lint-clean.
+  const std::string scrape = WriteFile(dir, "scrape.txt", body);
+  auto promtool = RunCommand({"/bin/sh", "-c", "promtool check metrics < " + scrape});
+  EXPECT_TRUE(promtool.exit_code == 0 || promtool.exit_code == 3) << promtool.err << promtool.out;
+  std::istringstream lints(promtool.err + promtool.out);
+  int lint_lines = 0;
+  for (std::string line; std::getline(lints, line);) {
+    if (line.empty()) continue;
+    ++lint_lines;
+    EXPECT_TRUE(line.rfind("DCGM_", 0) == 0) << "lint on a non-DCGM series: " << line;
+    EXPECT_THAT(line, ::testing::AnyOf(HasSubstr("snake_case"), HasSubstr("_total\" suffix"),
+                                       HasSubstr("should not include type")))
+        << line;
+  }
+  EXPECT_GT(lint_lines, 0);
+}
+
+TEST(ExporterTest, RealPrometheusScrapesIt) {
+  TempDir dir;
+  EngineProcess engine(dir.path(), "n1", 3);
+  ExporterProcess exporter(dir.path(), engine.unix_address);
+  ASSERT_GT(exporter.port, 0);
+  const int prometheus_port = FreePort();
+  const std::string config = WriteFile(dir, "prometheus.yml", fmt::format(R"(global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: vigil
+    static_configs:
+      - targets: ['127.0.0.1:{}']
+)", exporter.port));
+  Process prometheus({"/usr/bin/prometheus", "--config.file=" + config,
+                      "--storage.tsdb.path=" + dir.File("tsdb"),
+                      fmt::format("--web.listen-address=127.0.0.1:{}", prometheus_port)},
+                     dir.path());
+  httplib::Client client("127.0.0.1", prometheus_port);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  nlohmann::json result;
+  while (absl::Now() < deadline) {
+    auto response = client.Get("/api/v1/query?query=DCGM_FI_DEV_GPU_TEMP");
+    if (response && response->status == 200) {
+      result = nlohmann::json::parse(response->body)["data"]["result"];
+      if (result.size() == 3) break;
+    }
+    absl::SleepFor(absl::Milliseconds(200));  // Prometheus scrapes on its own schedule
+  }
+  ASSERT_EQ(result.size(), 3u) << prometheus.Stderr();
+  std::set<std::string> gpus;
+  for (const auto& series : result) {
+    gpus.insert(series["metric"]["gpu"].get<std::string>());
+    EXPECT_EQ(series["metric"]["Hostname"], "node-a");
+    EXPECT_THAT(series["metric"]["UUID"].get<std::string>(), ::testing::StartsWith("GPU-"));
+  }
+  EXPECT_EQ(gpus, (std::set<std::string>{"0", "1", "2"}));
+  prometheus.Signal(SIGTERM);
+  prometheus.Wait();
+}
+
+TEST(ExporterTest, EngineLossIsVisibleWithinThreeSecondsAndRecovers) {
+  TempDir dir;
+  auto engine = std::make_unique<EngineProcess>(dir.path(), "n1", 2);
+  ExporterProcess exporter(dir.path(), engine->unix_address);
+  ASSERT_GT(exporter.port, 0);
+  exporter.ScrapeUntil([](const std::string& b) { return b.find("vigil_engine_up 1") != std::string::npos; });
+  const std::string first_instance =
+      nlohmann::json::parse(RunCommand({VigilBinary(), "info", "--json", "--engine",
+                                        engine->unix_address})
+                                .out)["instance_id"];
+
+  engine->process->Signal(SIGKILL);
+  const absl::Time killed = absl::Now();
+  engine->process->Wait();
+  const std::string down = exporter.ScrapeUntil([](const std::string& b) {
+    return b.find("vigil_engine_up 0") != std::string::npos;
+  });
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(3));
+  EXPECT_THAT(down, HasSubstr("vigil_engine_up 0\n"));
+  EXPECT_THAT(down, Not(HasSubstr("DCGM_FI_")));
+  int status = 0;
+  EXPECT_THAT(exporter.Get("/readyz", &status), HasSubstr("not ready"));
+  EXPECT_EQ(status, 503);
+
+  engine = std::make_unique<EngineProcess>(dir.path(), "n1", 2);  // same socket, new instance
+  const std::string back = exporter.ScrapeUntil([&](const std::string& b) {
+    return b.find("vigil_engine_up 1") != std::string::npos &&
+           b.find(first_instance) == std::string::npos;
+  });
+  EXPECT_THAT(back, HasSubstr("vigil_engine_up 1\n"));
+  EXPECT_EQ(CountLines(back, "DCGM_FI_DEV_GPU_TEMP{"), 2);
+  EXPECT_THAT(back, Not(HasSubstr(first_instance)));
+  EXPECT_THAT(back, HasSubstr("vigil_exporter_engine_reconnects_total 1\n"));
+}
+
+// A kubelet that serves pod-resources v1 List from a fixed answer, or fails.
+class FakeKubelet final : public ::v1::PodResourcesLister::Service {
+ public:
+  grpc::Status List(grpc::ServerContext*, const ::v1::ListPodResourcesRequest*,
+                    ::v1::ListPodResourcesResponse* response) override {
+    ++calls;
+    *response = answer;
+    return grpc::Status::OK;
+  }
+  std::atomic<int> calls{0};
+  ::v1::ListPodResourcesResponse answer;
+};
+
+TEST(ExporterTest, PodAttributionFromTheKubeletAndWithoutIt) {
+  TempDir dir;
+  EngineProcess engine(dir.path(), "n1", 2);
+  const auto gpus = nlohmann::json::parse(
+      RunCommand({VigilBinary(), "discovery", "--json", "--engine", engine.unix_address}).out)["gpus"];
+  const std::string uuid1 = gpus[1]["uuid"];
+
+  FakeKubelet kubelet;
+  auto* pod = kubelet.answer.add_pod_resources();
+  pod->set_name("train-0");
+  pod->set_namespace_("ml");
+  auto* container = pod->add_containers();
+  container->set_name("trainer");
+  auto* devices = container->add_devices();
+  devices->set_resource_name("nvidia.com/gpu");
+  devices->add_device_ids(uuid1);
+  auto* cpu_only = kubelet.answer.add_pod_resources();
+  cpu_only->set_name("web");
+  cpu_only->set_namespace_("default");
+  const std::string socket = dir.File("kubelet.sock");
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
+  builder.RegisterService(&kubelet);
+  auto server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+
+  ExporterProcess exporter(dir.path(), engine.unix_address,
+                           {"--kubernetes", "--pod-resources-socket", socket, "--pod-refresh", "1s"});
+  ASSERT_GT(exporter.port, 0);
+  const std::string body = exporter.ScrapeUntil(
+      [](const std::string& b) { return b.find("pod=\"train-0\"") != std::string::npos; });
+  EXPECT_THAT(body, HasSubstr("DCGM_FI_DEV_GPU_TEMP{gpu=\"1\",UUID=\"" + uuid1));
+  EXPECT_THAT(body, HasSubstr(",container=\"trainer\",namespace=\"ml\",pod=\"train-0\"}"));
+  EXPECT_EQ(CountLines(body, "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\"") , 1);
+  EXPECT_THAT(body, Not(HasSubstr("gpu=\"0\",UUID=\"" + gpus[0]["uuid"].get<std::string>() +
+                                  "\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\","
+                                  "modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-a\","
+                                  "DCGM_FI_DRIVER_VERSION=\"580.82.07\",container")));
+  // Scrapes never call the kubelet: far fewer calls than scrapes.
+  for (int i = 0; i < 20; ++i) exporter.Get("/metrics");
+  EXPECT_LT(kubelet.calls.load(), 10);
+
+  // The kubelet goes away: metrics continue without pod labels, and a counter says why.
+  server->Shutdown();
+  server.reset();
+  const std::string without = exporter.ScrapeUntil([](const std::string& b) {
+    return b.find("pod=\"train-0\"") == std::string::npos &&
+           b.find("vigil_exporter_pod_mapping_errors_total 0\n") == std::string::npos;
+  });
+  EXPECT_THAT(without, Not(HasSubstr("pod=\"train-0\"")));
+  EXPECT_EQ(CountLines(without, "DCGM_FI_DEV_GPU_TEMP{"), 2);
+  EXPECT_TRUE(exporter.process->WaitForStderr("cannot list pod resources from the kubelet"));
+}
+
+TEST(ExporterTest, SighupReloadsTheCountersWithoutAnEmptyScrape) {
+  TempDir dir;
+  EngineProcess engine(dir.path(), "n1", 1);
+  const std::string csv =
+      WriteFile(dir, "counters.csv", "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n");
+  ExporterProcess exporter(dir.path(), engine.unix_address, {"-f", csv});
+  ASSERT_GT(exporter.port, 0);
+  exporter.ScrapeUntil([](const std::string& b) { return b.find("DCGM_FI_DEV_GPU_TEMP{") != std::string::npos; });
+  EXPECT_THAT(exporter.Get("/metrics"), Not(HasSubstr("DCGM_FI_DEV_POWER_USAGE")));
+
+  WriteFile(dir, "counters.csv",
+            "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n"
+            "DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).\n");
+  exporter.process->Signal(SIGHUP);
+  const std::string reloaded = exporter.ScrapeUntil([](const std::string& b) {
+    return b.find("DCGM_FI_DEV_POWER_USAGE{") != std::string::npos;
+  });
+  EXPECT_THAT(reloaded, HasSubstr("DCGM_FI_DEV_POWER_USAGE{"));
+  EXPECT_THAT(reloaded, HasSubstr("DCGM_FI_DEV_GPU_TEMP{"));
+
+  WriteFile(dir, "counters.csv", "DCGM_FI_DEV_GPU_TMP, gauge, typo\n");
+  exporter.process->Signal(SIGHUP);
+  ASSERT_TRUE(exporter.process->WaitForStderr("keeping the previous counters"));
+  EXPECT_THAT(exporter.process->Stderr(), HasSubstr("counters.csv:1: unknown field"));
+  const std::string kept = exporter.Get("/metrics");
+  EXPECT_THAT(kept, HasSubstr("DCGM_FI_DEV_POWER_USAGE{"));
+  EXPECT_THAT(kept, HasSubstr("vigil_exporter_counters_reload_failures_total 1\n"));
+}
+
+TEST(ExporterTest, BadFlagsAndFilesAreRefused) {
+  TempDir dir;
+  const std::string bad = WriteFile(dir, "bad.csv", "DCGM_FI_DEV_GPU_TEMP, gage, x\n");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"exporter", "-f", bad}, "bad.csv:1: unknown Prometheus type 'gage'"},
+      {{"exporter", "-f", dir.File("missing.csv")}, "cannot read"},
+      {{"exporter", "--hostname-label", "host"}, "--hostname-label"},
+      {{"exporter", "--listen", "nonsense"}, "--listen"},
+      {{"exporter", "--xid-window", "0s"}, "--xid-window"},
+      {{"exporter", "--engine", "nowhere"}, "--engine"},
+  };
+  for (const auto& [args, expected] : cases) {
+    std::vector<std::string> argv = {VigilBinary()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto result = RunCommand(argv);
+    EXPECT_EQ(result.exit_code, 2) << expected << ": " << result.err;
+    EXPECT_THAT(result.err, HasSubstr(expected));
+  }
+}
+
+}  // namespace
+}  // namespace vigil::testing
