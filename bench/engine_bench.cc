@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "engine/server.h"
 #include "engine/tick_loop.h"
+#include "exporter/render.h"
 #include "fields/catalogue.h"
 
 namespace vigil {
@@ -310,6 +311,65 @@ void BM_Xid79ToHealthFail(benchmark::State& state) {
   (void)!std::system(cleanup.c_str());
 }
 BENCHMARK(BM_Xid79ToHealthFail)->Iterations(1)->Unit(benchmark::kSecond);
+
+// One render of /metrics. Arg: GPUs; the second arg picks the counters: 0 = dcgm-exporter's
+// default list, 1 = 40 numeric fields (the larger deployment the issue sizes).
+void BM_ExporterRender(benchmark::State& state) {
+  const uint32_t gpu_count = static_cast<uint32_t>(state.range(0));
+  std::string csv(DefaultCountersCsv());
+  if (state.range(1) == 1) {
+    csv.clear();
+    int added = 0;
+    for (const FieldInfo& field : AllFields()) {
+      if (field.type == FieldType::kString || added == 40) continue;
+      csv += fmt::format("{}, {}, {}\n", field.name, field.cumulative ? "counter" : "gauge",
+                         field.help);
+      ++added;
+    }
+    csv += "DCGM_FI_DRIVER_VERSION, label, Driver Version\n";
+  }
+  auto counters = ParseCounters(csv, "bench");
+  ExporterView view;
+  view.engine_up = true;
+  view.info.set_node_name("bench");
+  view.tick.set_instance_id("0123456789abcdef0123456789abcdef");
+  view.tick.set_seq(1234);
+  for (uint32_t i = 0; i < gpu_count; ++i) {
+    v1::Gpu& gpu = view.gpus.emplace_back();
+    gpu.set_index(i);
+    gpu.set_uuid(fmt::format("GPU-{:08x}-aaaa-bbbb-cccc-dddddddddddd", i));
+    gpu.set_pci_bus_id(fmt::format("00000000:{:02X}:00.0", i));
+    gpu.set_device(fmt::format("nvidia{}", i));
+    gpu.set_name("NVIDIA H100 80GB HBM3");
+    for (FieldId id : counters->FieldIds()) {
+      v1::FieldValue* value = view.tick.add_values();
+      value->set_gpu(i);
+      value->set_field_id(id);
+      value->set_status(v1::VALUE_STATUS_OK);
+      switch (FindField(id)->type) {
+        case FieldType::kInt64:
+          value->set_int_value(1000 + id);
+          break;
+        case FieldType::kDouble:
+          value->set_double_value(0.5 + id);
+          break;
+        case FieldType::kString:
+          value->set_string_value("580.82.07");
+          break;
+      }
+    }
+  }
+  const HealthPolicy policy = DefaultHealthPolicy();
+  size_t bytes = 0;
+  for (auto _ : state) {
+    std::string text = RenderMetrics(*counters, view, {.hostname = "node-1"}, policy);
+    bytes = text.size();
+    benchmark::DoNotOptimize(text);
+  }
+  state.counters["bytes"] = static_cast<double>(bytes);
+  state.counters["series_fields"] = static_cast<double>(counters->counters.size());
+}
+BENCHMARK(BM_ExporterRender)->Args({8, 0})->Args({64, 1})->Unit(benchmark::kMicrosecond);
 
 double RssMiB() {
   std::ifstream status("/proc/self/status");

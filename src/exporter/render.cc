@@ -1,81 +1,90 @@
-// Implements the /metrics renderer.
+// Implements the /metrics renderer. Built for speed (it runs once per engine tick): label text is
+// precomputed per GPU and samples are appended into one buffer.
 #include "exporter/render.h"
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 #include "fmt/format.h"
 
 namespace vigil {
 namespace {
 
-std::string FormatDouble(double value) {
-  if (std::isnan(value)) return "NaN";
-  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
-  return fmt::format("{:f}", value);
+void AppendDouble(std::string* out, double value) {
+  if (std::isnan(value)) {
+    out->append("NaN");
+  } else if (std::isinf(value)) {
+    out->append(value > 0 ? "+Inf" : "-Inf");
+  } else {
+    fmt::format_to(std::back_inserter(*out), "{:f}", value);
+  }
 }
 
 // The value part of a sample, or "" when there is nothing to report (not supported, lost...).
 std::string FormatValue(const v1::FieldValue& value) {
   if (value.status() != v1::VALUE_STATUS_OK) return "";
+  std::string text;
   switch (value.value_case()) {
     case v1::FieldValue::kIntValue:
-      return std::to_string(value.int_value());
+      fmt::format_to(std::back_inserter(text), "{}", value.int_value());
+      break;
     case v1::FieldValue::kDoubleValue:
-      return FormatDouble(value.double_value());
+      AppendDouble(&text, value.double_value());
+      break;
     case v1::FieldValue::kStringValue:
-      return value.string_value();
+      text = value.string_value();
+      break;
     default:
-      return "";
+      break;
   }
+  return text;
 }
 
-// Builds the label sets of one GPU's samples in dcgm-exporter's order: the identity labels, then
-// the "labels" (label fields and metric-specific labels) sorted bytewise, then the "attributes"
-// (pod, namespace, container, err_code, err_msg) sorted bytewise.
-class GpuLabels {
- public:
-  GpuLabels(const v1::Gpu& gpu, const RenderOptions& options,
-            const std::map<std::string, std::string>& label_fields, const PodInfo* pod) {
-    prefix_ =
-        fmt::format("gpu=\"{}\",UUID=\"{}\",pci_bus_id=\"{}\",device=\"{}\",modelName=\"{}\"",
-                    gpu.index(), EscapeLabelValue(gpu.uuid()), EscapeLabelValue(gpu.pci_bus_id()),
-                    EscapeLabelValue(gpu.device()), EscapeLabelValue(gpu.name()));
-    if (!options.hostname.empty()) {
-      prefix_ +=
-          fmt::format(",{}=\"{}\"", options.hostname_label, EscapeLabelValue(options.hostname));
-    }
-    labels_ = label_fields;
-    if (pod != nullptr) {
-      attributes_ = {
-          {"container", pod->container}, {"namespace", pod->namespace_name}, {"pod", pod->pod}};
+// Appends ,NAME="VALUE" with the value escaped for the text format.
+void AppendLabel(std::string* out, std::string_view name, std::string_view value) {
+  out->push_back(',');
+  out->append(name);
+  out->append("=\"");
+  for (char c : value) {
+    if (c == '\\') {
+      out->append("\\\\");
+    } else if (c == '"') {
+      out->append("\\\"");
+    } else if (c == '\n') {
+      out->append("\\n");
+    } else {
+      out->push_back(c);
     }
   }
+  out->push_back('"');
+}
 
-  // "{...}" with `extra_labels` merged into the sorted labels and `extra_attributes` into the
-  // attributes.
-  std::string Render(const std::map<std::string, std::string>& extra_labels = {},
-                     const std::map<std::string, std::string>& extra_attributes = {}) const {
-    std::string out = "{" + prefix_;
-    auto append = [&](const std::map<std::string, std::string>& base,
-                      const std::map<std::string, std::string>& extra) {
-      std::map<std::string, std::string> merged = base;
-      for (const auto& [key, value] : extra) merged[key] = value;
-      for (const auto& [key, value] : merged) {
-        out += fmt::format(",{}=\"{}\"", key, EscapeLabelValue(value));
-      }
-    };
-    append(labels_, extra_labels);
-    append(attributes_, extra_attributes);
-    out += "}";
-    return out;
-  }
-
- private:
-  std::string prefix_;
-  std::map<std::string, std::string> labels_;
-  std::map<std::string, std::string> attributes_;
+// The label text of one GPU's samples in dcgm-exporter's order: the identity labels, then the
+// "labels" (label fields, then metric-specific labels) sorted bytewise, then the "attributes"
+// (container, err_code, err_msg, namespace, pod) sorted bytewise. Label fields are DCGM_* names,
+// which sort before every (lower-case) metric-specific label, so the pieces are precomputed once
+// per GPU and concatenated per sample.
+struct GpuLabels {
+  std::string head;               // "{gpu=...,...,Hostname=...,DCGM_FI_DRIVER_VERSION=..."
+  std::string container;          // ",container=..." or ""
+  std::string namespace_and_pod;  // ",namespace=...,pod=..." or ""
 };
+
+// One sample: NAME{labels[,extra labels][,container][,extra attributes][,namespace,pod]} VALUE
+void AppendSample(std::string* out, std::string_view name, const GpuLabels& labels,
+                  std::string_view extra_labels, std::string_view extra_attributes,
+                  std::string_view value) {
+  out->append(name);
+  out->append(labels.head);
+  out->append(extra_labels);
+  out->append(labels.container);
+  out->append(extra_attributes);
+  out->append(labels.namespace_and_pod);
+  out->append("} ");
+  out->append(value);
+  out->push_back('\n');
+}
 
 // The DCGM health watch names dcgm-exporter reports, for Vigil's systems.
 std::string_view WatchName(std::string_view system) {
@@ -103,32 +112,21 @@ int HealthValue(v1::HealthStatus status) {
 }
 
 void Header(std::string* out, std::string_view name, std::string_view type, std::string_view help) {
-  *out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  fmt::format_to(std::back_inserter(*out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
 }  // namespace
 
 std::string EscapeLabelValue(std::string_view value) {
   std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
+  AppendLabel(&out, "", value);  // ,="..."
+  return out.substr(3, out.size() - 4);
 }
 
 const std::vector<std::pair<int64_t, std::string>>& ClockEventNames() {
   static const auto* const names = new std::vector<std::pair<int64_t, std::string>>{
-      {0x1, "gpu_idle"},    {0x2, "clocks_setting"},  {0x4, "power_cap"},
-      {0x8, "hw_slowdown"}, {0x10, "sync_boost"},     {0x20, "sw_thermal"},
+      {0x1, "gpu_idle"},    {0x2, "clocks_setting"}, {0x4, "power_cap"},
+      {0x8, "hw_slowdown"}, {0x10, "sync_boost"},    {0x20, "sw_thermal"},
       {0x40, "hw_thermal"}, {0x80, "hw_power_brake"}, {0x100, "display_clocks"}};
   return *names;
 }
@@ -136,89 +134,118 @@ const std::vector<std::pair<int64_t, std::string>>& ClockEventNames() {
 std::string RenderMetrics(const Counters& counters, const ExporterView& view,
                           const RenderOptions& options, const HealthPolicy& policy) {
   std::string out;
-  out.reserve(16 * 1024);
+  out.reserve(view.gpus.size() * counters.counters.size() * 260 + 4096);
   if (view.engine_up) {
-    // Values by (gpu, field).
-    std::map<std::pair<uint32_t, uint32_t>, const v1::FieldValue*> values;
-    for (const v1::FieldValue& value : view.tick.values()) {
-      values[{value.gpu(), value.field_id()}] = &value;
-    }
-    // Per GPU: its label rows (label-type counters with a value), and its label builder.
-    std::vector<GpuLabels> labels;
-    for (const v1::Gpu& gpu : view.gpus) {
-      std::map<std::string, std::string> label_fields;
-      for (const Counter& counter : counters.counters) {
-        if (!counter.is_label()) continue;
-        auto it = values.find({gpu.index(), counter.field->id});
-        if (it == values.end()) continue;
-        const std::string text = FormatValue(*it->second);
-        if (!text.empty()) label_fields[counter.name] = text;
+    // The values by (GPU position, counter position), in one pass over the tick.
+    const size_t gpus = view.gpus.size(), width = counters.counters.size();
+    std::unordered_map<uint32_t, size_t> gpu_position;
+    for (size_t g = 0; g < gpus; ++g) gpu_position[view.gpus[g].index()] = g;
+    std::unordered_map<FieldId, std::vector<size_t>> counter_positions;
+    for (size_t c = 0; c < width; ++c) {
+      if (counters.counters[c].field != nullptr) {
+        counter_positions[counters.counters[c].field->id].push_back(c);
       }
-      auto pod = view.pods.find(gpu.uuid());
-      labels.emplace_back(gpu, options, label_fields,
-                          pod != view.pods.end() ? &pod->second : nullptr);
+    }
+    std::vector<const v1::FieldValue*> values(gpus * width, nullptr);
+    for (const v1::FieldValue& value : view.tick.values()) {
+      auto g = gpu_position.find(value.gpu());
+      auto c = counter_positions.find(value.field_id());
+      if (g == gpu_position.end() || c == counter_positions.end()) continue;
+      for (size_t position : c->second) values[g->second * width + position] = &value;
+    }
+    // Per GPU: the label text, with its label fields and pod.
+    std::vector<GpuLabels> labels(gpus);
+    for (size_t g = 0; g < gpus; ++g) {
+      const v1::Gpu& gpu = view.gpus[g];
+      std::string& head = labels[g].head;
+      fmt::format_to(std::back_inserter(head), "{{gpu=\"{}\"", gpu.index());
+      AppendLabel(&head, "UUID", gpu.uuid());
+      AppendLabel(&head, "pci_bus_id", gpu.pci_bus_id());
+      AppendLabel(&head, "device", gpu.device());
+      AppendLabel(&head, "modelName", gpu.name());
+      if (!options.hostname.empty()) AppendLabel(&head, options.hostname_label, options.hostname);
+      std::map<std::string_view, std::string> label_fields;  // sorted by name
+      for (size_t c = 0; c < width; ++c) {
+        const Counter& counter = counters.counters[c];
+        const v1::FieldValue* value = values[g * width + c];
+        if (!counter.is_label() || value == nullptr) continue;
+        std::string text = FormatValue(*value);
+        if (!text.empty()) label_fields[counter.name] = std::move(text);
+      }
+      for (const auto& [name, text] : label_fields) AppendLabel(&head, name, text);
+      if (auto pod = view.pods.find(gpu.uuid()); pod != view.pods.end()) {
+        AppendLabel(&labels[g].container, "container", pod->second.container);
+        AppendLabel(&labels[g].namespace_and_pod, "namespace", pod->second.namespace_name);
+        AppendLabel(&labels[g].namespace_and_pod, "pod", pod->second.pod);
+      }
     }
 
-    for (const Counter& counter : counters.counters) {
+    std::string rows, extra, attributes;
+    for (size_t c = 0; c < width; ++c) {
+      const Counter& counter = counters.counters[c];
       if (counter.is_label()) continue;
-      std::string rows;
+      rows.clear();
       if (counter.field != nullptr) {
-        for (size_t g = 0; g < view.gpus.size(); ++g) {
-          auto it = values.find({view.gpus[g].index(), counter.field->id});
-          if (it == values.end()) continue;
-          const std::string text = FormatValue(*it->second);
+        const bool xid_field = counter.field->id == fid::kXidErrors;
+        for (size_t g = 0; g < gpus; ++g) {
+          const v1::FieldValue* value = values[g * width + c];
+          if (value == nullptr) continue;
+          const std::string text = FormatValue(*value);
           if (text.empty()) continue;  // unsupported or unreadable: omitted, never zero
-          std::map<std::string, std::string> attributes;
-          if (counter.field->id == fid::kXidErrors) {
-            const int64_t xid = it->second->int_value();
-            attributes["err_code"] = std::to_string(xid);
-            attributes["err_msg"] = xid == 0 ? "No Error"
-                                    : policy.xids.contains(static_cast<uint32_t>(xid))
-                                        ? policy.RuleFor(static_cast<uint32_t>(xid)).meaning
-                                        : "Unknown Error";
+          attributes.clear();
+          if (xid_field) {
+            const int64_t xid = value->int_value();
+            AppendLabel(&attributes, "err_code", text);
+            AppendLabel(&attributes, "err_msg",
+                        xid == 0 ? "No Error"
+                        : policy.xids.contains(static_cast<uint32_t>(xid))
+                            ? policy.RuleFor(static_cast<uint32_t>(xid)).meaning
+                            : "Unknown Error");
           }
-          rows += fmt::format("{}{} {}\n", counter.name, labels[g].Render({}, attributes), text);
+          AppendSample(&rows, counter.name, labels[g], "", attributes, text);
         }
       } else if (*counter.exporter == ExporterMetric::kXidErrorsCount) {
-        const std::string window = std::to_string(options.xid_window_ms);
-        for (size_t g = 0; g < view.gpus.size(); ++g) {
+        std::string window;
+        AppendLabel(&window, "window_size_in_ms", std::to_string(options.xid_window_ms));
+        for (size_t g = 0; g < gpus; ++g) {
           auto counts = view.xid_counts.find(view.gpus[g].index());
           if (counts == view.xid_counts.end() || counts->second.empty()) {
-            rows += fmt::format("{}{} 0\n", counter.name,
-                                labels[g].Render({{"window_size_in_ms", window}}));
+            AppendSample(&rows, counter.name, labels[g], window, "", "0");
             continue;
           }
           for (const auto& [xid, count] : counts->second) {
-            rows += fmt::format(
-                "{}{} {}\n", counter.name,
-                labels[g].Render({{"window_size_in_ms", window}, {"xid", std::to_string(xid)}}),
-                count);
+            extra = window;
+            AppendLabel(&extra, "xid", std::to_string(xid));
+            AppendSample(&rows, counter.name, labels[g], extra, "", std::to_string(count));
           }
         }
       } else if (*counter.exporter == ExporterMetric::kClockEventsCount) {
-        const std::string window = std::to_string(options.clock_events_window_ms);
-        for (size_t g = 0; g < view.gpus.size(); ++g) {
+        std::string window;
+        AppendLabel(&window, "window_size_in_ms", std::to_string(options.clock_events_window_ms));
+        for (size_t g = 0; g < gpus; ++g) {
           auto counts = view.clock_event_counts.find(view.gpus[g].index());
           if (counts == view.clock_event_counts.end()) continue;
           for (const auto& [bit, name] : ClockEventNames()) {
             auto count = counts->second.find(name);
             if (count == counts->second.end()) continue;
-            rows += fmt::format(
-                "{}{} {}\n", counter.name,
-                labels[g].Render({{"clock_event", name}, {"window_size_in_ms", window}}),
-                count->second);
+            extra.clear();
+            AppendLabel(&extra, "clock_event", name);
+            extra += window;
+            AppendSample(&rows, counter.name, labels[g], extra, "", std::to_string(count->second));
           }
         }
       } else if (*counter.exporter == ExporterMetric::kGpuHealthStatus) {
-        for (size_t g = 0; g < view.gpus.size(); ++g) {
+        for (size_t g = 0; g < gpus; ++g) {
           for (const v1::GpuHealth& gpu : view.tick.health().gpus()) {
             if (gpu.gpu() != view.gpus[g].index()) continue;
-            auto row = [&](std::string_view watch, v1::HealthStatus status, std::string_view code) {
+            auto row = [&](std::string_view watch, v1::HealthStatus status,
+                           std::string_view code) {
               if (HealthValue(status) < 0) return;  // UNKNOWN has no DCGM value: left out
-              rows += fmt::format("{}{} {}\n", counter.name,
-                                  labels[g].Render({{"health_error_code", std::string(code)},
-                                                    {"health_watch", std::string(watch)}}),
-                                  HealthValue(status));
+              extra.clear();
+              AppendLabel(&extra, "health_error_code", code);
+              AppendLabel(&extra, "health_watch", watch);
+              AppendSample(&rows, counter.name, labels[g], extra, "",
+                           std::to_string(HealthValue(status)));
             };
             // The worst incident's code per system, DCGM_FR_OK when there is none.
             std::string overall_code = "DCGM_FR_OK";
