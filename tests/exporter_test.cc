@@ -28,7 +28,7 @@ using ::testing::Not;
 struct ExporterProcess {
   ExporterProcess(const std::string& dir, const std::string& engine,
                   const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {VigilBinary(), "exporter",   "--engine",    engine,
+    std::vector<std::string> args = {VigilBinary(), "exporter",    "--engine",    engine,
                                      "--listen",    "127.0.0.1:0", "--node-name", "node-a"};
     args.insert(args.end(), extra.begin(), extra.end());
     process = std::make_unique<Process>(args, dir);
@@ -79,15 +79,15 @@ TEST(ExporterTest, ScrapeHasEveryGpuAndPassesPromtool) {
   EngineProcess engine(dir.path(), "n1", 4);
   ExporterProcess exporter(dir.path(), engine.unix_address);
   ASSERT_GT(exporter.port, 0) << exporter.process->Stderr();
-  const std::string body =
-      exporter.ScrapeUntil([](const std::string& b) { return b.find("vigil_engine_up 1") != std::string::npos; });
-  const std::string instance =
-      nlohmann::json::parse(RunCommand({VigilBinary(), "info", "--json", "--engine",
-                                        engine.unix_address})
-                                .out)["instance_id"];
+  const std::string body = exporter.ScrapeUntil(
+      [](const std::string& b) { return b.find("vigil_engine_up 1") != std::string::npos; });
+  const std::string instance = nlohmann::json::parse(
+      RunCommand({VigilBinary(), "info", "--json", "--engine", engine.unix_address})
+          .out)["instance_id"];
   EXPECT_EQ(CountLines(body, "DCGM_FI_DEV_GPU_TEMP{"), 4);
   for (int gpu = 0; gpu < 4; ++gpu) {
-    EXPECT_THAT(body, HasSubstr("DCGM_FI_DEV_GPU_TEMP{gpu=\"" + std::to_string(gpu) + "\",UUID=\"GPU-"));
+    EXPECT_THAT(body,
+                HasSubstr("DCGM_FI_DEV_GPU_TEMP{gpu=\"" + std::to_string(gpu) + "\",UUID=\"GPU-"));
   }
   EXPECT_THAT(body, HasSubstr(",Hostname=\"node-a\",DCGM_FI_DRIVER_VERSION=\"580.82.07\"}"));
   EXPECT_THAT(body, HasSubstr("vigil_engine_up 1\n"));
@@ -122,17 +122,19 @@ TEST(ExporterTest, RealPrometheusScrapesIt) {
   ExporterProcess exporter(dir.path(), engine.unix_address);
   ASSERT_GT(exporter.port, 0);
   const int prometheus_port = FreePort();
-  const std::string config = WriteFile(dir, "prometheus.yml", fmt::format(R"(global:
+  const std::string config = WriteFile(dir, "prometheus.yml",
+                                       fmt::format(R"(global:
   scrape_interval: 1s
 scrape_configs:
   - job_name: vigil
     static_configs:
       - targets: ['127.0.0.1:{}']
-)", exporter.port));
-  Process prometheus({"/usr/bin/prometheus", "--config.file=" + config,
-                      "--storage.tsdb.path=" + dir.File("tsdb"),
-                      fmt::format("--web.listen-address=127.0.0.1:{}", prometheus_port)},
-                     dir.path());
+)",
+                                                   exporter.port));
+  Process prometheus(
+      {"/usr/bin/prometheus", "--config.file=" + config, "--storage.tsdb.path=" + dir.File("tsdb"),
+       fmt::format("--web.listen-address=127.0.0.1:{}", prometheus_port)},
+      dir.path());
   httplib::Client client("127.0.0.1", prometheus_port);
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   nlohmann::json result;
@@ -161,18 +163,17 @@ TEST(ExporterTest, EngineLossIsVisibleWithinThreeSecondsAndRecovers) {
   auto engine = std::make_unique<EngineProcess>(dir.path(), "n1", 2);
   ExporterProcess exporter(dir.path(), engine->unix_address);
   ASSERT_GT(exporter.port, 0);
-  exporter.ScrapeUntil([](const std::string& b) { return b.find("vigil_engine_up 1") != std::string::npos; });
-  const std::string first_instance =
-      nlohmann::json::parse(RunCommand({VigilBinary(), "info", "--json", "--engine",
-                                        engine->unix_address})
-                                .out)["instance_id"];
+  exporter.ScrapeUntil(
+      [](const std::string& b) { return b.find("vigil_engine_up 1") != std::string::npos; });
+  const std::string first_instance = nlohmann::json::parse(
+      RunCommand({VigilBinary(), "info", "--json", "--engine", engine->unix_address})
+          .out)["instance_id"];
 
   engine->process->Signal(SIGKILL);
   const absl::Time killed = absl::Now();
   engine->process->Wait();
-  const std::string down = exporter.ScrapeUntil([](const std::string& b) {
-    return b.find("vigil_engine_up 0") != std::string::npos;
-  });
+  const std::string down = exporter.ScrapeUntil(
+      [](const std::string& b) { return b.find("vigil_engine_up 0") != std::string::npos; });
   EXPECT_LT(absl::Now() - killed, absl::Seconds(3));
   EXPECT_THAT(down, HasSubstr("vigil_engine_up 0\n"));
   EXPECT_THAT(down, Not(HasSubstr("DCGM_FI_")));
@@ -208,7 +209,8 @@ TEST(ExporterTest, PodAttributionFromTheKubeletAndWithoutIt) {
   TempDir dir;
   EngineProcess engine(dir.path(), "n1", 2);
   const auto gpus = nlohmann::json::parse(
-      RunCommand({VigilBinary(), "discovery", "--json", "--engine", engine.unix_address}).out)["gpus"];
+      RunCommand({VigilBinary(), "discovery", "--json", "--engine", engine.unix_address})
+          .out)["gpus"];
   const std::string uuid1 = gpus[1]["uuid"];
 
   FakeKubelet kubelet;
@@ -230,14 +232,15 @@ TEST(ExporterTest, PodAttributionFromTheKubeletAndWithoutIt) {
   auto server = builder.BuildAndStart();
   ASSERT_NE(server, nullptr);
 
-  ExporterProcess exporter(dir.path(), engine.unix_address,
-                           {"--kubernetes", "--pod-resources-socket", socket, "--pod-refresh", "1s"});
+  ExporterProcess exporter(
+      dir.path(), engine.unix_address,
+      {"--kubernetes", "--pod-resources-socket", socket, "--pod-refresh", "1s"});
   ASSERT_GT(exporter.port, 0);
   const std::string body = exporter.ScrapeUntil(
       [](const std::string& b) { return b.find("pod=\"train-0\"") != std::string::npos; });
   EXPECT_THAT(body, HasSubstr("DCGM_FI_DEV_GPU_TEMP{gpu=\"1\",UUID=\"" + uuid1));
   EXPECT_THAT(body, HasSubstr(",container=\"trainer\",namespace=\"ml\",pod=\"train-0\"}"));
-  EXPECT_EQ(CountLines(body, "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\"") , 1);
+  EXPECT_EQ(CountLines(body, "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\""), 1);
   EXPECT_THAT(body, Not(HasSubstr("gpu=\"0\",UUID=\"" + gpus[0]["uuid"].get<std::string>() +
                                   "\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\","
                                   "modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-a\","
@@ -265,16 +268,16 @@ TEST(ExporterTest, SighupReloadsTheCountersWithoutAnEmptyScrape) {
       WriteFile(dir, "counters.csv", "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n");
   ExporterProcess exporter(dir.path(), engine.unix_address, {"-f", csv});
   ASSERT_GT(exporter.port, 0);
-  exporter.ScrapeUntil([](const std::string& b) { return b.find("DCGM_FI_DEV_GPU_TEMP{") != std::string::npos; });
+  exporter.ScrapeUntil(
+      [](const std::string& b) { return b.find("DCGM_FI_DEV_GPU_TEMP{") != std::string::npos; });
   EXPECT_THAT(exporter.Get("/metrics"), Not(HasSubstr("DCGM_FI_DEV_POWER_USAGE")));
 
   WriteFile(dir, "counters.csv",
             "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n"
             "DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).\n");
   exporter.process->Signal(SIGHUP);
-  const std::string reloaded = exporter.ScrapeUntil([](const std::string& b) {
-    return b.find("DCGM_FI_DEV_POWER_USAGE{") != std::string::npos;
-  });
+  const std::string reloaded = exporter.ScrapeUntil(
+      [](const std::string& b) { return b.find("DCGM_FI_DEV_POWER_USAGE{") != std::string::npos; });
   EXPECT_THAT(reloaded, HasSubstr("DCGM_FI_DEV_POWER_USAGE{"));
   EXPECT_THAT(reloaded, HasSubstr("DCGM_FI_DEV_GPU_TEMP{"));
 

@@ -73,8 +73,8 @@ int RunExporter(const ExporterFlags& flags) {
   int signal_number;
   while ((signal_number = signals.Wait()) == SIGHUP) {
     if (absl::Status reloaded = (*exporter)->ReloadCounters(); reloaded.ok()) {
-      spdlog::info("SIGHUP: reloaded {}", flags.collectors.empty() ? "the default counters"
-                                                                    : flags.collectors);
+      spdlog::info("SIGHUP: reloaded {}",
+                   flags.collectors.empty() ? "the default counters" : flags.collectors);
     } else {
       spdlog::error("SIGHUP: {}; keeping the previous counters", MessageOf(reloaded));
     }
@@ -98,24 +98,26 @@ CommandRunner AddExporterCommand(CLI::App* parent) {
       ->capture_default_str();
   command->add_option("-f,--collectors", flags->collectors,
                       "Counters file in dcgm-exporter's CSV format (default: its default list)");
-  command->add_option("--hostname-label", flags->hostname_label,
-                      "Spelling of the node label: Hostname (dcgm-exporter <= 4.8.2) or hostname")
+  command
+      ->add_option("--hostname-label", flags->hostname_label,
+                   "Spelling of the node label: Hostname (dcgm-exporter <= 4.8.2) or hostname")
       ->check(CLI::IsMember({"Hostname", "hostname"}))
       ->capture_default_str();
   command->add_option("--node-name", flags->node_name,
                       "Value of the Hostname label (default: $NODE_NAME, else the host name)");
   command->add_flag("-k,--kubernetes", flags->kubernetes,
                     "Add pod, namespace and container labels from the kubelet");
-  command->add_option("--pod-resources-socket", flags->pod_resources_socket,
-                      "The kubelet's pod-resources socket")
+  command
+      ->add_option("--pod-resources-socket", flags->pod_resources_socket,
+                   "The kubelet's pod-resources socket")
       ->capture_default_str();
   command->add_option("--pod-refresh", flags->pod_refresh, "How often to re-read pod attribution")
       ->capture_default_str();
-  command->add_option("--xid-window", flags->xid_window,
-                      "Window of DCGM_EXP_XID_ERRORS_COUNT")
+  command->add_option("--xid-window", flags->xid_window, "Window of DCGM_EXP_XID_ERRORS_COUNT")
       ->capture_default_str();
-  command->add_option("--clock-events-window", flags->clock_events_window,
-                      "Window of DCGM_EXP_CLOCK_EVENTS_COUNT")
+  command
+      ->add_option("--clock-events-window", flags->clock_events_window,
+                   "Window of DCGM_EXP_CLOCK_EVENTS_COUNT")
       ->capture_default_str();
   command->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();

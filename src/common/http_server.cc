@@ -1,28 +1,87 @@
-// Implements HttpServer over cpp-httplib (Debian 12's 0.11: bind, then listen on a thread).
+// Implements the epoll HTTP server.
 #include "common/http_server.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <deque>
+
+#include "absl/time/clock.h"
 #include "common/strings.h"
 #include "fmt/format.h"
-#include "httplib.h"
+#include "spdlog/spdlog.h"
 
 namespace vigil {
+namespace {
 
-HttpServer::HttpServer() : server_(std::make_unique<httplib::Server>()) {}
+constexpr size_t kMaxRequestBytes = 16 * 1024;
+constexpr size_t kMaxConnections = 1024;
+constexpr absl::Duration kIdleTimeout = absl::Seconds(60);
 
+std::string_view Reason(int status) {
+  switch (status) {
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Status";
+  }
+}
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && ToUpper(a) == ToUpper(b);
+}
+
+}  // namespace
+
+struct HttpServer::Connection {
+  int fd = -1;
+  std::string input;
+  // Pending output, in order: owned strings and shared bodies, each with a write offset.
+  struct Piece {
+    std::string owned;
+    std::shared_ptr<const std::string> shared;
+    size_t offset = 0;
+    std::string_view view() const {
+      return shared != nullptr ? std::string_view(*shared) : std::string_view(owned);
+    }
+  };
+  std::deque<Piece> output;
+  bool close_after_write = false;
+  bool watching_writable = false;  // EPOLLOUT registered
+  absl::Time last_active;
+};
+
+HttpServer::HttpServer() = default;
 HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::Get(const std::string& path, Handler handler) {
-  server_->Get(path, [handler = std::move(handler)](const httplib::Request&,
-                                                    httplib::Response& response) {
-    HttpResponse result = handler();
-    response.status = result.status;
-    response.set_content(std::move(result.body), result.content_type.c_str());
-  });
+  handlers_[path] = std::move(handler);
 }
 
-absl::Status HttpServer::Start(const std::string& address, int threads) {
+absl::Status HttpServer::Start(const std::string& address) {
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos) {
     return absl::InvalidArgumentError(fmt::format(
@@ -32,37 +91,265 @@ absl::Status HttpServer::Start(const std::string& address, int threads) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
-  if (host.empty()) host = "0.0.0.0";
   const std::optional<uint64_t> port = ParseUint64(address.substr(colon + 1));
   if (!port || *port > 65535) {
     return absl::InvalidArgumentError(
         fmt::format("--listen '{}': the port must be a number from 0 to 65535", address));
   }
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  const int bound = *port == 0 ? server_->bind_to_any_port(host)
-                               : (server_->bind_to_port(host, static_cast<int>(*port))
-                                      ? static_cast<int>(*port)
-                                      : -1);
-  if (bound < 0) {
-    return absl::AlreadyExistsError(fmt::format(
-        "cannot listen on {}: the address is in use or not available on this host: stop the "
-        "other process or choose another --listen",
-        address));
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* resolved = nullptr;
+  const std::string service = std::to_string(*port);
+  if (const int error =
+          getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &resolved);
+      error != 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("--listen '{}': cannot resolve '{}': {}", address, host, gai_strerror(error)));
   }
-  host_ = host;
-  port_ = bound;
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> cleanup(resolved, freeaddrinfo);
+  listen_fd_ = socket(resolved->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (listen_fd_ < 0 || bind(listen_fd_, resolved->ai_addr, resolved->ai_addrlen) != 0 ||
+      listen(listen_fd_, 128) != 0) {
+    const std::string error = std::strerror(errno);
+    if (listen_fd_ >= 0) close(listen_fd_);
+    listen_fd_ = -1;
+    return absl::AlreadyExistsError(
+        fmt::format("cannot listen on {}: {}: stop the other process or choose another --listen",
+                    address, error));
+  }
+  sockaddr_storage bound{};
+  socklen_t length = sizeof(bound);
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &length);
+  port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.fd = listen_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &event);
+  event.data.fd = wake_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &event);
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "vigil-http");
-    server_->listen_after_bind();
+    Loop();
   });
   return absl::OkStatus();
 }
 
 void HttpServer::Stop() {
-  if (thread_.joinable()) {
-    server_->stop();
-    thread_.join();
+  if (!thread_.joinable()) return;
+  const uint64_t one = 1;
+  if (write(wake_fd_, &one, sizeof(one)) < 0) spdlog::error("cannot wake the HTTP server");
+  thread_.join();
+  for (auto& [fd, connection] : connections_) close(fd);
+  connections_.clear();
+  close(listen_fd_);
+  close(epoll_fd_);
+  close(wake_fd_);
+}
+
+void HttpServer::Loop() {
+  epoll_event events[64];
+  absl::Time last_sweep = absl::Now();
+  while (true) {
+    const int count = epoll_wait(epoll_fd_, events, 64, 1000);
+    if (count < 0 && errno != EINTR) {
+      spdlog::error("HTTP server: epoll_wait: {}", std::strerror(errno));
+      return;
+    }
+    for (int i = 0; i < count; ++i) {
+      const int fd = events[i].data.fd;
+      if (fd == wake_fd_) return;
+      if (fd == listen_fd_) {
+        Accept();
+        continue;
+      }
+      auto it = connections_.find(fd);
+      if (it == connections_.end()) continue;
+      Connection& connection = *it->second;
+      bool keep = true;
+      if (events[i].events & (EPOLLERR | EPOLLHUP)) keep = false;
+      if (keep && (events[i].events & EPOLLIN)) keep = OnReadable(connection);
+      if (keep && (events[i].events & EPOLLOUT)) keep = Flush(connection);
+      if (!keep) Close(fd);
+    }
+    const absl::Time now = absl::Now();
+    if (now - last_sweep > absl::Seconds(1)) {
+      last_sweep = now;
+      std::vector<int> idle;
+      for (const auto& [fd, connection] : connections_) {
+        if (now - connection->last_active > kIdleTimeout) idle.push_back(fd);
+      }
+      for (int fd : idle) Close(fd);
+    }
   }
+}
+
+void HttpServer::Accept() {
+  while (true) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN: done; EMFILE and the like: try again on the next event
+    if (connections_.size() >= kMaxConnections) {
+      close(fd);
+      continue;
+    }
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    auto connection = std::make_unique<Connection>();
+    connection->fd = fd;
+    connection->last_active = absl::Now();
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.fd = fd;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event);
+    connections_[fd] = std::move(connection);
+  }
+}
+
+void HttpServer::Close(int fd) {
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  close(fd);
+  connections_.erase(fd);
+}
+
+bool HttpServer::OnReadable(Connection& connection) {
+  char buffer[8192];
+  while (true) {
+    const ssize_t n = read(connection.fd, buffer, sizeof(buffer));
+    if (n == 0) return false;  // the client closed
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EINTR) continue;
+      return false;
+    }
+    connection.input.append(buffer, static_cast<size_t>(n));
+    // A short read drained the socket: skip the read that would only say EAGAIN.
+    if (static_cast<size_t>(n) < sizeof(buffer)) break;
+    if (connection.input.size() > kMaxRequestBytes + sizeof(buffer)) break;
+  }
+  connection.last_active = absl::Now();
+  // Answer every complete request (pipelined ones too), in order.
+  while (true) {
+    const size_t end = connection.input.find("\r\n\r\n");
+    if (end == std::string::npos) {
+      if (connection.input.size() > kMaxRequestBytes) {
+        connection.close_after_write = true;
+        Respond(connection, "GET", "", false);
+      }
+      break;
+    }
+    const std::string request = connection.input.substr(0, end);
+    connection.input.erase(0, end + 4);
+    const std::vector<std::string_view> lines = Split(request, '\n');
+    const std::vector<std::string_view> parts = Split(Trim(lines[0]), ' ');
+    if (parts.size() != 3 || !parts[2].starts_with("HTTP/1.")) {
+      connection.close_after_write = true;
+      Respond(connection, "", "", false);
+      break;
+    }
+    bool keep_alive = parts[2] == "HTTP/1.1";
+    bool has_body = false;
+    for (size_t i = 1; i < lines.size(); ++i) {
+      const size_t colon = lines[i].find(':');
+      if (colon == std::string_view::npos) continue;
+      const std::string_view name = Trim(lines[i].substr(0, colon));
+      const std::string_view value = Trim(lines[i].substr(colon + 1));
+      if (EqualsIgnoreCase(name, "connection")) {
+        if (EqualsIgnoreCase(value, "close")) keep_alive = false;
+        if (EqualsIgnoreCase(value, "keep-alive")) keep_alive = true;
+      } else if ((EqualsIgnoreCase(name, "content-length") && value != "0") ||
+                 EqualsIgnoreCase(name, "transfer-encoding")) {
+        has_body = true;
+      }
+    }
+    if (has_body) {  // nothing here takes a body; refuse rather than mis-frame the next request
+      connection.close_after_write = true;
+      Respond(connection, "BODY", "", false);
+      break;
+    }
+    std::string path(parts[1]);
+    if (const size_t query = path.find('?'); query != std::string::npos) path.resize(query);
+    Respond(connection, std::string(parts[0]), path, keep_alive);
+    if (!keep_alive) {
+      connection.close_after_write = true;
+      break;
+    }
+  }
+  return Flush(connection);
+}
+
+void HttpServer::Respond(Connection& connection, const std::string& method, const std::string& path,
+                         bool keep_alive) {
+  HttpResponse response;
+  if (method.empty() || method == "BODY") {
+    response = {.status = 400, .body = "bad request\n"};
+  } else if (method != "GET" && method != "HEAD") {
+    response = {.status = 405, .body = "only GET and HEAD are served here\n"};
+  } else if (auto handler = handlers_.find(path); handler != handlers_.end()) {
+    response = handler->second();
+  } else if (path.empty()) {
+    response = {.status = 431, .body = "request headers too large\n"};
+  } else {
+    response = {.status = 404, .body = "not found\n"};
+  }
+  const size_t length =
+      (response.shared_body != nullptr ? response.shared_body->size() : 0) + response.body.size();
+  Connection::Piece head;
+  head.owned = fmt::format(
+      "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: {}\r\n\r\n",
+      response.status, Reason(response.status), response.content_type, length,
+      keep_alive ? "keep-alive" : "close");
+  connection.output.push_back(std::move(head));
+  if (method == "HEAD") return;
+  if (response.shared_body != nullptr && !response.shared_body->empty()) {
+    connection.output.push_back({.shared = std::move(response.shared_body)});
+  }
+  if (!response.body.empty()) connection.output.push_back({.owned = std::move(response.body)});
+}
+
+bool HttpServer::Flush(Connection& connection) {
+  while (!connection.output.empty()) {
+    iovec vectors[16];
+    int count = 0;
+    for (auto it = connection.output.begin(); it != connection.output.end() && count < 16;
+         ++it, ++count) {
+      const std::string_view data = it->view();
+      vectors[count].iov_base = const_cast<char*>(data.data() + it->offset);
+      vectors[count].iov_len = data.size() - it->offset;
+    }
+    const ssize_t written = writev(connection.fd, vectors, count);
+    if (written < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EINTR) continue;
+      return false;
+    }
+    size_t remaining = static_cast<size_t>(written);
+    while (remaining > 0 && !connection.output.empty()) {
+      Connection::Piece& piece = connection.output.front();
+      const size_t left = piece.view().size() - piece.offset;
+      if (remaining >= left) {
+        remaining -= left;
+        connection.output.pop_front();
+      } else {
+        piece.offset += remaining;
+        remaining = 0;
+      }
+    }
+  }
+  // Only ask for EPOLLOUT while output is pending, and only touch epoll when that changes.
+  if (connection.watching_writable == connection.output.empty()) {
+    connection.watching_writable = !connection.output.empty();
+    epoll_event event{};
+    event.events = connection.watching_writable ? uint32_t{EPOLLIN | EPOLLOUT} : uint32_t{EPOLLIN};
+    event.data.fd = connection.fd;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, connection.fd, &event);
+  }
+  return !(connection.output.empty() && connection.close_after_write);
 }
 
 }  // namespace vigil

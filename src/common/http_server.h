@@ -1,27 +1,30 @@
-// A small HTTP server for the daemons' endpoints (/metrics, /healthz, /readyz, /status), over
-// cpp-httplib, with Vigil's conventions: listen addresses as ":9400", "127.0.0.1:0" or
-// "[::1]:9400"; clear errors for bad addresses and ports in use; a bounded thread pool.
-// Thread-safety: handlers run on the pool's threads; Start()/Stop() from the owner.
+// A small HTTP/1.1 server for the daemons' endpoints (/metrics, /healthz, /readyz, /status): one
+// epoll thread, keep-alive, GET and HEAD only, responses written with writev straight from
+// shared, pre-rendered bodies. Scrapes are the hot path of an exporter that Prometheus polls on
+// every node; serving pre-built bytes from one event loop makes them cost about what a static
+// file from nginx costs (see scripts/bench-scrape), with no thread per connection.
+//
+// Contract: handlers run on the server's thread and must not block (take a lock, copy a pointer,
+// format a little). Requests are limited to 16 KiB of headers; bodies are refused; idle
+// connections close after 60 s; at most 1024 connections (more are accepted and closed).
+// Thread-safety: Get() before Start(); Start()/Stop() from the owner.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
 
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
-
 namespace vigil {
 
 struct HttpResponse {
   int status = 200;
   std::string content_type = "text/plain; charset=utf-8";
+  // Sent as `shared_body` followed by `body`; either may be empty. The shared part is not copied.
+  std::shared_ptr<const std::string> shared_body;
   std::string body;
 };
 
@@ -31,20 +34,33 @@ class HttpServer {
 
   HttpServer();
   ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
 
-  // Registers a GET handler. Before Start().
+  // Registers the handler of `path` (exact match; a query string is ignored).
   void Get(const std::string& path, Handler handler);
-  // Binds `address` and starts serving. InvalidArgument / AlreadyExists (port in use).
-  absl::Status Start(const std::string& address, int threads = 4);
+  // Binds `address` ("[HOST]:PORT"; port 0 picks one) and starts serving. InvalidArgument for a
+  // bad address, AlreadyExists when the port is taken.
+  absl::Status Start(const std::string& address);
   void Stop();
   int port() const { return port_; }
-  const std::string& host() const { return host_; }
 
  private:
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
-  std::string host_;
+  struct Connection;
+  void Loop();
+  void Accept();
+  // Reads what is available; answers complete requests. False when the connection must close.
+  bool OnReadable(Connection& connection);
+  bool Flush(Connection& connection);
+  void Respond(Connection& connection, const std::string& method, const std::string& path,
+               bool keep_alive);
+  void Close(int fd);
+
+  std::map<std::string, Handler> handlers_;
+  std::map<int, std::unique_ptr<Connection>> connections_;  // owned by the loop thread
+  int listen_fd_ = -1, epoll_fd_ = -1, wake_fd_ = -1;
   int port_ = 0;
+  std::thread thread_;
 };
 
 }  // namespace vigil

@@ -37,7 +37,8 @@ absl::StatusOr<std::unique_ptr<Exporter>> Exporter::Start(ExporterOptions option
   Exporter* self = exporter.get();
   self->http_.Get("/metrics", [self] {
     const absl::Time started = absl::Now();
-    HttpResponse response{.content_type = kMetricsType, .body = self->Scrape()};
+    HttpResponse response{.content_type = kMetricsType};
+    response.shared_body = self->Scrape(&response.body);
     self->last_scrape_ns_.store(absl::ToInt64Nanoseconds(absl::Now() - started));
     return response;
   });
@@ -50,9 +51,10 @@ absl::StatusOr<std::unique_ptr<Exporter>> Exporter::Start(ExporterOptions option
   self->http_.Get("/", [] {
     return HttpResponse{
         .content_type = "text/html; charset=utf-8",
-        .body = "<html><head><title>Vigil exporter</title></head><body><h1>Vigil exporter</h1>"
-                "<p><a href=\"./metrics\">Metrics</a> · <a href=\"./readyz\">Ready</a> · "
-                "<a href=\"./healthz\">Alive</a></p></body></html>\n"};
+        .body =
+            "<html><head><title>Vigil exporter</title></head><body><h1>Vigil exporter</h1>"
+            "<p><a href=\"./metrics\">Metrics</a> · <a href=\"./readyz\">Ready</a> · "
+            "<a href=\"./healthz\">Alive</a></p></body></html>\n"};
   });
   if (absl::Status started = self->http_.Start(self->options_.listen); !started.ok()) {
     return started;
@@ -69,8 +71,7 @@ absl::StatusOr<std::unique_ptr<Exporter>> Exporter::Start(ExporterOptions option
   return exporter;
 }
 
-Exporter::Exporter(ExporterOptions options, std::unique_ptr<EngineClient> client,
-                   Counters counters)
+Exporter::Exporter(ExporterOptions options, std::unique_ptr<EngineClient> client, Counters counters)
     : options_(std::move(options)), client_(std::move(client)) {
   if (options_.kubernetes) pods_ = std::make_unique<PodMapper>(options_.pods);
   absl::MutexLock lock(&mutex_);
@@ -122,9 +123,10 @@ void Exporter::FollowTicks() {
       if (event.kind != TickSubscription::Event::kMessage) {
         const std::string reason(MessageOf(event.error));
         if (was_up || down_reason != reason) {
-          spdlog::warn("exporter: {}; serving vigil_engine_up 0 and no GPU series until it is "
-                       "back",
-                       reason);
+          spdlog::warn(
+              "exporter: {}; serving vigil_engine_up 0 and no GPU series until it is "
+              "back",
+              reason);
         }
         was_up = false;
         down_reason = reason;
@@ -175,8 +177,8 @@ void Exporter::FollowTicks() {
       if (info) {
         view_.info = std::move(*info);
         view_.gpus.assign(gpus->gpus().begin(), gpus->gpus().end());
-        stale_after_ = std::max(absl::Seconds(3),
-                                absl::Microseconds(view_.info.tick_interval_us()) * 3);
+        stale_after_ =
+            std::max(absl::Seconds(3), absl::Microseconds(view_.info.tick_interval_us()) * 3);
         xids_.clear();
         clock_events_.clear();
       }
@@ -230,9 +232,9 @@ void Exporter::FollowEvents() {
 void Exporter::CheckFreshnessLocked() {
   if (view_.engine_up && absl::Now() - last_tick_ > stale_after_) {
     view_.engine_up = false;
-    view_.engine_down_reason = fmt::format("no tick from the engine for {}",
-                                           absl::FormatDuration(absl::Trunc(
-                                               absl::Now() - last_tick_, absl::Milliseconds(1))));
+    view_.engine_down_reason = fmt::format(
+        "no tick from the engine for {}",
+        absl::FormatDuration(absl::Trunc(absl::Now() - last_tick_, absl::Milliseconds(1))));
     spdlog::warn("exporter: {}; serving vigil_engine_up 0", view_.engine_down_reason);
     RenderLocked();
   }
@@ -243,7 +245,8 @@ void Exporter::RenderLocked() {
   const absl::Time now = absl::Now();
   view_.xid_counts.clear();
   for (auto& [gpu, entries] : xids_) {
-    while (!entries.empty() && entries.front().first < now - options_.xid_window) entries.pop_front();
+    while (!entries.empty() && entries.front().first < now - options_.xid_window)
+      entries.pop_front();
     for (const auto& [time, xid] : entries) ++view_.xid_counts[gpu][xid];
   }
   view_.clock_event_counts.clear();
@@ -259,16 +262,16 @@ void Exporter::RenderLocked() {
     }
   }
   if (pods_ != nullptr) view_.pods = pods_->Current();
-  RenderOptions render{.hostname_label = options_.hostname_label,
-                       .hostname = options_.hostname,
-                       .xid_window_ms = absl::ToInt64Milliseconds(options_.xid_window),
-                       .clock_events_window_ms =
-                           absl::ToInt64Milliseconds(options_.clock_events_window)};
+  RenderOptions render{
+      .hostname_label = options_.hostname_label,
+      .hostname = options_.hostname,
+      .xid_window_ms = absl::ToInt64Milliseconds(options_.xid_window),
+      .clock_events_window_ms = absl::ToInt64Milliseconds(options_.clock_events_window)};
   body_ = std::make_shared<const std::string>(RenderMetrics(*counters_, view_, render, Policy()));
   last_render_ns_.store(absl::ToInt64Nanoseconds(absl::Now() - started));
 }
 
-std::string Exporter::Scrape() {
+std::shared_ptr<const std::string> Exporter::Scrape(std::string* tail) {
   scrapes_.fetch_add(1, std::memory_order_relaxed);
   std::shared_ptr<const std::string> body;
   {
@@ -276,7 +279,13 @@ std::string Exporter::Scrape() {
     CheckFreshnessLocked();
     body = body_;
   }
-  return *body + ProcessMetrics();
+  *tail = ProcessMetrics();
+  return body;
+}
+
+std::string Exporter::Scrape() {
+  std::string tail;
+  return *Scrape(&tail) + tail;
 }
 
 bool Exporter::Ready(std::string* why) {
@@ -307,33 +316,43 @@ absl::Status Exporter::ReloadCounters() {
 }
 
 std::string Exporter::ProcessMetrics() {
-  std::string out;
-  auto metric = [&](std::string_view name, std::string_view type, std::string_view help,
-                    std::string value) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+  // Per scrape: only the numbers are formatted; the HELP/TYPE text is fixed.
+  static constexpr std::string_view kHeads[] = {
+      "# HELP vigil_exporter_scrapes_total Scrapes of /metrics served.\n"
+      "# TYPE vigil_exporter_scrapes_total counter\nvigil_exporter_scrapes_total ",
+      "# HELP vigil_exporter_scrape_duration_seconds How long the previous scrape of /metrics took "
+      "to answer.\n# TYPE vigil_exporter_scrape_duration_seconds gauge\n"
+      "vigil_exporter_scrape_duration_seconds ",
+      "# HELP vigil_exporter_render_duration_seconds How long the last rendering of the GPU series "
+      "took (once per engine tick).\n# TYPE vigil_exporter_render_duration_seconds gauge\n"
+      "vigil_exporter_render_duration_seconds ",
+      "# HELP vigil_exporter_engine_reconnects_total Times the exporter got its engine back after "
+      "losing it.\n# TYPE vigil_exporter_engine_reconnects_total counter\n"
+      "vigil_exporter_engine_reconnects_total ",
+      "# HELP vigil_exporter_dropped_ticks_total Engine ticks this exporter missed because it read "
+      "too slowly.\n# TYPE vigil_exporter_dropped_ticks_total counter\n"
+      "vigil_exporter_dropped_ticks_total ",
+      "# HELP vigil_exporter_counters_reload_failures_total Reloads of --collectors that failed "
+      "(the previous counters stayed in use).\n"
+      "# TYPE vigil_exporter_counters_reload_failures_total counter\n"
+      "vigil_exporter_counters_reload_failures_total ",
+      "# HELP vigil_exporter_pod_mapping_errors_total Failed refreshes of pod attribution from the "
+      "kubelet.\n# TYPE vigil_exporter_pod_mapping_errors_total counter\n"
+      "vigil_exporter_pod_mapping_errors_total ",
   };
-  metric("vigil_exporter_scrapes_total", "counter", "Scrapes of /metrics served.",
-         std::to_string(scrapes_.load()));
-  metric("vigil_exporter_scrape_duration_seconds", "gauge",
-         "How long the previous scrape of /metrics took to answer.",
-         fmt::format("{:f}", last_scrape_ns_.load() / 1e9));
-  metric("vigil_exporter_render_duration_seconds", "gauge",
-         "How long the last rendering of the GPU series took (once per engine tick).",
-         fmt::format("{:f}", last_render_ns_.load() / 1e9));
-  metric("vigil_exporter_engine_reconnects_total", "counter",
-         "Times the exporter got its engine back after losing it.",
-         std::to_string(reconnects_.load()));
-  metric("vigil_exporter_dropped_ticks_total", "counter",
-         "Engine ticks this exporter missed because it read too slowly.",
-         std::to_string(dropped_ticks_.load()));
-  metric("vigil_exporter_counters_reload_failures_total", "counter",
-         "Reloads of --collectors that failed (the previous counters stayed in use).",
-         std::to_string(reloads_failed_.load()));
-  if (pods_ != nullptr) {
-    metric("vigil_exporter_pod_mapping_errors_total", "counter",
-           "Failed refreshes of pod attribution from the kubelet.",
-           std::to_string(pods_->errors()));
-  }
+  std::string out;
+  out.reserve(1536);
+  auto line = [&](size_t i, auto value) {
+    out.append(kHeads[i]);
+    fmt::format_to(std::back_inserter(out), "{}\n", value);
+  };
+  line(0, scrapes_.load());
+  line(1, fmt::format("{:f}", last_scrape_ns_.load() / 1e9));
+  line(2, fmt::format("{:f}", last_render_ns_.load() / 1e9));
+  line(3, reconnects_.load());
+  line(4, dropped_ticks_.load());
+  line(5, reloads_failed_.load());
+  if (pods_ != nullptr) line(6, pods_->errors());
   return out;
 }
 

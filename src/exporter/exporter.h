@@ -30,9 +30,9 @@ namespace vigil {
 
 struct ExporterOptions {
   std::string listen = ":9400";
-  std::string collectors_path;               // empty: dcgm-exporter's default list
-  std::string hostname_label = "Hostname";   // or "hostname"
-  std::string hostname;                      // the label's value; empty: no label
+  std::string collectors_path;              // empty: dcgm-exporter's default list
+  std::string hostname_label = "Hostname";  // or "hostname"
+  std::string hostname;                     // the label's value; empty: no label
   bool kubernetes = false;
   PodMapperOptions pods;
   absl::Duration xid_window = absl::Minutes(5);
@@ -52,7 +52,9 @@ class Exporter {
   absl::Status ReloadCounters();
   void Stop();
 
-  // What a scrape of /metrics returns now.
+  // What a scrape of /metrics returns now: the body rendered at the last tick (shared, not
+  // copied) followed by *tail, the exporter's own process metrics.
+  std::shared_ptr<const std::string> Scrape(std::string* tail);
   std::string Scrape();
   bool Ready(std::string* why);
 

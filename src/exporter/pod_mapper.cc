@@ -24,7 +24,8 @@ std::map<std::string, PodInfo> MapPods(const ::v1::ListPodResourcesResponse& res
         }
         if (!resource.starts_with("nvidia.com/gpu")) continue;  // also nvidia.com/gpu.shared
         for (std::string id : devices.device_ids()) {
-          if (const size_t replica = id.find("::"); replica != std::string::npos) id.resize(replica);
+          if (const size_t replica = id.find("::"); replica != std::string::npos)
+            id.resize(replica);
           if (!id.starts_with("GPU-")) continue;
           pods[id] = PodInfo{pod.name(), pod.namespace_(), container.name()};
         }
@@ -35,8 +36,8 @@ std::map<std::string, PodInfo> MapPods(const ::v1::ListPodResourcesResponse& res
 }
 
 PodMapper::PodMapper(PodMapperOptions options) : options_(std::move(options)) {
-  stub_ = ::v1::PodResourcesLister::NewStub(grpc::CreateChannel(
-      "unix:" + options_.socket_path, grpc::InsecureChannelCredentials()));
+  stub_ = ::v1::PodResourcesLister::NewStub(
+      grpc::CreateChannel("unix:" + options_.socket_path, grpc::InsecureChannelCredentials()));
 }
 
 PodMapper::~PodMapper() { Stop(); }
@@ -69,9 +70,10 @@ absl::Status PodMapper::Refresh() {
   if (!status.ok()) {
     errors_.fetch_add(1, std::memory_order_relaxed);
     if (!failing_) {
-      spdlog::warn("pod attribution: cannot list pod resources from the kubelet at {} ({}); "
-                   "metrics carry on without pod labels",
-                   options_.socket_path, status.error_message());
+      spdlog::warn(
+          "pod attribution: cannot list pod resources from the kubelet at {} ({}); "
+          "metrics carry on without pod labels",
+          options_.socket_path, status.error_message());
       failing_ = true;
     }
     absl::MutexLock lock(&mutex_);

@@ -125,8 +125,8 @@ std::string EscapeLabelValue(std::string_view value) {
 
 const std::vector<std::pair<int64_t, std::string>>& ClockEventNames() {
   static const auto* const names = new std::vector<std::pair<int64_t, std::string>>{
-      {0x1, "gpu_idle"},    {0x2, "clocks_setting"}, {0x4, "power_cap"},
-      {0x8, "hw_slowdown"}, {0x10, "sync_boost"},    {0x20, "sw_thermal"},
+      {0x1, "gpu_idle"},    {0x2, "clocks_setting"},  {0x4, "power_cap"},
+      {0x8, "hw_slowdown"}, {0x10, "sync_boost"},     {0x20, "sw_thermal"},
       {0x40, "hw_thermal"}, {0x80, "hw_power_brake"}, {0x100, "display_clocks"}};
   return *names;
 }
@@ -238,8 +238,7 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
         for (size_t g = 0; g < gpus; ++g) {
           for (const v1::GpuHealth& gpu : view.tick.health().gpus()) {
             if (gpu.gpu() != view.gpus[g].index()) continue;
-            auto row = [&](std::string_view watch, v1::HealthStatus status,
-                           std::string_view code) {
+            auto row = [&](std::string_view watch, v1::HealthStatus status, std::string_view code) {
               if (HealthValue(status) < 0) return;  // UNKNOWN has no DCGM value: left out
               extra.clear();
               AppendLabel(&extra, "health_error_code", code);
