@@ -31,6 +31,7 @@ asan: deps
 bench: build
 	$(BUILD_DIR)/bench/vigil_bench --benchmark_filter=Rss $(BENCH_ARGS)
 	$(BUILD_DIR)/bench/vigil_bench --benchmark_filter=-Rss $(BENCH_ARGS)
+	scripts/bench-scrape $(BUILD_DIR)/vigil
 
 demo: build
 	scripts/demo $(BUILD_DIR)/vigil
