@@ -9,6 +9,7 @@
 #include <set>
 
 #include "absl/time/clock.h"
+#include "daemon.h"
 #include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "grpcpp/server_builder.h"
@@ -25,41 +26,19 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct ExporterProcess {
+// `vigil exporter` with the node name the tests expect in the Hostname label.
+struct ExporterProcess : HttpDaemon {
   ExporterProcess(const std::string& dir, const std::string& engine,
-                  const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {VigilBinary(), "exporter",    "--engine",    engine,
-                                     "--listen",    "127.0.0.1:0", "--node-name", "node-a"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    process = std::make_unique<Process>(args, dir);
-    if (!process->WaitForStderr("exporter listening on")) return;
-    std::smatch match;
-    const std::string log = process->Stderr();
-    if (std::regex_search(log, match, std::regex("http://127\\.0\\.0\\.1:([0-9]+)/metrics"))) {
-      port = std::stoi(match[1]);
-    }
+                  const std::vector<std::string>& extra = {})
+      : HttpDaemon("exporter", dir, engine, WithNodeName(extra)) {}
+  static std::vector<std::string> WithNodeName(std::vector<std::string> extra) {
+    extra.insert(extra.begin(), {"--node-name", "node-a"});
+    return extra;
   }
-  std::string Get(const std::string& path, int* status = nullptr) const {
-    httplib::Client client("127.0.0.1", port);
-    client.set_read_timeout(5, 0);
-    auto response = client.Get(path.c_str());
-    if (status != nullptr) *status = response ? response->status : -1;
-    return response ? response->body : "";
-  }
-  // Scrapes until `predicate` holds on the body or `timeout` passes; returns the last body.
   std::string ScrapeUntil(const std::function<bool(const std::string&)>& predicate,
                           absl::Duration timeout = absl::Seconds(10)) const {
-    const absl::Time deadline = absl::Now() + timeout;
-    std::string body;
-    do {
-      body = Get("/metrics");
-      if (predicate(body)) return body;
-      absl::SleepFor(absl::Milliseconds(50));  // polling a server in another process
-    } while (absl::Now() < deadline);
-    return body;
+    return GetUntil("/metrics", predicate, timeout);
   }
-  std::unique_ptr<Process> process;
-  int port = 0;
 };
 
 int CountLines(const std::string& text, const std::string& prefix) {
@@ -78,7 +57,7 @@ TEST(ExporterTest, ScrapeHasEveryGpuAndPassesPromtool) {
   TempDir dir;
   EngineProcess engine(dir.path(), "n1", 4);
   ExporterProcess exporter(dir.path(), engine.unix_address);
-  ASSERT_GT(exporter.port, 0) << exporter.process->Stderr();
+  ASSERT_GT(exporter.port(), 0) << exporter.process().Stderr();
   const std::string body = exporter.ScrapeUntil(
       [](const std::string& b) { return b.find("vigil_engine_up 1") != std::string::npos; });
   const std::string instance = nlohmann::json::parse(
@@ -120,7 +99,7 @@ TEST(ExporterTest, RealPrometheusScrapesIt) {
   TempDir dir;
   EngineProcess engine(dir.path(), "n1", 3);
   ExporterProcess exporter(dir.path(), engine.unix_address);
-  ASSERT_GT(exporter.port, 0);
+  ASSERT_GT(exporter.port(), 0);
   const int prometheus_port = FreePort();
   const std::string config = WriteFile(dir, "prometheus.yml",
                                        fmt::format(R"(global:
@@ -130,7 +109,7 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:{}']
 )",
-                                                   exporter.port));
+                                                   exporter.port()));
   Process prometheus(
       {"/usr/bin/prometheus", "--config.file=" + config, "--storage.tsdb.path=" + dir.File("tsdb"),
        fmt::format("--web.listen-address=127.0.0.1:{}", prometheus_port)},
@@ -162,7 +141,7 @@ TEST(ExporterTest, EngineLossIsVisibleWithinThreeSecondsAndRecovers) {
   TempDir dir;
   auto engine = std::make_unique<EngineProcess>(dir.path(), "n1", 2);
   ExporterProcess exporter(dir.path(), engine->unix_address);
-  ASSERT_GT(exporter.port, 0);
+  ASSERT_GT(exporter.port(), 0);
   exporter.ScrapeUntil(
       [](const std::string& b) { return b.find("vigil_engine_up 1") != std::string::npos; });
   const std::string first_instance = nlohmann::json::parse(
@@ -235,7 +214,7 @@ TEST(ExporterTest, PodAttributionFromTheKubeletAndWithoutIt) {
   ExporterProcess exporter(
       dir.path(), engine.unix_address,
       {"--kubernetes", "--pod-resources-socket", socket, "--pod-refresh", "1s"});
-  ASSERT_GT(exporter.port, 0);
+  ASSERT_GT(exporter.port(), 0);
   const std::string body = exporter.ScrapeUntil(
       [](const std::string& b) { return b.find("pod=\"train-0\"") != std::string::npos; });
   EXPECT_THAT(body, HasSubstr("DCGM_FI_DEV_GPU_TEMP{gpu=\"1\",UUID=\"" + uuid1));
@@ -258,7 +237,7 @@ TEST(ExporterTest, PodAttributionFromTheKubeletAndWithoutIt) {
   });
   EXPECT_THAT(without, Not(HasSubstr("pod=\"train-0\"")));
   EXPECT_EQ(CountLines(without, "DCGM_FI_DEV_GPU_TEMP{"), 2);
-  EXPECT_TRUE(exporter.process->WaitForStderr("cannot list pod resources from the kubelet"));
+  EXPECT_TRUE(exporter.process().WaitForStderr("cannot list pod resources from the kubelet"));
 }
 
 TEST(ExporterTest, SighupReloadsTheCountersWithoutAnEmptyScrape) {
@@ -267,7 +246,7 @@ TEST(ExporterTest, SighupReloadsTheCountersWithoutAnEmptyScrape) {
   const std::string csv =
       WriteFile(dir, "counters.csv", "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n");
   ExporterProcess exporter(dir.path(), engine.unix_address, {"-f", csv});
-  ASSERT_GT(exporter.port, 0);
+  ASSERT_GT(exporter.port(), 0);
   exporter.ScrapeUntil(
       [](const std::string& b) { return b.find("DCGM_FI_DEV_GPU_TEMP{") != std::string::npos; });
   EXPECT_THAT(exporter.Get("/metrics"), Not(HasSubstr("DCGM_FI_DEV_POWER_USAGE")));
@@ -275,16 +254,16 @@ TEST(ExporterTest, SighupReloadsTheCountersWithoutAnEmptyScrape) {
   WriteFile(dir, "counters.csv",
             "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n"
             "DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).\n");
-  exporter.process->Signal(SIGHUP);
+  exporter.process().Signal(SIGHUP);
   const std::string reloaded = exporter.ScrapeUntil(
       [](const std::string& b) { return b.find("DCGM_FI_DEV_POWER_USAGE{") != std::string::npos; });
   EXPECT_THAT(reloaded, HasSubstr("DCGM_FI_DEV_POWER_USAGE{"));
   EXPECT_THAT(reloaded, HasSubstr("DCGM_FI_DEV_GPU_TEMP{"));
 
   WriteFile(dir, "counters.csv", "DCGM_FI_DEV_GPU_TMP, gauge, typo\n");
-  exporter.process->Signal(SIGHUP);
-  ASSERT_TRUE(exporter.process->WaitForStderr("keeping the previous counters"));
-  EXPECT_THAT(exporter.process->Stderr(), HasSubstr("counters.csv:1: unknown field"));
+  exporter.process().Signal(SIGHUP);
+  ASSERT_TRUE(exporter.process().WaitForStderr("keeping the previous counters"));
+  EXPECT_THAT(exporter.process().Stderr(), HasSubstr("counters.csv:1: unknown field"));
   const std::string kept = exporter.Get("/metrics");
   EXPECT_THAT(kept, HasSubstr("DCGM_FI_DEV_POWER_USAGE{"));
   EXPECT_THAT(kept, HasSubstr("vigil_exporter_counters_reload_failures_total 1\n"));

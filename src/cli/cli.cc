@@ -29,10 +29,15 @@ int Main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough(false);
   const std::vector<std::pair<std::string, CommandRunner>> commands = {
-      {"engine", AddEngineCommand(&app)}, {"exporter", AddExporterCommand(&app)},
-      {"info", AddInfoCommand(&app)},     {"discovery", AddDiscoveryCommand(&app)},
-      {"dmon", AddDmonCommand(&app)},     {"inject", AddInjectCommand(&app)},
-      {"events", AddEventsCommand(&app)}, {"health", AddHealthCommand(&app)},
+      {"engine", AddEngineCommand(&app)},
+      {"exporter", AddExporterCommand(&app)},
+      {"info", AddInfoCommand(&app)},
+      {"discovery", AddDiscoveryCommand(&app)},
+      {"dmon", AddDmonCommand(&app)},
+      {"inject", AddInjectCommand(&app)},
+      {"events", AddEventsCommand(&app)},
+      {"health", AddHealthCommand(&app)},
+      {"healthcheck", AddHealthcheckCommand(&app)},
   };
   try {
     app.parse(argc, argv);

@@ -23,6 +23,12 @@ CommandRunner AddInjectCommand(CLI::App* parent);
 CommandRunner AddEventsCommand(CLI::App* parent);
 CommandRunner AddHealthCommand(CLI::App* parent);
 CommandRunner AddExporterCommand(CLI::App* parent);
+CommandRunner AddHealthcheckCommand(CLI::App* parent);
+
+// $NODE_NAME (the downward API on Kubernetes), else the host name; "" if neither is known.
+std::string DefaultNodeName();
+// Kubernetes node names are DNS subdomains; accept those (and underscores, seen on bare metal).
+absl::Status CheckNodeName(const std::string& name);
 
 // Flags every client command shares.
 struct ClientFlags {

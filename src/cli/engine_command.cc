@@ -42,28 +42,6 @@ struct EngineFlags {
   CLI::Option* seed_option = nullptr;
 };
 
-std::string DefaultNodeName() {
-  if (const char* node = std::getenv("NODE_NAME"); node != nullptr && *node != '\0') return node;
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') return host;
-  return "";
-}
-
-// Kubernetes node names are DNS subdomains; accept those (and underscores, seen on bare metal).
-absl::Status CheckNodeName(const std::string& name) {
-  if (name.empty() || name.size() > 253) {
-    return absl::InvalidArgumentError(
-        "--node-name is empty: set it, or NODE_NAME (from the downward API on Kubernetes)");
-  }
-  for (char c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_') {
-      return absl::InvalidArgumentError(fmt::format(
-          "--node-name '{}' has '{}': use letters, digits, '-', '.' and '_' only", name, c));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status PrepareStateDir(const std::string& path) {
   std::error_code error;
   std::filesystem::create_directories(path, error);

@@ -31,13 +31,6 @@ struct ExporterFlags {
   std::string log_level = "info";
 };
 
-std::string DefaultNodeName() {
-  if (const char* node = std::getenv("NODE_NAME"); node != nullptr && *node != '\0') return node;
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) == 0) return host;
-  return "";
-}
-
 int RunExporter(const ExporterFlags& flags) {
   SignalWaiter signals;  // before any thread starts
   if (absl::Status status = InitLogging(flags.log_level); !status.ok()) {

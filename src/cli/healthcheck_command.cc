@@ -1,0 +1,174 @@
+// `vigil healthcheck`: the passive health check daemon (a client of its node's engine), with the
+// Kubernetes node condition and taint behind --kubernetes / --taint. SIGTERM/SIGINT stop it.
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "common/duration.h"
+#include "common/logging.h"
+#include "common/signals.h"
+#include "common/status.h"
+#include "fmt/format.h"
+#include "healthcheck/healthcheck.h"
+#include "spdlog/spdlog.h"
+
+namespace vigil::cli {
+namespace {
+
+struct HealthcheckFlags {
+  std::string engine;
+  std::string listen = ":9401";
+  std::string node_name;
+  bool kubernetes = false;
+  bool taint = false;
+  std::string taint_key = "vigil.dev/gpu-problem";
+  std::string untaint_after = "5m";
+  double max_tainted_share = 0.5;
+  std::string gpu_node_selector = "nvidia.com/gpu.present=true";
+  std::string unknown_after = "30s";
+  std::string event_namespace = "default";
+  std::string service_account_dir = std::string(InClusterKube::kServiceAccountDir);
+  std::string log_level = "info";
+};
+
+// A taint key is a qualified name: an optional DNS-subdomain prefix and '/', then 1-63
+// characters of [A-Za-z0-9-_.] starting and ending alphanumeric.
+absl::Status CheckTaintKey(const std::string& key) {
+  const size_t slash = key.rfind('/');
+  const std::string name = slash == std::string::npos ? key : key.substr(slash + 1);
+  bool ok = !name.empty() && name.size() <= 63 &&
+            std::isalnum(static_cast<unsigned char>(name.front())) &&
+            std::isalnum(static_cast<unsigned char>(name.back()));
+  for (char c : name) {
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
+  }
+  if (slash != std::string::npos) {
+    const std::string prefix = key.substr(0, slash);
+    ok = ok && !prefix.empty() && prefix.size() <= 253;
+    for (char c : prefix) {
+      ok = ok && (std::islower(static_cast<unsigned char>(c)) ||
+                  std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '.');
+    }
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(fmt::format(
+      "--taint-key '{}' is not a valid taint key: use [prefix/]name, e.g. vigil.dev/gpu-problem",
+      key));
+}
+
+absl::StatusOr<HealthcheckOptions> OptionsFromFlags(const HealthcheckFlags& flags) {
+  HealthcheckOptions options{.listen = flags.listen};
+  options.node_name = flags.node_name.empty() ? DefaultNodeName() : flags.node_name;
+  if (absl::Status status = CheckNodeName(options.node_name); !status.ok()) return status;
+  const std::pair<const char*, const std::string*> durations[] = {
+      {"--untaint-after", &flags.untaint_after}, {"--unknown-after", &flags.unknown_after}};
+  absl::Duration* targets[] = {&options.reporter.untaint_after, &options.unknown_after};
+  for (size_t i = 0; i < std::size(durations); ++i) {
+    auto duration = ParseDuration(*durations[i].second);
+    if (!duration.ok()) return WithContext(duration.status(), durations[i].first);
+    *targets[i] = *duration;
+  }
+  if (flags.taint && !flags.kubernetes) {
+    return absl::InvalidArgumentError("--taint needs --kubernetes (it taints the Kubernetes node)");
+  }
+  if (absl::Status status = CheckTaintKey(flags.taint_key); !status.ok()) return status;
+  if (!(flags.max_tainted_share > 0 && flags.max_tainted_share <= 1)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "--max-tainted-share {} is out of range: give a share of the GPU nodes in (0, 1]",
+        flags.max_tainted_share));
+  }
+  if (flags.gpu_node_selector.empty()) {
+    return absl::InvalidArgumentError(
+        "--gpu-node-selector is empty: give the label selector of the GPU nodes, e.g. "
+        "nvidia.com/gpu.present=true");
+  }
+  options.reporter.node_name = options.node_name;
+  options.reporter.event_namespace = flags.event_namespace;
+  options.reporter.taint = flags.taint;
+  options.reporter.taint_key = flags.taint_key;
+  options.reporter.max_tainted_share = flags.max_tainted_share;
+  options.reporter.gpu_node_selector = flags.gpu_node_selector;
+  if (flags.kubernetes) {
+    auto kube = InClusterKube::Create(flags.service_account_dir);
+    if (!kube.ok()) return kube.status();
+    options.kube = std::move(*kube);
+  }
+  return options;
+}
+
+int RunHealthcheck(const HealthcheckFlags& flags) {
+  SignalWaiter signals;  // before any thread starts
+  if (absl::Status status = InitLogging(flags.log_level); !status.ok()) {
+    return Fail("healthcheck", WithContext(status, "--log-level"));
+  }
+  auto options = OptionsFromFlags(flags);
+  if (!options.ok()) return Fail("healthcheck", options.status());
+  const std::string node_name = options->node_name;
+  const bool kubernetes = options->kube != nullptr;
+  auto client = EngineClient::Create(flags.engine);
+  if (!client.ok()) return Fail("healthcheck", client.status());
+  auto check = Healthcheck::Start(std::move(*options), std::move(*client));
+  if (!check.ok()) return Fail("healthcheck", check.status());
+  spdlog::info(
+      "healthcheck listening on http://{}:{}/status for node {}, engine {}; kubernetes {}{}",
+      flags.listen.substr(0, flags.listen.rfind(':')), (*check)->port(), node_name, flags.engine,
+      kubernetes ? "on (condition GpuProblem)" : "off",
+      flags.taint ? fmt::format(", taint {}:NoSchedule", flags.taint_key) : "");
+  int signal_number;
+  while ((signal_number = signals.Wait()) == SIGHUP) {
+    spdlog::info("SIGHUP: the health check has nothing to reload");
+  }
+  spdlog::info("{}: stopping the health check", strsignal(signal_number));
+  (*check)->Stop();
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandRunner AddHealthcheckCommand(CLI::App* parent) {
+  CLI::App* command = parent->add_subcommand(
+      "healthcheck",
+      "Passive health check fed by the engine: HTTP status, Kubernetes node condition and taint");
+  auto flags = std::make_shared<HealthcheckFlags>();
+  flags->engine = std::string(kDefaultEngineAddress);
+  command->add_option("--engine", flags->engine, "Engine address: unix:///path or HOST:PORT")
+      ->envname("VIGIL_ENGINE")
+      ->capture_default_str();
+  command->add_option("--listen", flags->listen, "Address to serve /status, /readyz, /metrics on")
+      ->capture_default_str();
+  command->add_option("--node-name", flags->node_name,
+                      "This node's name; an engine of another node is refused (default: "
+                      "$NODE_NAME, else the host name)");
+  command->add_flag("--kubernetes", flags->kubernetes,
+                    "Keep the node condition GpuProblem and post Events (in-cluster service "
+                    "account)");
+  command->add_flag("--taint", flags->taint,
+                    "Also taint the node NoSchedule while a GPU fails (needs --kubernetes)");
+  command->add_option("--taint-key", flags->taint_key, "Key of the taint")->capture_default_str();
+  command
+      ->add_option("--untaint-after", flags->untaint_after,
+                   "Remove the taint only after the node has been healthy this long")
+      ->capture_default_str();
+  command
+      ->add_option("--max-tainted-share", flags->max_tainted_share,
+                   "Refuse to taint when this share of the GPU nodes already carry the taint "
+                   "(circuit breaker; at least one node may always be tainted)")
+      ->capture_default_str();
+  command
+      ->add_option("--gpu-node-selector", flags->gpu_node_selector,
+                   "Label selector of the cluster's GPU nodes (for the circuit breaker)")
+      ->capture_default_str();
+  command
+      ->add_option("--unknown-after", flags->unknown_after,
+                   "Set the condition Unknown after this long without a fresh verdict")
+      ->capture_default_str();
+  command->add_option("--event-namespace", flags->event_namespace, "Namespace of the Events")
+      ->capture_default_str();
+  command
+      ->add_option("--service-account-dir", flags->service_account_dir,
+                   "Where the pod's service account token and CA are mounted")
+      ->capture_default_str();
+  command->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+  return [flags] { return RunHealthcheck(*flags); };
+}
+
+}  // namespace vigil::cli

@@ -1,0 +1,113 @@
+// Implements the health check daemon's wiring: monitor -> endpoints, monitor -> node reporter.
+#include "healthcheck/healthcheck.h"
+
+#include "fmt/format.h"
+#include "healthcheck/condition.h"
+
+namespace vigil {
+namespace {
+
+constexpr char kMetricsType[] = "text/plain; version=0.0.4; charset=utf-8";
+
+}  // namespace
+
+Healthcheck::Healthcheck(HealthcheckOptions options)
+    : options_(std::move(options)), started_(options_.clock->Now()) {}
+
+absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
+    HealthcheckOptions options, std::unique_ptr<EngineClient> client) {
+  std::unique_ptr<Healthcheck> check(new Healthcheck(std::move(options)));
+  Healthcheck* self = check.get();
+  if (self->options_.kube != nullptr) {
+    self->reporter_ = std::make_unique<NodeReporter>(
+        self->options_.reporter, self->options_.kube.get(), self->options_.clock,
+        [self](absl::Time now) {
+          return ConditionFromView(self->monitor_->View(), now, self->started_,
+                                   self->options_.unknown_after);
+        });
+  }
+  self->monitor_ = std::make_unique<HealthMonitor>(std::move(client), self->options_.node_name,
+                                                   self->options_.clock, [self] {
+                                                     if (self->reporter_ != nullptr)
+                                                       self->reporter_->Wake();
+                                                   });
+  self->http_.Get("/healthz", [] { return HttpResponse{.body = "ok\n"}; });
+  self->http_.Get("/readyz", [self] {
+    std::string why;
+    const bool ready = self->monitor_->Ready(&why);
+    return HttpResponse{.status = ready ? 200 : 503, .body = why + "\n"};
+  });
+  self->http_.Get("/status", [self] {
+    nlohmann::json status = self->monitor_->StatusJson();
+    if (self->reporter_ != nullptr) {
+      const NodeReporterStats& stats = self->reporter_->stats();
+      status["kubernetes"] = {{"node_tainted", stats.tainted.load()},
+                              {"condition_updates", stats.condition_updates.load()},
+                              {"events", stats.events.load()},
+                              {"api_errors", stats.api_errors.load()},
+                              {"taint_refusals", stats.taint_refusals.load()}};
+    }
+    return HttpResponse{.content_type = "application/json", .body = status.dump(2) + "\n"};
+  });
+  self->http_.Get("/metrics", [self] {
+    return HttpResponse{.content_type = kMetricsType, .body = self->Metrics()};
+  });
+  self->http_.Get("/", [] {
+    return HttpResponse{
+        .content_type = "text/html; charset=utf-8",
+        .body =
+            "<html><head><title>Vigil health check</title></head><body><h1>Vigil health "
+            "check</h1><p><a href=\"./status\">Status</a> · <a href=\"./metrics\">Metrics</a> "
+            "· <a href=\"./readyz\">Ready</a> · <a href=\"./healthz\">Alive</a></p></body>"
+            "</html>\n"};
+  });
+  if (absl::Status started = self->http_.Start(self->options_.listen); !started.ok()) {
+    return started;
+  }
+  self->monitor_->Start();
+  if (self->reporter_ != nullptr) self->reporter_->Start();
+  return check;
+}
+
+Healthcheck::~Healthcheck() { Stop(); }
+
+void Healthcheck::Stop() {
+  // The reporter reads the monitor's view: stop it first.
+  if (reporter_ != nullptr) reporter_->Stop();
+  if (monitor_ != nullptr) monitor_->Stop();
+  http_.Stop();
+}
+
+std::string Healthcheck::Metrics() const {
+  std::string out = monitor_->Metrics();
+  if (reporter_ == nullptr) return out;
+  const NodeReporterStats& stats = reporter_->stats();
+  const std::pair<const char*, const std::atomic<uint64_t>*> counters[] = {
+      {"condition_updates", &stats.condition_updates},
+      {"events", &stats.events},
+      {"api_errors", &stats.api_errors},
+      {"api_conflicts", &stats.conflicts},
+      {"taints_added", &stats.taints_added},
+      {"taints_removed", &stats.taints_removed},
+      {"taint_refusals", &stats.taint_refusals}};
+  const char* help[] = {
+      "Writes of the GpuProblem node condition.",
+      "Events posted on GpuProblem transitions.",
+      "Kubernetes API calls that failed (no answer or not 2xx); retried with backoff.",
+      "Kubernetes API calls refused as conflicts (409/422); the node is re-read and retried.",
+      "NoSchedule taints this check added to its node.",
+      "NoSchedule taints this check removed after the hysteresis period.",
+      "Taints not added because too many GPU nodes already carry it (circuit breaker)."};
+  for (size_t i = 0; i < std::size(counters); ++i) {
+    const std::string name = fmt::format("vigil_healthcheck_kube_{}_total", counters[i].first);
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{} {}\n", name, help[i], name, name,
+                       counters[i].second->load());
+  }
+  out += fmt::format(
+      "# HELP vigil_healthcheck_node_tainted Whether the node carries the GPU-problem taint.\n"
+      "# TYPE vigil_healthcheck_node_tainted gauge\nvigil_healthcheck_node_tainted {}\n",
+      stats.tainted.load() ? 1 : 0);
+  return out;
+}
+
+}  // namespace vigil

@@ -1,0 +1,56 @@
+// `vigil healthcheck`'s runtime: the passive health check. Serves /healthz (process alive),
+// /readyz (connected to its own node's engine with a fresh verdict), /status (JSON: node, engine
+// instance_id and the seq of the verdict, overall and per-GPU status with incidents and actions),
+// /metrics (its own) — and, with Kubernetes enabled, keeps the node's GpuProblem condition and
+// taint in line with the verdict (NodeReporter) from a thread of its own, so API-server trouble
+// never blocks the endpoints.
+// Threads: the monitor's (follows the engine), the reporter's (Kubernetes, optional), the HTTP
+// server's (endpoints, answered from the monitor's view under its mutex).
+// Thread-safety: Start()/Stop() from the owner.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/http_server.h"
+#include "healthcheck/monitor.h"
+#include "healthcheck/node_reporter.h"
+
+namespace vigil {
+
+struct HealthcheckOptions {
+  std::string listen = ":9401";
+  std::string node_name;
+  // Kubernetes: null for none. Owned.
+  std::unique_ptr<KubeApi> kube;
+  NodeReporterOptions reporter;
+  // How long without a fresh verdict before the node condition turns Unknown.
+  absl::Duration unknown_after = absl::Seconds(30);
+  Clock* clock = Clock::Real();
+};
+
+class Healthcheck {
+ public:
+  // `client` (owned) reaches the engine. Starts following and serving; InvalidArgument /
+  // AlreadyExists when --listen is bad or taken.
+  static absl::StatusOr<std::unique_ptr<Healthcheck>> Start(HealthcheckOptions options,
+                                                            std::unique_ptr<EngineClient> client);
+  ~Healthcheck();
+  void Stop();
+  int port() const { return http_.port(); }
+  const HealthMonitor& monitor() const { return *monitor_; }
+
+ private:
+  explicit Healthcheck(HealthcheckOptions options);
+  std::string Metrics() const;
+
+  HealthcheckOptions options_;
+  const absl::Time started_;
+  std::unique_ptr<NodeReporter> reporter_;
+  std::unique_ptr<HealthMonitor> monitor_;
+  HttpServer http_;
+};
+
+}  // namespace vigil

@@ -1,0 +1,278 @@
+// Implements the health check's monitor.
+#include "healthcheck/monitor.h"
+
+#include <pthread.h>
+
+#include "common/status.h"
+#include "fmt/format.h"
+#include "spdlog/spdlog.h"
+
+namespace vigil {
+
+std::string_view HealthStatusText(v1::HealthStatus status) {
+  switch (status) {
+    case v1::HEALTH_STATUS_PASS:
+      return "PASS";
+    case v1::HEALTH_STATUS_WARN:
+      return "WARN";
+    case v1::HEALTH_STATUS_FAIL:
+      return "FAIL";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+int HealthStatusNumber(v1::HealthStatus status) {
+  switch (status) {
+    case v1::HEALTH_STATUS_PASS:
+      return 0;
+    case v1::HEALTH_STATUS_WARN:
+      return 10;
+    case v1::HEALTH_STATUS_FAIL:
+      return 20;
+    default:
+      return -1;
+  }
+}
+
+HealthMonitor::HealthMonitor(std::unique_ptr<EngineClient> client, std::string node_name,
+                             Clock* clock, std::function<void()> on_change)
+    : client_(std::move(client)), clock_(clock), on_change_(std::move(on_change)) {
+  absl::MutexLock lock(&mutex_);
+  view_.node_name = std::move(node_name);
+  view_.engine_address = client_->address();
+  view_.problem = "not connected to the engine yet";
+}
+
+HealthMonitor::~HealthMonitor() { Stop(); }
+
+void HealthMonitor::Start() {
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "vigil-health");
+    Follow();
+  });
+}
+
+void HealthMonitor::Stop() {
+  {
+    absl::MutexLock lock(&mutex_);
+    stopping_ = true;
+    if (stream_ != nullptr) stream_->Cancel();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void HealthMonitor::Update(const std::function<void(HealthView&)>& change) {
+  {
+    absl::MutexLock lock(&mutex_);
+    change(view_);
+  }
+  if (on_change_) on_change_();
+}
+
+void HealthMonitor::Follow() {
+  auto stream = client_->WatchHealth({});
+  {
+    absl::MutexLock lock(&mutex_);
+    if (stopping_) return;
+    stream_ = stream.get();
+  }
+  std::string last_problem;
+  while (true) {
+    const HealthSubscription::Event event = stream->Next();
+    if (event.kind == HealthSubscription::Event::kCancelled) break;
+    if (event.kind != HealthSubscription::Event::kMessage) {
+      const std::string reason(MessageOf(event.error));
+      if (reason != last_problem) {
+        spdlog::warn("healthcheck: {}; status UNKNOWN until the engine answers again", reason);
+        last_problem = reason;
+      }
+      Update([&](HealthView& view) {
+        view.connected = false;
+        view.problem = reason;
+      });
+      if (event.kind == HealthSubscription::Event::kRejected) {
+        // A request the engine refuses (an older engine?) will not improve by retrying fast.
+        absl::MutexLock lock(&mutex_);
+        if (mutex_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Seconds(5))) break;
+      }
+      continue;
+    }
+    const v1::HealthUpdate& update = *event.message;
+    // Learn (or re-learn) who the engine is before trusting its verdict.
+    std::string engine_instance, engine_node;
+    absl::Duration tick;
+    {
+      absl::MutexLock lock(&mutex_);
+      engine_instance = view_.engine_instance_id;
+      engine_node = view_.engine_node;
+      tick = view_.fresh_for / 3;
+    }
+    if (engine_instance != update.instance_id()) {
+      auto info = client_->GetEngineInfo();
+      if (!info.ok()) continue;
+      engine_instance = info->instance_id();
+      engine_node = info->node_name();
+      tick = absl::Microseconds(info->tick_interval_us());
+      spdlog::info("healthcheck: following engine {} of node {}", engine_instance, engine_node);
+    }
+    const bool mismatch =
+        !engine_node.empty() && !View().node_name.empty() && engine_node != View().node_name;
+    std::string problem;
+    if (mismatch) {
+      problem = fmt::format(
+          "the engine at {} belongs to node '{}', not to this node '{}': refusing its view (check "
+          "that the engine Service has internalTrafficPolicy: Local and that --node-name / "
+          "NODE_NAME are right)",
+          client_->address(), engine_node, View().node_name);
+      if (problem != last_problem) spdlog::error("healthcheck: {}", problem);
+    } else if (!last_problem.empty()) {
+      spdlog::info("healthcheck: connected to engine {} of node {}", engine_instance, engine_node);
+    }
+    last_problem = problem;
+    Update([&](HealthView& view) {
+      if (!view.connected && view.have_verdict) ++reconnects_;
+      view.connected = true;
+      view.engine_instance_id = engine_instance;
+      view.engine_node = engine_node;
+      view.fresh_for = std::max(absl::Seconds(3), tick * 3);
+      view.node_mismatch = mismatch;
+      view.problem = problem;
+      if (!mismatch) {
+        view.verdict = update.verdict();
+        view.have_verdict = true;
+        view.received = clock_->Now();
+      }
+    });
+  }
+  absl::MutexLock lock(&mutex_);
+  stream_ = nullptr;
+}
+
+HealthView HealthMonitor::View() const {
+  absl::MutexLock lock(&mutex_);
+  return view_;
+}
+
+bool HealthMonitor::Ready(std::string* why) const {
+  const HealthView view = View();
+  const absl::Time now = clock_->Now();
+  if (view.fresh(now)) {
+    *why =
+        fmt::format("ready: engine {} of node {}, verdict {} at seq {}", view.engine_instance_id,
+                    view.engine_node, HealthStatusText(view.verdict.overall()), view.verdict.seq());
+    return true;
+  }
+  if (!view.problem.empty()) {
+    *why = "not ready: " + view.problem;
+  } else if (!view.have_verdict) {
+    *why = "not ready: no verdict from the engine yet";
+  } else {
+    *why =
+        fmt::format("not ready: the last verdict is {} old (stale)",
+                    absl::FormatDuration(absl::Trunc(now - view.received, absl::Milliseconds(1))));
+  }
+  return false;
+}
+
+nlohmann::json HealthMonitor::StatusJson() const {
+  const HealthView view = View();
+  const absl::Time now = clock_->Now();
+  const bool fresh = view.fresh(now);
+  std::string why;
+  Ready(&why);
+  nlohmann::json json = {
+      {"node", view.node_name},
+      {"status", std::string(HealthStatusText(view.status(now)))},
+      {"fresh", fresh},
+      {"reason", why},
+      {"engine",
+       {{"address", view.engine_address},
+        {"connected", view.connected},
+        {"instance_id", view.engine_instance_id},
+        {"node", view.engine_node},
+        {"node_mismatch", view.node_mismatch}}},
+      {"seq", view.have_verdict ? view.verdict.seq() : 0},
+      {"verdict_age_seconds",
+       view.have_verdict ? absl::ToDoubleSeconds(now - view.received) : -1.0},
+      {"gpus", nlohmann::json::array()},
+  };
+  if (view.have_verdict) {
+    json["verdict_time"] =
+        absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMicros(view.verdict.timestamp_us()),
+                         absl::UTCTimeZone());
+    json["verdict_status"] = std::string(HealthStatusText(view.verdict.overall()));
+    for (const v1::GpuHealth& gpu : view.verdict.gpus()) {
+      nlohmann::json gpu_json = {
+          {"gpu", gpu.gpu()},
+          {"uuid", gpu.uuid()},
+          {"status",
+           std::string(HealthStatusText(fresh ? gpu.status() : v1::HEALTH_STATUS_UNKNOWN))},
+          {"verdict_status", std::string(HealthStatusText(gpu.status()))},
+          {"systems", nlohmann::json::object()},
+          {"incidents", nlohmann::json::array()}};
+      for (const v1::SystemHealth& system : gpu.systems()) {
+        gpu_json["systems"][system.system()] = std::string(HealthStatusText(system.status()));
+        for (const v1::HealthIncident& incident : system.incidents()) {
+          gpu_json["incidents"].push_back(
+              {{"system", incident.system()},
+               {"status", std::string(HealthStatusText(incident.status()))},
+               {"code", incident.code()},
+               {"message", incident.message()},
+               {"action", incident.action()},
+               {"count", incident.count()},
+               {"injected", incident.injected()},
+               {"first_seen_us", incident.first_seen_us()},
+               {"last_seen_us", incident.last_seen_us()}});
+        }
+      }
+      json["gpus"].push_back(gpu_json);
+    }
+  }
+  return json;
+}
+
+std::string HealthMonitor::Metrics() const {
+  const HealthView view = View();
+  const absl::Time now = clock_->Now();
+  uint64_t reconnects;
+  {
+    absl::MutexLock lock(&mutex_);
+    reconnects = reconnects_;
+  }
+  std::string out;
+  auto header = [&](std::string_view name, std::string_view type, std::string_view help) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  };
+  header("vigil_healthcheck_status", "gauge",
+         "The node's GPU health as this check acts on it: 0 pass, 10 warn, 20 fail, -1 unknown "
+         "(no fresh verdict from the node's engine).");
+  out += fmt::format("vigil_healthcheck_status {}\n", HealthStatusNumber(view.status(now)));
+  header("vigil_healthcheck_gpu_status", "gauge",
+         "Per GPU: 0 pass, 10 warn, 20 fail, -1 unknown (no fresh verdict).");
+  for (const v1::GpuHealth& gpu : view.verdict.gpus()) {
+    out += fmt::format(
+        "vigil_healthcheck_gpu_status{{gpu=\"{}\",UUID=\"{}\"}} {}\n", gpu.gpu(), gpu.uuid(),
+        HealthStatusNumber(view.fresh(now) ? gpu.status() : v1::HEALTH_STATUS_UNKNOWN));
+  }
+  header("vigil_healthcheck_verdict_age_seconds", "gauge",
+         "Time since the last fresh verdict from the engine (-1: none yet).");
+  out += fmt::format("vigil_healthcheck_verdict_age_seconds {:f}\n",
+                     view.have_verdict ? absl::ToDoubleSeconds(now - view.received) : -1.0);
+  header("vigil_healthcheck_verdict_seq", "gauge", "The engine tick of the last verdict.");
+  out +=
+      fmt::format("vigil_healthcheck_verdict_seq {}\n", view.have_verdict ? view.verdict.seq() : 0);
+  header("vigil_healthcheck_engine_up", "gauge",
+         "Whether the health check receives its node's engine's health stream.");
+  out += fmt::format("vigil_healthcheck_engine_up {}\n",
+                     view.connected && !view.node_mismatch ? 1 : 0);
+  header("vigil_healthcheck_node_mismatch", "gauge",
+         "1 when the engine reached belongs to another node (its view is refused).");
+  out += fmt::format("vigil_healthcheck_node_mismatch {}\n", view.node_mismatch ? 1 : 0);
+  header("vigil_healthcheck_engine_reconnects_total", "counter",
+         "Times the health check got its engine back after losing it.");
+  out += fmt::format("vigil_healthcheck_engine_reconnects_total {}\n", reconnects);
+  return out;
+}
+
+}  // namespace vigil

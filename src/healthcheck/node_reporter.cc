@@ -1,0 +1,411 @@
+// Implements the node reporter: reads the Node, patches its GpuProblem condition, posts Events and
+// manages the taint with resourceVersion-tested JSON patches.
+#include "healthcheck/node_reporter.h"
+
+#include <pthread.h>
+
+#include <cmath>
+
+#include "client/backoff.h"
+#include "common/status.h"
+#include "fmt/format.h"
+#include "spdlog/spdlog.h"
+
+namespace vigil {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr std::string_view kJson = "application/json";
+constexpr std::string_view kStrategicMerge = "application/strategic-merge-patch+json";
+constexpr std::string_view kJsonPatch = "application/json-patch+json";
+
+// metav1.Time: RFC 3339 in UTC with second precision.
+std::string KubeTime(absl::Time time) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", time, absl::UTCTimeZone());
+}
+
+// A JSON pointer token for a map key ("vigil.dev/taint-owner" -> "vigil.dev~1taint-owner").
+std::string PointerToken(std::string_view key) {
+  std::string token;
+  for (char c : key) {
+    if (c == '~') {
+      token += "~0";
+    } else if (c == '/') {
+      token += "~1";
+    } else {
+      token += c;
+    }
+  }
+  return token;
+}
+
+std::string QueryEscape(std::string_view text) {
+  std::string escaped;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      escaped += static_cast<char>(c);
+    } else {
+      escaped += fmt::format("%{:02X}", c);
+    }
+  }
+  return escaped;
+}
+
+// The "message" of a Kubernetes Status answer, or the start of the body.
+std::string ApiMessage(const std::string& body) {
+  const Json status = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (status.is_object() && status.contains("message") && status["message"].is_string()) {
+    return status["message"].get<std::string>();
+  }
+  return body.substr(0, 200);
+}
+
+std::string StringAt(const Json& object, const char* key) {
+  if (!object.is_object()) return "";
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+}  // namespace
+
+NodeReporter::NodeReporter(NodeReporterOptions options, KubeApi* api, Clock* clock,
+                           DesiredSource desired)
+    : options_(std::move(options)), api_(api), clock_(clock), desired_(std::move(desired)) {}
+
+NodeReporter::~NodeReporter() { Stop(); }
+
+void NodeReporter::Wake() {
+  absl::MutexLock lock(&mutex_);
+  dirty_ = true;
+}
+
+void NodeReporter::Start() {
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "vigil-kube");
+    Loop();
+  });
+}
+
+void NodeReporter::Stop() {
+  {
+    absl::MutexLock lock(&mutex_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void NodeReporter::Loop() {
+  // API trouble is retried from 1 s up to a minute apart: fast enough to follow a verdict, slow
+  // enough not to add load to an API server that is already struggling.
+  Backoff backoff(BackoffPolicy{.initial = absl::Seconds(1), .max = absl::Minutes(1)},
+                  std::random_device()());
+  absl::Duration wait = absl::ZeroDuration();
+  bool failing = false;
+  std::string last_error;
+  while (true) {
+    {
+      absl::MutexLock lock(&mutex_);
+      if (failing) {
+        // Backing off: a new verdict does not cut the wait short, only Stop() does.
+        mutex_.AwaitWithTimeout(absl::Condition(&stopping_), wait);
+      } else {
+        auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return dirty_ || stopping_; };
+        mutex_.AwaitWithTimeout(absl::Condition(&woken), wait);
+      }
+      if (stopping_) return;
+      dirty_ = false;
+    }
+    const absl::Status status = ReconcileOnce();
+    if (status.ok()) {
+      if (failing)
+        spdlog::info("kubernetes: the API server answers again; node {} is up to date",
+                     options_.node_name);
+      failing = false;
+      last_error.clear();
+      backoff.Reset();
+      wait = absl::Seconds(1);  // time-driven work: heartbeat, hysteresis, grace periods
+      continue;
+    }
+    failing = true;
+    wait = backoff.Next();
+    const std::string error(MessageOf(status));
+    if (error != last_error) {
+      spdlog::warn("kubernetes: {}; retrying (backing off up to 1m)", error);
+      last_error = error;
+    }
+  }
+}
+
+absl::Status NodeReporter::ReconcileOnce() {
+  const absl::Time now = clock_->Now();
+  const std::optional<DesiredCondition> desired = desired_(now);
+  if (!node_known_) {
+    if (absl::Status read = ReadNode(); !read.ok()) return read;
+  }
+  if (!desired.has_value()) return absl::OkStatus();
+  const bool transition = !on_node_.has_value() || on_node_->status != desired->status;
+  if (!on_node_.has_value() || !(*on_node_ == *desired) ||
+      now - condition_written_ >= options_.heartbeat) {
+    if (absl::Status patched = PatchCondition(*desired, now); !patched.ok()) return patched;
+    if (transition) pending_event_ = *desired;
+  }
+  if (pending_event_.has_value()) {
+    if (absl::Status posted = PostEvent(*pending_event_, now); !posted.ok()) return posted;
+    pending_event_.reset();
+  }
+  if (options_.taint) return ReconcileTaint(*desired, now);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Json> NodeReporter::Check(const absl::StatusOr<KubeResponse>& response,
+                                         std::string_view what) {
+  if (!response.ok()) {
+    ++stats_.api_errors;
+    return absl::UnavailableError(fmt::format("{}: {}", what, MessageOf(response.status())));
+  }
+  const int code = response->status;
+  if (code >= 200 && code < 300) {
+    Json body = Json::parse(response->body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded()) {
+      ++stats_.api_errors;
+      return absl::DataLossError(fmt::format("{}: the API server's answer is not JSON", what));
+    }
+    return body;
+  }
+  ++stats_.api_errors;
+  const std::string message = ApiMessage(response->body);
+  if (code == 409 || code == 422) {
+    // The node changed under us (or a resourceVersion test failed): re-read it and try again.
+    ++stats_.conflicts;
+    node_known_ = false;
+    return absl::AbortedError(fmt::format("{}: conflict ({}): {}", what, code, message));
+  }
+  if (code == 401 || code == 403) {
+    return absl::PermissionDeniedError(fmt::format(
+        "{}: {} {}: does the service account have the ClusterRole from deploy/ (nodes get/list, "
+        "nodes/status patch, nodes patch for --taint, events create)?",
+        what, code, message));
+  }
+  if (code == 404) {
+    return absl::NotFoundError(fmt::format(
+        "{}: 404 {}: is --node-name (or NODE_NAME) this pod's spec.nodeName?", what, message));
+  }
+  return absl::UnavailableError(fmt::format("{}: {} {}", what, code, message));
+}
+
+void NodeReporter::LearnNode(const Json& node) {
+  const Json& metadata = node.contains("metadata") ? node["metadata"] : Json();
+  resource_version_ = StringAt(metadata, "resourceVersion");
+  uid_ = StringAt(metadata, "uid");
+  has_annotations_ = metadata.is_object() && metadata.contains("annotations") &&
+                     metadata["annotations"].is_object();
+  const bool owner_annotation =
+      has_annotations_ &&
+      StringAt(metadata["annotations"], std::string(kTaintOwnerAnnotation).c_str()) ==
+          options_.taint_key;
+  const Json& spec = node.contains("spec") ? node["spec"] : Json();
+  has_taints_ = spec.is_object() && spec.contains("taints") && spec["taints"].is_array();
+  taint_index_ = -1;
+  if (has_taints_) {
+    const Json& taints = spec["taints"];
+    for (size_t i = 0; i < taints.size(); ++i) {
+      if (StringAt(taints[i], "key") == options_.taint_key &&
+          StringAt(taints[i], "effect") == "NoSchedule") {
+        taint_index_ = static_cast<int>(i);
+        break;
+      }
+    }
+  }
+  has_taint_ = taint_index_ >= 0;
+  owns_taint_ = has_taint_ && owner_annotation;
+  stats_.tainted = has_taint_;
+  on_node_.reset();
+  const Json& status = node.contains("status") ? node["status"] : Json();
+  if (status.is_object() && status.contains("conditions") && status["conditions"].is_array()) {
+    for (const Json& condition : status["conditions"]) {
+      if (StringAt(condition, "type") != kConditionType) continue;
+      on_node_ = DesiredCondition{.status = StringAt(condition, "status"),
+                                  .reason = StringAt(condition, "reason"),
+                                  .message = StringAt(condition, "message")};
+    }
+  }
+  node_known_ = true;
+}
+
+absl::Status NodeReporter::ReadNode() {
+  auto node = Check(api_->Call("GET", "/api/v1/nodes/" + options_.node_name, "", ""),
+                    fmt::format("reading node {}", options_.node_name));
+  if (!node.ok()) return node.status();
+  LearnNode(*node);
+  return absl::OkStatus();
+}
+
+absl::Status NodeReporter::PatchCondition(const DesiredCondition& desired, absl::Time now) {
+  Json condition = {{"type", kConditionType},
+                    {"status", desired.status},
+                    {"reason", desired.reason},
+                    {"message", desired.message},
+                    {"lastHeartbeatTime", KubeTime(now)}};
+  // Left out, a strategic merge keeps the node's lastTransitionTime: it moves only on a change.
+  if (!on_node_.has_value() || on_node_->status != desired.status) {
+    condition["lastTransitionTime"] = KubeTime(now);
+  }
+  const Json patch = {{"status", {{"conditions", Json::array({condition})}}}};
+  auto node = Check(
+      api_->Call("PATCH", "/api/v1/nodes/" + options_.node_name + "/status", kStrategicMerge,
+                 patch.dump()),
+      fmt::format("patching the {} condition of node {}", kConditionType, options_.node_name));
+  if (!node.ok()) return node.status();
+  if (!on_node_.has_value() || !(*on_node_ == desired)) {
+    spdlog::info("kubernetes: node {} condition {}={} ({}): {}", options_.node_name, kConditionType,
+                 desired.status, desired.reason, desired.message);
+  }
+  LearnNode(*node);
+  condition_written_ = now;
+  ++stats_.condition_updates;
+  return absl::OkStatus();
+}
+
+absl::Status NodeReporter::PostEvent(const DesiredCondition& desired, absl::Time now) {
+  const std::string time = KubeTime(now);
+  const Json event = {
+      {"apiVersion", "v1"},
+      {"kind", "Event"},
+      {"metadata",
+       {{"name", fmt::format("{}.{:x}", options_.node_name, absl::ToUnixNanos(now))},
+        {"namespace", options_.event_namespace}}},
+      {"involvedObject",
+       {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", options_.node_name}, {"uid", uid_}}},
+      {"reason", desired.reason},
+      {"message", fmt::format("{} is {}: {}", kConditionType, desired.status, desired.message)},
+      {"type", desired.status == "False" ? "Normal" : "Warning"},
+      {"source", {{"component", "vigil-healthcheck"}, {"host", options_.node_name}}},
+      {"reportingComponent", "vigil-healthcheck"},
+      {"reportingInstance", options_.node_name},
+      {"firstTimestamp", time},
+      {"lastTimestamp", time},
+      {"count", 1}};
+  auto created =
+      Check(api_->Call("POST", "/api/v1/namespaces/" + options_.event_namespace + "/events", kJson,
+                       event.dump()),
+            fmt::format("posting an Event for node {}", options_.node_name));
+  if (!created.ok()) return created.status();
+  ++stats_.events;
+  return absl::OkStatus();
+}
+
+absl::Status NodeReporter::ReconcileTaint(const DesiredCondition& desired, absl::Time now) {
+  if (desired.status != "False") healthy_since_ = absl::InfinitePast();
+  if (desired.status == "True") {
+    if (has_taint_) return absl::OkStatus();
+    auto allowed = TaintAllowed();
+    if (!allowed.ok()) return allowed.status();
+    if (!*allowed) return absl::OkStatus();
+    return AddTaint(now);
+  }
+  if (desired.status != "False") return absl::OkStatus();  // Unknown: neither add nor remove
+  refusing_ = false;
+  if (healthy_since_ == absl::InfinitePast()) healthy_since_ = now;
+  if (!has_taint_ || !owns_taint_) return absl::OkStatus();  // never remove someone else's
+  if (now - healthy_since_ < options_.untaint_after) return absl::OkStatus();
+  return RemoveTaint();
+}
+
+absl::StatusOr<bool> NodeReporter::TaintAllowed() {
+  auto list = Check(
+      api_->Call("GET", "/api/v1/nodes?labelSelector=" + QueryEscape(options_.gpu_node_selector),
+                 "", ""),
+      fmt::format("listing the GPU nodes ({})", options_.gpu_node_selector));
+  if (!list.ok()) return list.status();
+  size_t nodes = 0, tainted = 0;
+  bool self_listed = false;
+  if (list->contains("items") && (*list)["items"].is_array()) {
+    for (const Json& node : (*list)["items"]) {
+      ++nodes;
+      const Json& metadata = node.contains("metadata") ? node["metadata"] : Json();
+      if (StringAt(metadata, "name") == options_.node_name) self_listed = true;
+      const Json& spec = node.contains("spec") ? node["spec"] : Json();
+      if (!spec.is_object() || !spec.contains("taints") || !spec["taints"].is_array()) continue;
+      for (const Json& taint : spec["taints"]) {
+        if (StringAt(taint, "key") == options_.taint_key) {
+          ++tainted;
+          break;
+        }
+      }
+    }
+  }
+  if (!self_listed) ++nodes;  // this node has GPUs even if its labels do not say so
+  // At most max(1, floor(share x GPU nodes)) nodes carry the taint: the first one is always
+  // allowed, so a one- or two-node cluster can still take its broken GPU node out.
+  const size_t limit = std::max<size_t>(
+      1, static_cast<size_t>(std::floor(options_.max_tainted_share * static_cast<double>(nodes))));
+  if (tainted + 1 <= limit) {
+    refusing_ = false;
+    return true;
+  }
+  ++stats_.taint_refusals;
+  if (!refusing_) {
+    spdlog::error(
+        "kubernetes: NOT tainting node {} although a GPU fails: {} of {} GPU nodes ({}) already "
+        "carry {}, and at most {} may (--max-tainted-share {}). A fleet-wide fault this large is "
+        "more likely a false alarm (driver roll-out, bad health policy) than broken GPUs; check "
+        "the other nodes' verdicts",
+        options_.node_name, tainted, nodes, options_.gpu_node_selector, options_.taint_key, limit,
+        options_.max_tainted_share);
+    refusing_ = true;
+  }
+  return false;
+}
+
+absl::Status NodeReporter::AddTaint(absl::Time now) {
+  const Json taint = {{"key", options_.taint_key}, {"effect", "NoSchedule"}};
+  Json ops = Json::array();
+  ops.push_back(
+      {{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", resource_version_}});
+  if (has_taints_) {
+    ops.push_back({{"op", "add"}, {"path", "/spec/taints/-"}, {"value", taint}});
+  } else {
+    ops.push_back({{"op", "add"}, {"path", "/spec/taints"}, {"value", Json::array({taint})}});
+  }
+  if (has_annotations_) {
+    ops.push_back({{"op", "add"},
+                   {"path", "/metadata/annotations/" + PointerToken(kTaintOwnerAnnotation)},
+                   {"value", options_.taint_key}});
+  } else {
+    ops.push_back({{"op", "add"},
+                   {"path", "/metadata/annotations"},
+                   {"value", {{kTaintOwnerAnnotation, options_.taint_key}}}});
+  }
+  auto node =
+      Check(api_->Call("PATCH", "/api/v1/nodes/" + options_.node_name, kJsonPatch, ops.dump()),
+            fmt::format("tainting node {}", options_.node_name));
+  if (!node.ok()) return node.status();
+  LearnNode(*node);
+  ++stats_.taints_added;
+  spdlog::warn("kubernetes: tainted node {} with {}:NoSchedule at {} (a GPU fails)",
+               options_.node_name, options_.taint_key, KubeTime(now));
+  return absl::OkStatus();
+}
+
+absl::Status NodeReporter::RemoveTaint() {
+  const std::string index = std::to_string(taint_index_);
+  const Json ops = Json::array(
+      {{{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", resource_version_}},
+       {{"op", "test"}, {"path", "/spec/taints/" + index + "/key"}, {"value", options_.taint_key}},
+       {{"op", "remove"}, {"path", "/spec/taints/" + index}},
+       {{"op", "remove"},
+        {"path", "/metadata/annotations/" + PointerToken(kTaintOwnerAnnotation)}}});
+  auto node =
+      Check(api_->Call("PATCH", "/api/v1/nodes/" + options_.node_name, kJsonPatch, ops.dump()),
+            fmt::format("removing the taint of node {}", options_.node_name));
+  if (!node.ok()) return node.status();
+  LearnNode(*node);
+  ++stats_.taints_removed;
+  spdlog::info("kubernetes: removed the {}:NoSchedule taint of node {} (healthy for {})",
+               options_.taint_key, options_.node_name,
+               absl::FormatDuration(options_.untaint_after));
+  return absl::OkStatus();
+}
+
+}  // namespace vigil

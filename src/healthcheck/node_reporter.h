@@ -1,0 +1,131 @@
+// Keeps the node's Kubernetes state in line with the GPU verdict:
+// - the node condition `GpuProblem`: True (a GPU on this node FAILs), False (all pass or warn),
+//   Unknown (cannot tell), with a reason and a message naming the GPUs and incidents; written
+//   with a strategic-merge patch of nodes/NAME/status, lastTransitionTime only when the status
+//   changes, re-asserted every `heartbeat` (lastHeartbeatTime);
+// - an Event on every transition of the condition's status;
+// - with `taint`, a NoSchedule taint while a GPU FAILs, removed only after the node has been
+//   healthy (False, not Unknown) for `untaint_after` — hysteresis against flapping — and never
+//   removed when this check did not add it (an annotation on the node records ownership, so a
+//   restart of the check keeps it); not added when more than `max_tainted_share` of the
+//   cluster's GPU nodes already carry it — a circuit breaker against a fleet-wide false alarm
+//   (logged once per episode and counted).
+// Taint changes are JSON patches that first test the node's resourceVersion, so a concurrent
+// change (the kubelet, an admin, another controller) makes them fail with 422/409 instead of
+// clobbering a taint list that moved; the reporter then re-reads the node and tries again.
+// API errors and conflicts (409, 422, 429, 5xx, no answer) are retried with backoff by the
+// reporter's own thread: nothing here blocks the health check's endpoints.
+// Thread-safety: Wake() and stats() from any thread; ReconcileOnce() from one thread at a time
+// (the reporter's own after Start(), or a test's).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "healthcheck/kube_api.h"
+#include "nlohmann/json.hpp"
+
+namespace vigil {
+
+struct NodeReporterOptions {
+  std::string node_name;
+  std::string event_namespace = "default";  // where the kubelet puts Node events too
+  bool taint = false;
+  std::string taint_key = "vigil.dev/gpu-problem";
+  absl::Duration untaint_after = absl::Minutes(5);
+  double max_tainted_share = 0.5;
+  std::string gpu_node_selector = "nvidia.com/gpu.present=true";
+  absl::Duration heartbeat = absl::Minutes(1);
+};
+
+inline constexpr std::string_view kConditionType = "GpuProblem";
+// The annotation that marks a taint as added by the health check (value: the taint key).
+inline constexpr std::string_view kTaintOwnerAnnotation = "vigil.dev/taint-owner";
+
+// The condition the node should carry.
+struct DesiredCondition {
+  std::string status = "Unknown";  // "True", "False", "Unknown"
+  std::string reason = "NoVerdict";
+  std::string message = "the health check has no verdict from the node's engine yet";
+  bool operator==(const DesiredCondition&) const = default;
+};
+
+struct NodeReporterStats {
+  std::atomic<uint64_t> condition_updates{0};
+  std::atomic<uint64_t> events{0};
+  std::atomic<uint64_t> api_errors{0};
+  std::atomic<uint64_t> conflicts{0};
+  std::atomic<uint64_t> taints_added{0};
+  std::atomic<uint64_t> taints_removed{0};
+  std::atomic<uint64_t> taint_refusals{0};
+  std::atomic<bool> tainted{false};  // the node carries the taint (ours or not)
+};
+
+class NodeReporter {
+ public:
+  // What the node should carry at `now`; nullopt: leave the node as it is (e.g. a health check
+  // that just started and has no verdict yet must not overwrite what the node says). Called on
+  // the reconciling thread; must not block.
+  using DesiredSource = std::function<std::optional<DesiredCondition>(absl::Time now)>;
+
+  // `api` and `clock` are not owned and must outlive the reporter.
+  NodeReporter(NodeReporterOptions options, KubeApi* api, Clock* clock, DesiredSource desired);
+  ~NodeReporter();
+
+  // The desired condition may have changed: reconcile soon (wakes the reporter's thread).
+  void Wake();
+  void Start();
+  void Stop();
+  // One pass: read the node if needed, then bring condition, events and taint in line. An error
+  // leaves what is not done for the next pass.
+  absl::Status ReconcileOnce();
+  const NodeReporterStats& stats() const { return stats_; }
+
+ private:
+  void Loop();
+  absl::Status ReadNode();
+  // Takes resourceVersion, condition, taint and ownership from a Node object.
+  void LearnNode(const nlohmann::json& node);
+  absl::Status PatchCondition(const DesiredCondition& desired, absl::Time now);
+  absl::Status PostEvent(const DesiredCondition& desired, absl::Time now);
+  absl::Status ReconcileTaint(const DesiredCondition& desired, absl::Time now);
+  absl::Status AddTaint(absl::Time now);
+  absl::Status RemoveTaint();
+  // Whether the circuit breaker lets this node be tainted now.
+  absl::StatusOr<bool> TaintAllowed();
+  // A 2xx answer's body as JSON; anything else an error that says what failed (a 409/422
+  // conflict also forgets the node, so the next pass re-reads it).
+  absl::StatusOr<nlohmann::json> Check(const absl::StatusOr<KubeResponse>& response,
+                                       std::string_view what);
+
+  const NodeReporterOptions options_;
+  KubeApi* const api_;
+  Clock* const clock_;
+  const DesiredSource desired_;
+  NodeReporterStats stats_;
+  std::thread thread_;
+
+  absl::Mutex mutex_;
+  bool dirty_ ABSL_GUARDED_BY(mutex_) = true;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+
+  // Owned by the reconciling thread: what the node looked like when last read or written.
+  bool node_known_ = false;
+  std::string resource_version_, uid_;
+  std::optional<DesiredCondition> on_node_;  // our condition as the node carries it
+  std::optional<DesiredCondition> pending_event_;
+  absl::Time condition_written_ = absl::InfinitePast();
+  bool has_taint_ = false, owns_taint_ = false, has_annotations_ = false, has_taints_ = false;
+  int taint_index_ = -1;
+  absl::Time healthy_since_ = absl::InfinitePast();
+  bool refusing_ = false;  // log a circuit-breaker refusal once per episode
+};
+
+}  // namespace vigil

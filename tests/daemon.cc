@@ -1,0 +1,46 @@
+// Implements HttpDaemon with cpp-httplib's client.
+#include "daemon.h"
+
+#include <regex>
+
+#include "absl/time/clock.h"
+#include "httplib.h"
+
+namespace vigil::testing {
+
+HttpDaemon::HttpDaemon(const std::string& command, const std::string& dir,
+                       const std::string& engine, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {VigilBinary(), command,    "--engine",
+                                   engine,        "--listen", "127.0.0.1:0"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  process_ = std::make_unique<Process>(args, dir);
+  if (!process_->WaitForStderr("listening on http://")) return;
+  std::smatch match;
+  const std::string log = process_->Stderr();
+  if (std::regex_search(log, match, std::regex("listening on http://127\\.0\\.0\\.1:([0-9]+)/"))) {
+    port_ = std::stoi(match[1]);
+  }
+}
+
+std::string HttpDaemon::Get(const std::string& path, int* status) const {
+  httplib::Client client("127.0.0.1", port_);
+  client.set_read_timeout(5, 0);
+  auto response = client.Get(path.c_str());
+  if (status != nullptr) *status = response ? response->status : -1;
+  return response ? response->body : "";
+}
+
+std::string HttpDaemon::GetUntil(const std::string& path,
+                                 const std::function<bool(const std::string&)>& predicate,
+                                 absl::Duration timeout) const {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::string body;
+  do {
+    body = Get(path);
+    if (predicate(body)) return body;
+    absl::SleepFor(absl::Milliseconds(20));  // polling a server in another process
+  } while (absl::Now() < deadline);
+  return body;
+}
+
+}  // namespace vigil::testing

@@ -1,0 +1,214 @@
+// End-to-end tests of `vigil healthcheck` with the real binaries on loopback: it agrees with the
+// exporter on the verdict and the seq after an injected XID 79, it refuses another node's engine,
+// and it turns a lost engine into UNKNOWN and 503 — never PASS, never FAIL — and returns to the
+// true (persisted) verdict when the engine is back.
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+#include <regex>
+
+#include "absl/time/clock.h"
+#include "daemon.h"
+#include "fmt/format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "process.h"
+#include "testing/temp_dir.h"
+
+namespace vigil::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+Json Parse(const std::string& body) { return Json::parse(body, nullptr, false); }
+
+// The exporter's vigil_gpu_health_status for `gpu` as the worst value over its systems, and the
+// seq and instance_id of the tick it rendered.
+struct ExporterVerdict {
+  std::map<int, int> gpu_status;
+  uint64_t seq = 0;
+  std::string instance_id;
+};
+
+ExporterVerdict ReadExporter(const std::string& metrics) {
+  ExporterVerdict verdict;
+  const std::regex row("vigil_gpu_health_status\\{gpu=\"([0-9]+)\",[^}]*\\} (-?[0-9]+)");
+  for (auto it = std::sregex_iterator(metrics.begin(), metrics.end(), row);
+       it != std::sregex_iterator(); ++it) {
+    const int gpu = std::stoi((*it)[1]);
+    const int status = std::stoi((*it)[2]);
+    auto [entry, inserted] = verdict.gpu_status.emplace(gpu, status);
+    if (!inserted) entry->second = std::max(entry->second, status);
+  }
+  std::smatch match;
+  if (std::regex_search(metrics, match, std::regex("\nvigil_engine_seq ([0-9]+)"))) {
+    verdict.seq = std::stoull(match[1]);
+  }
+  if (std::regex_search(metrics, match, std::regex("instance_id=\"([0-9a-f]+)\""))) {
+    verdict.instance_id = match[1];
+  }
+  return verdict;
+}
+
+HttpDaemon StartHealthcheck(const std::string& dir, const std::string& engine,
+                            const std::string& node_name) {
+  return HttpDaemon("healthcheck", dir, engine, {"--node-name", node_name});
+}
+
+TEST(HealthcheckTest, AgreesWithTheExporterOnVerdictAndSeqAfterXid79) {
+  TempDir dir;
+  EngineProcess engine(dir.path(), "n1", 4);
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  HttpDaemon exporter("exporter", dir.path(), engine.unix_address);
+  HttpDaemon check = StartHealthcheck(dir.path(), engine.unix_address, "n1");
+  ASSERT_GT(exporter.port(), 0) << exporter.process().Stderr();
+  ASSERT_GT(check.port(), 0) << check.process().Stderr();
+  check.GetUntil("/readyz", [](const std::string& body) { return body.starts_with("ready"); });
+  EXPECT_EQ(Parse(check.Get("/status"))["status"], "PASS");
+
+  ASSERT_EQ(RunCommand({VigilBinary(), "inject", "xid", "--gpu", "3", "--xid", "79", "--engine",
+                        engine.unix_address})
+                .exit_code,
+            0);
+  const absl::Time injected = absl::Now();
+  // Both must show GPU 3 failing within 2 s; the health check's seq must be no older than the
+  // exporter's (read first).
+  ExporterVerdict exported;
+  Json status;
+  bool agreed = false;
+  while (!agreed && absl::Now() - injected < absl::Seconds(2)) {
+    exported = ReadExporter(exporter.Get("/metrics"));
+    status = Parse(check.Get("/status"));
+    agreed = exported.gpu_status[3] == 20 && status.is_object() && status["gpus"].size() == 4 &&
+             status["gpus"][3]["status"] == "FAIL" && status["seq"].get<uint64_t>() >= exported.seq;
+    if (!agreed) absl::SleepFor(absl::Milliseconds(10));  // polling other processes
+  }
+  ASSERT_TRUE(agreed) << status.dump(2);
+  EXPECT_EQ(status["status"], "FAIL");
+  EXPECT_EQ(status["node"], "n1");
+  EXPECT_EQ(status["engine"]["instance_id"], exported.instance_id);
+  EXPECT_GE(status["seq"].get<uint64_t>(), exported.seq);
+  for (int gpu = 0; gpu < 4; ++gpu) {
+    EXPECT_EQ(status["gpus"][gpu]["status"], gpu == 3 ? "FAIL" : "PASS") << gpu;
+    EXPECT_EQ(exported.gpu_status[gpu], gpu == 3 ? 20 : 0) << gpu;
+  }
+  const Json incident = status["gpus"][3]["incidents"][0];
+  EXPECT_EQ(incident["code"], "DCGM_FR_FALLEN_OFF_BUS");
+  EXPECT_EQ(incident["system"], "driver");
+  EXPECT_EQ(incident["injected"], true);
+  EXPECT_THAT(incident["action"].get<std::string>(), HasSubstr("restart"));
+
+  const std::string metrics = check.Get("/metrics");
+  EXPECT_THAT(metrics, HasSubstr("vigil_healthcheck_status 20\n"));
+  EXPECT_THAT(metrics, HasSubstr("vigil_healthcheck_engine_up 1\n"));
+  EXPECT_THAT(metrics, HasSubstr("vigil_healthcheck_node_mismatch 0\n"));
+  EXPECT_TRUE(std::regex_search(
+      metrics, std::regex("vigil_healthcheck_gpu_status\\{gpu=\"3\",[^}]*\\} 20")));
+  EXPECT_TRUE(std::regex_search(metrics, std::regex("vigil_healthcheck_verdict_age_seconds 0\\.")));
+  // The health check's own metrics pass promtool's lint.
+  const std::string metrics_file = dir.File("healthcheck.prom");
+  std::ofstream(metrics_file) << metrics;
+  const CommandResult lint =
+      RunCommand({"/bin/sh", "-c", "promtool check metrics < " + metrics_file});
+  EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err;
+}
+
+TEST(HealthcheckTest, RefusesTheEngineOfAnotherNode) {
+  TempDir dir;
+  EngineProcess engine(dir.path(), "n1", 2);
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  HttpDaemon check = StartHealthcheck(dir.path(), engine.tcp_address, "other");
+  ASSERT_GT(check.port(), 0) << check.process().Stderr();
+  ASSERT_TRUE(check.process().WaitForStderr("belongs to node"));
+  int code = 0;
+  const std::string why = check.Get("/readyz", &code);
+  EXPECT_EQ(code, 503);
+  EXPECT_THAT(why, HasSubstr("'n1'"));
+  EXPECT_THAT(why, HasSubstr("'other'"));
+  EXPECT_THAT(check.process().Stderr(), HasSubstr("error"));
+  const Json status = Parse(check.Get("/status"));
+  EXPECT_EQ(status["status"], "UNKNOWN");
+  EXPECT_EQ(status["engine"]["node_mismatch"], true);
+  EXPECT_TRUE(status["gpus"].empty()) << "another node's GPUs must never be reported";
+  const std::string metrics = check.Get("/metrics");
+  EXPECT_THAT(metrics, HasSubstr("vigil_healthcheck_node_mismatch 1\n"));
+  EXPECT_THAT(metrics, HasSubstr("vigil_healthcheck_status -1\n"));
+}
+
+TEST(HealthcheckTest, LostEngineIsUnknownAndTheTrueVerdictReturns) {
+  TempDir dir;
+  auto engine = std::make_unique<EngineProcess>(dir.path(), "n1", 2);
+  ASSERT_FALSE(engine->tcp_address.empty()) << engine->process->Stderr();
+  HttpDaemon check = StartHealthcheck(dir.path(), engine->unix_address, "n1");
+  ASSERT_GT(check.port(), 0) << check.process().Stderr();
+  ASSERT_EQ(RunCommand({VigilBinary(), "inject", "xid", "--gpu", "1", "--xid", "79", "--engine",
+                        engine->unix_address})
+                .exit_code,
+            0);
+  check.GetUntil("/status", [](const std::string& b) { return Parse(b)["status"] == "FAIL"; });
+  const std::string first_instance = Parse(check.Get("/status"))["engine"]["instance_id"];
+
+  engine->process->Signal(SIGKILL);
+  engine->process->Wait();
+  const Json lost = Parse(check.GetUntil(
+      "/status", [](const std::string& b) { return Parse(b)["status"] == "UNKNOWN"; }));
+  EXPECT_EQ(lost["status"], "UNKNOWN");
+  EXPECT_EQ(lost["fresh"], false);
+  // The last verdict is still shown, as stale: its own status and age, every GPU UNKNOWN now.
+  EXPECT_EQ(lost["verdict_status"], "FAIL");
+  EXPECT_GE(lost["verdict_age_seconds"].get<double>(), 0.0);
+  for (const Json& gpu : lost["gpus"]) EXPECT_EQ(gpu["status"], "UNKNOWN") << gpu.dump();
+  int code = 0;
+  EXPECT_THAT(check.Get("/readyz", &code), HasSubstr("not ready"));
+  EXPECT_EQ(code, 503);
+  EXPECT_THAT(check.Get("/metrics"), HasSubstr("vigil_healthcheck_engine_up 0\n"));
+
+  // A new engine on the same state dir: the persisted FAIL is the verdict again.
+  engine = std::make_unique<EngineProcess>(dir.path(), "n1", 2);
+  ASSERT_FALSE(engine->tcp_address.empty()) << engine->process->Stderr();
+  const Json back = Parse(check.GetUntil(
+      "/status",
+      [&](const std::string& b) {
+        const Json s = Parse(b);
+        return s["fresh"] == true && s["engine"]["instance_id"] != first_instance;
+      },
+      absl::Seconds(20)));
+  EXPECT_EQ(back["status"], "FAIL") << back.dump(2);
+  EXPECT_EQ(back["gpus"][1]["status"], "FAIL");
+  EXPECT_EQ(back["gpus"][0]["status"], "PASS");
+  EXPECT_EQ(check.Get("/readyz", &code).substr(0, 5), "ready");
+  EXPECT_EQ(code, 200);
+  EXPECT_THAT(check.Get("/metrics"), HasSubstr("vigil_healthcheck_engine_reconnects_total 1\n"));
+}
+
+TEST(HealthcheckTest, BadFlagsAreRefusedWithOneLine) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--taint"}, "--taint needs --kubernetes"},
+      {{"--kubernetes", "--taint", "--max-tainted-share", "1.5"}, "--max-tainted-share"},
+      {{"--untaint-after", "soon"}, "--untaint-after"},
+      {{"--taint-key", "Bad Key!"}, "--taint-key"},
+      {{"--node-name", "a b"}, "--node-name"},
+      {{"--listen", "nowhere"}, "nowhere"},
+  };
+  for (const auto& [extra, expected] : cases) {
+    std::vector<std::string> args = {VigilBinary(), "healthcheck", "--engine",
+                                     "unix:///nonexistent.sock"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CommandResult result = RunCommand(args);
+    EXPECT_EQ(result.exit_code, 2) << fmt::format("{}", fmt::join(extra, " "));
+    EXPECT_THAT(result.err, HasSubstr(expected));
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  }
+  // --kubernetes outside a cluster says so.
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  const CommandResult outside = RunCommand(
+      {VigilBinary(), "healthcheck", "--engine", "unix:///nonexistent.sock", "--kubernetes"});
+  EXPECT_EQ(outside.exit_code, 2);
+  EXPECT_THAT(outside.err, HasSubstr("KUBERNETES_SERVICE_HOST"));
+}
+
+}  // namespace
+}  // namespace vigil::testing
