@@ -1,7 +1,9 @@
 // End-to-end tests of `vigil healthcheck` with the real binaries on loopback: it agrees with the
 // exporter on the verdict and the seq after an injected XID 79, it refuses another node's engine,
-// and it turns a lost engine into UNKNOWN and 503 — never PASS, never FAIL — and returns to the
-// true (persisted) verdict when the engine is back.
+// it turns a lost engine into UNKNOWN and 503 — never PASS, never FAIL — and returns to the true
+// (persisted) verdict when the engine is back; with --kubernetes --taint against the fake API
+// server it keeps the node's condition and taint in line, and a slow API server does not slow
+// its endpoints.
 #include <signal.h>
 
 #include <fstream>
@@ -15,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "process.h"
+#include "testing/fake_kube_api.h"
 #include "testing/temp_dir.h"
 
 namespace vigil::testing {
@@ -22,6 +25,9 @@ namespace {
 
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
+using ::vigil::testing::FakeKubeApi;
+using ::vigil::testing::KubeCredentials;
+using ::vigil::testing::KubeRequest;
 
 Json Parse(const std::string& body) { return Json::parse(body, nullptr, false); }
 
@@ -182,6 +188,101 @@ TEST(HealthcheckTest, LostEngineIsUnknownAndTheTrueVerdictReturns) {
   EXPECT_EQ(check.Get("/readyz", &code).substr(0, 5), "ready");
   EXPECT_EQ(code, 200);
   EXPECT_THAT(check.Get("/metrics"), HasSubstr("vigil_healthcheck_engine_reconnects_total 1\n"));
+}
+
+// The GpuProblem condition of `node` on the fake API server ("" when absent).
+std::string ConditionStatus(const FakeKubeApi& api, const std::string& node_name) {
+  const Json node = api.Node(node_name);
+  for (const Json& condition : node["status"].value("conditions", Json::array())) {
+    if (condition["type"] == "GpuProblem") return condition["status"];
+  }
+  return "";
+}
+
+bool Tainted(const FakeKubeApi& api, const std::string& node_name) {
+  const Json node = api.Node(node_name);
+  for (const Json& taint : node["spec"].value("taints", Json::array())) {
+    if (taint["key"] == "vigil.dev/gpu-problem" && taint["effect"] == "NoSchedule") return true;
+  }
+  return false;
+}
+
+// Polls the fake API server (another thread's state) until `predicate` holds or 10 s pass.
+bool Eventually(const std::function<bool()>& predicate) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!predicate()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
+
+TEST(HealthcheckTest, KubernetesConditionTaintAndEventsFollowTheVerdict) {
+  TempDir dir;
+  std::string error;
+  const KubeCredentials credentials = MakeKubeCredentials(dir.path().string(), &error);
+  ASSERT_TRUE(error.empty()) << error;
+  FakeKubeApi api(credentials);
+  ASSERT_GT(api.port(), 0);
+  api.AddNode("n1", {{"nvidia.com/gpu.present", "true"}});
+  // The in-cluster environment the pod would have (inherited by the daemon).
+  setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+  setenv("KUBERNETES_SERVICE_PORT", std::to_string(api.port()).c_str(), 1);
+
+  auto engine = std::make_unique<EngineProcess>(dir.path(), "n1", 4);
+  ASSERT_FALSE(engine->tcp_address.empty()) << engine->process->Stderr();
+  HttpDaemon check(
+      "healthcheck", dir.path(), engine->unix_address,
+      {"--node-name", "n1", "--kubernetes", "--taint", "--service-account-dir",
+       credentials.service_account_dir, "--untaint-after", "2s", "--unknown-after", "1s"});
+  ASSERT_GT(check.port(), 0) << check.process().Stderr();
+  ASSERT_TRUE(Eventually([&] { return ConditionStatus(api, "n1") == "False"; }))
+      << check.process().Stderr();
+  EXPECT_FALSE(Tainted(api, "n1"));
+
+  ASSERT_EQ(RunCommand({VigilBinary(), "inject", "xid", "--gpu", "3", "--xid", "79", "--engine",
+                        engine->unix_address})
+                .exit_code,
+            0);
+  ASSERT_TRUE(Eventually([&] {
+    return ConditionStatus(api, "n1") == "True" && Tainted(api, "n1");
+  })) << api.Node("n1").dump(2)
+      << check.process().Stderr();
+  const std::vector<Json> events = api.Events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1]["reason"], "GpuFailed");
+  EXPECT_EQ(events[1]["type"], "Warning");
+  EXPECT_THAT(events[1]["message"].get<std::string>(), HasSubstr("GPU 3"));
+  EXPECT_THAT(events[1]["message"].get<std::string>(), HasSubstr("DCGM_FR_FALLEN_OFF_BUS"));
+  EXPECT_THAT(check.Get("/metrics"), HasSubstr("vigil_healthcheck_node_tainted 1\n"));
+
+  // An API server that takes 3 s per answer does not slow the endpoints down.
+  api.SetDelay(absl::Seconds(3));
+  ASSERT_EQ(
+      RunCommand({VigilBinary(), "health", "clear", "--gpu", "3", "--engine", engine->unix_address})
+          .exit_code,
+      0);
+  for (int i = 0; i < 5; ++i) {
+    const absl::Time asked = absl::Now();
+    EXPECT_EQ(Parse(check.Get("/status"))["node"], "n1");
+    EXPECT_LT(absl::Now() - asked, absl::Milliseconds(500));
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  api.SetDelay(absl::ZeroDuration());
+  // Healthy again: the condition turns False at once, the taint goes after 2 s of health.
+  ASSERT_TRUE(Eventually([&] { return ConditionStatus(api, "n1") == "False"; }));
+  ASSERT_TRUE(Eventually([&] { return !Tainted(api, "n1"); })) << check.process().Stderr();
+  EXPECT_THAT(check.process().Stderr(), HasSubstr("removed the vigil.dev/gpu-problem"));
+
+  // The engine goes away: Unknown after --unknown-after, and no taint for not knowing.
+  engine->process->Signal(SIGKILL);
+  engine->process->Wait();
+  ASSERT_TRUE(Eventually([&] { return ConditionStatus(api, "n1") == "Unknown"; }));
+  EXPECT_FALSE(Tainted(api, "n1"));
+  EXPECT_EQ(api.Events().back()["reason"], "EngineUnreachable");
+  for (const KubeRequest& request : api.Requests()) {
+    EXPECT_EQ(request.authorization, "Bearer " + credentials.token);
+  }
 }
 
 TEST(HealthcheckTest, BadFlagsAreRefusedWithOneLine) {

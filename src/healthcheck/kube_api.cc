@@ -4,7 +4,6 @@
 
 #include <cstdlib>
 
-#include "absl/time/clock.h"
 #include "common/files.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -14,7 +13,7 @@
 namespace vigil {
 
 absl::StatusOr<std::unique_ptr<InClusterKube>> InClusterKube::Create(
-    const std::string& service_account_dir) {
+    const std::string& service_account_dir, Clock* clock) {
   const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
   const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
   if (host == nullptr || *host == '\0') {
@@ -22,7 +21,7 @@ absl::StatusOr<std::unique_ptr<InClusterKube>> InClusterKube::Create(
         "--kubernetes: KUBERNETES_SERVICE_HOST is not set: this is not running in a Kubernetes "
         "pod (drop --kubernetes outside a cluster)");
   }
-  std::unique_ptr<InClusterKube> kube(new InClusterKube());
+  std::unique_ptr<InClusterKube> kube(new InClusterKube(clock));
   kube->host_ = host;
   if (port != nullptr && *port != '\0') {
     const auto parsed = ParseUint64(port);
@@ -53,16 +52,28 @@ absl::Status InClusterKube::RefreshToken() {
                     MessageOf(token.status())));
   }
   token_ = std::string(Trim(*token));
-  token_read_ = absl::Now();
+  token_read_ = clock_->Now();
   return absl::OkStatus();
 }
 
 absl::StatusOr<KubeResponse> InClusterKube::Call(std::string_view method, const std::string& path,
                                                  std::string_view content_type,
                                                  const std::string& body) {
-  if (absl::Now() - token_read_ > absl::Minutes(1)) {
+  if (clock_->Now() - token_read_ > absl::Minutes(1)) {
     if (absl::Status refreshed = RefreshToken(); !refreshed.ok()) return refreshed;
   }
+  auto answer = Send(method, path, content_type, body);
+  if (answer.ok() && answer->status == 401) {
+    // A rotated token may have been mounted since the last read: re-read it and try once more.
+    const std::string old_token = token_;
+    if (RefreshToken().ok() && token_ != old_token) return Send(method, path, content_type, body);
+  }
+  return answer;
+}
+
+absl::StatusOr<KubeResponse> InClusterKube::Send(std::string_view method, const std::string& path,
+                                                 std::string_view content_type,
+                                                 const std::string& body) {
   httplib::SSLClient client(host_, port_);
   client.set_ca_cert_path(ca_file_.c_str());
   client.enable_server_certificate_verification(true);

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 
 namespace vigil {
 
@@ -37,9 +38,10 @@ class InClusterKube : public KubeApi {
   static constexpr std::string_view kServiceAccountDir =
       "/var/run/secrets/kubernetes.io/serviceaccount";
 
-  // FailedPrecondition with what is missing (not in a cluster, no token...).
+  // FailedPrecondition with what is missing (not in a cluster, no token...). `clock` (not
+  // owned) times the token re-reads.
   static absl::StatusOr<std::unique_ptr<InClusterKube>> Create(
-      const std::string& service_account_dir);
+      const std::string& service_account_dir, Clock* clock = Clock::Real());
   ~InClusterKube() override;
 
   absl::StatusOr<KubeResponse> Call(std::string_view method, const std::string& path,
@@ -47,9 +49,12 @@ class InClusterKube : public KubeApi {
                                     const std::string& body) override;
 
  private:
-  InClusterKube() = default;
+  explicit InClusterKube(Clock* clock) : clock_(clock) {}
   absl::Status RefreshToken();
+  absl::StatusOr<KubeResponse> Send(std::string_view method, const std::string& path,
+                                    std::string_view content_type, const std::string& body);
 
+  Clock* const clock_;
   std::string host_;
   int port_ = 443;
   std::string ca_file_, token_file_, token_;

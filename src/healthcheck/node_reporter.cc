@@ -273,7 +273,8 @@ absl::Status NodeReporter::PostEvent(const DesiredCondition& desired, absl::Time
       {"apiVersion", "v1"},
       {"kind", "Event"},
       {"metadata",
-       {{"name", fmt::format("{}.{:x}", options_.node_name, absl::ToUnixNanos(now))},
+       {{"name",
+         fmt::format("{}.{:x}.{}", options_.node_name, absl::ToUnixNanos(now), ++events_posted_)},
         {"namespace", options_.event_namespace}}},
       {"involvedObject",
        {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", options_.node_name}, {"uid", uid_}}},
@@ -286,11 +287,13 @@ absl::Status NodeReporter::PostEvent(const DesiredCondition& desired, absl::Time
       {"firstTimestamp", time},
       {"lastTimestamp", time},
       {"count", 1}};
-  auto created =
-      Check(api_->Call("POST", "/api/v1/namespaces/" + options_.event_namespace + "/events", kJson,
-                       event.dump()),
-            fmt::format("posting an Event for node {}", options_.node_name));
-  if (!created.ok()) return created.status();
+  const auto response = api_->Call(
+      "POST", "/api/v1/namespaces/" + options_.event_namespace + "/events", kJson, event.dump());
+  // 409 AlreadyExists: an earlier try was created although its answer was lost.
+  if (!response.ok() || response->status != 409) {
+    auto created = Check(response, fmt::format("posting an Event for node {}", options_.node_name));
+    if (!created.ok()) return created.status();
+  }
   ++stats_.events;
   return absl::OkStatus();
 }

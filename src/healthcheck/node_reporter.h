@@ -125,7 +125,8 @@ class NodeReporter {
   bool has_taint_ = false, owns_taint_ = false, has_annotations_ = false, has_taints_ = false;
   int taint_index_ = -1;
   absl::Time healthy_since_ = absl::InfinitePast();
-  bool refusing_ = false;  // log a circuit-breaker refusal once per episode
+  bool refusing_ = false;       // log a circuit-breaker refusal once per episode
+  uint64_t events_posted_ = 0;  // makes Event names unique within the process
 };
 
 }  // namespace vigil

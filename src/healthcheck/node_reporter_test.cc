@@ -1,0 +1,345 @@
+// Tests of the node reporter against the fake API server, through the real HTTPS client: the
+// condition (transition time only on change, heartbeat), Events on transitions, the taint with
+// hysteresis and ownership, the circuit breaker, retries after 409/422/500, and the token.
+// Time is a FakeClock; each pass is one ReconcileOnce() call.
+#include "healthcheck/node_reporter.h"
+
+#include <stdlib.h>
+
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "healthcheck/kube_api.h"
+#include "testing/fake_kube_api.h"
+#include "testing/temp_dir.h"
+
+namespace vigil {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using Json = nlohmann::json;
+using testing::FakeKubeApi;
+using testing::KubeCredentials;
+using testing::KubeRequest;
+
+const DesiredCondition kHealthy{.status = "False", .reason = "GpusHealthy", .message = "all pass"};
+const DesiredCondition kFailed{
+    .status = "True",
+    .reason = "GpuFailed",
+    .message = "GPU 3 (GPU-abc) FAIL: driver DCGM_FR_FALLEN_OFF_BUS: XID 79"};
+const DesiredCondition kUnknown{
+    .status = "Unknown", .reason = "EngineUnreachable", .message = "engine gone"};
+
+class NodeReporterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    credentials_ = testing::MakeKubeCredentials(dir_.path().string(), &error);
+    ASSERT_TRUE(error.empty()) << error;
+    api_ = std::make_unique<FakeKubeApi>(credentials_);
+    ASSERT_GT(api_->port(), 0);
+    setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", std::to_string(api_->port()).c_str(), 1);
+    auto kube = InClusterKube::Create(credentials_.service_account_dir, &clock_);
+    ASSERT_TRUE(kube.ok()) << kube.status();
+    kube_ = std::move(*kube);
+    api_->AddNode("gpu-1", {{"nvidia.com/gpu.present", "true"}},
+                  Json::array({{{"key", "dedicated"}, {"value", "ml"}, {"effect", "NoSchedule"}}}));
+  }
+
+  std::unique_ptr<NodeReporter> Reporter(NodeReporterOptions options = {}) {
+    options.node_name = "gpu-1";
+    return std::make_unique<NodeReporter>(options, kube_.get(), &clock_,
+                                          [this](absl::Time) { return desired_; });
+  }
+
+  Json Condition() {
+    const Json node = api_->Node("gpu-1");  // not a temporary: the loop refers into it
+    for (const Json& condition : node["status"]["conditions"]) {
+      if (condition["type"] == "GpuProblem") return condition;
+    }
+    return Json();
+  }
+  std::vector<std::string> TaintKeys() {
+    std::vector<std::string> keys;
+    const Json node = api_->Node("gpu-1");
+    for (const Json& taint : node["spec"].value("taints", Json::array())) {
+      keys.push_back(taint["key"]);
+    }
+    return keys;
+  }
+  std::vector<KubeRequest> Writes() {
+    std::vector<KubeRequest> writes;
+    for (const KubeRequest& request : api_->Requests()) {
+      if (request.method != "GET") writes.push_back(request);
+    }
+    return writes;
+  }
+
+  vigil::testing::TempDir dir_;
+  KubeCredentials credentials_;
+  std::unique_ptr<FakeKubeApi> api_;
+  FakeClock clock_{absl::FromUnixSeconds(1'800'000'000)};
+  std::unique_ptr<InClusterKube> kube_;
+  std::optional<DesiredCondition> desired_;
+};
+
+TEST_F(NodeReporterTest, ConditionTransitionTimeMovesOnlyOnChangeAndEachTransitionPostsAnEvent) {
+  auto reporter = Reporter({.heartbeat = absl::Minutes(1)});
+  // No verdict yet: the node is read but not written.
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_TRUE(Writes().empty());
+  EXPECT_TRUE(Condition().is_null());
+
+  desired_ = kHealthy;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  std::vector<KubeRequest> writes = Writes();
+  ASSERT_EQ(writes.size(), 2u);
+  EXPECT_EQ(writes[0].method, "PATCH");
+  EXPECT_EQ(writes[0].path, "/api/v1/nodes/gpu-1/status");
+  EXPECT_EQ(writes[0].content_type, "application/strategic-merge-patch+json");
+  EXPECT_EQ(writes[0].authorization, "Bearer " + credentials_.token);
+  EXPECT_EQ(writes[1].method, "POST");
+  EXPECT_EQ(writes[1].path, "/api/v1/namespaces/default/events");
+  Json condition = Condition();
+  EXPECT_EQ(condition["status"], "False");
+  EXPECT_EQ(condition["reason"], "GpusHealthy");
+  const std::string first_transition = condition["lastTransitionTime"];
+  EXPECT_EQ(first_transition, "2027-01-15T08:00:00Z");
+  // The kubelet's conditions are untouched by the merge.
+  EXPECT_EQ(api_->Node("gpu-1")["status"]["conditions"][0]["type"], "Ready");
+
+  // Same verdict: nothing to write until the heartbeat is due.
+  api_->ClearRequests();
+  clock_.Advance(absl::Seconds(30));
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_TRUE(api_->Requests().empty());
+  clock_.Advance(absl::Seconds(31));
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  ASSERT_EQ(Writes().size(), 1u) << "a heartbeat is a patch and no Event";
+  EXPECT_THAT(Writes()[0].body, Not(HasSubstr("lastTransitionTime")));
+  condition = Condition();
+  EXPECT_EQ(condition["lastTransitionTime"], first_transition);
+  EXPECT_EQ(condition["lastHeartbeatTime"], "2027-01-15T08:01:01Z");
+
+  // A new message with the same status moves no transition time and posts no Event.
+  api_->ClearRequests();
+  desired_->message = "all 8 GPUs pass";
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  ASSERT_EQ(Writes().size(), 1u);
+  EXPECT_EQ(Condition()["message"], "all 8 GPUs pass");
+  EXPECT_EQ(Condition()["lastTransitionTime"], first_transition);
+
+  clock_.Advance(absl::Seconds(5));
+  desired_ = kFailed;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  condition = Condition();
+  EXPECT_EQ(condition["status"], "True");
+  EXPECT_EQ(condition["reason"], "GpuFailed");
+  EXPECT_THAT(condition["message"].get<std::string>(), HasSubstr("GPU 3"));
+  EXPECT_EQ(condition["lastTransitionTime"], "2027-01-15T08:01:06Z");
+
+  const std::vector<Json> events = api_->Events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0]["type"], "Normal");
+  EXPECT_EQ(events[0]["reason"], "GpusHealthy");
+  EXPECT_EQ(events[1]["type"], "Warning");
+  EXPECT_EQ(events[1]["reason"], "GpuFailed");
+  EXPECT_THAT(events[1]["message"].get<std::string>(), HasSubstr("DCGM_FR_FALLEN_OFF_BUS"));
+  EXPECT_EQ(events[1]["involvedObject"]["kind"], "Node");
+  EXPECT_EQ(events[1]["involvedObject"]["name"], "gpu-1");
+  EXPECT_EQ(events[1]["involvedObject"]["uid"], "uid-gpu-1");
+  EXPECT_EQ(events[1]["source"]["component"], "vigil-healthcheck");
+  EXPECT_EQ(reporter->stats().events.load(), 2u);
+}
+
+TEST_F(NodeReporterTest, ARestartedCheckKeepsTheTransitionTimeAndPostsNoEvent) {
+  desired_ = kFailed;
+  ASSERT_EQ(Reporter()->ReconcileOnce(), absl::OkStatus());
+  const std::string transition = Condition()["lastTransitionTime"];
+  clock_.Advance(absl::Minutes(10));
+  api_->ClearRequests();
+  ASSERT_EQ(Reporter()->ReconcileOnce(), absl::OkStatus());  // a new process, same verdict
+  EXPECT_EQ(Condition()["lastTransitionTime"], transition);
+  EXPECT_EQ(api_->Events().size(), 1u);
+}
+
+TEST_F(NodeReporterTest, TaintOnFailRemovedOnlyAfterHealthyForTheHysteresisPeriod) {
+  auto reporter = Reporter({.taint = true, .untaint_after = absl::Minutes(5)});
+  desired_ = kFailed;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_THAT(TaintKeys(), ::testing::ElementsAre("dedicated", "vigil.dev/gpu-problem"));
+  EXPECT_EQ(api_->Node("gpu-1")["metadata"]["annotations"]["vigil.dev/taint-owner"],
+            "vigil.dev/gpu-problem");
+  const KubeRequest taint = Writes().back();
+  EXPECT_EQ(taint.path, "/api/v1/nodes/gpu-1");
+  EXPECT_EQ(taint.content_type, "application/json-patch+json");
+  const Json ops = Json::parse(taint.body);
+  EXPECT_EQ(ops[0]["op"], "test");
+  EXPECT_EQ(ops[0]["path"], "/metadata/resourceVersion");
+  EXPECT_TRUE(reporter->stats().tainted.load());
+
+  // Healthy for 4 minutes, a blip of Unknown (restarts the clock), then healthy again.
+  desired_ = kHealthy;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  clock_.Advance(absl::Minutes(4));
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_EQ(TaintKeys().size(), 2u);
+  desired_ = kUnknown;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_EQ(TaintKeys().size(), 2u) << "Unknown must never untaint";
+  desired_ = kHealthy;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  clock_.Advance(absl::Minutes(4));
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_EQ(TaintKeys().size(), 2u) << "4 minutes healthy since the blip is not 5";
+  clock_.Advance(absl::Minutes(1));
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_THAT(TaintKeys(), ::testing::ElementsAre("dedicated"));
+  EXPECT_FALSE(api_->Node("gpu-1")["metadata"]["annotations"].contains("vigil.dev/taint-owner"));
+  EXPECT_EQ(reporter->stats().taints_added.load(), 1u);
+  EXPECT_EQ(reporter->stats().taints_removed.load(), 1u);
+  EXPECT_FALSE(reporter->stats().tainted.load());
+}
+
+TEST_F(NodeReporterTest, UnknownNeverTaints) {
+  auto reporter = Reporter({.taint = true});
+  desired_ = kUnknown;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_EQ(Condition()["status"], "Unknown");
+  EXPECT_EQ(TaintKeys().size(), 1u);
+}
+
+TEST_F(NodeReporterTest, NeverRemovesATaintItDidNotAdd) {
+  api_->ModifyNode("gpu-1", [](Json& node) {
+    node["spec"]["taints"].push_back({{"key", "vigil.dev/gpu-problem"}, {"effect", "NoSchedule"}});
+  });
+  auto reporter = Reporter({.taint = true, .untaint_after = absl::Minutes(5)});
+  desired_ = kFailed;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_EQ(TaintKeys().size(), 2u) << "already tainted: no second taint";
+  desired_ = kHealthy;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  clock_.Advance(absl::Hours(1));
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_EQ(TaintKeys().size(), 2u) << "an admin's taint stays";
+  EXPECT_EQ(reporter->stats().taints_removed.load(), 0u);
+}
+
+TEST_F(NodeReporterTest, CircuitBreakerRefusesWhenTooManyGpuNodesAreTainted) {
+  const Json ours = Json::array({{{"key", "vigil.dev/gpu-problem"}, {"effect", "NoSchedule"}}});
+  api_->AddNode("gpu-2", {{"nvidia.com/gpu.present", "true"}}, ours);
+  api_->AddNode("gpu-3", {{"nvidia.com/gpu.present", "true"}}, ours);
+  api_->AddNode("gpu-4", {{"nvidia.com/gpu.present", "true"}});
+  api_->AddNode("cpu-1", {{"kubernetes.io/os", "linux"}}, ours);  // not a GPU node
+  auto reporter = Reporter({.taint = true, .max_tainted_share = 0.5});
+  desired_ = kFailed;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_EQ(TaintKeys().size(), 1u) << "2 of 4 GPU nodes tainted already: the limit is 2";
+  EXPECT_EQ(Condition()["status"], "True") << "the condition still says what is wrong";
+  EXPECT_EQ(reporter->stats().taint_refusals.load(), 1u);
+  bool listed = false;
+  for (const KubeRequest& request : api_->Requests()) {
+    if (request.path == "/api/v1/nodes") {
+      listed = true;
+      EXPECT_EQ(request.query, "labelSelector=nvidia.com/gpu.present=true");
+    }
+  }
+  EXPECT_TRUE(listed);
+
+  // One of them recovers: now this node may be tainted.
+  api_->ModifyNode("gpu-3", [](Json& node) { node["spec"].erase("taints"); });
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_EQ(TaintKeys().size(), 2u);
+}
+
+TEST_F(NodeReporterTest, TheFirstTaintIsAlwaysAllowed) {
+  auto reporter = Reporter({.taint = true, .max_tainted_share = 0.1});
+  desired_ = kFailed;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_EQ(TaintKeys().size(), 2u);
+}
+
+TEST_F(NodeReporterTest, ConflictsAndServerErrorsAreRetried) {
+  auto reporter = Reporter({.taint = true});
+  desired_ = kHealthy;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+
+  api_->FailNext(409);
+  desired_ = kFailed;
+  absl::Status status = reporter->ReconcileOnce();
+  EXPECT_TRUE(absl::IsAborted(status)) << status;
+  EXPECT_EQ(reporter->stats().conflicts.load(), 1u);
+  api_->ClearRequests();
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_EQ(api_->Requests().front().method, "GET") << "a conflict re-reads the node first";
+  EXPECT_EQ(Condition()["status"], "True");
+
+  desired_ = kHealthy;
+  api_->FailNext(500);
+  status = reporter->ReconcileOnce();
+  EXPECT_TRUE(absl::IsUnavailable(status)) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("500"));
+  EXPECT_EQ(Condition()["status"], "True");
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_EQ(Condition()["status"], "False");
+  EXPECT_EQ(reporter->stats().api_errors.load(), 2u);
+}
+
+TEST_F(NodeReporterTest, ATaintRaceIsRefusedByTheServerAndRetriedOnTheNewNode) {
+  auto reporter = Reporter({.taint = true});
+  // Between our read of the node and our taint patch, an admin adds a taint of their own: the
+  // resourceVersion test fails (422) and their taint is not clobbered.
+  api_->ChangeBefore("PATCH", "/api/v1/nodes/gpu-1", "gpu-1", [](Json& node) {
+    node["spec"]["taints"].push_back({{"key", "maintenance"}, {"effect", "NoSchedule"}});
+  });
+  desired_ = kFailed;
+  absl::Status status = reporter->ReconcileOnce();
+  EXPECT_TRUE(absl::IsAborted(status)) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("422"));
+  EXPECT_THAT(TaintKeys(), ::testing::ElementsAre("dedicated", "maintenance"));
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_THAT(TaintKeys(),
+              ::testing::ElementsAre("dedicated", "maintenance", "vigil.dev/gpu-problem"));
+}
+
+TEST_F(NodeReporterTest, AFailedEventIsRetriedWithoutRewritingTheCondition) {
+  auto reporter = Reporter();
+  desired_ = kFailed;
+  api_->FailNext(500, 1, "/api/v1/namespaces/");
+  EXPECT_FALSE(reporter->ReconcileOnce().ok());
+  EXPECT_EQ(Condition()["status"], "True");
+  EXPECT_TRUE(api_->Events().empty());
+  api_->ClearRequests();
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  ASSERT_EQ(api_->Events().size(), 1u);
+  ASSERT_EQ(Writes().size(), 1u);
+  EXPECT_EQ(Writes()[0].method, "POST");
+}
+
+TEST_F(NodeReporterTest, WrongTokenIsPermissionDeniedAndARotatedTokenIsPickedUp) {
+  auto reporter = Reporter();
+  desired_ = kHealthy;
+  api_->SetToken("rotated-token");
+  absl::Status status = reporter->ReconcileOnce();
+  EXPECT_TRUE(absl::IsPermissionDenied(status)) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("ClusterRole"));
+  // The kubelet mounts the rotated token: the next call re-reads it after the 401.
+  std::ofstream(credentials_.service_account_dir + "/token") << "rotated-token\n";
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_EQ(Condition()["status"], "False");
+}
+
+TEST_F(NodeReporterTest, UnknownNodeSaysToCheckTheNodeName) {
+  NodeReporterOptions options;
+  options.node_name = "no-such-node";
+  NodeReporter reporter(options, kube_.get(), &clock_, [](absl::Time) { return kHealthy; });
+  const absl::Status status = reporter.ReconcileOnce();
+  EXPECT_TRUE(absl::IsNotFound(status)) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("--node-name"));
+}
+
+}  // namespace
+}  // namespace vigil

@@ -1,0 +1,422 @@
+// Implements the fake Kubernetes API server over cpp-httplib's TLS server.
+#include "testing/fake_kube_api.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "absl/time/clock.h"
+#include "fmt/format.h"
+#include "httplib.h"
+
+namespace vigil::testing {
+namespace {
+
+using Json = nlohmann::json;
+
+Json Status(int code, const std::string& reason, const std::string& message) {
+  return {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", Json::object()},
+          {"status", "Failure"}, {"message", message}, {"reason", reason},
+          {"code", code}};
+}
+
+bool IsKubeTime(const Json& value) {
+  if (!value.is_string()) return false;
+  absl::Time time;
+  std::string error;
+  return absl::ParseTime(absl::RFC3339_full, value.get<std::string>(), &time, &error);
+}
+
+// Strategic merge as the API server applies it to the fields the health check touches: lists of
+// conditions and addresses merge by their "type" key, other lists are replaced, null deletes.
+Json StrategicMerge(Json target, const Json& patch) {
+  if (!patch.is_object()) return patch;
+  if (!target.is_object()) target = Json::object();
+  for (const auto& [key, value] : patch.items()) {
+    if (value.is_null()) {
+      target.erase(key);
+    } else if (value.is_array() && (key == "conditions" || key == "addresses") &&
+               target.contains(key) && target[key].is_array()) {
+      for (const Json& element : value) {
+        bool merged = false;
+        for (Json& existing : target[key]) {
+          if (element.contains("type") && existing.value("type", Json()) == element["type"]) {
+            existing = StrategicMerge(existing, element);
+            merged = true;
+          }
+        }
+        if (!merged) target[key].push_back(element);
+      }
+    } else if (value.is_object()) {
+      target[key] = StrategicMerge(target.contains(key) ? target[key] : Json(), value);
+    } else {
+      target[key] = value;
+    }
+  }
+  return target;
+}
+
+// The validation the real API server applies to the parts of a Node we write; "" when valid.
+std::string ValidateNode(const Json& node) {
+  const Json& taints = node["spec"].value("taints", Json::array());
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const Json& taint : taints) {
+    const std::string key = taint.value("key", "");
+    const std::string effect = taint.value("effect", "");
+    if (key.empty()) return "spec.taints[].key: Required value";
+    if (effect != "NoSchedule" && effect != "PreferNoSchedule" && effect != "NoExecute") {
+      return fmt::format("spec.taints[].effect: Unsupported value: \"{}\"", effect);
+    }
+    if (!seen.emplace(key, effect).second) {
+      return "spec.taints: Duplicate value: taints must be unique by key and effect pair";
+    }
+  }
+  const Json& annotations = node["metadata"].value("annotations", Json::object());
+  for (const auto& [key, value] : annotations.items()) {
+    if (!value.is_string()) return fmt::format("metadata.annotations[{}]: must be a string", key);
+  }
+  for (const Json& condition : node["status"].value("conditions", Json::array())) {
+    if (!condition.contains("type") || !condition["type"].is_string()) {
+      return "status.conditions[].type: Required value";
+    }
+    const std::string status = condition.value("status", "");
+    if (status != "True" && status != "False" && status != "Unknown") {
+      return fmt::format("status.conditions[].status: Unsupported value: \"{}\"", status);
+    }
+  }
+  return "";
+}
+
+// A label selector of "k=v", "k==v", "k!=v", "k" and "!k" terms, comma-separated.
+bool Matches(const Json& labels, const std::string& selector) {
+  if (selector.empty()) return true;
+  std::stringstream terms(selector);
+  for (std::string term; std::getline(terms, term, ',');) {
+    size_t at;
+    if ((at = term.find("!=")) != std::string::npos) {
+      if (labels.value(term.substr(0, at), "") == term.substr(at + 2)) return false;
+    } else if ((at = term.find("==")) != std::string::npos) {
+      if (labels.value(term.substr(0, at), "\x01") != term.substr(at + 2)) return false;
+    } else if ((at = term.find('=')) != std::string::npos) {
+      if (labels.value(term.substr(0, at), "\x01") != term.substr(at + 1)) return false;
+    } else if (term.starts_with("!")) {
+      if (labels.contains(term.substr(1))) return false;
+    } else if (!labels.contains(term)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+KubeCredentials MakeKubeCredentials(const std::string& dir, std::string* error) {
+  KubeCredentials credentials{.cert_path = dir + "/apiserver.crt",
+                              .key_path = dir + "/apiserver.key",
+                              .service_account_dir = dir + "/serviceaccount",
+                              .token = "token-of-vigil-healthcheck-1"};
+  const std::string command = fmt::format(
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout {} "
+      "-out {} -days 2 -subj /CN=kube-apiserver -addext subjectAltName=IP:127.0.0.1 "
+      ">{}/openssl.log 2>&1",
+      credentials.key_path, credentials.cert_path, dir);
+  if (std::system(command.c_str()) != 0) {
+    *error = "openssl could not make a certificate: see " + dir + "/openssl.log";
+    return {};
+  }
+  std::filesystem::create_directories(credentials.service_account_dir);
+  std::filesystem::copy_file(credentials.cert_path, credentials.service_account_dir + "/ca.crt");
+  std::ofstream(credentials.service_account_dir + "/token") << credentials.token << "\n";
+  std::ofstream(credentials.service_account_dir + "/namespace") << "vigil";
+  return credentials;
+}
+
+FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials) {
+  {
+    absl::MutexLock lock(&mutex_);
+    token_ = credentials.token;
+  }
+  server_ = std::make_unique<httplib::SSLServer>(credentials.cert_path.c_str(),
+                                                 credentials.key_path.c_str());
+  if (!server_->is_valid()) return;
+  auto serve = [this](const char* method) {
+    return [this, method](const httplib::Request& http, httplib::Response& response) {
+      KubeRequest request{.method = method,
+                          .path = http.path,
+                          .content_type = http.get_header_value("Content-Type"),
+                          .authorization = http.get_header_value("Authorization"),
+                          .body = http.body};
+      for (const auto& [key, value] : http.params) {
+        request.query += (request.query.empty() ? "" : "&") + key + "=" + value;
+      }
+      absl::Duration delay;
+      {
+        absl::MutexLock lock(&mutex_);
+        delay = delay_;
+      }
+      absl::SleepFor(delay);  // an API server under load
+      Answer answer;
+      {
+        absl::MutexLock lock(&mutex_);
+        requests_.push_back(request);
+        answer = Handle(request);
+      }
+      response.status = answer.status;
+      response.set_content(answer.body.dump(), "application/json");
+    };
+  };
+  server_->Get(".*", serve("GET"));
+  server_->Post(".*", serve("POST"));
+  server_->Patch(".*", serve("PATCH"));
+  server_->Put(".*", serve("PUT"));
+  server_->Delete(".*", serve("DELETE"));
+  port_ = server_->bind_to_any_port("127.0.0.1");
+  if (port_ <= 0) {
+    port_ = 0;
+    return;
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+}
+
+FakeKubeApi::~FakeKubeApi() {
+  if (server_ != nullptr) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+FakeKubeApi::Answer FakeKubeApi::Handle(const KubeRequest& request) {
+  if (request.authorization != "Bearer " + token_) {
+    return {401, Status(401, "Unauthorized", "Unauthorized")};
+  }
+  if (change_before_.has_value() && change_before_->method == request.method &&
+      change_before_->path == request.path) {
+    Json& node = nodes_.at(change_before_->node);
+    change_before_->change(node);
+    Bump(node);
+    change_before_.reset();
+  }
+  if (fail_count_ > 0 && request.path.starts_with(fail_prefix_)) {
+    --fail_count_;
+    const std::string reason = fail_status_ == 409 ? "Conflict" : "InternalError";
+    return {fail_status_, Status(fail_status_, reason, "injected failure")};
+  }
+  static const std::regex node_path("/api/v1/nodes/([a-z0-9.-]+)(/status)?");
+  static const std::regex events_path("/api/v1/namespaces/([a-z0-9-]+)/events");
+  std::smatch match;
+  if (request.path == "/api/v1/nodes") {
+    if (request.method != "GET") return {405, Status(405, "MethodNotAllowed", "not allowed")};
+    return ListNodes(request.query);
+  }
+  if (std::regex_match(request.path, match, node_path)) {
+    const bool status = match[2].matched;
+    if (request.method == "GET") return GetNode(match[1]);
+    if (request.method == "PATCH") return PatchNode(match[1], status, request);
+    return {405, Status(405, "MethodNotAllowed", "the fake serves GET and PATCH of nodes")};
+  }
+  if (std::regex_match(request.path, match, events_path)) {
+    if (request.method != "POST") return {405, Status(405, "MethodNotAllowed", "not allowed")};
+    return CreateEvent(match[1], request);
+  }
+  return {404, Status(404, "NotFound", "the server could not find the requested resource")};
+}
+
+FakeKubeApi::Answer FakeKubeApi::GetNode(const std::string& name) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) {
+    return {404, Status(404, "NotFound", fmt::format("nodes \"{}\" not found", name))};
+  }
+  return {200, it->second};
+}
+
+FakeKubeApi::Answer FakeKubeApi::ListNodes(const std::string& query) {
+  std::string selector;
+  if (query.starts_with("labelSelector=")) selector = query.substr(strlen("labelSelector="));
+  Json list = {{"kind", "NodeList"},
+               {"apiVersion", "v1"},
+               {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}},
+               {"items", Json::array()}};
+  for (const auto& [name, node] : nodes_) {
+    if (Matches(node["metadata"].value("labels", Json::object()), selector)) {
+      list["items"].push_back(node);
+    }
+  }
+  return {200, list};
+}
+
+FakeKubeApi::Answer FakeKubeApi::PatchNode(const std::string& name, bool status_subresource,
+                                           const KubeRequest& request) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) {
+    return {404, Status(404, "NotFound", fmt::format("nodes \"{}\" not found", name))};
+  }
+  const Json patch = Json::parse(request.body, nullptr, false);
+  if (patch.is_discarded()) return {400, Status(400, "BadRequest", "the body is not JSON")};
+  Json patched;
+  if (request.content_type == "application/strategic-merge-patch+json") {
+    if (!patch.is_object()) return {400, Status(400, "BadRequest", "not a JSON object")};
+    patched = StrategicMerge(it->second, patch);
+  } else if (request.content_type == "application/merge-patch+json") {
+    patched = it->second;
+    patched.merge_patch(patch);
+  } else if (request.content_type == "application/json-patch+json") {
+    if (!patch.is_array()) return {400, Status(400, "BadRequest", "a JSON patch is an array")};
+    try {
+      patched = it->second.patch(patch);
+    } catch (const Json::exception& error) {
+      // What the real server answers when a `test` fails or a path does not exist.
+      return {422, Status(422, "Invalid", error.what())};
+    }
+  } else {
+    return {415, Status(415, "UnsupportedMediaType",
+                        fmt::format("the body of the request was in an unknown format - "
+                                    "accepted media types include: application/json-patch+json, "
+                                    "application/merge-patch+json, "
+                                    "application/strategic-merge-patch+json (got '{}')",
+                                    request.content_type))};
+  }
+  if (patched.contains("status") && patched["status"].contains("conditions")) {
+    for (const Json& condition : patched["status"]["conditions"]) {
+      for (const char* field : {"lastHeartbeatTime", "lastTransitionTime"}) {
+        if (condition.contains(field) && !IsKubeTime(condition[field])) {
+          return {400, Status(400, "BadRequest", fmt::format("{}: not an RFC 3339 time", field))};
+        }
+      }
+    }
+  }
+  // The status subresource changes only status; the main resource never changes status.
+  Json updated = it->second;
+  if (status_subresource) {
+    updated["status"] = patched["status"];
+  } else {
+    updated = patched;
+    updated["status"] = it->second["status"];
+    updated["metadata"]["resourceVersion"] = it->second["metadata"]["resourceVersion"];
+  }
+  if (const std::string invalid = ValidateNode(updated); !invalid.empty()) {
+    return {422, Status(422, "Invalid", fmt::format("Node \"{}\" is invalid: {}", name, invalid))};
+  }
+  if (updated != it->second) Bump(updated);
+  it->second = updated;
+  return {200, updated};
+}
+
+FakeKubeApi::Answer FakeKubeApi::CreateEvent(const std::string& ns, const KubeRequest& request) {
+  if (request.content_type != "application/json") {
+    return {415, Status(415, "UnsupportedMediaType", "create takes application/json")};
+  }
+  Json event = Json::parse(request.body, nullptr, false);
+  if (!event.is_object() || event.value("kind", "") != "Event" ||
+      event.value("apiVersion", "") != "v1") {
+    return {400, Status(400, "BadRequest", "not a v1 Event")};
+  }
+  Json& metadata = event["metadata"];
+  if (metadata.contains("namespace") && metadata["namespace"] != ns) {
+    return {400, Status(400, "BadRequest",
+                        "the namespace of the provided object does not match the namespace sent "
+                        "on the request")};
+  }
+  if (metadata.value("name", "").empty() && metadata.value("generateName", "").empty()) {
+    return {422, Status(422, "Invalid",
+                        "metadata.name: Required value: name or generateName is "
+                        "required")};
+  }
+  const Json& involved = event.value("involvedObject", Json::object());
+  if (involved.value("kind", "").empty() || involved.value("name", "").empty()) {
+    return {422, Status(422, "Invalid", "involvedObject: Required value")};
+  }
+  const std::string type = event.value("type", "");
+  if (type != "Normal" && type != "Warning") {
+    return {422, Status(422, "Invalid", fmt::format("type: Unsupported value: \"{}\"", type))};
+  }
+  if (event.value("reason", "").empty()) {
+    return {422, Status(422, "Invalid", "reason: Required value")};
+  }
+  if (metadata.value("name", "").empty()) {
+    metadata["name"] = metadata["generateName"].get<std::string>() + std::to_string(events_.size());
+  }
+  for (const Json& existing : events_) {
+    if (existing["metadata"]["name"] == metadata["name"]) {
+      return {409, Status(409, "AlreadyExists", "events already exists")};
+    }
+  }
+  metadata["namespace"] = ns;
+  metadata["resourceVersion"] = std::to_string(++resource_version_);
+  events_.push_back(event);
+  return {201, event};
+}
+
+void FakeKubeApi::Bump(Json& node) {
+  node["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
+}
+
+void FakeKubeApi::AddNode(const std::string& name, const std::map<std::string, std::string>& labels,
+                          const Json& taints, const Json& annotations) {
+  absl::MutexLock lock(&mutex_);
+  Json node = {
+      {"kind", "Node"},
+      {"apiVersion", "v1"},
+      {"metadata", {{"name", name}, {"uid", fmt::format("uid-{}", name)}, {"labels", labels}}},
+      {"spec", Json::object()},
+      {"status",
+       {{"conditions", Json::array({{{"type", "Ready"},
+                                     {"status", "True"},
+                                     {"reason", "KubeletReady"},
+                                     {"lastTransitionTime", "2026-01-01T00:00:00Z"}}})}}}};
+  if (!taints.empty()) node["spec"]["taints"] = taints;
+  if (!annotations.is_null()) node["metadata"]["annotations"] = annotations;
+  Bump(node);
+  nodes_[name] = node;
+}
+
+Json FakeKubeApi::Node(const std::string& name) const {
+  absl::MutexLock lock(&mutex_);
+  auto it = nodes_.find(name);
+  return it == nodes_.end() ? Json() : it->second;
+}
+
+void FakeKubeApi::ModifyNode(const std::string& name, const std::function<void(Json&)>& change) {
+  absl::MutexLock lock(&mutex_);
+  Json& node = nodes_.at(name);
+  change(node);
+  Bump(node);
+}
+
+std::vector<Json> FakeKubeApi::Events() const {
+  absl::MutexLock lock(&mutex_);
+  return events_;
+}
+
+std::vector<KubeRequest> FakeKubeApi::Requests() const {
+  absl::MutexLock lock(&mutex_);
+  return requests_;
+}
+
+void FakeKubeApi::ClearRequests() {
+  absl::MutexLock lock(&mutex_);
+  requests_.clear();
+}
+
+void FakeKubeApi::SetToken(const std::string& token) {
+  absl::MutexLock lock(&mutex_);
+  token_ = token;
+}
+
+void FakeKubeApi::FailNext(int status, int count, const std::string& path_prefix) {
+  absl::MutexLock lock(&mutex_);
+  fail_status_ = status;
+  fail_count_ = count;
+  fail_prefix_ = path_prefix;
+}
+
+void FakeKubeApi::ChangeBefore(const std::string& method, const std::string& path,
+                               const std::string& node, std::function<void(Json&)> change) {
+  absl::MutexLock lock(&mutex_);
+  change_before_ = Change{method, path, node, std::move(change)};
+}
+
+void FakeKubeApi::SetDelay(absl::Duration delay) {
+  absl::MutexLock lock(&mutex_);
+  delay_ = delay;
+}
+
+}  // namespace vigil::testing

@@ -1,0 +1,107 @@
+// A fake Kubernetes API server for tests: HTTPS on 127.0.0.1 with a self-signed certificate,
+// serving the few Node and Event endpoints the health check uses, and checking requests the way
+// the real one does — bearer token (401), paths and verbs (404/405), patch content types (415),
+// strategic-merge patches of nodes/NAME/status (conditions merged by type, only status kept),
+// JSON patches (RFC 6902, a failed `test` is 422 like the real server's), taint and Event
+// validation (422), namespaces (400), resourceVersion bumped on every write. It records every
+// request, and can be told to answer the next requests with an error (409, 500...) or slowly.
+// Thread-safety: every method may be called from any thread (one mutex); handlers run on the
+// server's threads.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+
+namespace httplib {
+class SSLServer;
+}
+
+namespace vigil::testing {
+
+struct KubeRequest {
+  std::string method, path, query, content_type, authorization, body;
+};
+
+// A self-signed certificate for 127.0.0.1 (made with the openssl command), its key, and a
+// service-account directory (token, ca.crt, namespace) as a pod would have it mounted.
+struct KubeCredentials {
+  std::string cert_path, key_path, service_account_dir, token;
+};
+// Writes them under `dir`; empty paths when openssl failed (the error is in `*error`).
+KubeCredentials MakeKubeCredentials(const std::string& dir, std::string* error);
+
+class FakeKubeApi {
+ public:
+  explicit FakeKubeApi(const KubeCredentials& credentials);
+  ~FakeKubeApi();
+
+  // 0 when it could not start.
+  int port() const { return port_; }
+
+  // A node with these labels and (optionally) taints and annotations.
+  void AddNode(const std::string& name, const std::map<std::string, std::string>& labels,
+               const nlohmann::json& taints = nlohmann::json::array(),
+               const nlohmann::json& annotations = nullptr);
+  nlohmann::json Node(const std::string& name) const;
+  // Changes a node as another client would (bumps its resourceVersion).
+  void ModifyNode(const std::string& name, const std::function<void(nlohmann::json&)>& change);
+  std::vector<nlohmann::json> Events() const;
+  std::vector<KubeRequest> Requests() const;
+  void ClearRequests();
+  // The token the server accepts from now on (a rotated service account token).
+  void SetToken(const std::string& token);
+  // Answers the next `count` requests whose path starts with `path_prefix` with `status` (a
+  // Kubernetes Status body) without acting on them.
+  void FailNext(int status, int count = 1, const std::string& path_prefix = "");
+  // Just before the next `method` request to exactly `path`, changes node `node` as another
+  // client would (bumping its resourceVersion): a race between our read and our write.
+  void ChangeBefore(const std::string& method, const std::string& path, const std::string& node,
+                    std::function<void(nlohmann::json&)> change);
+  // Delays every answer by `delay` (an API server under load).
+  void SetDelay(absl::Duration delay);
+
+ private:
+  struct Answer {
+    int status;
+    nlohmann::json body;
+  };
+  Answer Handle(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  Answer GetNode(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  Answer ListNodes(const std::string& query) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  Answer PatchNode(const std::string& name, bool status_subresource, const KubeRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  Answer CreateEvent(const std::string& ns, const KubeRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void Bump(nlohmann::json& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  std::unique_ptr<httplib::SSLServer> server_;
+  std::thread thread_;
+  int port_ = 0;
+
+  mutable absl::Mutex mutex_;
+  std::string token_ ABSL_GUARDED_BY(mutex_);
+  std::map<std::string, nlohmann::json> nodes_ ABSL_GUARDED_BY(mutex_);
+  std::vector<nlohmann::json> events_ ABSL_GUARDED_BY(mutex_);
+  std::vector<KubeRequest> requests_ ABSL_GUARDED_BY(mutex_);
+  uint64_t resource_version_ ABSL_GUARDED_BY(mutex_) = 1000;
+  int fail_status_ ABSL_GUARDED_BY(mutex_) = 0;
+  int fail_count_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::string fail_prefix_ ABSL_GUARDED_BY(mutex_);
+  struct Change {
+    std::string method, path, node;
+    std::function<void(nlohmann::json&)> change;
+  };
+  std::optional<Change> change_before_ ABSL_GUARDED_BY(mutex_);
+  absl::Duration delay_ ABSL_GUARDED_BY(mutex_) = absl::ZeroDuration();
+};
+
+}  // namespace vigil::testing
