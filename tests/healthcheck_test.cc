@@ -248,8 +248,8 @@ TEST(HealthcheckTest, KubernetesConditionTaintAndEventsFollowTheVerdict) {
     return ConditionStatus(api, "n1") == "True" && Tainted(api, "n1");
   })) << api.Node("n1").dump(2)
       << check.process().Stderr();
+  ASSERT_TRUE(Eventually([&] { return api.Events().size() == 2; }));
   const std::vector<Json> events = api.Events();
-  ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[1]["reason"], "GpuFailed");
   EXPECT_EQ(events[1]["type"], "Warning");
   EXPECT_THAT(events[1]["message"].get<std::string>(), HasSubstr("GPU 3"));
@@ -279,7 +279,8 @@ TEST(HealthcheckTest, KubernetesConditionTaintAndEventsFollowTheVerdict) {
   engine->process->Wait();
   ASSERT_TRUE(Eventually([&] { return ConditionStatus(api, "n1") == "Unknown"; }));
   EXPECT_FALSE(Tainted(api, "n1"));
-  EXPECT_EQ(api.Events().back()["reason"], "EngineUnreachable");
+  // The Event follows the condition's patch.
+  EXPECT_TRUE(Eventually([&] { return api.Events().back()["reason"] == "EngineUnreachable"; }));
   for (const KubeRequest& request : api.Requests()) {
     EXPECT_EQ(request.authorization, "Bearer " + credentials.token);
   }
