@@ -254,7 +254,12 @@ TEST(HealthcheckTest, KubernetesConditionTaintAndEventsFollowTheVerdict) {
   EXPECT_EQ(events[1]["type"], "Warning");
   EXPECT_THAT(events[1]["message"].get<std::string>(), HasSubstr("GPU 3"));
   EXPECT_THAT(events[1]["message"].get<std::string>(), HasSubstr("DCGM_FR_FALLEN_OFF_BUS"));
-  EXPECT_THAT(check.Get("/metrics"), HasSubstr("vigil_healthcheck_node_tainted 1\n"));
+  EXPECT_THAT(check.GetUntil("/metrics",
+                             [](const std::string& body) {
+                               return body.find("vigil_healthcheck_node_tainted 1\n") !=
+                                      std::string::npos;
+                             }),
+              HasSubstr("vigil_healthcheck_kube_taints_added_total 1\n"));
 
   // An API server that takes 3 s per answer does not slow the endpoints down.
   api.SetDelay(absl::Seconds(3));
