@@ -38,6 +38,7 @@ int Main(int argc, char** argv) {
       {"events", AddEventsCommand(&app)},
       {"health", AddHealthCommand(&app)},
       {"healthcheck", AddHealthcheckCommand(&app)},
+      {"node", AddNodeCommand(&app)},
   };
   try {
     app.parse(argc, argv);
