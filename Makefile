@@ -32,6 +32,7 @@ bench: build
 	$(BUILD_DIR)/bench/vigil_bench --benchmark_filter=Rss $(BENCH_ARGS)
 	$(BUILD_DIR)/bench/vigil_bench --benchmark_filter=-Rss $(BENCH_ARGS)
 	scripts/bench-scrape $(BUILD_DIR)/vigil
+	scripts/bench-healthcheck $(BUILD_DIR)/vigil
 
 demo: build
 	scripts/demo $(BUILD_DIR)/vigil
