@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "common/status.h"
+#include "engine/proto_convert.h"
 #include "fmt/format.h"
 
 namespace vigil::cli {
@@ -17,19 +18,6 @@ struct HealthFlags {
   int64_t gpu = -1;
   std::string system;
 };
-
-std::string_view Name(v1::HealthStatus status) {
-  switch (status) {
-    case v1::HEALTH_STATUS_PASS:
-      return "PASS";
-    case v1::HEALTH_STATUS_WARN:
-      return "WARN";
-    case v1::HEALTH_STATUS_FAIL:
-      return "FAIL";
-    default:
-      return "UNKNOWN";
-  }
-}
 
 int ExitCodeFor(v1::HealthStatus status) {
   switch (status) {
@@ -47,7 +35,7 @@ nlohmann::json IncidentJson(const v1::HealthIncident& incident) {
   return {{"gpu", incident.gpu()},
           {"uuid", incident.uuid()},
           {"system", incident.system()},
-          {"status", std::string(Name(incident.status()))},
+          {"status", std::string(HealthStatusText(incident.status()))},
           {"code", incident.code()},
           {"message", incident.message()},
           {"action", incident.action()},
@@ -61,15 +49,15 @@ nlohmann::json VerdictJson(const v1::HealthVerdict& verdict) {
   nlohmann::json json = {{"instance_id", verdict.instance_id()},
                          {"seq", verdict.seq()},
                          {"timestamp", FormatTimeUs(verdict.timestamp_us())},
-                         {"overall", std::string(Name(verdict.overall()))},
+                         {"overall", std::string(HealthStatusText(verdict.overall()))},
                          {"gpus", nlohmann::json::array()}};
   for (const auto& gpu : verdict.gpus()) {
     nlohmann::json gpu_json = {{"gpu", gpu.gpu()},
                                {"uuid", gpu.uuid()},
-                               {"status", std::string(Name(gpu.status()))},
+                               {"status", std::string(HealthStatusText(gpu.status()))},
                                {"systems", nlohmann::json::object()}};
     for (const auto& system : gpu.systems()) {
-      nlohmann::json system_json = {{"status", std::string(Name(system.status()))},
+      nlohmann::json system_json = {{"status", std::string(HealthStatusText(system.status()))},
                                     {"incidents", nlohmann::json::array()}};
       if (!system.unknown_reason().empty()) system_json["unknown_reason"] = system.unknown_reason();
       for (const auto& incident : system.incidents()) {
@@ -95,20 +83,20 @@ void PrintVerdict(const v1::HealthVerdict& verdict) {
   std::vector<std::string> details;
   for (const auto& gpu : verdict.gpus()) {
     std::vector<std::string> row = {std::to_string(gpu.gpu()), gpu.uuid(),
-                                    std::string(Name(gpu.status()))};
+                                    std::string(HealthStatusText(gpu.status()))};
     for (const auto& system : gpu.systems()) {
-      row.emplace_back(Name(system.status()));
+      row.emplace_back(HealthStatusText(system.status()));
       if (!system.unknown_reason().empty()) {
         details.push_back(fmt::format("GPU {} {} UNKNOWN: {}", gpu.gpu(), system.system(),
                                       system.unknown_reason()));
       }
       for (const auto& incident : system.incidents()) {
-        details.push_back(
-            fmt::format("GPU {} {} {} {}{}: {} (seen {}x, first {}, last {})\n    action: {}",
-                        gpu.gpu(), system.system(), Name(incident.status()), incident.code(),
-                        incident.injected() ? " [injected]" : "", incident.message(),
-                        incident.count(), FormatTimeUs(incident.first_seen_us()),
-                        FormatTimeUs(incident.last_seen_us()), incident.action()));
+        details.push_back(fmt::format(
+            "GPU {} {} {} {}{}: {} (seen {}x, first {}, last {})\n    action: {}", gpu.gpu(),
+            system.system(), HealthStatusText(incident.status()), incident.code(),
+            incident.injected() ? " [injected]" : "", incident.message(), incident.count(),
+            FormatTimeUs(incident.first_seen_us()), FormatTimeUs(incident.last_seen_us()),
+            incident.action()));
       }
     }
     table.AddRow(row);
@@ -119,8 +107,8 @@ void PrintVerdict(const v1::HealthVerdict& verdict) {
     for (const std::string& line : details) std::cout << "  " << line << '\n';
   }
   std::cout << fmt::format("\nOverall: {} (engine instance {}, seq {}, {})\n",
-                           Name(verdict.overall()), verdict.instance_id(), verdict.seq(),
-                           FormatTimeUs(verdict.timestamp_us()));
+                           HealthStatusText(verdict.overall()), verdict.instance_id(),
+                           verdict.seq(), FormatTimeUs(verdict.timestamp_us()));
 }
 
 int RunHealth(const HealthFlags& flags) {
@@ -177,11 +165,12 @@ int RunClear(const HealthFlags& flags) {
                            flags.system.empty() ? "" : " (" + flags.system + ")")
             << '\n';
   for (const auto& incident : cleared->cleared()) {
-    std::cout << fmt::format("  {} {} {}: {}\n", incident.system(), Name(incident.status()),
-                             incident.code(), incident.message());
+    std::cout << fmt::format("  {} {} {}: {}\n", incident.system(),
+                             HealthStatusText(incident.status()), incident.code(),
+                             incident.message());
   }
   std::cout << fmt::format("GPU {} is now {} (seq {}); a fault that still holds is raised again.\n",
-                           flags.gpu, Name(verdict->overall()), verdict->seq());
+                           flags.gpu, HealthStatusText(verdict->overall()), verdict->seq());
   return kExitOk;
 }
 

@@ -6,7 +6,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -19,6 +18,7 @@
 
 #include "absl/time/clock.h"
 #include "common/strings.h"
+#include "common/thread.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
 
@@ -134,10 +134,7 @@ absl::Status HttpServer::Start(const std::string& address) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &event);
   event.data.fd = wake_fd_;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &event);
-  thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "vigil-http");
-    Loop();
-  });
+  thread_ = StartNamedThread("vigil-http", [this] { Loop(); });
   return absl::OkStatus();
 }
 

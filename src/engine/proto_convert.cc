@@ -85,4 +85,30 @@ void AppendValues(const Snapshot& snapshot, const std::vector<uint32_t>& gpus,
   }
 }
 
+std::string_view HealthStatusText(v1::HealthStatus status) {
+  switch (status) {
+    case v1::HEALTH_STATUS_PASS:
+      return "PASS";
+    case v1::HEALTH_STATUS_WARN:
+      return "WARN";
+    case v1::HEALTH_STATUS_FAIL:
+      return "FAIL";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+int HealthStatusNumber(v1::HealthStatus status) {
+  switch (status) {
+    case v1::HEALTH_STATUS_PASS:
+      return 0;
+    case v1::HEALTH_STATUS_WARN:
+      return 10;
+    case v1::HEALTH_STATUS_FAIL:
+      return 20;
+    default:
+      return -1;
+  }
+}
+
 }  // namespace vigil

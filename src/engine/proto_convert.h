@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "engine/snapshot.h"
@@ -18,6 +19,12 @@ v1::FieldType ToProto(FieldType type);
 // Sets status, injected and (when ok) the value of a v1::FieldValue or v1::Sample.
 void SetValue(const FieldValue& value, v1::FieldValue* out);
 void SetValue(const FieldValue& value, v1::Sample* out);
+
+// A health status as people and dashboards read it: "PASS", "WARN", "FAIL", "UNKNOWN" (also for
+// an unset or unknown wire value), and as dcgm-exporter's health metric values 0, 10, 20 — with
+// -1 for UNKNOWN, which dcgm-exporter has no value for.
+std::string_view HealthStatusText(v1::HealthStatus status);
+int HealthStatusNumber(v1::HealthStatus status);
 
 // Appends the latest value of each (gpu, field index), GPU-major, to `out`.
 void AppendValues(const Snapshot& snapshot, const std::vector<uint32_t>& gpus,

@@ -1,17 +1,13 @@
 // Implements TickLoop.
 #include "engine/tick_loop.h"
 
-#include <pthread.h>
-
+#include "common/thread.h"
 #include "spdlog/spdlog.h"
 
 namespace vigil {
 
 void TickLoop::Start() {
-  thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "vigil-tick");  // shows in top -H, perf and gdb
-    Run();
-  });
+  thread_ = StartNamedThread("vigil-tick", [this] { Run(); });
 }
 
 void TickLoop::Stop() {

@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -12,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/thread.h"
 #include "fmt/format.h"
 #include "grpcpp/server_posix.h"
 #include "spdlog/spdlog.h"
@@ -58,10 +58,8 @@ UnixListener::~UnixListener() {
 }
 
 void UnixListener::Start(grpc::Server* server, PeerRegistry* registry) {
-  thread_ = std::thread([this, server, registry] {
-    pthread_setname_np(pthread_self(), "vigil-accept");
-    AcceptLoop(server, registry);
-  });
+  thread_ =
+      StartNamedThread("vigil-accept", [this, server, registry] { AcceptLoop(server, registry); });
 }
 
 void UnixListener::Stop() {

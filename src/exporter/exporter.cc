@@ -1,10 +1,9 @@
 // Implements the exporter's runtime: following the engine, keeping the view, serving scrapes.
 #include "exporter/exporter.h"
 
-#include <pthread.h>
-
 #include "common/files.h"
 #include "common/status.h"
+#include "common/thread.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
 
@@ -60,14 +59,8 @@ absl::StatusOr<std::unique_ptr<Exporter>> Exporter::Start(ExporterOptions option
     return started;
   }
   if (self->pods_ != nullptr) self->pods_->Start();
-  self->ticks_thread_ = std::thread([self] {
-    pthread_setname_np(pthread_self(), "vigil-ticks");
-    self->FollowTicks();
-  });
-  self->events_thread_ = std::thread([self] {
-    pthread_setname_np(pthread_self(), "vigil-events");
-    self->FollowEvents();
-  });
+  self->ticks_thread_ = StartNamedThread("vigil-ticks", [self] { self->FollowTicks(); });
+  self->events_thread_ = StartNamedThread("vigil-events", [self] { self->FollowEvents(); });
   return exporter;
 }
 

@@ -1,9 +1,8 @@
 // Implements the kubelet pod-resources client.
 #include "exporter/pod_mapper.h"
 
-#include <pthread.h>
-
 #include "common/status.h"
+#include "common/thread.h"
 #include "fmt/format.h"
 #include "grpcpp/create_channel.h"
 #include "spdlog/spdlog.h"
@@ -43,8 +42,7 @@ PodMapper::PodMapper(PodMapperOptions options) : options_(std::move(options)) {
 PodMapper::~PodMapper() { Stop(); }
 
 void PodMapper::Start() {
-  thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "vigil-pods");
+  thread_ = StartNamedThread("vigil-pods", [this] {
     while (true) {
       (void)Refresh();
       absl::MutexLock lock(&mutex_);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "engine/proto_convert.h"
 #include "fmt/format.h"
 
 namespace vigil {
@@ -96,19 +97,6 @@ std::string_view WatchName(std::string_view system) {
   if (system == "nvlink") return "NVLINK";
   if (system == "driver") return "DRIVER";
   return "UNKNOWN";
-}
-
-int HealthValue(v1::HealthStatus status) {
-  switch (status) {
-    case v1::HEALTH_STATUS_PASS:
-      return 0;
-    case v1::HEALTH_STATUS_WARN:
-      return 10;
-    case v1::HEALTH_STATUS_FAIL:
-      return 20;
-    default:
-      return -1;
-  }
 }
 
 void Header(std::string* out, std::string_view name, std::string_view type, std::string_view help) {
@@ -239,12 +227,12 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
           for (const v1::GpuHealth& gpu : view.tick.health().gpus()) {
             if (gpu.gpu() != view.gpus[g].index()) continue;
             auto row = [&](std::string_view watch, v1::HealthStatus status, std::string_view code) {
-              if (HealthValue(status) < 0) return;  // UNKNOWN has no DCGM value: left out
+              if (HealthStatusNumber(status) < 0) return;  // UNKNOWN has no DCGM value: left out
               extra.clear();
               AppendLabel(&extra, "health_error_code", code);
               AppendLabel(&extra, "health_watch", watch);
               AppendSample(&rows, counter.name, labels[g], extra, "",
-                           std::to_string(HealthValue(status)));
+                           std::to_string(HealthStatusNumber(status)));
             };
             // The worst incident's code per system, DCGM_FR_OK when there is none.
             std::string overall_code = "DCGM_FR_OK";
@@ -252,7 +240,7 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
               std::string code = "DCGM_FR_OK";
               v1::HealthStatus worst = v1::HEALTH_STATUS_PASS;
               for (const v1::HealthIncident& incident : system.incidents()) {
-                if (HealthValue(incident.status()) >= HealthValue(worst)) {
+                if (HealthStatusNumber(incident.status()) >= HealthStatusNumber(worst)) {
                   worst = incident.status();
                   code = incident.code();
                 }
@@ -290,7 +278,7 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
       for (const v1::SystemHealth& system : gpu.systems()) {
         out += fmt::format("vigil_gpu_health_status{{gpu=\"{}\",UUID=\"{}\",system=\"{}\"}} {}\n",
                            gpu.gpu(), EscapeLabelValue(gpu.uuid()), system.system(),
-                           HealthValue(system.status()));
+                           HealthStatusNumber(system.status()));
       }
     }
   }

@@ -1,39 +1,12 @@
 // Implements the health check's monitor.
 #include "healthcheck/monitor.h"
 
-#include <pthread.h>
-
 #include "common/status.h"
+#include "common/thread.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
 
 namespace vigil {
-
-std::string_view HealthStatusText(v1::HealthStatus status) {
-  switch (status) {
-    case v1::HEALTH_STATUS_PASS:
-      return "PASS";
-    case v1::HEALTH_STATUS_WARN:
-      return "WARN";
-    case v1::HEALTH_STATUS_FAIL:
-      return "FAIL";
-    default:
-      return "UNKNOWN";
-  }
-}
-
-int HealthStatusNumber(v1::HealthStatus status) {
-  switch (status) {
-    case v1::HEALTH_STATUS_PASS:
-      return 0;
-    case v1::HEALTH_STATUS_WARN:
-      return 10;
-    case v1::HEALTH_STATUS_FAIL:
-      return 20;
-    default:
-      return -1;
-  }
-}
 
 HealthMonitor::HealthMonitor(std::unique_ptr<EngineClient> client, std::string node_name,
                              Clock* clock, std::function<void()> on_change)
@@ -47,10 +20,7 @@ HealthMonitor::HealthMonitor(std::unique_ptr<EngineClient> client, std::string n
 HealthMonitor::~HealthMonitor() { Stop(); }
 
 void HealthMonitor::Start() {
-  thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "vigil-health");
-    Follow();
-  });
+  thread_ = StartNamedThread("vigil-health", [this] { Follow(); });
 }
 
 void HealthMonitor::Stop() {

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "client/engine_client.h"
 #include "common/clock.h"
+#include "engine/proto_convert.h"
 #include "nlohmann/json.hpp"
 
 namespace vigil {
@@ -79,8 +80,5 @@ class HealthMonitor {
   HealthSubscription* stream_ ABSL_GUARDED_BY(mutex_) = nullptr;
   uint64_t reconnects_ ABSL_GUARDED_BY(mutex_) = 0;
 };
-
-std::string_view HealthStatusText(v1::HealthStatus status);  // PASS, WARN, FAIL, UNKNOWN
-int HealthStatusNumber(v1::HealthStatus status);             // 0, 10, 20, -1
 
 }  // namespace vigil

@@ -2,12 +2,11 @@
 // manages the taint with resourceVersion-tested JSON patches.
 #include "healthcheck/node_reporter.h"
 
-#include <pthread.h>
-
 #include <cmath>
 
 #include "client/backoff.h"
 #include "common/status.h"
+#include "common/thread.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
 
@@ -81,10 +80,7 @@ void NodeReporter::Wake() {
 }
 
 void NodeReporter::Start() {
-  thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "vigil-kube");
-    Loop();
-  });
+  thread_ = StartNamedThread("vigil-kube", [this] { Loop(); });
 }
 
 void NodeReporter::Stop() {
