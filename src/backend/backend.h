@@ -1,9 +1,11 @@
 // The GPU backend interface: where the engine's readings come from (simulated GPUs, or real ones
 // through NVML). One backend per engine.
 //
-// Threading contract: the engine calls Read() from one sampling thread at a time, never
-// concurrently. A backend delivers asynchronous events (XIDs) to its EventSink from a thread of
-// its own, between StartEvents() and StopEvents().
+// Threading contract: the engine calls ReadAll() (or Read()) from one sampling thread at a time.
+// A backend must also allow Read() to run concurrently for different GPUs (DeadlineBackend reads
+// every GPU on a worker of its own), never twice at once for the same GPU. A backend delivers
+// asynchronous events (XIDs) to its EventSink from a thread of its own, between StartEvents()
+// and StopEvents().
 #pragma once
 
 #include <cstdint>
@@ -65,6 +67,16 @@ class Backend {
   // Precondition: gpu < gpus().size().
   virtual absl::Status Read(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
                             absl::Span<FieldValue> out) = 0;
+
+  // Reads `fields` of every GPU: GPU g's values go to out[g * fields.size() ...], its Read()
+  // status to statuses[g]. The default reads the GPUs one after another.
+  // Preconditions: out.size() == gpus().size() * fields.size(), statuses.size() == gpus().size().
+  virtual void ReadAll(absl::Span<const FieldId> fields, absl::Time now, absl::Span<FieldValue> out,
+                       absl::Span<absl::Status> statuses) {
+    for (uint32_t gpu = 0; gpu < statuses.size(); ++gpu) {
+      statuses[gpu] = Read(gpu, fields, now, out.subspan(gpu * fields.size(), fields.size()));
+    }
+  }
 
   // Starts delivering events to `sink`, which must outlive StopEvents().
   virtual void StartEvents(EventSink* sink) = 0;

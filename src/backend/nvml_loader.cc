@@ -1,5 +1,4 @@
-// Implements OpenNvml. The few NVML declarations used here follow NVIDIA's published NVML API
-// reference (nvmlReturn_t is an int; 0 is NVML_SUCCESS).
+// Implements OpenNvml.
 #include "backend/nvml_loader.h"
 
 #include <dlfcn.h>
@@ -7,34 +6,19 @@
 #include "fmt/format.h"
 
 namespace vigil {
-namespace {
-
-using nvmlReturn_t = int;
-constexpr nvmlReturn_t kNvmlSuccess = 0;
-using InitFn = nvmlReturn_t (*)();
-using ShutdownFn = nvmlReturn_t (*)();
-using GetCountFn = nvmlReturn_t (*)(unsigned int*);
-using ErrorStringFn = const char* (*)(nvmlReturn_t);
-
-template <typename Fn>
-Fn Resolve(void* handle, const char* name) {
-  return reinterpret_cast<Fn>(dlsym(handle, name));
-}
-
-std::string ErrorString(void* handle, nvmlReturn_t code) {
-  if (auto error_string = Resolve<ErrorStringFn>(handle, "nvmlErrorString")) {
-    return fmt::format("{} (NVML error {})", error_string(code), code);
-  }
-  return fmt::format("NVML error {}", code);
-}
-
-}  // namespace
 
 NvmlLibrary::~NvmlLibrary() {
-  if (initialised_) {
-    if (auto shutdown = Resolve<ShutdownFn>(handle_, "nvmlShutdown")) shutdown();
-  }
+  if (initialised_ && api_.Shutdown != nullptr) api_.Shutdown();
   dlclose(handle_);
+}
+
+std::string NvmlLibrary::ErrorString(nvml::Return code) const {
+  if (api_.ErrorString != nullptr) {
+    if (const char* text = api_.ErrorString(code)) {
+      return fmt::format("{} (NVML error {})", text, code);
+    }
+  }
+  return fmt::format("NVML error {}", code);
 }
 
 absl::StatusOr<std::unique_ptr<NvmlLibrary>> OpenNvml(const std::string& path) {
@@ -48,27 +32,25 @@ absl::StatusOr<std::unique_ptr<NvmlLibrary>> OpenNvml(const std::string& path) {
         library, dlerror()));
   }
   std::unique_ptr<NvmlLibrary> nvml(new NvmlLibrary(handle, library));
-  auto init = Resolve<InitFn>(handle, "nvmlInit_v2");
-  if (init == nullptr) init = Resolve<InitFn>(handle, "nvmlInit");
-  if (init == nullptr) {
-    return absl::FailedPreconditionError(
-        fmt::format("{} has no nvmlInit: it is not a usable NVML library", library));
+  nvml::ResolveApi(handle, &nvml->api_);
+  const nvml::Api& api = nvml->api_;
+  if (api.Init == nullptr || api.DeviceGetCount == nullptr ||
+      api.DeviceGetHandleByIndex == nullptr) {
+    return absl::FailedPreconditionError(fmt::format(
+        "{} lacks nvmlInit, nvmlDeviceGetCount or nvmlDeviceGetHandleByIndex: it is not a "
+        "usable NVML library",
+        library));
   }
-  if (const nvmlReturn_t result = init(); result != kNvmlSuccess) {
+  if (const nvml::Return result = api.Init(); result != nvml::kSuccess) {
     return absl::FailedPreconditionError(fmt::format(
         "NVML failed to initialise: {}: check that the NVIDIA driver is loaded (nvidia-smi)",
-        ErrorString(handle, result)));
+        nvml->ErrorString(result)));
   }
   nvml->initialised_ = true;
-  auto get_count = Resolve<GetCountFn>(handle, "nvmlDeviceGetCount_v2");
-  if (get_count == nullptr) get_count = Resolve<GetCountFn>(handle, "nvmlDeviceGetCount");
-  if (get_count == nullptr) {
+  if (const nvml::Return result = api.DeviceGetCount(&nvml->device_count_);
+      result != nvml::kSuccess) {
     return absl::FailedPreconditionError(
-        fmt::format("{} has no nvmlDeviceGetCount: it is not a usable NVML library", library));
-  }
-  if (const nvmlReturn_t result = get_count(&nvml->device_count_); result != kNvmlSuccess) {
-    return absl::FailedPreconditionError(
-        fmt::format("NVML cannot count the GPUs: {}", ErrorString(handle, result)));
+        fmt::format("NVML cannot count the GPUs: {}", nvml->ErrorString(result)));
   }
   if (nvml->device_count_ == 0) {
     return absl::FailedPreconditionError(

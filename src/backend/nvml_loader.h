@@ -1,14 +1,15 @@
 // Finds and initialises the NVIDIA driver's NVML library (libnvidia-ml.so.1) at run time with
 // dlopen, so the binary has no build-time dependency on NVIDIA's headers or libraries and starts
-// on machines without a driver. This is the first step of the nvml backend: it answers "is there
-// a driver and a GPU here", with a message that says what to do when not.
-// Thread-safety: OpenNvml() from one thread at start-up.
+// on machines without a driver. It answers "is there a driver and a GPU here", with a message
+// that says what to do when not, and resolves the entry points the nvml backend uses.
+// Thread-safety: OpenNvml() from one thread at start-up; the library is then shared read-only.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "backend/nvml_api.h"
 
 namespace vigil {
 
@@ -21,8 +22,10 @@ class NvmlLibrary {
 
   unsigned int device_count() const { return device_count_; }
   const std::string& path() const { return path_; }
-  // The library handle, for resolving further symbols.
-  void* handle() const { return handle_; }
+  // The entry points; any may be null (an older driver lacks it).
+  const nvml::Api& api() const { return api_; }
+  // "GPU is lost (NVML error 15)".
+  std::string ErrorString(nvml::Return code) const;
 
  private:
   friend absl::StatusOr<std::unique_ptr<NvmlLibrary>> OpenNvml(const std::string& path);
@@ -30,6 +33,7 @@ class NvmlLibrary {
 
   void* handle_;
   std::string path_;
+  nvml::Api api_;
   unsigned int device_count_ = 0;
   bool initialised_ = false;
 };

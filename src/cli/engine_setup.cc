@@ -6,7 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "backend/nvml_loader.h"
+#include "backend/deadline_backend.h"
+#include "backend/nvml_backend.h"
 #include "backend/sim_backend.h"
 #include "cli/commands.h"
 #include "common/status.h"
@@ -34,7 +35,8 @@ absl::Status PrepareStateDir(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const EngineFlags& flags) {
+absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const EngineFlags& flags,
+                                                     const EngineConfig& config) {
   if (flags.backend == "sim") {
     auto sim = SimBackend::Create({.gpu_count = flags.gpus, .seed = flags.seed});
     if (!sim.ok()) return sim.status();
@@ -43,12 +45,13 @@ absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const EngineFlags& flags) {
   if (flags.gpus_option->count() > 0 || flags.seed_option->count() > 0) {
     return absl::InvalidArgumentError("--gpus and --seed apply to --backend sim only");
   }
-  auto nvml = OpenNvml(flags.nvml_library);
+  auto library = OpenNvml(flags.nvml_library);
+  if (!library.ok()) return library.status();
+  auto nvml = NvmlBackend::Create(std::move(*library));
   if (!nvml.ok()) return nvml.status();
-  return absl::UnimplementedError(fmt::format(
-      "NVML found {} GPU(s), but this build of vigil cannot sample real GPUs yet (the nvml "
-      "backend's sampling is not implemented); use --backend sim",
-      (*nvml)->device_count()));
+  // A driver call can hang (a GPU going bad, a wedged driver): bound every read.
+  return std::unique_ptr<Backend>(
+      std::make_unique<DeadlineBackend>(std::move(*nvml), config.EffectiveGpuReadTimeout()));
 }
 
 }  // namespace
@@ -105,7 +108,7 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
     if (!token.ok()) return WithContext(token.status(), "--inject-token-file");
     inject_token = *token;
   }
-  auto backend = OpenBackend(flags);
+  auto backend = OpenBackend(flags, config);
   if (!backend.ok()) return backend.status();
   const size_t gpu_count = (*backend)->gpus().size();
   auto engine = Engine::Create({.node_name = node_name,

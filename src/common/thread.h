@@ -4,10 +4,12 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <thread>
 
 namespace vigil {
 
-std::thread StartNamedThread(const char* name, std::function<void()> body);
+// Names longer than 15 characters are cut (the kernel's limit).
+std::thread StartNamedThread(std::string name, std::function<void()> body);
 
 }  // namespace vigil

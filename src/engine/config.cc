@@ -13,8 +13,8 @@ namespace {
 
 absl::Status ParseSampling(const YAML::Node& node, const yaml::Reader& reader,
                            EngineConfig* config) {
-  if (auto status =
-          reader.ExpectMap(node, "sampling", {"tick_interval", "history_max_age", "intervals"});
+  if (auto status = reader.ExpectMap(
+          node, "sampling", {"tick_interval", "history_max_age", "intervals", "gpu_read_timeout"});
       !status.ok()) {
     return status;
   }
@@ -39,6 +39,18 @@ absl::Status ParseSampling(const YAML::Node& node, const yaml::Reader& reader,
                       absl::FormatDuration(kMinHistoryAge), absl::FormatDuration(kMaxHistoryAge)));
     }
     config->history_max_age = *age;
+  }
+  if (node["gpu_read_timeout"]) {
+    auto timeout = reader.Duration(node["gpu_read_timeout"], "sampling.gpu_read_timeout");
+    if (!timeout.ok()) return timeout.status();
+    if (*timeout < kMinGpuReadTimeout || *timeout > config->tick_interval) {
+      return reader.Error(
+          node["gpu_read_timeout"], "sampling.gpu_read_timeout",
+          fmt::format("{} is out of range ({} .. the tick interval, {})",
+                      absl::FormatDuration(*timeout), absl::FormatDuration(kMinGpuReadTimeout),
+                      absl::FormatDuration(config->tick_interval)));
+    }
+    config->gpu_read_timeout = *timeout;
   }
   if (const YAML::Node intervals = node["intervals"]) {
     if (!intervals.IsMap()) {

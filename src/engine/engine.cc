@@ -201,11 +201,16 @@ void Engine::RunTick() {
   // Read every GPU first, without holding any lock a reader could wait on.
   const size_t width = due_ids_.size();
   read_buffer_.resize(width * gpu_count);
+  read_statuses_.resize(gpu_count);
+  backend_->ReadAll(due_ids_, now, absl::MakeSpan(read_buffer_), absl::MakeSpan(read_statuses_));
   for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) {
     const auto values = absl::MakeSpan(read_buffer_).subspan(gpu * width, width);
-    const absl::Status read = backend_->Read(gpu, due_ids_, now, values);
+    const absl::Status& read = read_statuses_[gpu];
     if (!read.ok()) {
       stats_.gpu_read_failures.fetch_add(1, std::memory_order_relaxed);
+      if (read.code() == absl::StatusCode::kDeadlineExceeded) {
+        stats_.gpu_read_timeouts.fetch_add(1, std::memory_order_relaxed);
+      }
       if (!gpu_failing_[gpu]) {
         spdlog::error("GPU {} ({}): {}; its values are marked {} until it answers again", gpu,
                       gpus()[gpu].uuid, MessageOf(read),

@@ -79,6 +79,7 @@ inline constexpr size_t kMaxHistoryResponseSamples = 500'000;
 struct EngineStats {
   std::atomic<uint64_t> ticks{0};
   std::atomic<uint64_t> gpu_read_failures{0};  // GPU reads that failed as a whole
+  std::atomic<uint64_t> gpu_read_timeouts{0};  // ... of which the driver did not answer in time
   std::atomic<uint64_t> xid_events{0};
   std::atomic<uint64_t> last_tick_duration_ns{0};
 };
@@ -179,7 +180,8 @@ class Engine : public EventSink {
   std::vector<size_t> due_;        // scratch
   std::vector<FieldId> due_ids_;
   std::vector<size_t> due_index_;
-  std::vector<FieldValue> read_buffer_;  // gpu-major: due_ids_.size() values per GPU
+  std::vector<FieldValue> read_buffer_;      // gpu-major: due_ids_.size() values per GPU
+  std::vector<absl::Status> read_statuses_;  // per GPU, of the latest ReadAll
 
   mutable absl::Mutex latest_mutex_;
   std::shared_ptr<const Snapshot> latest_ ABSL_GUARDED_BY(latest_mutex_);

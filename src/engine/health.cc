@@ -321,6 +321,15 @@ void HealthEvaluator::EvaluateRules(uint32_t gpu, const Snapshot& snapshot, absl
         "drain the node and restart it; check the GPU's seating, power and PCIe link if it "
         "recurs",
         false);
+  } else if (probe.value.status == ValueStatus::kTimeout) {
+    // A driver call that hangs often comes before a GPU falls off the bus or a GSP timeout
+    // (XID 119), but a slow call alone is no proof of a fault: WARN while it lasts, and the
+    // systems read UNKNOWN because their data is not fresh.
+    add(HealthSystem::kDriver, HealthStatus::kWarn, "driver.gpu_unresponsive", "",
+        "the driver did not answer a query for this GPU in time: its readings are stale",
+        "check the kernel log (dmesg) for XIDs and NVRM messages; if calls keep hanging, drain "
+        "the node and reset the GPU or reboot",
+        false);
   }
 }
 

@@ -377,6 +377,26 @@ TEST_F(HealthTest, LostGpuIsUnknownWithAFailIncident) {
   EXPECT_EQ(verdict_->gpus[1].status, HealthStatus::kPass);
 }
 
+TEST_F(HealthTest, UnresponsiveGpuIsUnknownWithAWarnIncidentUntilItAnswers) {
+  Tick();
+  const auto healthy = values_[0];
+  for (auto& [field, value] : values_[0]) value = FieldValue::Error(ValueStatus::kTimeout);
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kMemory), HealthStatus::kUnknown);
+  EXPECT_THAT(verdict_->gpus[0].systems[1].unknown_reason, HasSubstr("timed out"));
+  const auto& driver = verdict_->gpus[0].systems[static_cast<size_t>(HealthSystem::kDriver)];
+  ASSERT_EQ(driver.incidents.size(), 1u);
+  EXPECT_EQ(driver.incidents[0].status, HealthStatus::kWarn);
+  EXPECT_THAT(driver.incidents[0].message, HasSubstr("did not answer"));
+  EXPECT_NE(verdict_->gpus[0].status, HealthStatus::kPass);
+  EXPECT_NE(verdict_->gpus[0].status, HealthStatus::kFail);  // slow is not proof of a fault
+  EXPECT_EQ(verdict_->gpus[1].status, HealthStatus::kPass);
+
+  values_[0] = healthy;
+  for (int i = 0; i < 120; ++i) Tick();  // past the WARN's expiry window
+  EXPECT_EQ(verdict_->gpus[0].status, HealthStatus::kPass);
+}
+
 TEST_F(HealthTest, AGpuResetClearsStickyFailures) {
   Add(fid::kEccSbeVolTotal, 10);
   Tick();

@@ -1,0 +1,131 @@
+// Implements DeadlineBackend: per-GPU workers, one shared deadline per ReadAll.
+#include "backend/deadline_backend.h"
+
+#include "common/check.h"
+#include "common/thread.h"
+#include "fmt/format.h"
+#include "spdlog/spdlog.h"
+
+namespace vigil {
+
+DeadlineBackend::DeadlineBackend(std::unique_ptr<Backend> inner, absl::Duration timeout)
+    : inner_(std::move(inner)), timeout_(timeout) {
+  VIGIL_CHECK(timeout_ > absl::ZeroDuration());
+  for (uint32_t gpu = 0; gpu < inner_->gpus().size(); ++gpu) {
+    auto worker = std::make_shared<Worker>();
+    worker->thread =
+        StartNamedThread(fmt::format("vigil-gpu-{}", gpu),
+                         [inner = inner_, worker, gpu] { RunWorker(inner, worker, gpu); });
+    workers_.push_back(std::move(worker));
+  }
+  dispatched_.resize(workers_.size());
+}
+
+DeadlineBackend::~DeadlineBackend() {
+  for (uint32_t gpu = 0; gpu < workers_.size(); ++gpu) {
+    Worker& worker = *workers_[gpu];
+    bool stuck = false;
+    {
+      absl::MutexLock lock(&worker.mutex);
+      worker.stopping = true;
+      stuck = worker.busy;
+    }
+    if (stuck) {
+      spdlog::warn("GPU {}: a driver call is still stuck at shutdown; leaving its thread behind",
+                   gpu);
+      worker.thread.detach();
+    } else {
+      worker.thread.join();
+    }
+  }
+}
+
+void DeadlineBackend::RunWorker(std::shared_ptr<Backend> inner, std::shared_ptr<Worker> worker,
+                                uint32_t gpu) {
+  std::vector<FieldId> fields;
+  std::vector<FieldValue> values;
+  for (;;) {
+    absl::Time now;
+    {
+      absl::MutexLock lock(&worker->mutex);
+      worker->mutex.Await(absl::Condition(
+          +[](Worker* w)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mutex) { return w->has_request || w->stopping; },
+          worker.get()));
+      if (!worker->has_request) return;  // stopping
+      worker->has_request = false;
+      fields.swap(worker->fields);
+      now = worker->now;
+    }
+    values.assign(fields.size(), FieldValue{});
+    absl::Status status = inner->Read(gpu, fields, now, absl::MakeSpan(values));
+    absl::MutexLock lock(&worker->mutex);
+    worker->values.swap(values);
+    worker->status = std::move(status);
+    worker->fields.swap(fields);  // hand the buffer back for reuse
+    worker->busy = false;
+    if (worker->timed_out) {
+      spdlog::warn("GPU {}: the driver call that timed out returned after {}", gpu,
+                   absl::FormatDuration(absl::Now() - worker->started));
+    }
+  }
+}
+
+bool DeadlineBackend::Dispatch(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
+                               absl::Status* status) {
+  Worker& worker = *workers_[gpu];
+  absl::MutexLock lock(&worker.mutex);
+  if (worker.busy) {
+    *status = absl::DeadlineExceededError(fmt::format(
+        "a driver call has been stuck for {} (deadline {})",
+        absl::FormatDuration(absl::Trunc(absl::Now() - worker.started, absl::Milliseconds(1))),
+        absl::FormatDuration(timeout_)));
+    return false;
+  }
+  worker.fields.assign(fields.begin(), fields.end());
+  worker.now = now;
+  worker.has_request = true;
+  worker.busy = true;
+  worker.timed_out = false;
+  worker.started = absl::Now();
+  return true;
+}
+
+absl::Status DeadlineBackend::Collect(uint32_t gpu, absl::Time deadline,
+                                      absl::Span<FieldValue> out) {
+  Worker& worker = *workers_[gpu];
+  absl::MutexLock lock(&worker.mutex);
+  const bool answered = worker.mutex.AwaitWithDeadline(
+      absl::Condition(
+          +[](Worker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mutex) { return !w->busy; }, &worker),
+      deadline);
+  if (!answered) {
+    worker.timed_out = true;
+    timeouts_.fetch_add(1, std::memory_order_relaxed);
+    return absl::DeadlineExceededError(
+        fmt::format("the driver did not answer within {}", absl::FormatDuration(timeout_)));
+  }
+  std::copy(worker.values.begin(), worker.values.end(), out.begin());
+  return worker.status;
+}
+
+absl::Status DeadlineBackend::Read(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
+                                   absl::Span<FieldValue> out) {
+  absl::Status status;
+  if (!Dispatch(gpu, fields, now, &status)) return status;
+  return Collect(gpu, absl::Now() + timeout_, out);
+}
+
+void DeadlineBackend::ReadAll(absl::Span<const FieldId> fields, absl::Time now,
+                              absl::Span<FieldValue> out, absl::Span<absl::Status> statuses) {
+  for (uint32_t gpu = 0; gpu < workers_.size(); ++gpu) {
+    dispatched_[gpu] = Dispatch(gpu, fields, now, &statuses[gpu]);
+  }
+  const absl::Time deadline = absl::Now() + timeout_;
+  for (uint32_t gpu = 0; gpu < workers_.size(); ++gpu) {
+    if (!dispatched_[gpu]) continue;
+    statuses[gpu] = Collect(gpu, deadline, out.subspan(gpu * fields.size(), fields.size()));
+  }
+}
+
+}  // namespace vigil

@@ -1,0 +1,76 @@
+// A Backend wrapper that bounds how long a read may take: every GPU is read on a worker thread of
+// its own, the sampling thread waits for all of them up to one deadline, and a GPU whose read has
+// not returned by then reads as timed out (DeadlineExceeded) — then and on every later read,
+// without waiting again, until the stuck call returns. A driver call that hangs on one GPU thus
+// costs the engine one deadline, not its tick loop, and the other GPUs keep being sampled.
+//
+// A stuck call cannot be cancelled: its worker stays blocked in the driver. At destruction such a
+// worker is detached with shared ownership of the inner backend, so nothing it touches is freed
+// under it; the process is normally exiting by then.
+//
+// Thread-safety: ReadAll()/Read() from one sampling thread at a time (Backend's contract);
+// StartEvents/StopEvents are passed through; timeouts() from any thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "backend/backend.h"
+
+namespace vigil {
+
+class DeadlineBackend : public Backend {
+ public:
+  // Precondition: timeout > 0. Starts one worker per GPU of `inner`.
+  DeadlineBackend(std::unique_ptr<Backend> inner, absl::Duration timeout);
+  ~DeadlineBackend() override;
+
+  std::string_view name() const override { return inner_->name(); }
+  const std::vector<GpuIdentity>& gpus() const override { return inner_->gpus(); }
+  absl::Status Read(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
+                    absl::Span<FieldValue> out) override;
+  void ReadAll(absl::Span<const FieldId> fields, absl::Time now, absl::Span<FieldValue> out,
+               absl::Span<absl::Status> statuses) override;
+  void StartEvents(EventSink* sink) override { inner_->StartEvents(sink); }
+  void StopEvents() override { inner_->StopEvents(); }
+
+  absl::Duration timeout() const { return timeout_; }
+  // Reads that did not return within the deadline (each stuck call counts once).
+  uint64_t timeouts() const { return timeouts_.load(std::memory_order_relaxed); }
+
+ private:
+  // One GPU's worker and its one-slot mailbox.
+  struct Worker {
+    absl::Mutex mutex;
+    bool has_request ABSL_GUARDED_BY(mutex) = false;
+    bool busy ABSL_GUARDED_BY(mutex) = false;  // a request is queued or being read
+    bool stopping ABSL_GUARDED_BY(mutex) = false;
+    std::vector<FieldId> fields ABSL_GUARDED_BY(mutex);
+    absl::Time now ABSL_GUARDED_BY(mutex);
+    std::vector<FieldValue> values ABSL_GUARDED_BY(mutex);
+    absl::Status status ABSL_GUARDED_BY(mutex);
+    absl::Time started ABSL_GUARDED_BY(mutex);      // when the current request was handed over
+    bool timed_out ABSL_GUARDED_BY(mutex) = false;  // the current request missed its deadline
+    std::thread thread;
+  };
+
+  static void RunWorker(std::shared_ptr<Backend> inner, std::shared_ptr<Worker> worker,
+                        uint32_t gpu);
+  // Hands the request to gpu's worker; false (with *status set) when it is still stuck.
+  bool Dispatch(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
+                absl::Status* status);
+  // Waits for gpu's worker until `deadline` and copies its answer into `out`.
+  absl::Status Collect(uint32_t gpu, absl::Time deadline, absl::Span<FieldValue> out);
+
+  const std::shared_ptr<Backend> inner_;
+  const absl::Duration timeout_;
+  std::vector<std::shared_ptr<Worker>> workers_;  // one per GPU, fixed at construction
+  std::vector<char> dispatched_;                  // scratch of ReadAll, sampling thread only
+  std::atomic<uint64_t> timeouts_{0};
+};
+
+}  // namespace vigil

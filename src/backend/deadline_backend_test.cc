@@ -1,0 +1,136 @@
+// Tests DeadlineBackend with an inner backend whose reads block until the test lets them go.
+#include "backend/deadline_backend.h"
+
+#include <memory>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace vigil {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Three GPUs; reading GPU g gives each field the value g * 1000 + field. A GPU can be made to
+// hang: its reads block until released. Records how many reads returned.
+class HangingBackend : public Backend {
+ public:
+  explicit HangingBackend(std::shared_ptr<absl::Notification> destroyed)
+      : destroyed_(std::move(destroyed)) {
+    for (uint32_t i = 0; i < 3; ++i)
+      gpus_.push_back({.index = i, .uuid = "GPU-" + std::to_string(i)});
+  }
+  ~HangingBackend() override { destroyed_->Notify(); }
+
+  std::string_view name() const override { return "hanging"; }
+  const std::vector<GpuIdentity>& gpus() const override { return gpus_; }
+  absl::Status Read(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time,
+                    absl::Span<FieldValue> out) override {
+    absl::MutexLock lock(&mutex_);
+    while (hung_[gpu]) changed_.Wait(&mutex_);
+    for (size_t i = 0; i < fields.size(); ++i) out[i] = FieldValue::Int(gpu * 1000 + fields[i]);
+    ++returned_;
+    changed_.SignalAll();
+    return absl::OkStatus();
+  }
+  void StartEvents(EventSink*) override {}
+  void StopEvents() override {}
+
+  void SetHung(uint32_t gpu, bool hung) {
+    absl::MutexLock lock(&mutex_);
+    hung_[gpu] = hung;
+    changed_.SignalAll();
+  }
+  // Blocks until `count` reads have returned in all.
+  void AwaitReturned(int count) {
+    absl::MutexLock lock(&mutex_);
+    while (returned_ < count) changed_.Wait(&mutex_);
+  }
+
+ private:
+  std::shared_ptr<absl::Notification> destroyed_;
+  std::vector<GpuIdentity> gpus_;
+  absl::Mutex mutex_;
+  absl::CondVar changed_;
+  bool hung_[3] ABSL_GUARDED_BY(mutex_) = {false, false, false};
+  int returned_ ABSL_GUARDED_BY(mutex_) = 0;
+};
+
+class DeadlineBackendTest : public ::testing::Test {
+ protected:
+  DeadlineBackendTest() {
+    auto inner = std::make_unique<HangingBackend>(destroyed_);
+    inner_ = inner.get();
+    backend_ = std::make_unique<DeadlineBackend>(std::move(inner), absl::Seconds(1));
+  }
+
+  // Reads fields 7 and 9 of every GPU.
+  void ReadAll() {
+    values_.assign(6, FieldValue{});
+    statuses_.assign(3, absl::OkStatus());
+    backend_->ReadAll(kFields, absl::Now(), absl::MakeSpan(values_), absl::MakeSpan(statuses_));
+  }
+
+  static constexpr FieldId kFields[] = {7, 9};
+  std::shared_ptr<absl::Notification> destroyed_ = std::make_shared<absl::Notification>();
+  HangingBackend* inner_;
+  std::unique_ptr<DeadlineBackend> backend_;
+  std::vector<FieldValue> values_;
+  std::vector<absl::Status> statuses_;
+};
+
+TEST_F(DeadlineBackendTest, ReadsEveryGpuInPlace) {
+  ReadAll();
+  for (uint32_t gpu = 0; gpu < 3; ++gpu) {
+    ASSERT_TRUE(statuses_[gpu].ok()) << statuses_[gpu];
+    EXPECT_EQ(values_[gpu * 2].as_int(), gpu * 1000 + 7);
+    EXPECT_EQ(values_[gpu * 2 + 1].as_int(), gpu * 1000 + 9);
+  }
+  FieldValue one;
+  ASSERT_TRUE(backend_->Read(2, {9}, absl::Now(), absl::MakeSpan(&one, 1)).ok());
+  EXPECT_EQ(one.as_int(), 2009);
+  EXPECT_EQ(backend_->timeouts(), 0u);
+  EXPECT_EQ(backend_->name(), "hanging");
+}
+
+TEST_F(DeadlineBackendTest, AHungGpuTimesOutOnceAndTheOthersKeepAnswering) {
+  inner_->SetHung(1, true);
+  ReadAll();
+  EXPECT_EQ(statuses_[1].code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(statuses_[1].message(), HasSubstr("did not answer within 1s"));
+  EXPECT_TRUE(statuses_[0].ok());
+  EXPECT_TRUE(statuses_[2].ok());
+  EXPECT_EQ(values_[5].as_int(), 2009);
+  EXPECT_EQ(backend_->timeouts(), 1u);
+
+  // Still stuck: reported at once, without waiting out another deadline.
+  const absl::Time before = absl::Now();
+  ReadAll();
+  EXPECT_LT(absl::Now() - before, absl::Milliseconds(900));
+  EXPECT_EQ(statuses_[1].code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(statuses_[1].message(), HasSubstr("stuck for"));
+  EXPECT_TRUE(statuses_[0].ok());
+  EXPECT_EQ(backend_->timeouts(), 1u);
+
+  // The call returns: the GPU is read normally again.
+  inner_->SetHung(1, false);
+  inner_->AwaitReturned(5);  // GPUs 0 and 2 twice, then GPU 1's stuck read
+  ReadAll();
+  ASSERT_TRUE(statuses_[1].ok()) << statuses_[1];
+  EXPECT_EQ(values_[2].as_int(), 1007);
+}
+
+TEST_F(DeadlineBackendTest, DestructionDoesNotWaitForAStuckCall) {
+  inner_->SetHung(0, true);
+  ReadAll();
+  ASSERT_EQ(statuses_[0].code(), absl::StatusCode::kDeadlineExceeded);
+  HangingBackend* inner = inner_;
+  backend_.reset();                             // returns although GPU 0's worker is blocked
+  EXPECT_FALSE(destroyed_->HasBeenNotified());  // the stuck worker still owns the backend
+  inner->SetHung(0, false);
+  destroyed_->WaitForNotification();  // the worker finished and let the backend go
+}
+
+}  // namespace
+}  // namespace vigil

@@ -1,0 +1,259 @@
+// The part of NVIDIA's NVML C API that Vigil uses, declared here from NVIDIA's published NVML API
+// reference (nvml.h) because no NVIDIA header or library is present at build time, plus the table
+// of entry points resolved from the driver's libnvidia-ml at run time.
+//
+// Every entry point is resolved on its own: a symbol an older driver lacks is a null pointer, and
+// the fields that need it read as "not supported". The layouts below are NVML's ABI; they must
+// match nvml.h exactly (the fake library in tests/fake_nvml uses the same declarations, so a
+// mistake here would not show in tests: check against nvml.h when adding anything).
+// Thread-safety: the table is immutable once loaded; NVML itself is thread-safe.
+#pragma once
+
+#include <cstdint>
+
+namespace vigil::nvml {
+
+using Return = int;  // nvmlReturn_t
+inline constexpr Return kSuccess = 0;
+inline constexpr Return kErrorUninitialized = 1;
+inline constexpr Return kErrorInvalidArgument = 2;
+inline constexpr Return kErrorNotSupported = 3;
+inline constexpr Return kErrorNoPermission = 4;
+inline constexpr Return kErrorNotFound = 6;
+inline constexpr Return kErrorInsufficientSize = 7;
+inline constexpr Return kErrorDriverNotLoaded = 9;
+inline constexpr Return kErrorTimeout = 10;
+inline constexpr Return kErrorFunctionNotFound = 13;
+inline constexpr Return kErrorCorruptedInforom = 14;
+inline constexpr Return kErrorGpuIsLost = 15;
+inline constexpr Return kErrorResetRequired = 16;
+inline constexpr Return kErrorNoData = 21;
+inline constexpr Return kErrorArgumentVersionMismatch = 25;
+inline constexpr Return kErrorGpuNotFound = 28;
+inline constexpr Return kErrorUnknown = 999;
+
+struct nvmlDevice_st;
+using Device = nvmlDevice_st*;  // nvmlDevice_t
+struct nvmlEventSet_st;
+using EventSet = nvmlEventSet_st*;  // nvmlEventSet_t
+struct nvmlGpmSample_st;
+
+// Buffer sizes (NVML_*_BUFFER_SIZE).
+inline constexpr unsigned int kNameBufferSize = 96;    // NVML_DEVICE_NAME_V2_BUFFER_SIZE
+inline constexpr unsigned int kUuidBufferSize = 96;    // NVML_DEVICE_UUID_V2_BUFFER_SIZE
+inline constexpr unsigned int kSerialBufferSize = 30;  // NVML_DEVICE_SERIAL_BUFFER_SIZE
+inline constexpr unsigned int kVbiosBufferSize = 32;   // NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE
+inline constexpr unsigned int kSystemVersionBufferSize = 80;  // NVML_SYSTEM_*_VERSION_BUFFER_SIZE
+
+struct PciInfo {  // nvmlPciInfo_t (nvmlDeviceGetPciInfo_v3)
+  char bus_id_legacy[16];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pci_device_id;
+  unsigned int pci_subsystem_id;
+  char bus_id[32];
+};
+
+struct Utilization {  // nvmlUtilization_t
+  unsigned int gpu;
+  unsigned int memory;
+};
+
+struct Memory {  // nvmlMemory_t, bytes
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+
+struct MemoryV2 {  // nvmlMemory_v2_t, bytes
+  unsigned int version;
+  unsigned long long total;
+  unsigned long long reserved;
+  unsigned long long free;
+  unsigned long long used;
+};
+// NVML_STRUCT_VERSION(Memory, 2): the struct's size with the version in the top byte.
+inline constexpr unsigned int kMemoryV2Version =
+    static_cast<unsigned int>(sizeof(MemoryV2)) | (2u << 24);
+
+struct UnrepairableMemoryStatusV1 {  // nvmlUnrepairableMemoryStatus_v1_t
+  unsigned int unrepairable_memory;
+};
+
+// nvmlClockType_t, nvmlTemperatureSensors_t, nvmlEnableState_t.
+inline constexpr int kClockSm = 1;
+inline constexpr int kClockMem = 2;
+inline constexpr int kTemperatureGpu = 0;
+inline constexpr int kFeatureEnabled = 1;
+inline constexpr int kPstateUnknown = 32;
+
+// nvmlValueType_t
+inline constexpr int kValueTypeDouble = 0;
+inline constexpr int kValueTypeUnsignedInt = 1;
+inline constexpr int kValueTypeUnsignedLong = 2;
+inline constexpr int kValueTypeUnsignedLongLong = 3;
+inline constexpr int kValueTypeSignedLongLong = 4;
+inline constexpr int kValueTypeSignedInt = 5;
+inline constexpr int kValueTypeUnsignedShort = 6;
+
+union Value {  // nvmlValue_t
+  double d_val;
+  int si_val;
+  unsigned int ui_val;
+  unsigned long ul_val;
+  unsigned long long ull_val;
+  long long sll_val;
+  unsigned short us_val;
+};
+
+struct FieldValue {  // nvmlFieldValue_t
+  unsigned int field_id;
+  unsigned int scope_id;
+  long long timestamp;  // µs since the epoch
+  long long latency_usec;
+  int value_type;  // nvmlValueType_t
+  Return nvml_return;
+  Value value;
+};
+
+// NVML_FI_* field IDs of nvmlDeviceGetFieldValues.
+inline constexpr unsigned int kFiEccSbeVolTotal = 3;
+inline constexpr unsigned int kFiEccDbeVolTotal = 4;
+inline constexpr unsigned int kFiEccSbeAggTotal = 5;
+inline constexpr unsigned int kFiEccDbeAggTotal = 6;
+inline constexpr unsigned int kFiRetiredSbe = 29;
+inline constexpr unsigned int kFiRetiredDbe = 30;
+inline constexpr unsigned int kFiRetiredPending = 31;
+inline constexpr unsigned int kFiNvlinkCrcFlitErrorTotal = 38;
+inline constexpr unsigned int kFiNvlinkCrcDataErrorTotal = 45;
+inline constexpr unsigned int kFiNvlinkReplayErrorTotal = 52;
+inline constexpr unsigned int kFiNvlinkRecoveryErrorTotal = 59;
+inline constexpr unsigned int kFiPerfPolicyPower = 74;  // violation time, ns
+inline constexpr unsigned int kFiPerfPolicyThermal = 75;
+inline constexpr unsigned int kFiPerfPolicySyncBoost = 76;
+inline constexpr unsigned int kFiPerfPolicyBoardLimit = 77;
+inline constexpr unsigned int kFiPerfPolicyLowUtilization = 78;
+inline constexpr unsigned int kFiPerfPolicyReliability = 79;
+inline constexpr unsigned int kFiMemoryTemp = 82;
+inline constexpr unsigned int kFiTotalEnergyConsumption = 83;  // mJ
+inline constexpr unsigned int kFiPcieReplayCounter = 94;
+inline constexpr unsigned int kFiNvlinkThroughputRawTx = 140;  // KiB
+inline constexpr unsigned int kFiNvlinkThroughputRawRx = 141;  // KiB
+inline constexpr unsigned int kFiRemappedCorrectable = 142;
+inline constexpr unsigned int kFiRemappedUncorrectable = 143;
+inline constexpr unsigned int kFiRemappedPending = 144;
+inline constexpr unsigned int kFiRemappedFailure = 145;
+inline constexpr unsigned int kFiGpuRecoveryAction = 230;
+
+struct EventData {  // nvmlEventData_t
+  Device device;
+  unsigned long long event_type;
+  unsigned long long event_data;  // the XID for kEventTypeXidCriticalError
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
+inline constexpr unsigned long long kEventTypeXidCriticalError = 0x8;
+
+// GPM (GPU performance monitoring, Hopper and newer).
+struct GpmSample {  // nvmlGpmSample_t
+  nvmlGpmSample_st* handle;
+};
+struct GpmMetricInfo {
+  char* short_name;
+  char* long_name;
+  char* unit;
+};
+struct GpmMetric {  // nvmlGpmMetric_t
+  unsigned int metric_id;
+  Return nvml_return;
+  double value;
+  GpmMetricInfo metric_info;
+};
+// NVML_GPM_METRIC_MAX of the nvml.h this was checked against. The library reads only numMetrics
+// entries, so the array being longer than an older driver's maximum is harmless.
+inline constexpr unsigned int kGpmMetricMax = 333;
+struct GpmMetricsGet {   // nvmlGpmMetricsGet_t
+  unsigned int version;  // kGpmMetricsGetVersion
+  unsigned int num_metrics;
+  GpmSample sample1;
+  GpmSample sample2;
+  GpmMetric metrics[kGpmMetricMax];
+};
+inline constexpr unsigned int kGpmMetricsGetVersion = 1;
+struct GpmSupport {      // nvmlGpmSupport_t
+  unsigned int version;  // kGpmSupportVersion
+  unsigned int is_supported_device;
+};
+inline constexpr unsigned int kGpmSupportVersion = 1;
+
+// nvmlGpmMetricId_t values used.
+inline constexpr unsigned int kGpmGraphicsUtil = 1;          // percent
+inline constexpr unsigned int kGpmSmUtil = 2;                // percent
+inline constexpr unsigned int kGpmSmOccupancy = 3;           // percent
+inline constexpr unsigned int kGpmAnyTensorUtil = 5;         // percent
+inline constexpr unsigned int kGpmDramBwUtil = 10;           // percent
+inline constexpr unsigned int kGpmFp64Util = 11;             // percent
+inline constexpr unsigned int kGpmFp32Util = 12;             // percent
+inline constexpr unsigned int kGpmFp16Util = 13;             // percent
+inline constexpr unsigned int kGpmPcieTxPerSec = 20;         // MiB/s
+inline constexpr unsigned int kGpmPcieRxPerSec = 21;         // MiB/s
+inline constexpr unsigned int kGpmNvlinkTotalRxPerSec = 60;  // MiB/s
+inline constexpr unsigned int kGpmNvlinkTotalTxPerSec = 61;  // MiB/s
+
+// The entry points, each null when the library lacks it. Signatures follow nvml.h.
+struct Api {
+  Return (*Init)() = nullptr;  // nvmlInit_v2, else nvmlInit
+  Return (*Shutdown)() = nullptr;
+  const char* (*ErrorString)(Return) = nullptr;
+  Return (*SystemGetDriverVersion)(char*, unsigned int) = nullptr;
+  Return (*SystemGetNvmlVersion)(char*, unsigned int) = nullptr;
+  Return (*DeviceGetCount)(unsigned int*) = nullptr;                  // _v2, else the original
+  Return (*DeviceGetHandleByIndex)(unsigned int, Device*) = nullptr;  // _v2, else the original
+  Return (*DeviceGetName)(Device, char*, unsigned int) = nullptr;
+  Return (*DeviceGetBrand)(Device, int*) = nullptr;
+  Return (*DeviceGetSerial)(Device, char*, unsigned int) = nullptr;
+  Return (*DeviceGetUuid)(Device, char*, unsigned int) = nullptr;
+  Return (*DeviceGetMinorNumber)(Device, unsigned int*) = nullptr;
+  Return (*DeviceGetPciInfo)(Device, PciInfo*) = nullptr;  // _v3
+  Return (*DeviceValidateInforom)(Device) = nullptr;
+  Return (*DeviceGetVbiosVersion)(Device, char*, unsigned int) = nullptr;
+  Return (*DeviceGetClockInfo)(Device, int, unsigned int*) = nullptr;
+  Return (*DeviceGetMaxClockInfo)(Device, int, unsigned int*) = nullptr;
+  // nvmlDeviceGetCurrentClocksEventReasons (R535+), else ...ThrottleReasons.
+  Return (*DeviceGetClocksEventReasons)(Device, unsigned long long*) = nullptr;
+  Return (*DeviceGetTemperature)(Device, int, unsigned int*) = nullptr;
+  Return (*DeviceGetPowerUsage)(Device, unsigned int*) = nullptr;                    // mW
+  Return (*DeviceGetTotalEnergyConsumption)(Device, unsigned long long*) = nullptr;  // mJ
+  Return (*DeviceGetPowerManagementLimit)(Device, unsigned int*) = nullptr;          // mW
+  Return (*DeviceGetEnforcedPowerLimit)(Device, unsigned int*) = nullptr;            // mW
+  Return (*DeviceGetPerformanceState)(Device, int*) = nullptr;
+  Return (*DeviceGetFanSpeed)(Device, unsigned int*) = nullptr;
+  Return (*DeviceGetUtilizationRates)(Device, Utilization*) = nullptr;
+  Return (*DeviceGetEncoderUtilization)(Device, unsigned int*, unsigned int*) = nullptr;
+  Return (*DeviceGetDecoderUtilization)(Device, unsigned int*, unsigned int*) = nullptr;
+  Return (*DeviceGetMaxPcieLinkGeneration)(Device, unsigned int*) = nullptr;
+  Return (*DeviceGetMaxPcieLinkWidth)(Device, unsigned int*) = nullptr;
+  Return (*DeviceGetCurrPcieLinkGeneration)(Device, unsigned int*) = nullptr;
+  Return (*DeviceGetCurrPcieLinkWidth)(Device, unsigned int*) = nullptr;
+  Return (*DeviceGetMemoryInfo)(Device, Memory*) = nullptr;
+  Return (*DeviceGetMemoryInfoV2)(Device, MemoryV2*) = nullptr;
+  Return (*DeviceGetEccMode)(Device, int*, int*) = nullptr;
+  Return (*DeviceGetUnrepairableMemoryFlag)(Device, UnrepairableMemoryStatusV1*) = nullptr;
+  Return (*DeviceGetFieldValues)(Device, int, FieldValue*) = nullptr;
+  Return (*EventSetCreate)(EventSet*) = nullptr;
+  Return (*DeviceGetSupportedEventTypes)(Device, unsigned long long*) = nullptr;
+  Return (*DeviceRegisterEvents)(Device, unsigned long long, EventSet) = nullptr;
+  Return (*EventSetWait)(EventSet, EventData*, unsigned int) = nullptr;  // _v2, else original
+  Return (*EventSetFree)(EventSet) = nullptr;
+  Return (*GpmQueryDeviceSupport)(Device, GpmSupport*) = nullptr;
+  Return (*GpmSampleAlloc)(GpmSample*) = nullptr;
+  Return (*GpmSampleFree)(GpmSample) = nullptr;
+  Return (*GpmSampleGet)(Device, GpmSample) = nullptr;
+  Return (*GpmMetricsGet)(GpmMetricsGet*) = nullptr;
+};
+
+// Resolves every entry point of `api` from the dlopen handle `library`.
+void ResolveApi(void* library, Api* api);
+
+}  // namespace vigil::nvml

@@ -1,0 +1,700 @@
+// Implements the nvml backend: discovery, the field-to-NVML mapping, error mapping, GPM and the
+// XID event thread.
+#include "backend/nvml_backend.h"
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+#include "common/status.h"
+#include "common/thread.h"
+#include "fields/catalogue.h"
+#include "fmt/format.h"
+#include "spdlog/spdlog.h"
+
+namespace vigil {
+namespace {
+
+constexpr uint64_t kMiB = 1024 * 1024;
+
+// Catalogue fields served by nvmlDeviceGetFieldValues; a field summing two NVML fields lists
+// both.
+struct BatchedSource {
+  FieldId field;
+  unsigned int nvml_fields[2];
+  int count;
+};
+constexpr BatchedSource kBatched[] = {
+    {fid::kMemoryTemp, {nvml::kFiMemoryTemp}, 1},
+    {fid::kTotalEnergy, {nvml::kFiTotalEnergyConsumption}, 1},
+    {fid::kPcieReplayCounter, {nvml::kFiPcieReplayCounter}, 1},
+    {fid::kPowerViolation, {nvml::kFiPerfPolicyPower}, 1},
+    {fid::kThermalViolation, {nvml::kFiPerfPolicyThermal}, 1},
+    {fid::kSyncBoostViolation, {nvml::kFiPerfPolicySyncBoost}, 1},
+    {fid::kBoardLimitViolation, {nvml::kFiPerfPolicyBoardLimit}, 1},
+    {fid::kLowUtilViolation, {nvml::kFiPerfPolicyLowUtilization}, 1},
+    {fid::kReliabilityViolation, {nvml::kFiPerfPolicyReliability}, 1},
+    {fid::kEccSbeVolTotal, {nvml::kFiEccSbeVolTotal}, 1},
+    {fid::kEccDbeVolTotal, {nvml::kFiEccDbeVolTotal}, 1},
+    {fid::kEccSbeAggTotal, {nvml::kFiEccSbeAggTotal}, 1},
+    {fid::kEccDbeAggTotal, {nvml::kFiEccDbeAggTotal}, 1},
+    {fid::kRetiredSbe, {nvml::kFiRetiredSbe}, 1},
+    {fid::kRetiredDbe, {nvml::kFiRetiredDbe}, 1},
+    {fid::kRetiredPending, {nvml::kFiRetiredPending}, 1},
+    {fid::kUncorrectableRemappedRows, {nvml::kFiRemappedUncorrectable}, 1},
+    {fid::kCorrectableRemappedRows, {nvml::kFiRemappedCorrectable}, 1},
+    {fid::kRowRemapFailure, {nvml::kFiRemappedFailure}, 1},
+    {fid::kRowRemapPending, {nvml::kFiRemappedPending}, 1},
+    {fid::kNvlinkCrcFlitErrors, {nvml::kFiNvlinkCrcFlitErrorTotal}, 1},
+    {fid::kNvlinkCrcDataErrors, {nvml::kFiNvlinkCrcDataErrorTotal}, 1},
+    {fid::kNvlinkReplayErrors, {nvml::kFiNvlinkReplayErrorTotal}, 1},
+    {fid::kNvlinkRecoveryErrors, {nvml::kFiNvlinkRecoveryErrorTotal}, 1},
+    {fid::kNvlinkBandwidthTotal,
+     {nvml::kFiNvlinkThroughputRawTx, nvml::kFiNvlinkThroughputRawRx},
+     2},
+    {fid::kGpuRecoveryAction, {nvml::kFiGpuRecoveryAction}, 1},
+};
+
+const BatchedSource* FindBatched(FieldId field) {
+  for (const BatchedSource& source : kBatched) {
+    if (source.field == field) return &source;
+  }
+  return nullptr;
+}
+
+// Catalogue fields served by GPM, as percent (scale 0.01 → ratio) or MiB/s (→ B/s).
+struct GpmSource {
+  FieldId field;
+  unsigned int metric;
+  double scale;
+};
+constexpr GpmSource kGpm[] = {
+    {fid::kProfGrEngineActive, nvml::kGpmGraphicsUtil, 0.01},
+    {fid::kProfSmActive, nvml::kGpmSmUtil, 0.01},
+    {fid::kProfSmOccupancy, nvml::kGpmSmOccupancy, 0.01},
+    {fid::kProfPipeTensorActive, nvml::kGpmAnyTensorUtil, 0.01},
+    {fid::kProfDramActive, nvml::kGpmDramBwUtil, 0.01},
+    {fid::kProfPipeFp64Active, nvml::kGpmFp64Util, 0.01},
+    {fid::kProfPipeFp32Active, nvml::kGpmFp32Util, 0.01},
+    {fid::kProfPipeFp16Active, nvml::kGpmFp16Util, 0.01},
+    {fid::kProfPcieTxBytes, nvml::kGpmPcieTxPerSec, double{kMiB}},
+    {fid::kProfPcieRxBytes, nvml::kGpmPcieRxPerSec, double{kMiB}},
+    {fid::kProfNvlinkTxBytes, nvml::kGpmNvlinkTotalTxPerSec, double{kMiB}},
+    {fid::kProfNvlinkRxBytes, nvml::kGpmNvlinkTotalRxPerSec, double{kMiB}},
+};
+
+const GpmSource* FindGpm(FieldId field) {
+  for (const GpmSource& source : kGpm) {
+    if (source.field == field) return &source;
+  }
+  return nullptr;
+}
+
+// The status a failed NVML call gives its field. GPU_IS_LOST is handled by the caller (the whole
+// GPU is lost, not one field).
+ValueStatus StatusOf(nvml::Return code) {
+  switch (code) {
+    case nvml::kErrorNotSupported:
+    case nvml::kErrorFunctionNotFound:
+    case nvml::kErrorArgumentVersionMismatch:  // the driver does not know this struct version
+      return ValueStatus::kNotSupported;
+    case nvml::kErrorNoPermission:
+      return ValueStatus::kNoPermission;
+    case nvml::kErrorTimeout:
+      return ValueStatus::kTimeout;
+    case nvml::kErrorNoData:
+      return ValueStatus::kNoData;
+    default:
+      return ValueStatus::kReadError;
+  }
+}
+
+bool IsGpuGone(nvml::Return code) {
+  return code == nvml::kErrorGpuIsLost || code == nvml::kErrorGpuNotFound;
+}
+
+std::string BrandName(int brand) {
+  static constexpr const char* kBrands[] = {"Unknown",
+                                            "Quadro",
+                                            "Tesla",
+                                            "NVS",
+                                            "GRID",
+                                            "GeForce",
+                                            "Titan",
+                                            "NVIDIA Virtual Applications",
+                                            "NVIDIA Virtual PC",
+                                            "NVIDIA Virtual Compute Server",
+                                            "NVIDIA RTX Virtual Workstation",
+                                            "NVIDIA Cloud Gaming",
+                                            "Quadro RTX",
+                                            "NVIDIA RTX",
+                                            "NVIDIA",
+                                            "GeForce RTX",
+                                            "Titan RTX"};
+  if (brand < 0 || static_cast<size_t>(brand) >= std::size(kBrands)) {
+    return fmt::format("brand {}", brand);
+  }
+  return kBrands[brand];
+}
+
+// An NVML field value as a catalogue value of `type`.
+FieldValue FromNvmlValue(const nvml::FieldValue& value, FieldType type) {
+  double as_double = 0;
+  int64_t as_int = 0;
+  switch (value.value_type) {
+    case nvml::kValueTypeDouble:
+      as_double = value.value.d_val;
+      as_int = static_cast<int64_t>(std::llround(as_double));
+      break;
+    case nvml::kValueTypeUnsignedInt:
+      as_int = value.value.ui_val;
+      break;
+    case nvml::kValueTypeUnsignedLong:
+      as_int = static_cast<int64_t>(value.value.ul_val);
+      break;
+    case nvml::kValueTypeUnsignedLongLong:
+      as_int = static_cast<int64_t>(value.value.ull_val);
+      break;
+    case nvml::kValueTypeSignedLongLong:
+      as_int = value.value.sll_val;
+      break;
+    case nvml::kValueTypeSignedInt:
+      as_int = value.value.si_val;
+      break;
+    case nvml::kValueTypeUnsignedShort:
+      as_int = value.value.us_val;
+      break;
+    default:
+      return FieldValue::Error(ValueStatus::kReadError);
+  }
+  if (value.value_type != nvml::kValueTypeDouble) as_double = static_cast<double>(as_int);
+  return type == FieldType::kDouble ? FieldValue::Double(as_double) : FieldValue::Int(as_int);
+}
+
+FieldType TypeOf(FieldId field) {
+  const FieldInfo* info = FindField(field);
+  return info != nullptr ? info->type : FieldType::kInt64;
+}
+
+}  // namespace
+
+// One Read of one GPU: issues the batched and GPM queries once, memoises NVML calls that serve
+// several fields, and remembers whether the GPU turned out to be lost.
+class NvmlBackend::Reader {
+ public:
+  Reader(NvmlBackend* backend, uint32_t gpu)
+      : backend_(*backend), api_(backend->api_), gpu_(gpu), state_(*backend->gpu_state_[gpu]) {}
+
+  // Issues nvmlDeviceGetFieldValues for every batched field in `fields`.
+  void FetchBatched(absl::Span<const FieldId> fields) {
+    state_.field_values.clear();
+    for (FieldId field : fields) {
+      if (const BatchedSource* source = FindBatched(field)) {
+        for (int i = 0; i < source->count; ++i) {
+          nvml::FieldValue request{};
+          request.field_id = source->nvml_fields[i];
+          state_.field_values.push_back(request);
+        }
+      }
+    }
+    if (state_.field_values.empty()) return;
+    if (api_.DeviceGetFieldValues == nullptr) {
+      batched_error_ = nvml::kErrorFunctionNotFound;
+      return;
+    }
+    batched_error_ = api_.DeviceGetFieldValues(
+        state_.device, static_cast<int>(state_.field_values.size()), state_.field_values.data());
+    Check(batched_error_);
+  }
+
+  // Takes this read's GPM sample and, with the previous one, computes every GPM metric.
+  void FetchGpm(absl::Span<const FieldId> fields) {
+    bool wanted = false;
+    for (FieldId field : fields) wanted |= FindGpm(field) != nullptr;
+    if (!wanted || !state_.gpm_supported) return;
+    nvml::GpmSample& current = state_.gpm_samples[state_.gpm_current];
+    const nvml::Return sampled = api_.GpmSampleGet(state_.device, current);
+    if (Check(sampled) != nvml::kSuccess) {
+      gpm_error_ = sampled;
+      state_.gpm_have_previous = false;
+      return;
+    }
+    const bool had_previous = state_.gpm_have_previous;
+    const nvml::GpmSample previous = state_.gpm_samples[1 - state_.gpm_current];
+    state_.gpm_current = 1 - state_.gpm_current;
+    state_.gpm_have_previous = true;
+    if (!had_previous) {
+      gpm_error_ = nvml::kErrorNoData;  // a rate needs two samples: the next read has it
+      return;
+    }
+    nvml::GpmMetricsGet& request = *state_.gpm_request;
+    request.version = nvml::kGpmMetricsGetVersion;
+    request.num_metrics = static_cast<unsigned int>(std::size(kGpm));
+    request.sample1 = previous;
+    request.sample2 = current;
+    for (size_t i = 0; i < std::size(kGpm); ++i) {
+      request.metrics[i] = {};
+      request.metrics[i].metric_id = kGpm[i].metric;
+    }
+    gpm_error_ = Check(api_.GpmMetricsGet(&request));
+    gpm_computed_ = gpm_error_ == nvml::kSuccess;
+  }
+
+  FieldValue Field(FieldId field) {
+    if (const BatchedSource* source = FindBatched(field)) return Batched(field, *source);
+    if (const GpmSource* source = FindGpm(field)) return Gpm(field, *source);
+    return Direct(field);
+  }
+
+  bool gpu_lost() const { return gpu_lost_; }
+  nvml::Return lost_error() const { return lost_error_; }
+
+ private:
+  // Notes a lost GPU; returns `code`.
+  nvml::Return Check(nvml::Return code) {
+    if (IsGpuGone(code) && !gpu_lost_) {
+      gpu_lost_ = true;
+      lost_error_ = code;
+    }
+    return code;
+  }
+
+  // A field's value from an NVML call's result, logging the first failure of each kind.
+  FieldValue Result(FieldId field, nvml::Return code, FieldValue value) {
+    if (code == nvml::kSuccess) return value;
+    Check(code);
+    const ValueStatus status = StatusOf(code);
+    if (status != ValueStatus::kNotSupported &&
+        state_.logged.insert((uint64_t{field} << 32) | static_cast<uint32_t>(code)).second) {
+      const FieldInfo* info = FindField(field);
+      spdlog::warn("GPU {}: reading {} failed: {}; it reads as {} until it succeeds", gpu_,
+                   info != nullptr ? info->name : std::string_view("a field"),
+                   backend_.library_->ErrorString(code), ValueStatusName(status));
+    }
+    return FieldValue::Error(status);
+  }
+  FieldValue Unsupported() { return FieldValue::Error(ValueStatus::kNotSupported); }
+
+  FieldValue Batched(FieldId field, const BatchedSource& source) {
+    if (batched_error_ != nvml::kSuccess) return Result(field, batched_error_, {});
+    // The answers are in request order: find this field's by its NVML field IDs.
+    int64_t sum_int = 0;
+    double sum_double = 0;
+    const FieldType type = TypeOf(field);
+    for (int i = 0; i < source.count; ++i) {
+      const nvml::FieldValue* answer = nullptr;
+      for (const nvml::FieldValue& value : state_.field_values) {
+        if (value.field_id == source.nvml_fields[i]) answer = &value;
+      }
+      if (answer == nullptr) return FieldValue::Error(ValueStatus::kReadError);
+      if (answer->nvml_return != nvml::kSuccess) return Result(field, answer->nvml_return, {});
+      const FieldValue converted = FromNvmlValue(*answer, type);
+      if (!converted.ok()) return converted;
+      sum_int += type == FieldType::kDouble ? 0 : converted.as_int();
+      sum_double += type == FieldType::kDouble ? converted.as_double() : 0;
+    }
+    return type == FieldType::kDouble ? FieldValue::Double(sum_double) : FieldValue::Int(sum_int);
+  }
+
+  FieldValue Gpm(FieldId field, const GpmSource& source) {
+    if (!state_.gpm_supported) return Unsupported();
+    if (!gpm_computed_) return Result(field, gpm_error_, {});
+    for (size_t i = 0; i < std::size(kGpm); ++i) {
+      const nvml::GpmMetric& metric = state_.gpm_request->metrics[i];
+      if (metric.metric_id != source.metric) continue;
+      if (metric.nvml_return != nvml::kSuccess) return Result(field, metric.nvml_return, {});
+      const double value = metric.value * source.scale;
+      return TypeOf(field) == FieldType::kDouble
+                 ? FieldValue::Double(value)
+                 : FieldValue::Int(static_cast<int64_t>(std::llround(value)));
+    }
+    return FieldValue::Error(ValueStatus::kReadError);
+  }
+
+  // Calls fn(args..., &out) when the entry point exists; the value via make(out).
+  template <typename Out, typename Fn, typename Make, typename... Args>
+  FieldValue Call(FieldId field, Fn fn, Make make, Args... args) {
+    if (fn == nullptr) return Unsupported();
+    Out out{};
+    const nvml::Return code = fn(state_.device, args..., &out);
+    return Result(field, code, code == nvml::kSuccess ? make(out) : FieldValue{});
+  }
+  FieldValue UintCall(FieldId field, nvml::Return (*fn)(nvml::Device, unsigned int*)) {
+    return Call<unsigned int>(field, fn, [](unsigned int v) { return FieldValue::Int(v); });
+  }
+  FieldValue StringCall(FieldId field, nvml::Return (*fn)(nvml::Device, char*, unsigned int),
+                        unsigned int size) {
+    if (fn == nullptr) return Unsupported();
+    std::string buffer(size, '\0');
+    const nvml::Return code = fn(state_.device, buffer.data(), size);
+    buffer.resize(strnlen(buffer.data(), size));
+    return Result(field, code, FieldValue::String(std::move(buffer)));
+  }
+  FieldValue Milliwatts(FieldId field, nvml::Return (*fn)(nvml::Device, unsigned int*)) {
+    return Call<unsigned int>(field, fn,
+                              [](unsigned int mw) { return FieldValue::Double(mw / 1000.0); });
+  }
+
+  FieldValue Utilization(FieldId field) {
+    if (!utilization_) {
+      utilization_.emplace();
+      utilization_code_ = api_.DeviceGetUtilizationRates == nullptr
+                              ? nvml::kErrorFunctionNotFound
+                              : api_.DeviceGetUtilizationRates(state_.device, &*utilization_);
+    }
+    return Result(
+        field, utilization_code_,
+        FieldValue::Int(field == fid::kGpuUtil ? utilization_->gpu : utilization_->memory));
+  }
+
+  FieldValue Memory(FieldId field) {
+    if (!memory_) {
+      memory_.emplace();
+      memory_code_ = nvml::kErrorFunctionNotFound;
+      if (api_.DeviceGetMemoryInfoV2 != nullptr) {
+        memory_->version = nvml::kMemoryV2Version;
+        memory_code_ = api_.DeviceGetMemoryInfoV2(state_.device, &*memory_);
+      }
+      if (memory_code_ != nvml::kSuccess && !IsGpuGone(memory_code_) &&
+          api_.DeviceGetMemoryInfo != nullptr) {
+        // An older driver: no reserved figure, and "used" includes it.
+        nvml::Memory v1{};
+        memory_code_ = api_.DeviceGetMemoryInfo(state_.device, &v1);
+        *memory_ = {
+            .version = 0, .total = v1.total, .reserved = 0, .free = v1.free, .used = v1.used};
+        memory_v1_ = true;
+      }
+    }
+    if (field == fid::kFbReserved && memory_v1_) return Unsupported();
+    const auto mib = [](unsigned long long bytes) {
+      return FieldValue::Int(static_cast<int64_t>(bytes / kMiB));
+    };
+    switch (field) {
+      case fid::kFbTotal:
+        return Result(field, memory_code_, mib(memory_->total));
+      case fid::kFbFree:
+        return Result(field, memory_code_, mib(memory_->free));
+      case fid::kFbUsed:
+        return Result(field, memory_code_, mib(memory_->used));
+      default:
+        return Result(field, memory_code_, mib(memory_->reserved));
+    }
+  }
+
+  FieldValue Direct(FieldId field) {
+    const auto as_int = [](auto v) { return FieldValue::Int(static_cast<int64_t>(v)); };
+    switch (field) {
+      case fid::kDriverVersion:
+      case fid::kNvmlVersion: {
+        auto fn =
+            field == fid::kDriverVersion ? api_.SystemGetDriverVersion : api_.SystemGetNvmlVersion;
+        if (fn == nullptr) return Unsupported();
+        char buffer[nvml::kSystemVersionBufferSize] = {};
+        const nvml::Return code = fn(buffer, sizeof(buffer));
+        buffer[sizeof(buffer) - 1] = '\0';
+        return Result(field, code, FieldValue::String(buffer));
+      }
+      case fid::kName:
+        return StringCall(field, api_.DeviceGetName, nvml::kNameBufferSize);
+      case fid::kBrand:
+        return Call<int>(field, api_.DeviceGetBrand,
+                         [](int brand) { return FieldValue::String(BrandName(brand)); });
+      case fid::kSerial:
+        return StringCall(field, api_.DeviceGetSerial, nvml::kSerialBufferSize);
+      case fid::kUuid:
+        return StringCall(field, api_.DeviceGetUuid, nvml::kUuidBufferSize);
+      case fid::kMinorNumber:
+        return UintCall(field, api_.DeviceGetMinorNumber);
+      case fid::kPciBusId:
+        return Call<nvml::PciInfo>(field, api_.DeviceGetPciInfo, [](const nvml::PciInfo& pci) {
+          return FieldValue::String(
+              std::string(pci.bus_id, strnlen(pci.bus_id, sizeof(pci.bus_id))));
+        });
+      case fid::kInforomConfigValid: {
+        if (api_.DeviceValidateInforom == nullptr) return Unsupported();
+        const nvml::Return code = api_.DeviceValidateInforom(state_.device);
+        if (code == nvml::kErrorCorruptedInforom) return FieldValue::Int(0);
+        return Result(field, code, FieldValue::Int(1));
+      }
+      case fid::kVbiosVersion:
+        return StringCall(field, api_.DeviceGetVbiosVersion, nvml::kVbiosBufferSize);
+      case fid::kSmClock:
+        return Call<unsigned int>(field, api_.DeviceGetClockInfo, as_int, nvml::kClockSm);
+      case fid::kMemClock:
+        return Call<unsigned int>(field, api_.DeviceGetClockInfo, as_int, nvml::kClockMem);
+      case fid::kMaxSmClock:
+        return Call<unsigned int>(field, api_.DeviceGetMaxClockInfo, as_int, nvml::kClockSm);
+      case fid::kMaxMemClock:
+        return Call<unsigned int>(field, api_.DeviceGetMaxClockInfo, as_int, nvml::kClockMem);
+      case fid::kClocksEventReasons:
+        // NVML's clocks event reason bits are DCGM's (both follow nvmlClocksEventReason*).
+        return Call<unsigned long long>(field, api_.DeviceGetClocksEventReasons, as_int);
+      case fid::kGpuTemp:
+        return Call<unsigned int>(field, api_.DeviceGetTemperature, as_int, nvml::kTemperatureGpu);
+      case fid::kPowerUsage:
+        return Milliwatts(field, api_.DeviceGetPowerUsage);
+      case fid::kPowerMgmtLimit:
+        return Milliwatts(field, api_.DeviceGetPowerManagementLimit);
+      case fid::kEnforcedPowerLimit:
+        return Milliwatts(field, api_.DeviceGetEnforcedPowerLimit);
+      case fid::kPstate:
+        return Call<int>(field, api_.DeviceGetPerformanceState, [](int pstate) {
+          return pstate == nvml::kPstateUnknown ? FieldValue::Error(ValueStatus::kNotSupported)
+                                                : FieldValue::Int(pstate);
+        });
+      case fid::kFanSpeed:
+        return UintCall(field, api_.DeviceGetFanSpeed);
+      case fid::kGpuUtil:
+      case fid::kMemCopyUtil:
+        return Utilization(field);
+      case fid::kEncUtil:
+      case fid::kDecUtil: {
+        auto fn = field == fid::kEncUtil ? api_.DeviceGetEncoderUtilization
+                                         : api_.DeviceGetDecoderUtilization;
+        if (fn == nullptr) return Unsupported();
+        unsigned int utilization = 0;
+        unsigned int period_us = 0;
+        const nvml::Return code = fn(state_.device, &utilization, &period_us);
+        return Result(field, code, FieldValue::Int(utilization));
+      }
+      case fid::kPcieMaxLinkGen:
+        return UintCall(field, api_.DeviceGetMaxPcieLinkGeneration);
+      case fid::kPcieMaxLinkWidth:
+        return UintCall(field, api_.DeviceGetMaxPcieLinkWidth);
+      case fid::kPcieLinkGen:
+        return UintCall(field, api_.DeviceGetCurrPcieLinkGeneration);
+      case fid::kPcieLinkWidth:
+        return UintCall(field, api_.DeviceGetCurrPcieLinkWidth);
+      case fid::kFbTotal:
+      case fid::kFbFree:
+      case fid::kFbUsed:
+      case fid::kFbReserved:
+        return Memory(field);
+      case fid::kEccCurrent: {
+        if (api_.DeviceGetEccMode == nullptr) return Unsupported();
+        int current = 0;
+        int pending = 0;
+        const nvml::Return code = api_.DeviceGetEccMode(state_.device, &current, &pending);
+        return Result(field, code, FieldValue::Int(current == nvml::kFeatureEnabled ? 1 : 0));
+      }
+      case fid::kMemoryUnrepairable: {
+        if (api_.DeviceGetUnrepairableMemoryFlag == nullptr) return Unsupported();
+        nvml::UnrepairableMemoryStatusV1 status{};
+        const nvml::Return code = api_.DeviceGetUnrepairableMemoryFlag(state_.device, &status);
+        return Result(field, code, FieldValue::Int(status.unrepairable_memory != 0 ? 1 : 0));
+      }
+      default:
+        // E.g. the vGPU license status: not a thing on bare metal, and not read through NVML.
+        return Unsupported();
+    }
+  }
+
+  NvmlBackend& backend_;
+  const nvml::Api& api_;
+  const uint32_t gpu_;
+  GpuState& state_;
+  bool gpu_lost_ = false;
+  nvml::Return lost_error_ = nvml::kSuccess;
+  nvml::Return batched_error_ = nvml::kSuccess;
+  nvml::Return gpm_error_ = nvml::kErrorNotSupported;
+  bool gpm_computed_ = false;
+  std::optional<nvml::Utilization> utilization_;
+  nvml::Return utilization_code_ = nvml::kSuccess;
+  std::optional<nvml::MemoryV2> memory_;
+  nvml::Return memory_code_ = nvml::kSuccess;
+  bool memory_v1_ = false;
+};
+
+NvmlBackend::NvmlBackend(std::unique_ptr<NvmlLibrary> library, Clock* clock)
+    : library_(std::move(library)), api_(library_->api()), clock_(clock) {}
+
+NvmlBackend::~NvmlBackend() {
+  StopEvents();
+  for (auto& state : gpu_state_) {
+    if (!state->gpm_supported) continue;
+    for (nvml::GpmSample sample : state->gpm_samples) api_.GpmSampleFree(sample);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<NvmlBackend>> NvmlBackend::Create(
+    std::unique_ptr<NvmlLibrary> library, Clock* clock) {
+  std::unique_ptr<NvmlBackend> backend(new NvmlBackend(std::move(library), clock));
+  const nvml::Api& api = backend->api_;
+  const unsigned int count = backend->library_->device_count();
+  std::string driver_version;
+  if (api.SystemGetDriverVersion != nullptr) {
+    char buffer[nvml::kSystemVersionBufferSize] = {};
+    if (api.SystemGetDriverVersion(buffer, sizeof(buffer)) == nvml::kSuccess) {
+      buffer[sizeof(buffer) - 1] = '\0';
+      driver_version = buffer;
+    }
+  }
+  for (unsigned int index = 0; index < count; ++index) {
+    backend->gpu_state_.push_back(std::make_unique<GpuState>());
+    GpuState& state = *backend->gpu_state_.back();
+    GpuIdentity identity{.index = index, .driver_version = driver_version};
+    if (const nvml::Return opened = api.DeviceGetHandleByIndex(index, &state.device);
+        opened != nvml::kSuccess) {
+      state.device = nullptr;
+      state.open_error = backend->library_->ErrorString(opened);
+      identity.name = "unavailable";
+      spdlog::error(
+          "NVML cannot open GPU {}: {}; it is reported as lost (restart the engine once the "
+          "driver sees it again)",
+          index, state.open_error);
+      backend->identities_.push_back(std::move(identity));
+      continue;
+    }
+    Reader reader(backend.get(), index);
+    const auto text = [&](FieldId field) {
+      FieldValue value = reader.Field(field);
+      return value.ok() ? value.as_string() : std::string();
+    };
+    identity.name = text(fid::kName);
+    identity.uuid = text(fid::kUuid);
+    identity.serial = text(fid::kSerial);
+    identity.pci_bus_id = text(fid::kPciBusId);
+    if (FieldValue total = reader.Field(fid::kFbTotal); total.ok()) {
+      identity.memory_total_mib = static_cast<uint64_t>(total.as_int());
+    }
+    if (FieldValue minor = reader.Field(fid::kMinorNumber); minor.ok()) {
+      identity.device = fmt::format("nvidia{}", minor.as_int());
+    }
+    nvml::GpmSupport support{.version = nvml::kGpmSupportVersion, .is_supported_device = 0};
+    if (api.GpmQueryDeviceSupport != nullptr && api.GpmSampleAlloc != nullptr &&
+        api.GpmSampleFree != nullptr && api.GpmSampleGet != nullptr &&
+        api.GpmMetricsGet != nullptr &&
+        api.GpmQueryDeviceSupport(state.device, &support) == nvml::kSuccess &&
+        support.is_supported_device != 0 &&
+        api.GpmSampleAlloc(&state.gpm_samples[0]) == nvml::kSuccess) {
+      if (api.GpmSampleAlloc(&state.gpm_samples[1]) == nvml::kSuccess) {
+        state.gpm_supported = true;
+        state.gpm_request = std::make_unique<nvml::GpmMetricsGet>();
+      } else {
+        api.GpmSampleFree(state.gpm_samples[0]);
+      }
+    }
+    spdlog::info("GPU {}: {} {} {}{}", index, identity.name, identity.uuid, identity.pci_bus_id,
+                 state.gpm_supported ? " (with GPM profiling metrics)" : "");
+    backend->identities_.push_back(std::move(identity));
+  }
+  return backend;
+}
+
+absl::Status NvmlBackend::Read(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
+                               absl::Span<FieldValue> out) {
+  (void)now;  // NVML reports the current state; there is nothing to simulate up to `now`
+  GpuState& state = *gpu_state_[gpu];
+  if (state.device == nullptr) {
+    return absl::UnavailableError(fmt::format("NVML could not open it: {}", state.open_error));
+  }
+  Reader reader(this, gpu);
+  reader.FetchBatched(fields);
+  reader.FetchGpm(fields);
+  for (size_t i = 0; i < fields.size() && !reader.gpu_lost(); ++i) {
+    out[i] = reader.Field(fields[i]);
+  }
+  if (reader.gpu_lost()) {
+    return absl::UnavailableError(
+        fmt::format("NVML says the GPU is lost: {}", library_->ErrorString(reader.lost_error())));
+  }
+  return absl::OkStatus();
+}
+
+void NvmlBackend::StartEvents(EventSink* sink) {
+  if (event_thread_.joinable()) return;
+  if (api_.EventSetCreate == nullptr || api_.DeviceRegisterEvents == nullptr ||
+      api_.EventSetWait == nullptr || api_.EventSetFree == nullptr) {
+    spdlog::warn("this NVML has no event API: XIDs cannot be seen (field 230 stays empty)");
+    return;
+  }
+  nvml::EventSet set = nullptr;
+  if (const nvml::Return code = api_.EventSetCreate(&set); code != nvml::kSuccess) {
+    spdlog::error("NVML cannot create an event set ({}): XIDs cannot be seen",
+                  library_->ErrorString(code));
+    return;
+  }
+  size_t registered = 0;
+  for (uint32_t gpu = 0; gpu < gpu_state_.size(); ++gpu) {
+    const nvml::Device device = gpu_state_[gpu]->device;
+    if (device == nullptr) continue;
+    unsigned long long supported = nvml::kEventTypeXidCriticalError;
+    if (api_.DeviceGetSupportedEventTypes != nullptr &&
+        api_.DeviceGetSupportedEventTypes(device, &supported) != nvml::kSuccess) {
+      supported = 0;
+    }
+    if ((supported & nvml::kEventTypeXidCriticalError) == 0) {
+      spdlog::warn("GPU {}: the driver does not report XID events for it", gpu);
+      continue;
+    }
+    const nvml::Return code =
+        api_.DeviceRegisterEvents(device, nvml::kEventTypeXidCriticalError, set);
+    if (code != nvml::kSuccess) {
+      spdlog::error("GPU {}: cannot register for XID events: {}", gpu, library_->ErrorString(code));
+      continue;
+    }
+    ++registered;
+  }
+  if (registered == 0) {
+    api_.EventSetFree(set);
+    return;
+  }
+  sink_ = sink;
+  {
+    absl::MutexLock lock(&event_mutex_);
+    events_stopping_ = false;
+  }
+  event_thread_ = StartNamedThread("vigil-nvml-xid", [this, set] { RunEvents(set); });
+}
+
+void NvmlBackend::StopEvents() {
+  if (!event_thread_.joinable()) return;
+  {
+    absl::MutexLock lock(&event_mutex_);
+    events_stopping_ = true;
+  }
+  event_thread_.join();
+}
+
+void NvmlBackend::RunEvents(nvml::EventSet set) {
+  // The wait's timeout bounds how long StopEvents() takes.
+  constexpr unsigned int kWaitMs = 200;
+  nvml::Return last_error = nvml::kSuccess;
+  for (;;) {
+    {
+      absl::MutexLock lock(&event_mutex_);
+      if (events_stopping_) break;
+    }
+    nvml::EventData data{};
+    const nvml::Return code = api_.EventSetWait(set, &data, kWaitMs);
+    if (code == nvml::kErrorTimeout) continue;
+    if (code != nvml::kSuccess) {
+      // E.g. a registered GPU was lost: the reads report that; here, wait and keep listening
+      // for the other GPUs rather than spin.
+      if (code != last_error) {
+        spdlog::error("waiting for NVML events failed: {}; still listening",
+                      library_->ErrorString(code));
+        last_error = code;
+      }
+      absl::MutexLock lock(&event_mutex_);
+      event_mutex_.AwaitWithTimeout(absl::Condition(&events_stopping_), absl::Seconds(1));
+      continue;
+    }
+    last_error = nvml::kSuccess;
+    if ((data.event_type & nvml::kEventTypeXidCriticalError) == 0) continue;
+    uint32_t gpu = 0;
+    while (gpu < gpu_state_.size() && gpu_state_[gpu]->device != data.device) ++gpu;
+    if (gpu == gpu_state_.size()) {
+      spdlog::error("NVML reported XID {} for a GPU it did not list at start; ignored",
+                    data.event_data);
+      continue;
+    }
+    sink_->OnXid({.gpu = gpu,
+                  .xid = static_cast<uint32_t>(data.event_data),
+                  .time = clock_->Now(),
+                  .injected = false});
+  }
+  api_.EventSetFree(set);
+}
+
+}  // namespace vigil

@@ -1,0 +1,76 @@
+// The nvml backend (`--backend nvml`): real GPUs through the NVIDIA driver's libnvidia-ml, loaded
+// at run time. Maps every catalogue field NVML can provide onto NVML calls (the batched
+// field-value query where it covers a field, GPM on Hopper and newer for the profiling ratios),
+// turns NVML's per-call errors into per-field statuses and a lost GPU into a whole-GPU failure,
+// and delivers XIDs from NVML's event API on a thread of its own.
+//
+// Thread-safety: Read() may run concurrently for different GPUs (each GPU's scratch state is its
+// own) but never twice at once for the same GPU; StartEvents()/StopEvents() from the owning
+// thread. NVML itself is thread-safe. A call that hangs in the driver hangs the caller: bound it
+// with DeadlineBackend.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "backend/backend.h"
+#include "backend/nvml_loader.h"
+#include "common/clock.h"
+
+namespace vigil {
+
+class NvmlBackend : public Backend {
+ public:
+  // Discovers the GPUs of an initialised NVML. A GPU NVML cannot open is kept (so a GPU that
+  // fell off the bus before the engine started is reported, not hidden) and reads as lost.
+  // `clock` (not owned, outlives the backend) timestamps XIDs.
+  static absl::StatusOr<std::unique_ptr<NvmlBackend>> Create(std::unique_ptr<NvmlLibrary> library,
+                                                             Clock* clock = Clock::Real());
+  ~NvmlBackend() override;
+
+  std::string_view name() const override { return "nvml"; }
+  const std::vector<GpuIdentity>& gpus() const override { return identities_; }
+  absl::Status Read(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
+                    absl::Span<FieldValue> out) override;
+  void StartEvents(EventSink* sink) override;
+  void StopEvents() override;
+
+  // Whether GPM provides the profiling fields (1001-1012) for `gpu`.
+  bool gpm_supported(uint32_t gpu) const { return gpu_state_[gpu]->gpm_supported; }
+
+ private:
+  // What one GPU needs across reads; touched only by the thread reading that GPU.
+  struct GpuState {
+    nvml::Device device = nullptr;  // null: NVML could not open it at start
+    std::string open_error;
+    bool gpm_supported = false;
+    nvml::GpmSample gpm_samples[2] = {};
+    int gpm_current = 0;  // the sample the next read fills
+    bool gpm_have_previous = false;
+    std::unique_ptr<nvml::GpmMetricsGet> gpm_request;
+    std::vector<nvml::FieldValue> field_values;  // scratch for the batched query
+    absl::flat_hash_set<uint64_t> logged;        // (field << 32 | NVML error) already logged
+  };
+  class Reader;
+
+  NvmlBackend(std::unique_ptr<NvmlLibrary> library, Clock* clock);
+  void RunEvents(nvml::EventSet set);
+
+  const std::unique_ptr<NvmlLibrary> library_;
+  const nvml::Api& api_;
+  Clock* const clock_;
+  std::vector<GpuIdentity> identities_;               // immutable after Create
+  std::vector<std::unique_ptr<GpuState>> gpu_state_;  // one per GPU; see GpuState
+  std::thread event_thread_;                          // owned by StartEvents/StopEvents
+  absl::Mutex event_mutex_;
+  bool events_stopping_ ABSL_GUARDED_BY(event_mutex_) = false;
+  EventSink* sink_ = nullptr;  // set before the event thread starts, read only by it
+};
+
+}  // namespace vigil
