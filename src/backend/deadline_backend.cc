@@ -8,6 +8,8 @@
 
 namespace vigil {
 
+bool DeadlineBackend::IsIdle(Worker* worker) { return !worker->busy; }
+
 DeadlineBackend::DeadlineBackend(std::unique_ptr<Backend> inner, absl::Duration timeout)
     : inner_(std::move(inner)), timeout_(timeout) {
   VIGIL_CHECK(timeout_ > absl::ZeroDuration());
@@ -91,14 +93,17 @@ bool DeadlineBackend::Dispatch(uint32_t gpu, absl::Span<const FieldId> fields, a
   return true;
 }
 
+bool DeadlineBackend::AwaitIdle(uint32_t gpu, absl::Time deadline) {
+  Worker& worker = *workers_[gpu];
+  absl::MutexLock lock(&worker.mutex);
+  return worker.mutex.AwaitWithDeadline(absl::Condition(&IsIdle, &worker), deadline);
+}
+
 absl::Status DeadlineBackend::Collect(uint32_t gpu, absl::Time deadline,
                                       absl::Span<FieldValue> out) {
   Worker& worker = *workers_[gpu];
   absl::MutexLock lock(&worker.mutex);
-  const bool answered = worker.mutex.AwaitWithDeadline(
-      absl::Condition(
-          +[](Worker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mutex) { return !w->busy; }, &worker),
-      deadline);
+  const bool answered = worker.mutex.AwaitWithDeadline(absl::Condition(&IsIdle, &worker), deadline);
   if (!answered) {
     worker.timed_out = true;
     timeouts_.fetch_add(1, std::memory_order_relaxed);

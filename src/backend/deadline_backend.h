@@ -39,6 +39,8 @@ class DeadlineBackend : public Backend {
   void StopEvents() override { inner_->StopEvents(); }
 
   absl::Duration timeout() const { return timeout_; }
+  // Waits until gpu's worker has no call in flight, or `deadline`; true if it has none.
+  bool AwaitIdle(uint32_t gpu, absl::Time deadline);
   // Reads that did not return within the deadline (each stuck call counts once).
   uint64_t timeouts() const { return timeouts_.load(std::memory_order_relaxed); }
 
@@ -58,6 +60,7 @@ class DeadlineBackend : public Backend {
     std::thread thread;
   };
 
+  static bool IsIdle(Worker* worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(worker->mutex);
   static void RunWorker(std::shared_ptr<Backend> inner, std::shared_ptr<Worker> worker,
                         uint32_t gpu);
   // Hands the request to gpu's worker; false (with *status set) when it is still stuck.
