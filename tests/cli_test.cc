@@ -19,18 +19,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::vector<nlohmann::json> JsonLines(const std::string& text) {
-  std::vector<nlohmann::json> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    if (end > start) lines.push_back(nlohmann::json::parse(text.substr(start, end - start)));
-    start = end + 1;
-  }
-  return lines;
-}
-
 // One line on stderr, ending in a newline.
 void ExpectOneLine(const std::string& err) {
   ASSERT_FALSE(err.empty());

@@ -18,11 +18,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-CommandResult Vigil(std::vector<std::string> args) {
-  args.insert(args.begin(), VigilBinary());
-  return RunCommand(args);
-}
-
 // `vigil health --json`, once the engine has ticked past `after_seq`.
 nlohmann::json Health(const EngineProcess& engine, uint64_t after_seq, int* exit_code) {
   const absl::Time deadline = absl::Now() + absl::Seconds(10);

@@ -20,26 +20,12 @@ using ::testing::HasSubstr;
 
 constexpr int kNobody = 65534;
 
-std::vector<nlohmann::json> JsonLines(const std::string& text) {
-  std::vector<nlohmann::json> lines;
-  std::istringstream stream(text);
-  for (std::string line; std::getline(stream, line);) {
-    if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
-  }
-  return lines;
-}
-
 std::string WriteFile(const TempDir& dir, const std::string& name, const std::string& text,
                       mode_t mode = 0644) {
   const std::string path = dir.File(name);
   std::ofstream(path) << text;
   chmod(path.c_str(), mode);
   return path;
-}
-
-CommandResult Vigil(std::vector<std::string> args, int uid = -1) {
-  args.insert(args.begin(), VigilBinary());
-  return RunCommand(args, absl::Seconds(20), uid);
 }
 
 TEST(InjectTest, InjectedValueReachesDmonFlaggedThenTheRealValueReturns) {

@@ -140,17 +140,36 @@ int FreePort() {
   return ntohs(address.sin_port);
 }
 
+CommandResult Vigil(std::vector<std::string> args, int uid) {
+  args.insert(args.begin(), VigilBinary());
+  return RunCommand(args, absl::Seconds(20), uid);
+}
+
+std::vector<nlohmann::json> JsonLines(const std::string& text) {
+  std::vector<nlohmann::json> lines;
+  std::istringstream stream(text);
+  for (std::string line; std::getline(stream, line);) {
+    if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
+  }
+  return lines;
+}
+
 EngineProcess::EngineProcess(const std::string& dir, const std::string& node_name, uint32_t gpus,
+                             const std::vector<std::string>& extra)
+    : EngineProcess(dir, node_name, {"--backend", "sim", "--gpus", std::to_string(gpus)}, extra) {}
+
+EngineProcess::EngineProcess(const std::string& dir, const std::string& node_name,
+                             const std::vector<std::string>& backend_args,
                              const std::vector<std::string>& extra) {
   socket_path = dir + "/" + node_name + ".sock";
   unix_address = "unix://" + socket_path;
-  std::vector<std::string> args = {VigilBinary(), "engine",
-                                   "--backend",   "sim",
-                                   "--gpus",      std::to_string(gpus),
-                                   "--socket",    socket_path,
-                                   "--listen",    "127.0.0.1:0",
-                                   "--node-name", node_name,
-                                   "--state-dir", dir + "/state-" + node_name};
+  std::vector<std::string> args = {VigilBinary(), "engine"};
+  args.insert(args.end(), backend_args.begin(), backend_args.end());
+  for (const std::string& arg : {std::string("--socket"), socket_path, std::string("--listen"),
+                                 std::string("127.0.0.1:0"), std::string("--node-name"), node_name,
+                                 std::string("--state-dir"), dir + "/state-" + node_name}) {
+    args.push_back(arg);
+  }
   args.insert(args.end(), extra.begin(), extra.end());
   process = std::make_unique<Process>(args, dir);
   if (!process->WaitForStderr("engine ready")) return;

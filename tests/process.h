@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "nlohmann/json.hpp"
 #include "testing/paths.h"
 
 namespace vigil::testing {
@@ -24,6 +25,12 @@ struct CommandResult {
 // >= 0 the command runs as that user (and its own group); the test must run as root.
 CommandResult RunCommand(const std::vector<std::string>& args,
                          absl::Duration timeout = absl::Seconds(20), int uid = -1);
+
+// Runs the vigil binary with `args` (without the program name), like RunCommand.
+CommandResult Vigil(std::vector<std::string> args, int uid = -1);
+
+// Parses JSON Lines output (`--json` streams): one document per non-empty line.
+std::vector<nlohmann::json> JsonLines(const std::string& text);
 
 class Process {
  public:
@@ -51,11 +58,15 @@ class Process {
 // servers that cannot report the port they picked themselves.
 int FreePort();
 
-// Starts `vigil engine --backend sim` on a socket in `dir` and an ephemeral TCP port, and waits
-// until it is ready. `extra` args are appended.
+// Starts `vigil engine --backend sim` (or other backend arguments) on a socket in `dir` and an
+// ephemeral TCP port, and waits until it is ready. `extra` args are appended.
 struct EngineProcess {
   EngineProcess(const std::string& dir, const std::string& node_name, uint32_t gpus,
                 const std::vector<std::string>& extra = {});
+  // The same with other backend arguments (e.g. {"--backend", "nvml", "--nvml-library", path}).
+  EngineProcess(const std::string& dir, const std::string& node_name,
+                const std::vector<std::string>& backend_args,
+                const std::vector<std::string>& extra);
   std::string socket_path;
   std::string unix_address;  // "unix:///..."
   std::string tcp_address;   // "127.0.0.1:PORT"

@@ -133,6 +133,7 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Backend> backend)
   for (size_t i = 0; i < schedule_.size(); ++i) intervals_.push_back(schedule_.interval(i));
   const uint32_t gpu_count = static_cast<uint32_t>(backend_->gpus().size());
   gpu_failing_.assign(gpu_count, false);
+  gpu_read_.assign(gpu_count, ValueStatus::kOk);
   last_xid_.assign(gpu_count, FieldValue::Int(0));
   real_values_.resize(gpu_count * layout_->size());
   auto initial = std::make_shared<Snapshot>();
@@ -202,8 +203,12 @@ void Engine::RunTick() {
   const size_t width = due_ids_.size();
   read_buffer_.resize(width * gpu_count);
   read_statuses_.resize(gpu_count);
-  backend_->ReadAll(due_ids_, now, absl::MakeSpan(read_buffer_), absl::MakeSpan(read_statuses_));
-  for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) {
+  // With nothing due (a tick shorter than every field's interval) there is nothing to learn
+  // about the GPUs: their read status stays as the last read left it.
+  if (width > 0) {
+    backend_->ReadAll(due_ids_, now, absl::MakeSpan(read_buffer_), absl::MakeSpan(read_statuses_));
+  }
+  for (uint32_t gpu = 0; gpu < gpu_count && width > 0; ++gpu) {
     const auto values = absl::MakeSpan(read_buffer_).subspan(gpu * width, width);
     const absl::Status& read = read_statuses_[gpu];
     if (!read.ok()) {
@@ -217,10 +222,12 @@ void Engine::RunTick() {
                       ValueStatusName(StatusForGpuFailure(read)));
         gpu_failing_[gpu] = true;
       }
-      std::fill(values.begin(), values.end(), FieldValue::Error(StatusForGpuFailure(read)));
+      gpu_read_[gpu] = StatusForGpuFailure(read);
+      std::fill(values.begin(), values.end(), FieldValue::Error(gpu_read_[gpu]));
     } else if (gpu_failing_[gpu]) {
       spdlog::warn("GPU {} ({}) answers again", gpu, gpus()[gpu].uuid);
       gpu_failing_[gpu] = false;
+      gpu_read_[gpu] = ValueStatus::kOk;
     }
   }
 
@@ -236,6 +243,7 @@ void Engine::RunTick() {
   auto next = std::make_shared<Snapshot>(*Latest());
   next->seq = seq;
   next->time = now;
+  next->gpu_read = gpu_read_;
   {
     absl::MutexLock history_lock(&history_mutex_);
     history_.BeginTick(seq, now);

@@ -176,8 +176,9 @@ class Engine : public EventSink {
   // Owned by the tick thread (RunTick).
   SamplingSchedule schedule_;
   uint64_t last_seq_ = 0;
-  std::vector<bool> gpu_failing_;  // for logging each GPU failure once, not every tick
-  std::vector<size_t> due_;        // scratch
+  std::vector<bool> gpu_failing_;      // for logging each GPU failure once, not every tick
+  std::vector<ValueStatus> gpu_read_;  // per GPU, see Snapshot::gpu_read
+  std::vector<size_t> due_;            // scratch
   std::vector<FieldId> due_ids_;
   std::vector<size_t> due_index_;
   std::vector<FieldValue> read_buffer_;      // gpu-major: due_ids_.size() values per GPU

@@ -108,9 +108,20 @@ TEST_F(EngineTest, LostGpuIsMarkedAloneAndRecovers) {
   EXPECT_TRUE(Latest(1, 150).value.ok());
   EXPECT_TRUE(Latest(3, 150).value.ok());
   EXPECT_EQ(engine_->stats().gpu_read_failures.load(), 1u);
+  EXPECT_EQ(engine_->Latest()->gpu_read_status(2), ValueStatus::kGpuLost);
+  EXPECT_EQ(engine_->Latest()->gpu_read_status(1), ValueStatus::kOk);
+  // Every system of the lost GPU is unknown, even those whose fields were not due this tick.
+  const HealthVerdict& health = *engine_->Latest()->health;
+  for (const SystemHealth& system : health.gpus[2].systems) {
+    if (system.incidents.empty()) {
+      EXPECT_EQ(system.status, HealthStatus::kUnknown);
+    }
+  }
+  EXPECT_EQ(health.gpus[2].status, HealthStatus::kFail);
   sim_->SetGpuLost(2, false);
   Tick();
   EXPECT_TRUE(Latest(2, 150).value.ok());
+  EXPECT_EQ(engine_->Latest()->gpu_read_status(2), ValueStatus::kOk);
 }
 
 TEST_F(EngineTest, XidShowsInField230FromTheNextTick) {

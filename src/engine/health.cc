@@ -314,14 +314,14 @@ void HealthEvaluator::EvaluateRules(uint32_t gpu, const Snapshot& snapshot, absl
           recovery.action, action.injected);
     }
   }
-  const LatestValue& probe = snapshot.at(gpu, Index(fid::kGpuTemp));
-  if (probe.value.status == ValueStatus::kGpuLost) {
+  const ValueStatus read = snapshot.gpu_read_status(gpu);
+  if (read == ValueStatus::kGpuLost) {
     add(HealthSystem::kDriver, HealthStatus::kFail, "driver.gpu_lost", "DCGM_FR_FALLEN_OFF_BUS",
         "the GPU stopped answering the driver (lost / fallen off the bus)",
         "drain the node and restart it; check the GPU's seating, power and PCIe link if it "
         "recurs",
         false);
-  } else if (probe.value.status == ValueStatus::kTimeout) {
+  } else if (read == ValueStatus::kTimeout) {
     // A driver call that hangs often comes before a GPU falls off the bus or a GSP timeout
     // (XID 119), but a slow call alone is no proof of a fault: WARN while it lasts, and the
     // systems read UNKNOWN because their data is not fresh.
@@ -388,6 +388,19 @@ void HealthEvaluator::Upsert(uint32_t gpu, const Condition& condition, absl::Tim
 
 std::string HealthEvaluator::UnknownReason(uint32_t gpu, HealthSystem system,
                                            const Snapshot& snapshot, absl::Time now) const {
+  // A GPU that does not answer as a whole: its fields not due this tick still hold older
+  // readings, but nothing about it can be judged.
+  switch (snapshot.gpu_read_status(gpu)) {
+    case ValueStatus::kOk:
+      break;
+    case ValueStatus::kGpuLost:
+      return "the GPU is lost: it does not answer";
+    case ValueStatus::kTimeout:
+      return "the driver does not answer for this GPU in time (readings timed out)";
+    default:
+      return fmt::format("the GPU cannot be read ({})",
+                         ValueStatusName(snapshot.gpu_read_status(gpu)));
+  }
   for (FieldId field : InputsOf(system)) {
     const size_t index = Index(field);
     const LatestValue& latest = snapshot.at(gpu, index);

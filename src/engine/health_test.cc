@@ -66,6 +66,7 @@ class HealthTest : public ::testing::Test {
                                                       now_};
       }
     }
+    snapshot.gpu_read = gpu_read_;
     if (stale_field_) {
       snapshot.values[*layout_->IndexOf(*stale_field_)].sample_time = now_ - absl::Minutes(5);
     }
@@ -92,6 +93,7 @@ class HealthTest : public ::testing::Test {
   absl::Time now_;
   uint64_t seq_ = 0;
   std::optional<FieldId> stale_field_;
+  std::vector<ValueStatus> gpu_read_ = {ValueStatus::kOk, ValueStatus::kOk};
   std::shared_ptr<const HealthVerdict> verdict_;
   std::vector<HealthTransition> transitions_;
 };
@@ -367,7 +369,9 @@ TEST_F(HealthTest, UnsupportedFieldsAreNotJudged) {
 
 TEST_F(HealthTest, LostGpuIsUnknownWithAFailIncident) {
   Tick();
-  for (auto& [field, value] : values_[0]) value = FieldValue::Error(ValueStatus::kGpuLost);
+  // As the engine does: the fields read at this tick fail, the others keep older values.
+  values_[0][fid::kGpuTemp] = FieldValue::Error(ValueStatus::kGpuLost);
+  gpu_read_[0] = ValueStatus::kGpuLost;
   Tick();
   EXPECT_EQ(System(HealthSystem::kMemory), HealthStatus::kUnknown);
   EXPECT_EQ(System(HealthSystem::kPcie), HealthStatus::kUnknown);
@@ -380,7 +384,8 @@ TEST_F(HealthTest, LostGpuIsUnknownWithAFailIncident) {
 TEST_F(HealthTest, UnresponsiveGpuIsUnknownWithAWarnIncidentUntilItAnswers) {
   Tick();
   const auto healthy = values_[0];
-  for (auto& [field, value] : values_[0]) value = FieldValue::Error(ValueStatus::kTimeout);
+  values_[0][fid::kGpuTemp] = FieldValue::Error(ValueStatus::kTimeout);
+  gpu_read_[0] = ValueStatus::kTimeout;
   Tick();
   EXPECT_EQ(System(HealthSystem::kMemory), HealthStatus::kUnknown);
   EXPECT_THAT(verdict_->gpus[0].systems[1].unknown_reason, HasSubstr("timed out"));
@@ -393,6 +398,7 @@ TEST_F(HealthTest, UnresponsiveGpuIsUnknownWithAWarnIncidentUntilItAnswers) {
   EXPECT_EQ(verdict_->gpus[1].status, HealthStatus::kPass);
 
   values_[0] = healthy;
+  gpu_read_[0] = ValueStatus::kOk;
   for (int i = 0; i < 120; ++i) Tick();  // past the WARN's expiry window
   EXPECT_EQ(verdict_->gpus[0].status, HealthStatus::kPass);
 }

@@ -46,6 +46,14 @@ struct Snapshot {
   uint32_t gpu_count = 0;
   std::shared_ptr<const FieldLayout> layout;
   std::vector<LatestValue> values;  // values[gpu * layout->size() + field_index]
+  // Per GPU: kOk, or why the latest read of the GPU failed as a whole (kGpuLost: it does not
+  // answer; kTimeout: the driver call hung; ...). Fields not due at that tick keep their last
+  // values, so this, not those values, says whether the GPU still answers.
+  std::vector<ValueStatus> gpu_read;
+
+  ValueStatus gpu_read_status(uint32_t gpu) const {
+    return gpu < gpu_read.size() ? gpu_read[gpu] : ValueStatus::kOk;
+  }
   // The health verdict computed from this snapshot (same seq), and what changed at this tick.
   std::shared_ptr<const HealthVerdict> health;
   std::shared_ptr<const std::vector<HealthTransition>> health_transitions;

@@ -1,0 +1,599 @@
+// A fake of the NVIDIA driver's libnvidia-ml.so.1 for tests: exports the NVML entry points the
+// nvml backend uses, with the C ABI of nvml.h, and answers from a JSON script named by the
+// FAKE_NVML_CONFIG environment variable. The script is re-read whenever the file changes, so a
+// test can lose a GPU, hang a call, change a value or queue an XID while the engine runs:
+//
+//   {"init_error": 0, "driver_version": "580.82.07", "nvml_version": "13.580.82.07",
+//    "gpus": [{"name": "...", "uuid": "GPU-...", "serial": "...", "pci_bus_id": "...",
+//              "minor": 0, "brand": 2,
+//              "values": {"temperature": 40, "power_mw": 300000, ...},   // see Value() uses
+//              "fields": {"82": 45, ...},    // nvmlDeviceGetFieldValues, by NVML field ID
+//              "gpm": {"2": 50.0, ...},      // GPM metrics by ID; no key: GPM unsupported
+//              "errors": {"nvmlDeviceGetFanSpeed": 3},   // a call's NVML error code
+//              "hang": ["nvmlDeviceGetTemperature"],     // calls that block while listed
+//              "lost": false,                             // every call: GPU_IS_LOST
+//              "xids": [79]}]}                            // delivered once each, in order
+//
+// A value or field the script omits answers NOT_SUPPORTED. Built twice: as a current driver, and
+// with FAKE_NVML_OLD_DRIVER as an older one that lacks some entry points (GPM, memory info v2,
+// clocks event reasons, the unrepairable-memory flag).
+//
+// Thread-safety: every entry point may be called from any thread (as NVML's may); one mutex
+// guards the script, and a hanging call waits without holding it.
+#include <sys/stat.h>
+#include <time.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/nvml_api.h"
+#include "nlohmann/json.hpp"
+
+namespace nv = vigil::nvml;
+using nlohmann::json;
+
+struct vigil::nvml::nvmlDevice_st {
+  int index;
+};
+struct vigil::nvml::nvmlEventSet_st {
+  std::vector<int> devices;
+};
+struct vigil::nvml::nvmlGpmSample_st {
+  int unused;
+};
+
+namespace {
+
+constexpr int kMaxGpus = 64;
+
+std::mutex g_mutex;
+json g_script;                           // guarded by g_mutex
+struct timespec g_mtime = {};            // of the script as loaded
+long long g_last_check_ns = 0;           // when the file was last stat'ed
+nv::nvmlDevice_st g_devices[kMaxGpus];   // handles; index fixed
+size_t g_xids_delivered[kMaxGpus] = {};  // per GPU, guarded by g_mutex
+long long g_call_nanos = 0;              // time spent inside entry points
+bool g_initialised = false;
+
+long long NowNanos() {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return now.tv_sec * 1'000'000'000LL + now.tv_nsec;
+}
+
+// Re-reads the script when its file changed; checks at most every 5 ms. Needs g_mutex.
+void MaybeReload() {
+  const long long now = NowNanos();
+  if (now - g_last_check_ns < 5'000'000 && !g_script.is_null()) return;
+  g_last_check_ns = now;
+  const char* path = std::getenv("FAKE_NVML_CONFIG");
+  if (path == nullptr) {
+    std::fprintf(stderr, "fake libnvidia-ml: FAKE_NVML_CONFIG is not set\n");
+    std::abort();
+  }
+  struct stat info;
+  if (stat(path, &info) != 0) {
+    std::fprintf(stderr, "fake libnvidia-ml: cannot stat %s\n", path);
+    std::abort();
+  }
+  if (!g_script.is_null() && info.st_mtim.tv_sec == g_mtime.tv_sec &&
+      info.st_mtim.tv_nsec == g_mtime.tv_nsec) {
+    return;
+  }
+  std::ifstream in(path);
+  json parsed = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return;  // caught mid-write: keep the old script, retry later
+  g_script = std::move(parsed);
+  g_mtime = info.st_mtim;
+}
+
+const json& Gpus() { return g_script["gpus"]; }
+
+// The script entry of a handle, or null.
+const json* GpuOf(nv::Device device) {
+  if (device == nullptr) return nullptr;
+  const int index = device->index;
+  if (index < 0 || static_cast<size_t>(index) >= Gpus().size()) return nullptr;
+  return &Gpus()[index];
+}
+
+bool Listed(const json& gpu, const char* key, const char* call) {
+  if (!gpu.contains(key)) return false;
+  for (const json& name : gpu[key]) {
+    if (name == call) return true;
+  }
+  return false;
+}
+
+// Counts the time an entry point takes (for the benchmark's "our overhead" figure).
+class Timed {
+ public:
+  Timed() : start_(NowNanos()) {}
+  ~Timed() {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_call_nanos += NowNanos() - start_;
+  }
+
+ private:
+  long long start_;
+};
+
+// The common path of a per-device call: reload, find the GPU, hang while the script says so,
+// then the scripted error if any, else body(gpu) under the lock.
+template <typename Body>
+nv::Return DeviceCall(const char* call, nv::Device device, Body body) {
+  std::unique_lock<std::mutex> lock(g_mutex);
+  if (!g_initialised) return nv::kErrorUninitialized;
+  MaybeReload();
+  for (;;) {
+    const json* gpu = GpuOf(device);
+    if (gpu == nullptr) return nv::kErrorInvalidArgument;
+    if (!Listed(*gpu, "hang", call)) break;
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    lock.lock();
+    MaybeReload();
+  }
+  const json& gpu = *GpuOf(device);
+  if (gpu.value("lost", false)) return nv::kErrorGpuIsLost;
+  if (gpu.contains("errors") && gpu["errors"].contains(call)) {
+    return gpu["errors"][call].get<int>();
+  }
+  return body(gpu);
+}
+
+template <typename T>
+nv::Return Value(const json& gpu, const char* key, T* out) {
+  if (out == nullptr) return nv::kErrorInvalidArgument;
+  if (!gpu.contains("values") || !gpu["values"].contains(key)) return nv::kErrorNotSupported;
+  *out = gpu["values"][key].get<T>();
+  return nv::kSuccess;
+}
+
+nv::Return CopyString(const std::string& text, char* out, unsigned int length) {
+  if (out == nullptr) return nv::kErrorInvalidArgument;
+  if (text.size() + 1 > length) return nv::kErrorInsufficientSize;
+  std::memcpy(out, text.c_str(), text.size() + 1);
+  return nv::kSuccess;
+}
+
+nv::Return StringOf(const json& gpu, const char* key, char* out, unsigned int length) {
+  if (!gpu.contains(key)) return nv::kErrorNotSupported;
+  return CopyString(gpu[key].get<std::string>(), out, length);
+}
+
+}  // namespace
+
+extern "C" {
+
+// Not NVML: lets a benchmark subtract the fake's own cost from the engine's.
+long long fakeNvmlCallNanos() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_call_nanos;
+}
+
+nv::Return nvmlInit_v2() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  MaybeReload();
+  const int error = g_script.value("init_error", 0);
+  if (error != 0) return error;
+  for (int i = 0; i < kMaxGpus; ++i) g_devices[i].index = i;
+  g_initialised = true;
+  return nv::kSuccess;
+}
+nv::Return nvmlInit() { return nvmlInit_v2(); }
+
+nv::Return nvmlShutdown() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_initialised = false;
+  return nv::kSuccess;
+}
+
+const char* nvmlErrorString(nv::Return result) {
+  switch (result) {
+    case nv::kSuccess:
+      return "Success";
+    case nv::kErrorUninitialized:
+      return "Uninitialized";
+    case nv::kErrorInvalidArgument:
+      return "Invalid Argument";
+    case nv::kErrorNotSupported:
+      return "Not Supported";
+    case nv::kErrorNoPermission:
+      return "Insufficient Permissions";
+    case nv::kErrorDriverNotLoaded:
+      return "Driver Not Loaded";
+    case nv::kErrorTimeout:
+      return "Timeout";
+    case nv::kErrorGpuIsLost:
+      return "GPU is lost";
+    default:
+      return "Unknown Error";
+  }
+}
+
+nv::Return nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return CopyString(g_script.value("driver_version", "580.82.07"), version, length);
+}
+
+nv::Return nvmlSystemGetNVMLVersion(char* version, unsigned int length) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return CopyString(g_script.value("nvml_version", "13.580.82.07"), version, length);
+}
+
+nv::Return nvmlDeviceGetCount_v2(unsigned int* count) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_initialised) return nv::kErrorUninitialized;
+  *count = static_cast<unsigned int>(std::min<size_t>(Gpus().size(), kMaxGpus));
+  return nv::kSuccess;
+}
+
+nv::Return nvmlDeviceGetHandleByIndex_v2(unsigned int index, nv::Device* device) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_initialised) return nv::kErrorUninitialized;
+  if (index >= Gpus().size() || index >= kMaxGpus) return nv::kErrorInvalidArgument;
+  if (Gpus()[index].value("open_error", 0) != 0) return Gpus()[index]["open_error"].get<int>();
+  *device = &g_devices[index];
+  return nv::kSuccess;
+}
+
+nv::Return nvmlDeviceGetName(nv::Device device, char* name, unsigned int length) {
+  Timed timed;
+  return DeviceCall(__func__, device,
+                    [&](const json& gpu) { return StringOf(gpu, "name", name, length); });
+}
+
+nv::Return nvmlDeviceGetBrand(nv::Device device, int* brand) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    if (!gpu.contains("brand")) return nv::kErrorNotSupported;
+    *brand = gpu["brand"].get<int>();
+    return nv::kSuccess;
+  });
+}
+
+nv::Return nvmlDeviceGetSerial(nv::Device device, char* serial, unsigned int length) {
+  Timed timed;
+  return DeviceCall(__func__, device,
+                    [&](const json& gpu) { return StringOf(gpu, "serial", serial, length); });
+}
+
+nv::Return nvmlDeviceGetUUID(nv::Device device, char* uuid, unsigned int length) {
+  Timed timed;
+  return DeviceCall(__func__, device,
+                    [&](const json& gpu) { return StringOf(gpu, "uuid", uuid, length); });
+}
+
+nv::Return nvmlDeviceGetMinorNumber(nv::Device device, unsigned int* minor) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    *minor = gpu.value("minor", static_cast<unsigned int>(device->index));
+    return nv::kSuccess;
+  });
+}
+
+nv::Return nvmlDeviceGetPciInfo_v3(nv::Device device, nv::PciInfo* pci) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    *pci = {};
+    return StringOf(gpu, "pci_bus_id", pci->bus_id, sizeof(pci->bus_id));
+  });
+}
+
+nv::Return nvmlDeviceValidateInforom(nv::Device device) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    bool valid = true;
+    if (Value(gpu, "inforom_valid", &valid) != nv::kSuccess) return nv::kErrorNotSupported;
+    return valid ? nv::kSuccess : nv::kErrorCorruptedInforom;
+  });
+}
+
+nv::Return nvmlDeviceGetVbiosVersion(nv::Device device, char* version, unsigned int length) {
+  Timed timed;
+  return DeviceCall(__func__, device,
+                    [&](const json& gpu) { return StringOf(gpu, "vbios", version, length); });
+}
+
+nv::Return nvmlDeviceGetClockInfo(nv::Device device, int type, unsigned int* clock) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    return Value(gpu, type == nv::kClockSm ? "sm_clock" : "mem_clock", clock);
+  });
+}
+
+nv::Return nvmlDeviceGetMaxClockInfo(nv::Device device, int type, unsigned int* clock) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    return Value(gpu, type == nv::kClockSm ? "max_sm_clock" : "max_mem_clock", clock);
+  });
+}
+
+nv::Return nvmlDeviceGetCurrentClocksThrottleReasons(nv::Device device,
+                                                     unsigned long long* reasons) {
+  Timed timed;
+  return DeviceCall(__func__, device,
+                    [&](const json& gpu) { return Value(gpu, "clocks_event_reasons", reasons); });
+}
+
+#ifndef FAKE_NVML_OLD_DRIVER
+nv::Return nvmlDeviceGetCurrentClocksEventReasons(nv::Device device, unsigned long long* reasons) {
+  Timed timed;
+  return DeviceCall(__func__, device,
+                    [&](const json& gpu) { return Value(gpu, "clocks_event_reasons", reasons); });
+}
+#endif
+
+nv::Return nvmlDeviceGetTemperature(nv::Device device, int sensor, unsigned int* temperature) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    if (sensor != nv::kTemperatureGpu) return nv::kErrorInvalidArgument;
+    return Value(gpu, "temperature", temperature);
+  });
+}
+
+nv::Return nvmlDeviceGetPowerUsage(nv::Device device, unsigned int* milliwatts) {
+  Timed timed;
+  return DeviceCall(__func__, device,
+                    [&](const json& gpu) { return Value(gpu, "power_mw", milliwatts); });
+}
+
+nv::Return nvmlDeviceGetTotalEnergyConsumption(nv::Device device, unsigned long long* mj) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) { return Value(gpu, "energy_mj", mj); });
+}
+
+nv::Return nvmlDeviceGetPowerManagementLimit(nv::Device device, unsigned int* milliwatts) {
+  Timed timed;
+  return DeviceCall(__func__, device,
+                    [&](const json& gpu) { return Value(gpu, "power_limit_mw", milliwatts); });
+}
+
+nv::Return nvmlDeviceGetEnforcedPowerLimit(nv::Device device, unsigned int* milliwatts) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    return Value(gpu, "enforced_power_limit_mw", milliwatts);
+  });
+}
+
+nv::Return nvmlDeviceGetPerformanceState(nv::Device device, int* pstate) {
+  Timed timed;
+  return DeviceCall(__func__, device,
+                    [&](const json& gpu) { return Value(gpu, "pstate", pstate); });
+}
+
+nv::Return nvmlDeviceGetFanSpeed(nv::Device device, unsigned int* speed) {
+  Timed timed;
+  return DeviceCall(__func__, device,
+                    [&](const json& gpu) { return Value(gpu, "fan_speed", speed); });
+}
+
+nv::Return nvmlDeviceGetUtilizationRates(nv::Device device, nv::Utilization* utilization) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    if (nv::Return r = Value(gpu, "util_gpu", &utilization->gpu); r != nv::kSuccess) return r;
+    return Value(gpu, "util_memory", &utilization->memory);
+  });
+}
+
+nv::Return nvmlDeviceGetEncoderUtilization(nv::Device device, unsigned int* utilization,
+                                           unsigned int* period_us) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    *period_us = 1'000'000;
+    return Value(gpu, "enc_util", utilization);
+  });
+}
+
+nv::Return nvmlDeviceGetDecoderUtilization(nv::Device device, unsigned int* utilization,
+                                           unsigned int* period_us) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    *period_us = 1'000'000;
+    return Value(gpu, "dec_util", utilization);
+  });
+}
+
+nv::Return nvmlDeviceGetMaxPcieLinkGeneration(nv::Device device, unsigned int* value) {
+  Timed timed;
+  return DeviceCall(__func__, device,
+                    [&](const json& gpu) { return Value(gpu, "pcie_max_gen", value); });
+}
+
+nv::Return nvmlDeviceGetMaxPcieLinkWidth(nv::Device device, unsigned int* value) {
+  Timed timed;
+  return DeviceCall(__func__, device,
+                    [&](const json& gpu) { return Value(gpu, "pcie_max_width", value); });
+}
+
+nv::Return nvmlDeviceGetCurrPcieLinkGeneration(nv::Device device, unsigned int* value) {
+  Timed timed;
+  return DeviceCall(__func__, device,
+                    [&](const json& gpu) { return Value(gpu, "pcie_gen", value); });
+}
+
+nv::Return nvmlDeviceGetCurrPcieLinkWidth(nv::Device device, unsigned int* value) {
+  Timed timed;
+  return DeviceCall(__func__, device,
+                    [&](const json& gpu) { return Value(gpu, "pcie_width", value); });
+}
+
+nv::Return nvmlDeviceGetMemoryInfo(nv::Device device, nv::Memory* memory) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    unsigned long long total = 0, used = 0, reserved = 0;
+    if (nv::Return r = Value(gpu, "memory_total", &total); r != nv::kSuccess) return r;
+    Value(gpu, "memory_used", &used);
+    Value(gpu, "memory_reserved", &reserved);
+    *memory = {.total = total, .free = total - used - reserved, .used = used + reserved};
+    return nv::kSuccess;
+  });
+}
+
+#ifndef FAKE_NVML_OLD_DRIVER
+nv::Return nvmlDeviceGetMemoryInfo_v2(nv::Device device, nv::MemoryV2* memory) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    if (memory->version != nv::kMemoryV2Version) return nv::kErrorArgumentVersionMismatch;
+    unsigned long long total = 0, used = 0, reserved = 0;
+    if (nv::Return r = Value(gpu, "memory_total", &total); r != nv::kSuccess) return r;
+    Value(gpu, "memory_used", &used);
+    Value(gpu, "memory_reserved", &reserved);
+    memory->total = total;
+    memory->reserved = reserved;
+    memory->used = used;
+    memory->free = total - used - reserved;
+    return nv::kSuccess;
+  });
+}
+
+nv::Return nvmlDeviceGetUnrepairableMemoryFlag_v1(nv::Device device,
+                                                  nv::UnrepairableMemoryStatusV1* status) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    return Value(gpu, "unrepairable", &status->unrepairable_memory);
+  });
+}
+#endif
+
+nv::Return nvmlDeviceGetEccMode(nv::Device device, int* current, int* pending) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    nv::Return r = Value(gpu, "ecc_mode", current);
+    *pending = *current;
+    return r;
+  });
+}
+
+nv::Return nvmlDeviceGetFieldValues(nv::Device device, int count, nv::FieldValue* values) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    for (int i = 0; i < count; ++i) {
+      nv::FieldValue& value = values[i];
+      const std::string key = std::to_string(value.field_id);
+      value.timestamp = NowNanos() / 1000;
+      if (!gpu.contains("fields") || !gpu["fields"].contains(key)) {
+        value.nvml_return = nv::kErrorNotSupported;
+        continue;
+      }
+      value.nvml_return = nv::kSuccess;
+      value.value_type = nv::kValueTypeUnsignedLongLong;
+      value.value.ull_val = gpu["fields"][key].get<unsigned long long>();
+    }
+    return nv::kSuccess;
+  });
+}
+
+nv::Return nvmlEventSetCreate(nv::EventSet* set) {
+  *set = new nv::nvmlEventSet_st();
+  return nv::kSuccess;
+}
+
+nv::Return nvmlDeviceGetSupportedEventTypes(nv::Device device, unsigned long long* types) {
+  return DeviceCall(__func__, device, [&](const json&) {
+    *types = nv::kEventTypeXidCriticalError;
+    return nv::kSuccess;
+  });
+}
+
+nv::Return nvmlDeviceRegisterEvents(nv::Device device, unsigned long long types, nv::EventSet set) {
+  return DeviceCall(__func__, device, [&](const json&) {
+    if (types != nv::kEventTypeXidCriticalError) return nv::kErrorNotSupported;
+    set->devices.push_back(device->index);
+    return nv::kSuccess;
+  });
+}
+
+nv::Return nvmlEventSetWait_v2(nv::EventSet set, nv::EventData* data, unsigned int timeout_ms) {
+  const long long deadline = NowNanos() + timeout_ms * 1'000'000LL;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(g_mutex);
+      MaybeReload();
+      for (int index : set->devices) {
+        const json& gpu = Gpus()[index];
+        if (!gpu.contains("xids") || g_xids_delivered[index] >= gpu["xids"].size()) continue;
+        *data = {};
+        data->device = &g_devices[index];
+        data->event_type = nv::kEventTypeXidCriticalError;
+        data->event_data = gpu["xids"][g_xids_delivered[index]++].get<unsigned long long>();
+        data->gpu_instance_id = 0xFFFFFFFF;
+        data->compute_instance_id = 0xFFFFFFFF;
+        return nv::kSuccess;
+      }
+    }
+    if (NowNanos() >= deadline) return nv::kErrorTimeout;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+nv::Return nvmlEventSetFree(nv::EventSet set) {
+  delete set;
+  return nv::kSuccess;
+}
+
+#ifndef FAKE_NVML_OLD_DRIVER
+nv::Return nvmlGpmQueryDeviceSupport(nv::Device device, nv::GpmSupport* support) {
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    if (support->version != nv::kGpmSupportVersion) return nv::kErrorArgumentVersionMismatch;
+    support->is_supported_device = gpu.contains("gpm") ? 1 : 0;
+    return nv::kSuccess;
+  });
+}
+
+nv::Return nvmlGpmSampleAlloc(nv::GpmSample* sample) {
+  sample->handle = new nv::nvmlGpmSample_st();
+  return nv::kSuccess;
+}
+
+nv::Return nvmlGpmSampleFree(nv::GpmSample sample) {
+  delete sample.handle;
+  return nv::kSuccess;
+}
+
+nv::Return nvmlGpmSampleGet(nv::Device device, nv::GpmSample sample) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json&) {
+    return sample.handle == nullptr ? nv::kErrorInvalidArgument : nv::kSuccess;
+  });
+}
+
+// Answers from the script of the first GPU whose "gpm" is present: the fake's samples do not
+// remember their device, and the tests give every GPU the same metrics.
+nv::Return nvmlGpmMetricsGet(nv::GpmMetricsGet* request) {
+  Timed timed;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (request->version != nv::kGpmMetricsGetVersion) return nv::kErrorArgumentVersionMismatch;
+  if (request->sample1.handle == nullptr || request->sample2.handle == nullptr) {
+    return nv::kErrorInvalidArgument;
+  }
+  const json* metrics = nullptr;
+  for (const json& gpu : Gpus()) {
+    if (gpu.contains("gpm")) {
+      metrics = &gpu["gpm"];
+      break;
+    }
+  }
+  for (unsigned int i = 0; i < request->num_metrics && i < nv::kGpmMetricMax; ++i) {
+    nv::GpmMetric& metric = request->metrics[i];
+    const std::string key = std::to_string(metric.metric_id);
+    if (metrics == nullptr || !metrics->contains(key)) {
+      metric.nvml_return = nv::kErrorNotSupported;
+      continue;
+    }
+    metric.nvml_return = nv::kSuccess;
+    metric.value = (*metrics)[key].get<double>();
+  }
+  return nv::kSuccess;
+}
+#endif
+
+}  // extern "C"

@@ -1,0 +1,359 @@
+// End-to-end tests of the nvml backend: the real `vigil engine --backend nvml` loads the fake
+// libnvidia-ml.so.1 (tests/fake_nvml) through the same dlopen path as on a GPU node, and the
+// tests script the fake while the engine runs: discovery, values, unsupported fields, an older
+// driver's missing symbols, a GPU lost mid-run, a hung call, XIDs, and failures to start.
+#include <stdlib.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "process.h"
+#include "testing/temp_dir.h"
+
+namespace vigil::testing {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+const std::string kFakeDir = VIGIL_FAKE_NVML_DIR;
+const std::string kCurrentDriver = kFakeDir + "/current/libnvidia-ml.so.1";
+const std::string kOldDriver = kFakeDir + "/old/libnvidia-ml.so.1";
+
+// A GPU as the fake presents it: an H100 at rest, every value the fake can give.
+json Gpu(int index) {
+  const std::string n = std::to_string(index);
+  return {
+      {"name", "NVIDIA H100 80GB HBM3"},
+      {"uuid", "GPU-00000000-0000-0000-0000-00000000000" + n},
+      {"serial", "165492201300" + n},
+      {"pci_bus_id", "00000000:1" + n + ":00.0"},
+      {"minor", index},
+      {"brand", 2},
+      {"values",
+       {{"temperature", 40 + index},
+        {"power_mw", 300'000 + index * 1000},
+        {"energy_mj", 5'000'000},
+        {"power_limit_mw", 700'000},
+        {"enforced_power_limit_mw", 700'000},
+        {"pstate", 0},
+        {"sm_clock", 1980},
+        {"mem_clock", 2619},
+        {"max_sm_clock", 1980},
+        {"max_mem_clock", 2619},
+        {"clocks_event_reasons", 0},
+        {"util_gpu", 87},
+        {"util_memory", 41},
+        {"enc_util", 0},
+        {"dec_util", 0},
+        {"pcie_max_gen", 5},
+        {"pcie_max_width", 16},
+        {"pcie_gen", 5},
+        {"pcie_width", 16},
+        {"memory_total", 85'520'809'984ULL},
+        {"memory_used", 42ULL << 30},
+        {"memory_reserved", 512ULL << 20},
+        {"ecc_mode", 1},
+        {"vbios", "96.00.99.00.01"},
+        {"inforom_valid", true},
+        {"unrepairable", 0}}},
+      {"fields",
+       {{"3", 0},          {"4", 0},   {"5", 0},      {"6", 0},      {"29", 0},  {"30", 0},
+        {"31", 0},         {"38", 0},  {"45", 0},     {"52", 0},     {"59", 0},  {"74", 0},
+        {"75", 0},         {"76", 0},  {"77", 0},     {"78", 0},     {"79", 0},  {"82", 48},
+        {"83", 5'000'000}, {"94", 0},  {"140", 1000}, {"141", 2000}, {"142", 0}, {"143", 0},
+        {"144", 0},        {"145", 0}, {"230", 0}}},
+      {"gpm",
+       {{"1", 90.0},
+        {"2", 50.0},
+        {"3", 25.0},
+        {"5", 40.0},
+        {"10", 30.0},
+        {"11", 0.0},
+        {"12", 10.0},
+        {"13", 5.0},
+        {"20", 100.0},
+        {"21", 200.0},
+        {"60", 1000.0},
+        {"61", 1000.0}}},
+      // No fan on an SXM board: the fake leaves it out, so it reads NOT_SUPPORTED.
+  };
+}
+
+// The fake's script in a temp dir, named by FAKE_NVML_CONFIG for the processes the test starts.
+class FakeNvml {
+ public:
+  explicit FakeNvml(const TempDir& dir, int gpus = 4) : path_(dir.File("fake-nvml.json")) {
+    script_ = {{"driver_version", "580.82.07"}, {"gpus", json::array()}};
+    for (int i = 0; i < gpus; ++i) script_["gpus"].push_back(Gpu(i));
+    Write();
+    setenv("FAKE_NVML_CONFIG", path_.c_str(), 1);
+  }
+  json& script() { return script_; }
+  json& gpu(int index) { return script_["gpus"][index]; }
+  // Replaces the script atomically, as the fake may read it at any moment.
+  void Write() {
+    const std::string temp = path_ + ".tmp";
+    std::ofstream(temp) << script_.dump();
+    std::rename(temp.c_str(), path_.c_str());
+  }
+
+ private:
+  std::string path_;
+  json script_;
+};
+
+std::vector<std::string> NvmlArgs(const std::string& library = kCurrentDriver) {
+  return {"--backend", "nvml", "--nvml-library", library};
+}
+
+// The values of GPU `gpu` in the latest dmon tick, by field ID, after seq `after`.
+std::map<int, json> Values(const EngineProcess& engine, int gpu, const std::string& fields,
+                           uint64_t* seq = nullptr) {
+  auto dmon = Vigil({"dmon", "-e", fields, "-i", std::to_string(gpu), "-c", "1", "--json",
+                     "--engine", engine.unix_address});
+  EXPECT_EQ(dmon.exit_code, 0) << dmon.err;
+  std::map<int, json> values;
+  const auto ticks = JsonLines(dmon.out);
+  if (ticks.empty()) return values;
+  if (seq != nullptr) *seq = ticks.back()["seq"].get<uint64_t>();
+  for (const json& value : ticks.back()["values"]) values[value["field_id"].get<int>()] = value;
+  return values;
+}
+
+// Polls `condition` (each poll runs CLI commands) until it holds or 15 s pass.
+template <typename Condition>
+bool Eventually(Condition condition) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(15);
+  while (absl::Now() < deadline) {
+    if (condition()) return true;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return condition();
+}
+
+json Health(const EngineProcess& engine) {
+  auto health = Vigil({"health", "--json", "--engine", engine.unix_address});
+  return json::parse(health.out, nullptr, false);
+}
+
+TEST(NvmlTest, ServesTheFakesGpusFoundThroughLdLibraryPath) {
+  TempDir dir;
+  FakeNvml fake(dir);
+  // As an operator would run it: the library found by the loader, no flag.
+  setenv("LD_LIBRARY_PATH", (kFakeDir + "/current").c_str(), 1);
+  EngineProcess engine(dir.path(), "n1", {"--backend", "nvml"}, {});
+  unsetenv("LD_LIBRARY_PATH");
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+
+  auto discovery = Vigil({"discovery", "--json", "--engine", engine.unix_address});
+  ASSERT_EQ(discovery.exit_code, 0) << discovery.err;
+  const json gpus = json::parse(discovery.out)["gpus"];
+  ASSERT_EQ(gpus.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(gpus[i]["uuid"], fake.gpu(i)["uuid"]);
+    EXPECT_EQ(gpus[i]["name"], "NVIDIA H100 80GB HBM3");
+    EXPECT_EQ(gpus[i]["pci_bus_id"], fake.gpu(i)["pci_bus_id"]);
+    EXPECT_EQ(gpus[i]["serial"], fake.gpu(i)["serial"]);
+    EXPECT_EQ(gpus[i]["driver_version"], "580.82.07");
+    EXPECT_EQ(gpus[i]["memory_total_mib"], 81559);
+    EXPECT_EQ(gpus[i]["device"], "nvidia" + std::to_string(i));
+  }
+  auto text = Vigil({"discovery", "--engine", engine.unix_address});
+  EXPECT_THAT(text.out, HasSubstr("GPU-00000000-0000-0000-0000-000000000003"));
+  auto info = Vigil({"info", "--json", "--engine", engine.unix_address});
+  EXPECT_EQ(json::parse(info.out)["backend"], "nvml");
+}
+
+TEST(NvmlTest, ValuesUnitsAndUnsupportedFields) {
+  TempDir dir;
+  FakeNvml fake(dir);
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  // Two ticks, so GPM has the pair of samples its ratios need.
+  std::map<int, json> v;
+  ASSERT_TRUE(Eventually([&] {
+    v = Values(engine, 2,
+               "150,155,156,140,252,253,251,203,204,112,191,310,202,449,1002,1009,"
+               "1523,1507,84,300,237,238,100,54");
+    return v.count(1002) && v[1002]["status"] == "ok";
+  }));
+  EXPECT_EQ(v[150]["value"], 42);                        // °C
+  EXPECT_DOUBLE_EQ(v[155]["value"].get<double>(), 302);  // mW → W
+  EXPECT_EQ(v[156]["value"], 5'000'000);                 // mJ, batched field 83
+  EXPECT_EQ(v[140]["value"], 48);                        // memory temperature, field 82
+  EXPECT_EQ(v[252]["value"], 42 * 1024);                 // MiB
+  EXPECT_EQ(v[253]["value"], 512);
+  EXPECT_EQ(v[251]["value"], 81559 - 42 * 1024 - 512);
+  EXPECT_EQ(v[203]["value"], 87);
+  EXPECT_EQ(v[204]["value"], 41);
+  EXPECT_EQ(v[112]["value"], 0);
+  EXPECT_EQ(v[310]["value"], 0);
+  EXPECT_EQ(v[449]["value"], 3000);                       // raw TX + RX, KiB
+  EXPECT_DOUBLE_EQ(v[1002]["value"].get<double>(), 0.5);  // GPM percent → ratio
+  EXPECT_EQ(v[1009]["value"], 100 * 1024 * 1024);         // GPM MiB/s → B/s
+  EXPECT_EQ(v[1523]["value"], 0);
+  EXPECT_EQ(v[1507]["value"], 0);
+  EXPECT_EQ(v[84]["value"], 1);
+  EXPECT_EQ(v[300]["value"], 1);
+  EXPECT_EQ(v[237]["value"], 5);
+  EXPECT_EQ(v[238]["value"], 16);
+  EXPECT_EQ(v[100]["value"], 1980);
+  EXPECT_EQ(v[54]["value"], fake.gpu(2)["uuid"]);
+  EXPECT_EQ(v[191]["status"], "not_supported");  // no fan on SXM
+
+  // A value the driver changes shows on a later tick.
+  fake.gpu(2)["values"]["temperature"] = 71;
+  fake.Write();
+  EXPECT_TRUE(Eventually([&] { return Values(engine, 2, "150")[150]["value"] == 71; }));
+
+  // NVML's own errors per call: NO_PERMISSION and UNKNOWN are per field, not per GPU.
+  fake.gpu(2)["errors"] = {{"nvmlDeviceGetPowerUsage", 4}, {"nvmlDeviceGetTemperature", 999}};
+  fake.Write();
+  EXPECT_TRUE(Eventually([&] {
+    auto now = Values(engine, 2, "155,150,203");
+    return now[155]["status"] == "no_permission" && now[150]["status"] == "read_error" &&
+           now[203]["status"] == "ok";
+  }));
+  EXPECT_TRUE(engine.process->WaitForStderr("Insufficient Permissions"));
+}
+
+TEST(NvmlTest, AnOlderDriverWithoutSomeSymbolsStillServes) {
+  TempDir dir;
+  FakeNvml fake(dir);
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(kOldDriver), {});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  std::map<int, json> v;
+  ASSERT_TRUE(Eventually([&] {
+    v = Values(engine, 0, "112,252,253,1002,1507,150");
+    return v.count(150) && v[150]["status"] == "ok";
+  }));
+  EXPECT_EQ(v[112]["status"], "ok");              // through the older ThrottleReasons entry point
+  EXPECT_EQ(v[252]["status"], "ok");              // through nvmlDeviceGetMemoryInfo (v1)
+  EXPECT_EQ(v[253]["status"], "not_supported");   // v1 has no reserved figure
+  EXPECT_EQ(v[1002]["status"], "not_supported");  // no GPM
+  EXPECT_EQ(v[1507]["status"], "not_supported");  // no unrepairable-memory flag
+}
+
+TEST(NvmlTest, AGpuLostMidRunFailsAloneAndTheOthersKeepUpdating) {
+  TempDir dir;
+  FakeNvml fake(dir);
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  ASSERT_TRUE(Eventually([&] { return Health(engine)["gpus"][1]["status"] == "PASS"; }));
+
+  fake.gpu(1)["lost"] = true;
+  fake.gpu(0)["values"]["temperature"] = 66;
+  fake.Write();
+  ASSERT_TRUE(Eventually([&] { return Health(engine)["gpus"][1]["status"] == "FAIL"; }));
+  const json health = Health(engine);
+  const json driver = health["gpus"][1]["systems"]["driver"];
+  ASSERT_FALSE(driver["incidents"].empty());
+  EXPECT_EQ(driver["incidents"][0]["code"], "DCGM_FR_FALLEN_OFF_BUS");
+  EXPECT_EQ(health["gpus"][1]["systems"]["memory"]["status"], "UNKNOWN");
+  EXPECT_EQ(health["gpus"][0]["status"], "PASS");
+  EXPECT_EQ(health["gpus"][2]["status"], "PASS");
+  EXPECT_EQ(Values(engine, 1, "150")[150]["status"], "gpu_lost");
+  EXPECT_TRUE(Eventually([&] { return Values(engine, 0, "150")[150]["value"] == 66; }));
+  EXPECT_TRUE(engine.process->WaitForStderr("GPU is lost"));
+}
+
+TEST(NvmlTest, AHungCallTimesOutThatGpuWhileTheOthersKeepUpdating) {
+  TempDir dir;
+  FakeNvml fake(dir);
+  const std::string config = dir.File("engine.yaml");
+  std::ofstream(config) << "sampling:\n  tick_interval: 250ms\n  gpu_read_timeout: 100ms\n";
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(), {"--config", config});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  ASSERT_TRUE(Eventually([&] { return Health(engine)["gpus"][3]["status"] == "PASS"; }));
+
+  fake.gpu(3)["hang"] = {"nvmlDeviceGetTemperature"};
+  fake.Write();
+  ASSERT_TRUE(Eventually([&] { return Values(engine, 3, "150")[150]["status"] == "timeout"; }));
+  EXPECT_TRUE(engine.process->WaitForStderr("did not answer within 100ms"));
+  // The engine keeps ticking and every other GPU keeps its fresh readings.
+  uint64_t seq_before = 0;
+  uint64_t seq_after = 0;
+  Values(engine, 0, "150", &seq_before);
+  fake.gpu(0)["values"]["temperature"] = 59;
+  fake.Write();
+  EXPECT_TRUE(Eventually([&] { return Values(engine, 0, "150", &seq_after)[150]["value"] == 59; }));
+  EXPECT_GT(seq_after, seq_before);
+  ASSERT_TRUE(Eventually([&] {
+    const json gpu3 = Health(engine)["gpus"][3];
+    return gpu3["status"] != "PASS" && !gpu3["systems"]["driver"]["incidents"].empty();
+  }));
+  const json health = Health(engine);
+  EXPECT_THAT(health["gpus"][3]["systems"]["driver"]["incidents"][0]["message"].get<std::string>(),
+              HasSubstr("did not answer"));
+  EXPECT_EQ(health["gpus"][0]["status"], "PASS");
+
+  // The call returns: the GPU reads normally again.
+  fake.gpu(3).erase("hang");
+  fake.Write();
+  EXPECT_TRUE(Eventually([&] { return Values(engine, 3, "150")[150]["status"] == "ok"; }));
+  EXPECT_TRUE(engine.process->WaitForStderr("answers again"));
+}
+
+TEST(NvmlTest, XidsFromTheDriverReachEventsField230AndHealth) {
+  TempDir dir;
+  FakeNvml fake(dir);
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  Process events({VigilBinary(), "events", "--json", "--engine", engine.unix_address}, dir.path());
+  ASSERT_TRUE(Eventually([&] { return Health(engine)["gpus"][2]["status"] == "PASS"; }));
+
+  fake.gpu(2)["xids"] = {79};
+  fake.Write();
+  ASSERT_TRUE(Eventually([&] { return Health(engine)["gpus"][2]["status"] == "FAIL"; }));
+  EXPECT_TRUE(Eventually([&] { return Values(engine, 2, "230")[230]["value"] == 79; }));
+  json xid;
+  EXPECT_TRUE(Eventually([&] {
+    for (const json& event : JsonLines(events.Stdout())) {
+      if (event["kind"] == "XID") xid = event;
+    }
+    return !xid.is_null();
+  }));
+  EXPECT_EQ(xid["gpu"], 2);
+  EXPECT_EQ(xid["xid"], 79);
+  EXPECT_FALSE(xid["injected"].get<bool>());
+  EXPECT_EQ(Health(engine)["gpus"][1]["status"], "PASS");
+  events.Signal(SIGTERM);
+}
+
+TEST(NvmlTest, NoDriverNoGpuOrABrokenLibraryExitTwoWithAMessage) {
+  TempDir dir;
+  FakeNvml fake(dir);
+  const auto engine = [&](const std::string& library) {
+    return Vigil({"engine", "--backend", "nvml", "--nvml-library", library, "--socket",
+                  dir.File("e.sock"), "--listen", "", "--state-dir", dir.File("state")});
+  };
+  fake.script()["init_error"] = 9;  // NVML_ERROR_DRIVER_NOT_LOADED
+  fake.Write();
+  auto not_loaded = engine(kCurrentDriver);
+  EXPECT_EQ(not_loaded.exit_code, 2);
+  EXPECT_THAT(not_loaded.err, HasSubstr("NVML failed to initialise: Driver Not Loaded"));
+
+  fake.script()["init_error"] = 0;
+  fake.script()["gpus"] = json::array();
+  fake.Write();
+  auto no_gpu = engine(kCurrentDriver);
+  EXPECT_EQ(no_gpu.exit_code, 2);
+  EXPECT_THAT(no_gpu.err, HasSubstr("NVML found no GPU"));
+
+  auto missing = engine(dir.File("nowhere/libnvidia-ml.so.1"));
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("is the NVIDIA driver installed"));
+
+  // A shared library, but not NVML.
+  auto wrong = engine("libm.so.6");
+  EXPECT_EQ(wrong.exit_code, 2);
+  EXPECT_THAT(wrong.err, HasSubstr("not a usable NVML library"));
+}
+
+}  // namespace
+}  // namespace vigil::testing
