@@ -291,6 +291,12 @@ TEST(NvmlTest, AHungCallTimesOutThatGpuWhileTheOthersKeepUpdating) {
   EXPECT_THAT(health["gpus"][3]["systems"]["driver"]["incidents"][0]["message"].get<std::string>(),
               HasSubstr("did not answer"));
   EXPECT_EQ(health["gpus"][0]["status"], "PASS");
+  // Counted, for an alert on the exporter's vigil_engine_gpu_read_timeouts_total.
+  const json counters =
+      json::parse(Vigil({"info", "--json", "--engine", engine.unix_address}).out)["counters"];
+  // Every tick that GPU cannot be read counts, so the rate stays up while the call is stuck.
+  EXPECT_GE(counters["gpu_read_timeouts"].get<int>(), 2);
+  EXPECT_GE(counters["gpu_read_failures"].get<int>(), counters["gpu_read_timeouts"].get<int>());
 
   // The call returns: the GPU reads normally again.
   fake.gpu(3).erase("hang");

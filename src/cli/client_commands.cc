@@ -77,6 +77,11 @@ int RunInfo(const ClientFlags& flags, bool list_fields) {
         {"history_max_age_us", info->history_max_age_us()},
         {"gpu_count", info->gpu_count()},
         {"driver_version", info->driver_version()},
+        {"counters",
+         {{"ticks", info->counters().ticks()},
+          {"gpu_read_failures", info->counters().gpu_read_failures()},
+          {"gpu_read_timeouts", info->counters().gpu_read_timeouts()},
+          {"xid_events", info->counters().xid_events()}}},
     };
     if (list_fields) {
       json["fields"] = nlohmann::json::array();
@@ -117,6 +122,10 @@ int RunInfo(const ClientFlags& flags, bool list_fields) {
   table.AddRow({"history", absl::FormatDuration(absl::Microseconds(info->history_max_age_us()))});
   table.AddRow({"gpus", std::to_string(info->gpu_count())});
   table.AddRow({"driver", info->driver_version()});
+  table.AddRow(
+      {"gpu reads failed", fmt::format("{} ({} timed out)", info->counters().gpu_read_failures(),
+                                       info->counters().gpu_read_timeouts())});
+  table.AddRow({"xid events", std::to_string(info->counters().xid_events())});
   table.Print(std::cout);
   return kExitOk;
 }

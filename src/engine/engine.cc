@@ -266,12 +266,13 @@ void Engine::RunTick() {
   next->health = health_->Evaluate(*next, now, transitions.get());
   next->health_transitions = transitions;
 
+  stats_.ticks.fetch_add(1, std::memory_order_relaxed);
+  next->counters = Counters();
   std::shared_ptr<const Snapshot> published = std::move(next);
   {
     absl::MutexLock lock(&latest_mutex_);
     latest_ = published;
   }
-  stats_.ticks.fetch_add(1, std::memory_order_relaxed);
   fanout_.Publish(published);
   for (const HealthTransition& transition : *transitions) {
     Record(
@@ -285,6 +286,13 @@ void Engine::RunTick() {
   }
   stats_.last_tick_duration_ns.store(absl::ToInt64Nanoseconds(absl::Now() - started),
                                      std::memory_order_relaxed);
+}
+
+Snapshot::Counters Engine::Counters() const {
+  return {.ticks = stats_.ticks.load(std::memory_order_relaxed),
+          .gpu_read_failures = stats_.gpu_read_failures.load(std::memory_order_relaxed),
+          .gpu_read_timeouts = stats_.gpu_read_timeouts.load(std::memory_order_relaxed),
+          .xid_events = stats_.xid_events.load(std::memory_order_relaxed)};
 }
 
 void Engine::OnXid(const XidEvent& event) {

@@ -111,6 +111,8 @@ class Engine : public EventSink {
   // The sampling interval of field_index, as scheduled.
   absl::Duration interval(size_t field_index) const { return intervals_[field_index]; }
   const EngineStats& stats() const { return stats_; }
+  // stats() as plain numbers, as snapshots and EngineInfo carry them.
+  Snapshot::Counters Counters() const;
   size_t subscriber_queue_depth() const { return options_.config.subscriber_queue_depth; }
   Fanout<SnapshotPtr>& fanout() { return fanout_; }
 

@@ -111,4 +111,11 @@ int HealthStatusNumber(v1::HealthStatus status) {
   }
 }
 
+void ToProto(const Snapshot::Counters& counters, v1::EngineCounters* out) {
+  out->set_ticks(counters.ticks);
+  out->set_gpu_read_failures(counters.gpu_read_failures);
+  out->set_gpu_read_timeouts(counters.gpu_read_timeouts);
+  out->set_xid_events(counters.xid_events);
+}
+
 }  // namespace vigil

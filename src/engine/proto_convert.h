@@ -26,6 +26,8 @@ void SetValue(const FieldValue& value, v1::Sample* out);
 std::string_view HealthStatusText(v1::HealthStatus status);
 int HealthStatusNumber(v1::HealthStatus status);
 
+void ToProto(const Snapshot::Counters& counters, v1::EngineCounters* out);
+
 // Appends the latest value of each (gpu, field index), GPU-major, to `out`.
 void AppendValues(const Snapshot& snapshot, const std::vector<uint32_t>& gpus,
                   const std::vector<size_t>& fields,

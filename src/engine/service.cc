@@ -238,6 +238,7 @@ grpc::ServerUnaryReactor* EngineService::GetEngineInfo(grpc::CallbackServerConte
   response->set_history_max_age_us(absl::ToInt64Microseconds(identity.history_max_age));
   response->set_gpu_count(static_cast<uint32_t>(engine_->gpus().size()));
   response->set_driver_version(engine_->gpus().front().driver_version);
+  ToProto(engine_->Counters(), response->mutable_counters());
   return Finish(context, absl::OkStatus());
 }
 

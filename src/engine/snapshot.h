@@ -50,6 +50,13 @@ struct Snapshot {
   // answer; kTimeout: the driver call hung; ...). Fields not due at that tick keep their last
   // values, so this, not those values, says whether the GPU still answers.
   std::vector<ValueStatus> gpu_read;
+  // The engine's counters as of this tick (EngineStats).
+  struct Counters {
+    uint64_t ticks = 0;
+    uint64_t gpu_read_failures = 0;
+    uint64_t gpu_read_timeouts = 0;
+    uint64_t xid_events = 0;
+  } counters;
 
   ValueStatus gpu_read_status(uint32_t gpu) const {
     return gpu < gpu_read.size() ? gpu_read[gpu] : ValueStatus::kOk;

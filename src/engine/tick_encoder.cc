@@ -43,6 +43,7 @@ std::shared_ptr<const std::string> TickEncoder::Encode(const Snapshot& snapshot,
   update.set_seq(snapshot.seq);
   update.set_timestamp_us(absl::ToUnixMicros(snapshot.time));
   AppendValues(snapshot, filter.gpus, filter.fields, update.mutable_values());
+  ToProto(snapshot.counters, update.mutable_counters());
   if (filter.include_health && snapshot.health != nullptr) {
     ToProto(*snapshot.health, instance_id_, filter.gpus, update.mutable_health());
   }

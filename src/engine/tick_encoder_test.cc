@@ -16,6 +16,7 @@ std::shared_ptr<Snapshot> MakeSnapshot(uint64_t seq) {
   snapshot->seq = seq;
   snapshot->time = absl::FromUnixSeconds(1'800'000'000) + absl::Seconds(seq);
   snapshot->gpu_count = 2;
+  snapshot->counters = {.ticks = seq, .gpu_read_failures = 3, .gpu_read_timeouts = 1};
   snapshot->layout = std::make_shared<const FieldLayout>(fields);
   for (uint32_t gpu = 0; gpu < 2; ++gpu) {
     snapshot->values.push_back({FieldValue::Int(40 + gpu), seq, snapshot->time});
@@ -43,6 +44,7 @@ TEST(TickEncoderTest, FramedBytesAreTheUpdateWithThisSubscribersDrops) {
   expected.set_seq(7);
   expected.set_timestamp_us(absl::ToUnixMicros(snapshot->time));
   AppendValues(*snapshot, filter.gpus, filter.fields, expected.mutable_values());
+  ToProto(snapshot->counters, expected.mutable_counters());
 
   EXPECT_EQ(Parse(TickEncoder::Frame(body, 0)).SerializeAsString(), expected.SerializeAsString());
   expected.set_dropped_ticks(300);  // a multi-byte varint
@@ -53,6 +55,8 @@ TEST(TickEncoderTest, FramedBytesAreTheUpdateWithThisSubscribersDrops) {
   EXPECT_EQ(parsed.values(0).int_value(), 41);
   EXPECT_EQ(parsed.values(1).string_value(), "GPU-1");
   EXPECT_EQ(parsed.values(1).sample_seq(), 1u);
+  EXPECT_EQ(parsed.counters().ticks(), 7u);
+  EXPECT_EQ(parsed.counters().gpu_read_timeouts(), 1u);
 }
 
 TEST(TickEncoderTest, OneEncodingPerTickAndFilter) {

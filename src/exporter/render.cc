@@ -271,6 +271,17 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
     Header(&out, "vigil_engine_seq", "gauge",
            "The engine tick these values come from (with instance_id, identifies the state).");
     out += fmt::format("vigil_engine_seq {}\n", view.tick.seq());
+    // The engine's own counters, so a hung or lost GPU read shows as a rate an alert can use.
+    const v1::EngineCounters& counters = view.tick.counters();
+    Header(&out, "vigil_engine_gpu_read_failures_total", "counter",
+           "Reads of a whole GPU that failed in the engine (lost, hung, ...).");
+    out += fmt::format("vigil_engine_gpu_read_failures_total {}\n", counters.gpu_read_failures());
+    Header(&out, "vigil_engine_gpu_read_timeouts_total", "counter",
+           "GPU reads in the engine that the driver did not answer in time.");
+    out += fmt::format("vigil_engine_gpu_read_timeouts_total {}\n", counters.gpu_read_timeouts());
+    Header(&out, "vigil_engine_xid_events_total", "counter",
+           "XIDs the engine received (injected ones included).");
+    out += fmt::format("vigil_engine_xid_events_total {}\n", counters.xid_events());
     Header(&out, "vigil_gpu_health_status", "gauge",
            "The engine's health verdict per GPU and system: 0 pass, 10 warn, 20 fail, -1 unknown "
            "(no fresh data).");

@@ -59,6 +59,9 @@ ExporterView TwoGpus() {
   }
   view.tick.set_instance_id("abc123");
   view.tick.set_seq(42);
+  view.tick.mutable_counters()->set_gpu_read_failures(5);
+  view.tick.mutable_counters()->set_gpu_read_timeouts(2);
+  view.tick.mutable_counters()->set_xid_events(1);
   return view;
 }
 
@@ -126,6 +129,17 @@ DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error encountered.
       "identifies the state).\n"
       "# TYPE vigil_engine_seq gauge\n"
       "vigil_engine_seq 42\n"
+      "# HELP vigil_engine_gpu_read_failures_total Reads of a whole GPU that failed in the engine "
+      "(lost, hung, ...).\n"
+      "# TYPE vigil_engine_gpu_read_failures_total counter\n"
+      "vigil_engine_gpu_read_failures_total 5\n"
+      "# HELP vigil_engine_gpu_read_timeouts_total GPU reads in the engine that the driver did not "
+      "answer in time.\n"
+      "# TYPE vigil_engine_gpu_read_timeouts_total counter\n"
+      "vigil_engine_gpu_read_timeouts_total 2\n"
+      "# HELP vigil_engine_xid_events_total XIDs the engine received (injected ones included).\n"
+      "# TYPE vigil_engine_xid_events_total counter\n"
+      "vigil_engine_xid_events_total 1\n"
       "# HELP vigil_gpu_health_status The engine's health verdict per GPU and system: 0 pass, 10 "
       "warn, 20 fail, -1 unknown (no fresh data).\n"
       "# TYPE vigil_gpu_health_status gauge\n";
