@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "absl/time/clock.h"
+#include "fake_nvml/script.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -20,98 +21,15 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-const std::string kFakeDir = VIGIL_FAKE_NVML_DIR;
+const std::string kFakeDir = FakeNvmlDir();
 const std::string kCurrentDriver = kFakeDir + "/current/libnvidia-ml.so.1";
 const std::string kOldDriver = kFakeDir + "/old/libnvidia-ml.so.1";
-
-// A GPU as the fake presents it: an H100 at rest, every value the fake can give.
-json Gpu(int index) {
-  const std::string n = std::to_string(index);
-  return {
-      {"name", "NVIDIA H100 80GB HBM3"},
-      {"uuid", "GPU-00000000-0000-0000-0000-00000000000" + n},
-      {"serial", "165492201300" + n},
-      {"pci_bus_id", "00000000:1" + n + ":00.0"},
-      {"minor", index},
-      {"brand", 2},
-      {"values",
-       {{"temperature", 40 + index},
-        {"power_mw", 300'000 + index * 1000},
-        {"energy_mj", 5'000'000},
-        {"power_limit_mw", 700'000},
-        {"enforced_power_limit_mw", 700'000},
-        {"pstate", 0},
-        {"sm_clock", 1980},
-        {"mem_clock", 2619},
-        {"max_sm_clock", 1980},
-        {"max_mem_clock", 2619},
-        {"clocks_event_reasons", 0},
-        {"util_gpu", 87},
-        {"util_memory", 41},
-        {"enc_util", 0},
-        {"dec_util", 0},
-        {"pcie_max_gen", 5},
-        {"pcie_max_width", 16},
-        {"pcie_gen", 5},
-        {"pcie_width", 16},
-        {"memory_total", 85'520'809'984ULL},
-        {"memory_used", 42ULL << 30},
-        {"memory_reserved", 512ULL << 20},
-        {"ecc_mode", 1},
-        {"vbios", "96.00.99.00.01"},
-        {"inforom_valid", true},
-        {"unrepairable", 0}}},
-      {"fields",
-       {{"3", 0},          {"4", 0},   {"5", 0},      {"6", 0},      {"29", 0},  {"30", 0},
-        {"31", 0},         {"38", 0},  {"45", 0},     {"52", 0},     {"59", 0},  {"74", 0},
-        {"75", 0},         {"76", 0},  {"77", 0},     {"78", 0},     {"79", 0},  {"82", 48},
-        {"83", 5'000'000}, {"94", 0},  {"140", 1000}, {"141", 2000}, {"142", 0}, {"143", 0},
-        {"144", 0},        {"145", 0}, {"230", 0}}},
-      {"gpm",
-       {{"1", 90.0},
-        {"2", 50.0},
-        {"3", 25.0},
-        {"5", 40.0},
-        {"10", 30.0},
-        {"11", 0.0},
-        {"12", 10.0},
-        {"13", 5.0},
-        {"20", 100.0},
-        {"21", 200.0},
-        {"60", 1000.0},
-        {"61", 1000.0}}},
-      // No fan on an SXM board: the fake leaves it out, so it reads NOT_SUPPORTED.
-  };
-}
-
-// The fake's script in a temp dir, named by FAKE_NVML_CONFIG for the processes the test starts.
-class FakeNvml {
- public:
-  explicit FakeNvml(const TempDir& dir, int gpus = 4) : path_(dir.File("fake-nvml.json")) {
-    script_ = {{"driver_version", "580.82.07"}, {"gpus", json::array()}};
-    for (int i = 0; i < gpus; ++i) script_["gpus"].push_back(Gpu(i));
-    Write();
-    setenv("FAKE_NVML_CONFIG", path_.c_str(), 1);
-  }
-  json& script() { return script_; }
-  json& gpu(int index) { return script_["gpus"][index]; }
-  // Replaces the script atomically, as the fake may read it at any moment.
-  void Write() {
-    const std::string temp = path_ + ".tmp";
-    std::ofstream(temp) << script_.dump();
-    std::rename(temp.c_str(), path_.c_str());
-  }
-
- private:
-  std::string path_;
-  json script_;
-};
 
 std::vector<std::string> NvmlArgs(const std::string& library = kCurrentDriver) {
   return {"--backend", "nvml", "--nvml-library", library};
 }
 
-// The values of GPU `gpu` in the latest dmon tick, by field ID, after seq `after`.
+// The values of GPU `gpu` in one dmon tick, by field ID; *seq gets that tick's seq.
 std::map<int, json> Values(const EngineProcess& engine, int gpu, const std::string& fields,
                            uint64_t* seq = nullptr) {
   auto dmon = Vigil({"dmon", "-e", fields, "-i", std::to_string(gpu), "-c", "1", "--json",
@@ -143,7 +61,7 @@ json Health(const EngineProcess& engine) {
 
 TEST(NvmlTest, ServesTheFakesGpusFoundThroughLdLibraryPath) {
   TempDir dir;
-  FakeNvml fake(dir);
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 4);
   // As an operator would run it: the library found by the loader, no flag.
   setenv("LD_LIBRARY_PATH", (kFakeDir + "/current").c_str(), 1);
   EngineProcess engine(dir.path(), "n1", {"--backend", "nvml"}, {});
@@ -171,7 +89,7 @@ TEST(NvmlTest, ServesTheFakesGpusFoundThroughLdLibraryPath) {
 
 TEST(NvmlTest, ValuesUnitsAndUnsupportedFields) {
   TempDir dir;
-  FakeNvml fake(dir);
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 4);
   EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
   ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
   // Two ticks, so GPM has the pair of samples its ratios need.
@@ -224,7 +142,7 @@ TEST(NvmlTest, ValuesUnitsAndUnsupportedFields) {
 
 TEST(NvmlTest, AnOlderDriverWithoutSomeSymbolsStillServes) {
   TempDir dir;
-  FakeNvml fake(dir);
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 4);
   EngineProcess engine(dir.path(), "n1", NvmlArgs(kOldDriver), {});
   ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
   std::map<int, json> v;
@@ -241,7 +159,7 @@ TEST(NvmlTest, AnOlderDriverWithoutSomeSymbolsStillServes) {
 
 TEST(NvmlTest, AGpuLostMidRunFailsAloneAndTheOthersKeepUpdating) {
   TempDir dir;
-  FakeNvml fake(dir);
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 4);
   EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
   ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
   ASSERT_TRUE(Eventually([&] { return Health(engine)["gpus"][1]["status"] == "PASS"; }));
@@ -264,7 +182,7 @@ TEST(NvmlTest, AGpuLostMidRunFailsAloneAndTheOthersKeepUpdating) {
 
 TEST(NvmlTest, AHungCallTimesOutThatGpuWhileTheOthersKeepUpdating) {
   TempDir dir;
-  FakeNvml fake(dir);
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 4);
   const std::string config = dir.File("engine.yaml");
   std::ofstream(config) << "sampling:\n  tick_interval: 250ms\n  gpu_read_timeout: 100ms\n";
   EngineProcess engine(dir.path(), "n1", NvmlArgs(), {"--config", config});
@@ -307,7 +225,7 @@ TEST(NvmlTest, AHungCallTimesOutThatGpuWhileTheOthersKeepUpdating) {
 
 TEST(NvmlTest, XidsFromTheDriverReachEventsField230AndHealth) {
   TempDir dir;
-  FakeNvml fake(dir);
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 4);
   EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
   ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
   Process events({VigilBinary(), "events", "--json", "--engine", engine.unix_address}, dir.path());
@@ -333,7 +251,7 @@ TEST(NvmlTest, XidsFromTheDriverReachEventsField230AndHealth) {
 
 TEST(NvmlTest, NoDriverNoGpuOrABrokenLibraryExitTwoWithAMessage) {
   TempDir dir;
-  FakeNvml fake(dir);
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 4);
   const auto engine = [&](const std::string& library) {
     return Vigil({"engine", "--backend", "nvml", "--nvml-library", library, "--socket",
                   dir.File("e.sock"), "--listen", "", "--state-dir", dir.File("state")});

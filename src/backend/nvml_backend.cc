@@ -2,10 +2,12 @@
 // XID event thread.
 #include "backend/nvml_backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
 
+#include "common/check.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "fields/catalogue.h"
@@ -17,8 +19,8 @@ namespace {
 
 constexpr uint64_t kMiB = 1024 * 1024;
 
-// Catalogue fields served by nvmlDeviceGetFieldValues; a field summing two NVML fields lists
-// both.
+// Catalogue fields served by nvmlDeviceGetFieldValues, sorted by field; a field summing two
+// NVML fields lists both.
 struct BatchedSource {
   FieldId field;
   unsigned int nvml_fields[2];
@@ -55,14 +57,18 @@ constexpr BatchedSource kBatched[] = {
     {fid::kGpuRecoveryAction, {nvml::kFiGpuRecoveryAction}, 1},
 };
 
-const BatchedSource* FindBatched(FieldId field) {
-  for (const BatchedSource& source : kBatched) {
-    if (source.field == field) return &source;
-  }
-  return nullptr;
+// The entry of a table sorted by field for `field`, or null.
+template <typename Source, size_t N>
+const Source* FindSource(const Source (&table)[N], FieldId field) {
+  const Source* it = std::lower_bound(std::begin(table), std::end(table), field,
+                                      [](const Source& s, FieldId f) { return s.field < f; });
+  return it != std::end(table) && it->field == field ? it : nullptr;
 }
 
-// Catalogue fields served by GPM, as percent (scale 0.01 → ratio) or MiB/s (→ B/s).
+const BatchedSource* FindBatched(FieldId field) { return FindSource(kBatched, field); }
+
+// Catalogue fields served by GPM, sorted by field, as percent (scale 0.01 → ratio) or MiB/s (→
+// B/s).
 struct GpmSource {
   FieldId field;
   unsigned int metric;
@@ -83,12 +89,7 @@ constexpr GpmSource kGpm[] = {
     {fid::kProfNvlinkRxBytes, nvml::kGpmNvlinkTotalRxPerSec, double{kMiB}},
 };
 
-const GpmSource* FindGpm(FieldId field) {
-  for (const GpmSource& source : kGpm) {
-    if (source.field == field) return &source;
-  }
-  return nullptr;
-}
+const GpmSource* FindGpm(FieldId field) { return FindSource(kGpm, field); }
 
 // The status a failed NVML call gives its field. GPU_IS_LOST is handled by the caller (the whole
 // GPU is lost, not one field).
@@ -188,6 +189,7 @@ class NvmlBackend::Reader {
   // Issues nvmlDeviceGetFieldValues for every batched field in `fields`.
   void FetchBatched(absl::Span<const FieldId> fields) {
     state_.field_values.clear();
+    next_answer_ = 0;
     for (FieldId field : fields) {
       if (const BatchedSource* source = FindBatched(field)) {
         for (int i = 0; i < source->count; ++i) {
@@ -264,7 +266,8 @@ class NvmlBackend::Reader {
     if (code == nvml::kSuccess) return value;
     Check(code);
     const ValueStatus status = StatusOf(code);
-    if (status != ValueStatus::kNotSupported &&
+    // Not supported is a fact, not a failure; no data is a rate's first sample.
+    if (status != ValueStatus::kNotSupported && status != ValueStatus::kNoData &&
         state_.logged.insert((uint64_t{field} << 32) | static_cast<uint32_t>(code)).second) {
       const FieldInfo* info = FindField(field);
       spdlog::warn("GPU {}: reading {} failed: {}; it reads as {} until it succeeds", gpu_,
@@ -275,18 +278,21 @@ class NvmlBackend::Reader {
   }
   FieldValue Unsupported() { return FieldValue::Error(ValueStatus::kNotSupported); }
 
+  // Precondition: called for the batched fields in the order FetchBatched() saw them, whose
+  // answers are in that order.
   FieldValue Batched(FieldId field, const BatchedSource& source) {
+    const size_t first = next_answer_;
+    next_answer_ += source.count;
     if (batched_error_ != nvml::kSuccess) return Result(field, batched_error_, {});
-    // The answers are in request order: find this field's by its NVML field IDs.
     int64_t sum_int = 0;
     double sum_double = 0;
     const FieldType type = TypeOf(field);
     for (int i = 0; i < source.count; ++i) {
-      const nvml::FieldValue* answer = nullptr;
-      for (const nvml::FieldValue& value : state_.field_values) {
-        if (value.field_id == source.nvml_fields[i]) answer = &value;
+      VIGIL_CHECK(first + i < state_.field_values.size());
+      const nvml::FieldValue* answer = &state_.field_values[first + i];
+      if (answer->field_id != source.nvml_fields[i]) {
+        return FieldValue::Error(ValueStatus::kReadError);  // the library reordered them
       }
-      if (answer == nullptr) return FieldValue::Error(ValueStatus::kReadError);
       if (answer->nvml_return != nvml::kSuccess) return Result(field, answer->nvml_return, {});
       const FieldValue converted = FromNvmlValue(*answer, type);
       if (!converted.ok()) return converted;
@@ -496,6 +502,7 @@ class NvmlBackend::Reader {
   bool gpu_lost_ = false;
   nvml::Return lost_error_ = nvml::kSuccess;
   nvml::Return batched_error_ = nvml::kSuccess;
+  size_t next_answer_ = 0;  // the next batched field's first answer in state_.field_values
   nvml::Return gpm_error_ = nvml::kErrorNotSupported;
   bool gpm_computed_ = false;
   std::optional<nvml::Utilization> utilization_;
