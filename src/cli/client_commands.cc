@@ -82,6 +82,7 @@ int RunInfo(const ClientFlags& flags, bool list_fields) {
           {"gpu_read_failures", info->counters().gpu_read_failures()},
           {"gpu_read_timeouts", info->counters().gpu_read_timeouts()},
           {"xid_events", info->counters().xid_events()}}},
+        {"last_tick_duration_us", info->last_tick_duration_us()},
     };
     if (list_fields) {
       json["fields"] = nlohmann::json::array();
@@ -118,7 +119,11 @@ int RunInfo(const ClientFlags& flags, bool list_fields) {
   table.AddRow({"started", fmt::format("{} ({})", FormatTimeUs(info->start_time_us()),
                                        Ago(info->start_time_us()))});
   table.AddRow({"seq", fmt::format("{} at {}", info->seq(), FormatTimeUs(info->seq_time_us()))});
-  table.AddRow({"tick", absl::FormatDuration(absl::Microseconds(info->tick_interval_us()))});
+  table.AddRow(
+      {"tick",
+       fmt::format("{} (the latest took {})",
+                   absl::FormatDuration(absl::Microseconds(info->tick_interval_us())),
+                   absl::FormatDuration(absl::Microseconds(info->last_tick_duration_us())))});
   table.AddRow({"history", absl::FormatDuration(absl::Microseconds(info->history_max_age_us()))});
   table.AddRow({"gpus", std::to_string(info->gpu_count())});
   table.AddRow({"driver", info->driver_version()});

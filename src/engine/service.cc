@@ -239,6 +239,8 @@ grpc::ServerUnaryReactor* EngineService::GetEngineInfo(grpc::CallbackServerConte
   response->set_gpu_count(static_cast<uint32_t>(engine_->gpus().size()));
   response->set_driver_version(engine_->gpus().front().driver_version);
   ToProto(engine_->Counters(), response->mutable_counters());
+  response->set_last_tick_duration_us(static_cast<int64_t>(
+      engine_->stats().last_tick_duration_ns.load(std::memory_order_relaxed) / 1000));
   return Finish(context, absl::OkStatus());
 }
 
