@@ -15,6 +15,7 @@ TEST(EngineConfigTest, EmptyMeansDefaults) {
   EXPECT_EQ(config->tick_interval, absl::Seconds(1));
   EXPECT_EQ(config->history_max_age, absl::Hours(1));
   EXPECT_TRUE(config->interval_overrides.empty());
+  EXPECT_EQ(config->EffectiveGpuReadTimeout(), absl::Milliseconds(500));
 }
 
 TEST(EngineConfigTest, ReadsEverySetting) {
@@ -22,6 +23,7 @@ TEST(EngineConfigTest, ReadsEverySetting) {
 sampling:
   tick_interval: 100ms
   history_max_age: 2h
+  gpu_read_timeout: 80ms
   intervals:
     DCGM_FI_DEV_POWER_USAGE: 500ms
     310: 10s
@@ -35,6 +37,13 @@ subscribers:
   EXPECT_EQ(config->interval_overrides.at(155), absl::Milliseconds(500));
   EXPECT_EQ(config->interval_overrides.at(310), absl::Seconds(10));
   EXPECT_EQ(config->subscriber_queue_depth, 4u);
+  EXPECT_EQ(config->EffectiveGpuReadTimeout(), absl::Milliseconds(80));
+}
+
+TEST(EngineConfigTest, TheGpuReadTimeoutDefaultsToNoMoreThanATick) {
+  auto config = ParseEngineConfig("sampling:\n  tick_interval: 200ms\n", "e.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->EffectiveGpuReadTimeout(), absl::Milliseconds(200));
 }
 
 struct BadCase {
@@ -58,6 +67,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"sampling:\n  tick_interval: fast\n", "e.yaml:2: sampling.tick_interval: 'fast'"},
         BadCase{"sampling:\n  tick_interval: 1ms\n", "out of range"},
         BadCase{"sampling:\n  history_max_age: 48h\n", "out of range"},
+        BadCase{"sampling:\n  gpu_read_timeout: 2s\n", "2s is out of range (1ms .. the tick"},
+        BadCase{"sampling:\n  gpu_read_timeout: 0s\n", "out of range"},
         BadCase{"sampling:\n  intervals:\n    DCGM_FI_BOGUS: 1s\n",
                 "e.yaml:3: sampling.intervals.DCGM_FI_BOGUS: unknown field"},
         BadCase{"sampling:\n  intervals:\n    150: 0s\n", "out of range"},
