@@ -247,9 +247,10 @@ void Engine::RunTick() {
   {
     absl::MutexLock history_lock(&history_mutex_);
     history_.BeginTick(seq, now);
+    const bool injecting = !injections_.Empty();
     for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) {
       auto store = [&](size_t index, FieldValue value) {
-        injections_.Apply(gpu, index, &value);
+        if (injecting) injections_.Apply(gpu, index, &value);
         history_.Append(gpu, index, value);
         next->values[gpu * layout_->size() + index] = {std::move(value), seq, now};
       };

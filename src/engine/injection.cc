@@ -227,6 +227,11 @@ void InjectionTable::ForcedFields(std::set<size_t>* fields) {
   ended_.clear();
 }
 
+bool InjectionTable::Empty() const {
+  absl::MutexLock lock(&mutex_);
+  return active_.empty() && floors_.empty();
+}
+
 void InjectionTable::Apply(uint32_t gpu, size_t field_index, FieldValue* value) {
   absl::MutexLock lock(&mutex_);
   const Key key{gpu, field_index};

@@ -100,6 +100,9 @@ class InjectionTable {
   void ForcedFields(std::set<size_t>* fields);
   // Tick thread: turns the backend's reading of (gpu, field_index) into what is published.
   void Apply(uint32_t gpu, size_t field_index, FieldValue* value);
+  // Whether Apply() could change anything (an injection or a counter hold exists). Checked once
+  // per tick so that a tick without injections takes no lock per value.
+  bool Empty() const;
 
  private:
   using Key = std::pair<uint32_t, size_t>;  // (gpu, field index)
