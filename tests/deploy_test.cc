@@ -1,0 +1,274 @@
+// Tests of the Kubernetes deployment: `kubectl kustomize` renders the base and every overlay, and
+// the rendered objects are what the architecture needs — the engine Service node-local on 5555
+// and selecting the engine Pods, three DaemonSets, clients pointed at the Service, probes,
+// hardening, least-privilege RBAC, a NetworkPolicy that admits only the clients — and the alert
+// rules pass `promtool check rules` and their unit tests (tests/deploy/rules_test.yaml).
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "process.h"
+#include "testing/temp_dir.h"
+#include "yaml-cpp/yaml.h"
+
+namespace vigil::testing {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+const std::string kDeploy = std::string(VIGIL_TEST_SOURCE_DIR) + "/deploy/kubernetes";
+
+struct Rendered {
+  std::vector<YAML::Node> objects;
+  const YAML::Node* Find(const std::string& kind, const std::string& name) const {
+    for (const YAML::Node& object : objects) {
+      if (object["kind"].as<std::string>() == kind &&
+          object["metadata"]["name"].as<std::string>() == name) {
+        return &object;
+      }
+    }
+    return nullptr;
+  }
+  std::vector<const YAML::Node*> All(const std::string& kind) const {
+    std::vector<const YAML::Node*> found;
+    for (const YAML::Node& object : objects) {
+      if (object["kind"].as<std::string>() == kind) found.push_back(&object);
+    }
+    return found;
+  }
+};
+
+Rendered Render(const std::string& dir) {
+  auto result =
+      RunCommand({"/bin/sh", "-c", "kubectl kustomize " + dir + " 2>/dev/null"}, absl::Seconds(60));
+  EXPECT_EQ(result.exit_code, 0) << "kubectl kustomize " << dir << ": " << result.err;
+  Rendered rendered;
+  for (const YAML::Node& object : YAML::LoadAll(result.out)) {
+    EXPECT_TRUE(object.IsMap() && object["kind"]) << "not an object: " << object;
+    if (object.IsMap() && object["kind"]) rendered.objects.push_back(object);
+  }
+  return rendered;
+}
+
+std::vector<std::string> Strings(const YAML::Node& node) {
+  std::vector<std::string> out;
+  for (const YAML::Node& item : node) out.push_back(item.as<std::string>());
+  return out;
+}
+
+// Whether every label of `selector` is on `labels`.
+bool Selects(const YAML::Node& selector, const YAML::Node& labels) {
+  if (!selector || selector.size() == 0) return false;
+  for (const auto& entry : selector) {
+    const std::string key = entry.first.as<std::string>();
+    if (!labels[key] || labels[key].as<std::string>() != entry.second.as<std::string>()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+const YAML::Node Container(const YAML::Node& daemonset) {
+  return daemonset["spec"]["template"]["spec"]["containers"][0];
+}
+
+std::string EnvFieldPath(const YAML::Node& container, const std::string& name) {
+  for (const YAML::Node& env : container["env"]) {
+    if (env["name"].as<std::string>() == name && env["valueFrom"]) {
+      return env["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>();
+    }
+  }
+  return "";
+}
+
+void CheckLayout(const Rendered& rendered, const std::string& namespace_name) {
+  SCOPED_TRACE("namespace " + namespace_name);
+  // Three DaemonSets, and everything namespaced lands in the one namespace.
+  std::set<std::string> daemonsets;
+  for (const YAML::Node* daemonset : rendered.All("DaemonSet")) {
+    daemonsets.insert((*daemonset)["metadata"]["name"].as<std::string>());
+  }
+  EXPECT_THAT(daemonsets,
+              UnorderedElementsAre("vigil-engine", "vigil-exporter", "vigil-healthcheck"));
+  for (const YAML::Node& object : rendered.objects) {
+    const std::string kind = object["kind"].as<std::string>();
+    if (kind == "ClusterRole" || kind == "ClusterRoleBinding" || kind == "Namespace") continue;
+    EXPECT_EQ(object["metadata"]["namespace"].as<std::string>(), namespace_name) << kind;
+  }
+
+  // The engine's Service: node-local, port 5555, selecting the engine Pods.
+  const YAML::Node* service = rendered.Find("Service", "vigil-engine");
+  const YAML::Node* engine = rendered.Find("DaemonSet", "vigil-engine");
+  ASSERT_NE(service, nullptr);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ((*service)["spec"]["internalTrafficPolicy"].as<std::string>(), "Local");
+  EXPECT_EQ((*service)["spec"]["ports"][0]["port"].as<int>(), 5555);
+  EXPECT_TRUE(
+      Selects((*service)["spec"]["selector"], (*engine)["spec"]["template"]["metadata"]["labels"]));
+  for (const char* client : {"vigil-exporter", "vigil-healthcheck"}) {
+    EXPECT_FALSE(
+        Selects((*service)["spec"]["selector"],
+                (*rendered.Find("DaemonSet", client))["spec"]["template"]["metadata"]["labels"]))
+        << client;
+  }
+
+  // The engine: GPU nodes, node name from the downward API, state and socket on the host, gRPC
+  // probes against grpc.health.v1, node-critical, bounded memory.
+  const YAML::Node pod = (*engine)["spec"]["template"]["spec"];
+  const YAML::Node container = Container(*engine);
+  EXPECT_EQ(pod["nodeSelector"]["nvidia.com/gpu.present"].as<std::string>(), "true");
+  EXPECT_EQ(pod["priorityClassName"].as<std::string>(), "system-node-critical");
+  EXPECT_EQ(EnvFieldPath(container, "NODE_NAME"), "spec.nodeName");
+  const std::vector<std::string> args = Strings(container["args"]);
+  EXPECT_EQ(args.front(), "engine");
+  EXPECT_THAT(args, Contains("--listen=0.0.0.0:5555"));
+  EXPECT_THAT(args, Contains("--socket=/run/vigil/vigil.sock"));
+  EXPECT_EQ(container["readinessProbe"]["grpc"]["port"].as<int>(), 5555);
+  EXPECT_EQ(container["livenessProbe"]["grpc"]["port"].as<int>(), 5555);
+  EXPECT_TRUE(container["resources"]["limits"]["memory"]);
+  std::map<std::string, std::string> host_paths;
+  for (const YAML::Node& volume : pod["volumes"]) {
+    if (volume["hostPath"]) {
+      host_paths[volume["name"].as<std::string>()] = volume["hostPath"]["path"].as<std::string>();
+    }
+  }
+  EXPECT_EQ(host_paths["state"], "/var/lib/vigil");
+  EXPECT_EQ(host_paths["socket"], "/run/vigil");
+  bool tolerates_own_taint = false;
+  for (const YAML::Node& toleration : pod["tolerations"]) {
+    tolerates_own_taint |= toleration["key"].as<std::string>() == "vigil.dev/gpu-problem";
+  }
+  EXPECT_TRUE(tolerates_own_taint) << "a tainted node must keep its engine";
+
+  // The clients: at the Service by name, their node's name, hardened, HTTP probes.
+  const std::string engine_address =
+      "--engine=" + (*service)["metadata"]["name"].as<std::string>() + ":5555";
+  for (const char* name : {"vigil-exporter", "vigil-healthcheck"}) {
+    SCOPED_TRACE(name);
+    const YAML::Node* client = rendered.Find("DaemonSet", name);
+    ASSERT_NE(client, nullptr);
+    const YAML::Node client_pod = (*client)["spec"]["template"]["spec"];
+    const YAML::Node c = Container(*client);
+    EXPECT_THAT(Strings(c["args"]), Contains(engine_address));
+    EXPECT_EQ(EnvFieldPath(c, "NODE_NAME"), "spec.nodeName");
+    EXPECT_TRUE(client_pod["securityContext"]["runAsNonRoot"].as<bool>());
+    EXPECT_NE(client_pod["securityContext"]["runAsUser"].as<int>(), 0);
+    EXPECT_TRUE(c["securityContext"]["readOnlyRootFilesystem"].as<bool>());
+    EXPECT_FALSE(c["securityContext"]["allowPrivilegeEscalation"].as<bool>());
+    EXPECT_EQ(Strings(c["securityContext"]["capabilities"]["drop"]),
+              std::vector<std::string>{"ALL"});
+    EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"].as<std::string>(), "/readyz");
+    EXPECT_EQ(c["livenessProbe"]["httpGet"]["path"].as<std::string>(), "/healthz");
+  }
+  const YAML::Node* exporter = rendered.Find("DaemonSet", "vigil-exporter");
+  bool pod_resources = false;
+  for (const YAML::Node& volume : (*exporter)["spec"]["template"]["spec"]["volumes"]) {
+    pod_resources |= volume["hostPath"] && volume["hostPath"]["path"].as<std::string>() ==
+                                               "/var/lib/kubelet/pod-resources";
+  }
+  EXPECT_TRUE(pod_resources);
+
+  // RBAC: the health check's service account may do exactly this, nothing more.
+  const YAML::Node* healthcheck = rendered.Find("DaemonSet", "vigil-healthcheck");
+  const std::string account =
+      (*healthcheck)["spec"]["template"]["spec"]["serviceAccountName"].as<std::string>();
+  ASSERT_NE(rendered.Find("ServiceAccount", account), nullptr);
+  const YAML::Node* binding = rendered.Find("ClusterRoleBinding", "vigil-healthcheck");
+  ASSERT_NE(binding, nullptr);
+  EXPECT_EQ((*binding)["subjects"][0]["name"].as<std::string>(), account);
+  EXPECT_EQ((*binding)["subjects"][0]["namespace"].as<std::string>(), namespace_name);
+  const YAML::Node* role =
+      rendered.Find("ClusterRole", (*binding)["roleRef"]["name"].as<std::string>());
+  ASSERT_NE(role, nullptr);
+  std::map<std::string, std::set<std::string>> granted;
+  for (const YAML::Node& rule : (*role)["rules"]) {
+    EXPECT_EQ(Strings(rule["apiGroups"]), std::vector<std::string>{""});
+    for (const std::string& resource : Strings(rule["resources"])) {
+      for (const std::string& verb : Strings(rule["verbs"])) granted[resource].insert(verb);
+    }
+  }
+  EXPECT_EQ(granted,
+            (std::map<std::string, std::set<std::string>>{{"nodes", {"get", "list", "patch"}},
+                                                          {"nodes/status", {"get", "patch"}},
+                                                          {"events", {"create"}}}));
+  for (const char* name : {"vigil-engine", "vigil-exporter"}) {
+    const YAML::Node spec = (*rendered.Find("DaemonSet", name))["spec"]["template"]["spec"];
+    EXPECT_FALSE(spec["serviceAccountName"] &&
+                 spec["serviceAccountName"].as<std::string>() == account);
+  }
+
+  // The NetworkPolicy admits only the two clients, only on 5555.
+  const auto policies = rendered.All("NetworkPolicy");
+  ASSERT_EQ(policies.size(), 1u);
+  const YAML::Node policy = (*policies[0])["spec"];
+  EXPECT_TRUE(Selects(policy["podSelector"]["matchLabels"],
+                      (*engine)["spec"]["template"]["metadata"]["labels"]));
+  EXPECT_EQ(Strings(policy["policyTypes"]), std::vector<std::string>{"Ingress"});
+  ASSERT_EQ(policy["ingress"].size(), 1u);
+  std::set<std::string> admitted;
+  for (const YAML::Node& from : policy["ingress"][0]["from"]) {
+    for (const auto& [name, daemonset] : std::map<std::string, const YAML::Node*>{
+             {"exporter", exporter}, {"healthcheck", healthcheck}, {"engine", engine}}) {
+      if (Selects(from["podSelector"]["matchLabels"],
+                  (*daemonset)["spec"]["template"]["metadata"]["labels"])) {
+        admitted.insert(name);
+      }
+    }
+    EXPECT_FALSE(from["namespaceSelector"]) << "no other namespace";
+    EXPECT_FALSE(from["ipBlock"]);
+  }
+  EXPECT_THAT(admitted, UnorderedElementsAre("exporter", "healthcheck"));
+  EXPECT_EQ(policy["ingress"][0]["ports"][0]["port"].as<int>(), 5555);
+
+  // Scraped by the Prometheus Operator, with alerts.
+  EXPECT_EQ(rendered.All("ServiceMonitor").size(), 2u);
+  EXPECT_EQ(rendered.All("PrometheusRule").size(), 1u);
+}
+
+TEST(DeployTest, BaseAndOwnNamespaceOverlayRenderTheNodeLocalArchitecture) {
+  const Rendered base = Render(kDeploy + "/base");
+  CheckLayout(base, "vigil");
+  EXPECT_TRUE(base.All("Namespace").empty()) << "the overlays decide who owns the namespace";
+  const Rendered rendered = Render(kDeploy + "/overlays/vigil");
+  CheckLayout(rendered, "vigil");
+  EXPECT_NE(rendered.Find("Namespace", "vigil"), nullptr);
+}
+
+TEST(DeployTest, MonitoringOverlayMovesEverythingIntoMonitoring) {
+  const Rendered rendered = Render(kDeploy + "/overlays/monitoring");
+  CheckLayout(rendered, "monitoring");
+  EXPECT_TRUE(rendered.All("Namespace").empty()) << "kube-prometheus-stack owns the namespace";
+  for (const YAML::Node* monitor : rendered.All("ServiceMonitor")) {
+    EXPECT_EQ((*monitor)["metadata"]["labels"]["release"].as<std::string>(),
+              "kube-prometheus-stack");
+  }
+}
+
+TEST(DeployTest, AlertRulesPassPromtoolAndTheirUnitTests) {
+  const Rendered rendered = Render(kDeploy + "/base");
+  const auto rules = rendered.All("PrometheusRule");
+  ASSERT_EQ(rules.size(), 1u);
+  TempDir dir;
+  {
+    YAML::Emitter out;
+    out << (*rules[0])["spec"];
+    std::ofstream(dir.File("rules.yaml")) << out.c_str() << "\n";
+  }
+  std::filesystem::copy_file(std::string(VIGIL_TEST_SOURCE_DIR) + "/tests/deploy/rules_test.yaml",
+                             dir.File("rules_test.yaml"));
+  // Through the shell: RunCommand execs a path, and promtool is wherever PATH has it.
+  auto check = RunCommand({"/bin/sh", "-c", "promtool check rules " + dir.File("rules.yaml")});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  EXPECT_THAT(check.out + check.err, HasSubstr("SUCCESS"));
+  auto test = RunCommand({"/bin/sh", "-c", "promtool test rules " + dir.File("rules_test.yaml")});
+  EXPECT_EQ(test.exit_code, 0) << test.out << test.err;
+  EXPECT_THAT(test.out + test.err, HasSubstr("SUCCESS"));
+}
+
+}  // namespace
+}  // namespace vigil::testing
