@@ -166,6 +166,13 @@ nv::Return Value(const json& gpu, const char* key, T* out) {
   return nv::kSuccess;
 }
 
+// An entry point that answers one scripted value: `call`'s common path, then values[key].
+template <typename T>
+nv::Return ScriptedValue(const char* call, nv::Device device, const char* key, T* out) {
+  Timed timed;
+  return DeviceCall(call, device, [&](const json& gpu) { return Value(gpu, key, out); });
+}
+
 nv::Return CopyString(const std::string& text, char* out, unsigned int length) {
   if (out == nullptr) return nv::kErrorInvalidArgument;
   if (text.size() + 1 > length) return nv::kErrorInsufficientSize;
@@ -176,6 +183,19 @@ nv::Return CopyString(const std::string& text, char* out, unsigned int length) {
 nv::Return StringOf(const json& gpu, const char* key, char* out, unsigned int length) {
   if (!gpu.contains(key)) return nv::kErrorNotSupported;
   return CopyString(gpu[key].get<std::string>(), out, length);
+}
+
+// The scripted memory figures, in bytes, as nvmlMemory_v2_t has them.
+nv::Return ScriptedMemory(const json& gpu, nv::MemoryV2* memory) {
+  unsigned long long total = 0, used = 0, reserved = 0;
+  if (nv::Return r = Value(gpu, "memory_total", &total); r != nv::kSuccess) return r;
+  Value(gpu, "memory_used", &used);
+  Value(gpu, "memory_reserved", &reserved);
+  memory->total = total;
+  memory->reserved = reserved;
+  memory->used = used;
+  memory->free = total - used - reserved;
+  return nv::kSuccess;
 }
 
 }  // namespace
@@ -326,16 +346,12 @@ nv::Return nvmlDeviceGetMaxClockInfo(nv::Device device, int type, unsigned int* 
 
 nv::Return nvmlDeviceGetCurrentClocksThrottleReasons(nv::Device device,
                                                      unsigned long long* reasons) {
-  Timed timed;
-  return DeviceCall(__func__, device,
-                    [&](const json& gpu) { return Value(gpu, "clocks_event_reasons", reasons); });
+  return ScriptedValue(__func__, device, "clocks_event_reasons", reasons);
 }
 
 #ifndef FAKE_NVML_OLD_DRIVER
 nv::Return nvmlDeviceGetCurrentClocksEventReasons(nv::Device device, unsigned long long* reasons) {
-  Timed timed;
-  return DeviceCall(__func__, device,
-                    [&](const json& gpu) { return Value(gpu, "clocks_event_reasons", reasons); });
+  return ScriptedValue(__func__, device, "clocks_event_reasons", reasons);
 }
 #endif
 
@@ -348,20 +364,15 @@ nv::Return nvmlDeviceGetTemperature(nv::Device device, int sensor, unsigned int*
 }
 
 nv::Return nvmlDeviceGetPowerUsage(nv::Device device, unsigned int* milliwatts) {
-  Timed timed;
-  return DeviceCall(__func__, device,
-                    [&](const json& gpu) { return Value(gpu, "power_mw", milliwatts); });
+  return ScriptedValue(__func__, device, "power_mw", milliwatts);
 }
 
 nv::Return nvmlDeviceGetTotalEnergyConsumption(nv::Device device, unsigned long long* mj) {
-  Timed timed;
-  return DeviceCall(__func__, device, [&](const json& gpu) { return Value(gpu, "energy_mj", mj); });
+  return ScriptedValue(__func__, device, "energy_mj", mj);
 }
 
 nv::Return nvmlDeviceGetPowerManagementLimit(nv::Device device, unsigned int* milliwatts) {
-  Timed timed;
-  return DeviceCall(__func__, device,
-                    [&](const json& gpu) { return Value(gpu, "power_limit_mw", milliwatts); });
+  return ScriptedValue(__func__, device, "power_limit_mw", milliwatts);
 }
 
 nv::Return nvmlDeviceGetEnforcedPowerLimit(nv::Device device, unsigned int* milliwatts) {
@@ -372,15 +383,11 @@ nv::Return nvmlDeviceGetEnforcedPowerLimit(nv::Device device, unsigned int* mill
 }
 
 nv::Return nvmlDeviceGetPerformanceState(nv::Device device, int* pstate) {
-  Timed timed;
-  return DeviceCall(__func__, device,
-                    [&](const json& gpu) { return Value(gpu, "pstate", pstate); });
+  return ScriptedValue(__func__, device, "pstate", pstate);
 }
 
 nv::Return nvmlDeviceGetFanSpeed(nv::Device device, unsigned int* speed) {
-  Timed timed;
-  return DeviceCall(__func__, device,
-                    [&](const json& gpu) { return Value(gpu, "fan_speed", speed); });
+  return ScriptedValue(__func__, device, "fan_speed", speed);
 }
 
 nv::Return nvmlDeviceGetUtilizationRates(nv::Device device, nv::Utilization* utilization) {
@@ -410,38 +417,29 @@ nv::Return nvmlDeviceGetDecoderUtilization(nv::Device device, unsigned int* util
 }
 
 nv::Return nvmlDeviceGetMaxPcieLinkGeneration(nv::Device device, unsigned int* value) {
-  Timed timed;
-  return DeviceCall(__func__, device,
-                    [&](const json& gpu) { return Value(gpu, "pcie_max_gen", value); });
+  return ScriptedValue(__func__, device, "pcie_max_gen", value);
 }
 
 nv::Return nvmlDeviceGetMaxPcieLinkWidth(nv::Device device, unsigned int* value) {
-  Timed timed;
-  return DeviceCall(__func__, device,
-                    [&](const json& gpu) { return Value(gpu, "pcie_max_width", value); });
+  return ScriptedValue(__func__, device, "pcie_max_width", value);
 }
 
 nv::Return nvmlDeviceGetCurrPcieLinkGeneration(nv::Device device, unsigned int* value) {
-  Timed timed;
-  return DeviceCall(__func__, device,
-                    [&](const json& gpu) { return Value(gpu, "pcie_gen", value); });
+  return ScriptedValue(__func__, device, "pcie_gen", value);
 }
 
 nv::Return nvmlDeviceGetCurrPcieLinkWidth(nv::Device device, unsigned int* value) {
-  Timed timed;
-  return DeviceCall(__func__, device,
-                    [&](const json& gpu) { return Value(gpu, "pcie_width", value); });
+  return ScriptedValue(__func__, device, "pcie_width", value);
 }
 
 nv::Return nvmlDeviceGetMemoryInfo(nv::Device device, nv::Memory* memory) {
   Timed timed;
   return DeviceCall(__func__, device, [&](const json& gpu) {
-    unsigned long long total = 0, used = 0, reserved = 0;
-    if (nv::Return r = Value(gpu, "memory_total", &total); r != nv::kSuccess) return r;
-    Value(gpu, "memory_used", &used);
-    Value(gpu, "memory_reserved", &reserved);
-    *memory = {.total = total, .free = total - used - reserved, .used = used + reserved};
-    return nv::kSuccess;
+    nv::MemoryV2 v2{};
+    const nv::Return r = ScriptedMemory(gpu, &v2);
+    // Version 1 has no reserved figure and counts it as used.
+    *memory = {.total = v2.total, .free = v2.free, .used = v2.used + v2.reserved};
+    return r;
   });
 }
 
@@ -450,15 +448,7 @@ nv::Return nvmlDeviceGetMemoryInfo_v2(nv::Device device, nv::MemoryV2* memory) {
   Timed timed;
   return DeviceCall(__func__, device, [&](const json& gpu) {
     if (memory->version != nv::kMemoryV2Version) return nv::kErrorArgumentVersionMismatch;
-    unsigned long long total = 0, used = 0, reserved = 0;
-    if (nv::Return r = Value(gpu, "memory_total", &total); r != nv::kSuccess) return r;
-    Value(gpu, "memory_used", &used);
-    Value(gpu, "memory_reserved", &reserved);
-    memory->total = total;
-    memory->reserved = reserved;
-    memory->used = used;
-    memory->free = total - used - reserved;
-    return nv::kSuccess;
+    return ScriptedMemory(gpu, memory);
   });
 }
 
