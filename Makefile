@@ -5,7 +5,7 @@ ASAN_DIR ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test asan bench demo format clean
+.PHONY: all deps build test asan bench demo format clean package
 
 all: build
 
@@ -33,6 +33,10 @@ bench: build
 	$(BUILD_DIR)/bench/vigil_bench --benchmark_filter=-Rss $(BENCH_ARGS)
 	scripts/bench-scrape $(BUILD_DIR)/vigil
 	scripts/bench-healthcheck $(BUILD_DIR)/vigil
+
+# The Debian package (CPack): build/vigil_<version>_<arch>.deb.
+package: build
+	cd $(BUILD_DIR) && cpack -G DEB
 
 demo: build
 	scripts/demo $(BUILD_DIR)/vigil
