@@ -207,14 +207,9 @@ bool Tainted(const FakeKubeApi& api, const std::string& node_name) {
   return false;
 }
 
-// Polls the fake API server (another thread's state) until `predicate` holds or 10 s pass.
-bool Eventually(const std::function<bool()>& predicate) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!predicate()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return true;
+// The fake API server is another thread's state: poll it often.
+bool EventuallyInApi(const std::function<bool()>& predicate) {
+  return Eventually(predicate, absl::Seconds(10), absl::Milliseconds(20));
 }
 
 TEST(HealthcheckTest, KubernetesConditionTaintAndEventsFollowTheVerdict) {
@@ -236,7 +231,7 @@ TEST(HealthcheckTest, KubernetesConditionTaintAndEventsFollowTheVerdict) {
       {"--node-name", "n1", "--kubernetes", "--taint", "--service-account-dir",
        credentials.service_account_dir, "--untaint-after", "2s", "--unknown-after", "1s"});
   ASSERT_GT(check.port(), 0) << check.process().Stderr();
-  ASSERT_TRUE(Eventually([&] { return ConditionStatus(api, "n1") == "False"; }))
+  ASSERT_TRUE(EventuallyInApi([&] { return ConditionStatus(api, "n1") == "False"; }))
       << check.process().Stderr();
   EXPECT_FALSE(Tainted(api, "n1"));
 
@@ -244,11 +239,11 @@ TEST(HealthcheckTest, KubernetesConditionTaintAndEventsFollowTheVerdict) {
                         engine->unix_address})
                 .exit_code,
             0);
-  ASSERT_TRUE(Eventually([&] {
+  ASSERT_TRUE(EventuallyInApi([&] {
     return ConditionStatus(api, "n1") == "True" && Tainted(api, "n1");
   })) << api.Node("n1").dump(2)
       << check.process().Stderr();
-  ASSERT_TRUE(Eventually([&] { return api.Events().size() == 2; }));
+  ASSERT_TRUE(EventuallyInApi([&] { return api.Events().size() == 2; }));
   const std::vector<Json> events = api.Events();
   EXPECT_EQ(events[1]["reason"], "GpuFailed");
   EXPECT_EQ(events[1]["type"], "Warning");
@@ -275,17 +270,18 @@ TEST(HealthcheckTest, KubernetesConditionTaintAndEventsFollowTheVerdict) {
   }
   api.SetDelay(absl::ZeroDuration());
   // Healthy again: the condition turns False at once, the taint goes after 2 s of health.
-  ASSERT_TRUE(Eventually([&] { return ConditionStatus(api, "n1") == "False"; }));
-  ASSERT_TRUE(Eventually([&] { return !Tainted(api, "n1"); })) << check.process().Stderr();
+  ASSERT_TRUE(EventuallyInApi([&] { return ConditionStatus(api, "n1") == "False"; }));
+  ASSERT_TRUE(EventuallyInApi([&] { return !Tainted(api, "n1"); })) << check.process().Stderr();
   EXPECT_THAT(check.process().Stderr(), HasSubstr("removed the vigil.dev/gpu-problem"));
 
   // The engine goes away: Unknown after --unknown-after, and no taint for not knowing.
   engine->process->Signal(SIGKILL);
   engine->process->Wait();
-  ASSERT_TRUE(Eventually([&] { return ConditionStatus(api, "n1") == "Unknown"; }));
+  ASSERT_TRUE(EventuallyInApi([&] { return ConditionStatus(api, "n1") == "Unknown"; }));
   EXPECT_FALSE(Tainted(api, "n1"));
   // The Event follows the condition's patch.
-  EXPECT_TRUE(Eventually([&] { return api.Events().back()["reason"] == "EngineUnreachable"; }));
+  EXPECT_TRUE(
+      EventuallyInApi([&] { return api.Events().back()["reason"] == "EngineUnreachable"; }));
   for (const KubeRequest& request : api.Requests()) {
     EXPECT_EQ(request.authorization, "Bearer " + credentials.token);
   }

@@ -43,17 +43,6 @@ std::map<int, json> Values(const EngineProcess& engine, int gpu, const std::stri
   return values;
 }
 
-// Polls `condition` (each poll runs CLI commands) until it holds or 15 s pass.
-template <typename Condition>
-bool Eventually(Condition condition) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(15);
-  while (absl::Now() < deadline) {
-    if (condition()) return true;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return condition();
-}
-
 json Health(const EngineProcess& engine) {
   auto health = Vigil({"health", "--json", "--engine", engine.unix_address});
   return json::parse(health.out, nullptr, false);

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,11 @@ CommandResult RunCommand(const std::vector<std::string>& args,
 
 // Runs the vigil binary with `args` (without the program name), like RunCommand.
 CommandResult Vigil(std::vector<std::string> args, int uid = -1);
+
+// Polls `condition` every `poll` until it holds (true) or `timeout` passes (false; it is checked
+// once more at the end). For state in other processes and threads, which tests cannot be told of.
+bool Eventually(const std::function<bool()>& condition, absl::Duration timeout = absl::Seconds(15),
+                absl::Duration poll = absl::Milliseconds(100));
 
 // Parses JSON Lines output (`--json` streams): one document per non-empty line.
 std::vector<nlohmann::json> JsonLines(const std::string& text);

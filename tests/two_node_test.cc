@@ -81,17 +81,6 @@ class Node {
   std::vector<std::unique_ptr<Process>> processes_;
 };
 
-// Polls until `condition` holds or 15 s pass.
-template <typename Condition>
-bool Eventually(Condition condition) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(15);
-  while (absl::Now() < deadline) {
-    if (condition()) return true;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return condition();
-}
-
 nlohmann::json Status(const Node& node) {
   auto [code, body] = node.Get(9401, "/status");
   return nlohmann::json::parse(body, nullptr, false);
