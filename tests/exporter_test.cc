@@ -161,10 +161,14 @@ TEST(ExporterTest, EngineLossIsVisibleWithinThreeSecondsAndRecovers) {
   EXPECT_EQ(status, 503);
 
   engine = std::make_unique<EngineProcess>(dir.path(), "n1", 2);  // same socket, new instance
-  const std::string back = exporter.ScrapeUntil([&](const std::string& b) {
-    return b.find("vigil_engine_up 1") != std::string::npos &&
-           b.find(first_instance) == std::string::npos;
-  });
+  // The exporter's reconnect backoff reaches 5 s (plus gRPC's own, at most 2 s) while the engine
+  // is away, so the way back may take that long after the engine is up again.
+  const std::string back = exporter.ScrapeUntil(
+      [&](const std::string& b) {
+        return b.find("vigil_engine_up 1") != std::string::npos &&
+               b.find(first_instance) == std::string::npos;
+      },
+      absl::Seconds(20));
   EXPECT_THAT(back, HasSubstr("vigil_engine_up 1\n"));
   EXPECT_EQ(CountLines(back, "DCGM_FI_DEV_GPU_TEMP{"), 2);
   EXPECT_THAT(back, Not(HasSubstr(first_instance)));
