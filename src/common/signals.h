@@ -1,7 +1,8 @@
-// Turns SIGTERM, SIGINT (and optionally SIGHUP) into a synchronous wait, so that shutdown runs
-// on an ordinary thread instead of inside a signal handler.
-// Contract: construct a SignalWaiter in main before starting any other thread; it blocks the
-// signals for the whole process (threads inherit the mask), and only Wait() receives them.
+// Turns SIGTERM, SIGINT and SIGHUP into a synchronous wait, so that shutdown runs on an ordinary
+// thread instead of inside a signal handler.
+// Contract: construct a SignalWaiter early in the command (before starting threads of its own);
+// from then on those signals no longer have their default action anywhere in the process, and
+// Wait() returns them one by one, in order, including any that arrived before it was called.
 #pragma once
 
 #include <csignal>
