@@ -41,8 +41,6 @@ class NvmlBackend : public Backend {
   void StartEvents(EventSink* sink) override;
   void StopEvents() override;
 
-  // Whether GPM provides the profiling fields (1001-1012) for `gpu`.
-  bool gpm_supported(uint32_t gpu) const { return gpu_state_[gpu]->gpm_supported; }
 
  private:
   // What one GPU needs across reads; touched only by the thread reading that GPU.
