@@ -74,6 +74,8 @@ TEST(NvmlTest, ServesTheFakesGpusFoundThroughLdLibraryPath) {
   EXPECT_THAT(text.out, HasSubstr("GPU-00000000-0000-0000-0000-000000000003"));
   auto info = Vigil({"info", "--json", "--engine", engine.unix_address});
   EXPECT_EQ(json::parse(info.out)["backend"], "nvml");
+  // The operator can see the read deadline the engine applies.
+  EXPECT_THAT(engine.process->Stderr(), HasSubstr("gpu_read_timeout=500ms"));
 }
 
 TEST(NvmlTest, ValuesUnitsAndUnsupportedFields) {

@@ -129,10 +129,13 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
                                          (*server)->tcp_port());
   spdlog::info(
       "engine ready: node={} instance_id={} backend={} gpus={} unix={} tcp={} tick={} "
-      "history={} version={}",
+      "history={} version={}{}",
       node_name, (*engine)->identity().instance_id, (*engine)->identity().backend, gpu_count,
       flags.socket.empty() ? "off" : flags.socket, tcp, absl::FormatDuration(config.tick_interval),
-      absl::FormatDuration(config.history_max_age), (*engine)->identity().version);
+      absl::FormatDuration(config.history_max_age), (*engine)->identity().version,
+      flags.backend == "nvml"
+          ? " gpu_read_timeout=" + absl::FormatDuration(config.EffectiveGpuReadTimeout())
+          : "");
 
   spdlog::info(
       "injection: over the Unix socket for root{}; over TCP {}; active injections are "
