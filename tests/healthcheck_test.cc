@@ -272,7 +272,9 @@ TEST(HealthcheckTest, KubernetesConditionTaintAndEventsFollowTheVerdict) {
   // Healthy again: the condition turns False at once, the taint goes after 2 s of health.
   ASSERT_TRUE(EventuallyInApi([&] { return ConditionStatus(api, "n1") == "False"; }));
   ASSERT_TRUE(EventuallyInApi([&] { return !Tainted(api, "n1"); })) << check.process().Stderr();
-  EXPECT_THAT(check.process().Stderr(), HasSubstr("removed the vigil.dev/gpu-problem"));
+  // Logged once the API server has answered the patch, so a moment after the fake applied it.
+  EXPECT_TRUE(check.process().WaitForStderr("removed the vigil.dev/gpu-problem"))
+      << check.process().Stderr();
 
   // The engine goes away: Unknown after --unknown-after, and no taint for not knowing.
   engine->process->Signal(SIGKILL);
