@@ -41,7 +41,6 @@ class NvmlBackend : public Backend {
   void StartEvents(EventSink* sink) override;
   void StopEvents() override;
 
-
  private:
   // What one GPU needs across reads; touched only by the thread reading that GPU.
   struct GpuState {

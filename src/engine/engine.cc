@@ -132,7 +132,6 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Backend> backend)
   };
   for (size_t i = 0; i < schedule_.size(); ++i) intervals_.push_back(schedule_.interval(i));
   const uint32_t gpu_count = static_cast<uint32_t>(backend_->gpus().size());
-  gpu_failing_.assign(gpu_count, false);
   gpu_read_.assign(gpu_count, ValueStatus::kOk);
   last_xid_.assign(gpu_count, FieldValue::Int(0));
   real_values_.resize(gpu_count * layout_->size());
@@ -207,28 +206,7 @@ void Engine::RunTick() {
   // about the GPUs: their read status stays as the last read left it.
   if (width > 0) {
     backend_->ReadAll(due_ids_, now, absl::MakeSpan(read_buffer_), absl::MakeSpan(read_statuses_));
-  }
-  for (uint32_t gpu = 0; gpu < gpu_count && width > 0; ++gpu) {
-    const auto values = absl::MakeSpan(read_buffer_).subspan(gpu * width, width);
-    const absl::Status& read = read_statuses_[gpu];
-    if (!read.ok()) {
-      stats_.gpu_read_failures.fetch_add(1, std::memory_order_relaxed);
-      if (read.code() == absl::StatusCode::kDeadlineExceeded) {
-        stats_.gpu_read_timeouts.fetch_add(1, std::memory_order_relaxed);
-      }
-      if (!gpu_failing_[gpu]) {
-        spdlog::error("GPU {} ({}): {}; its values are marked {} until it answers again", gpu,
-                      gpus()[gpu].uuid, MessageOf(read),
-                      ValueStatusName(StatusForGpuFailure(read)));
-        gpu_failing_[gpu] = true;
-      }
-      gpu_read_[gpu] = StatusForGpuFailure(read);
-      std::fill(values.begin(), values.end(), FieldValue::Error(gpu_read_[gpu]));
-    } else if (gpu_failing_[gpu]) {
-      spdlog::warn("GPU {} ({}) answers again", gpu, gpus()[gpu].uuid);
-      gpu_failing_[gpu] = false;
-      gpu_read_[gpu] = ValueStatus::kOk;
-    }
+    for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) NoteGpuRead(gpu, read_statuses_[gpu]);
   }
 
   {
@@ -287,6 +265,26 @@ void Engine::RunTick() {
   }
   stats_.last_tick_duration_ns.store(absl::ToInt64Nanoseconds(absl::Now() - started),
                                      std::memory_order_relaxed);
+}
+
+void Engine::NoteGpuRead(uint32_t gpu, const absl::Status& read) {
+  const bool was_failing = gpu_read_[gpu] != ValueStatus::kOk;
+  if (read.ok()) {
+    if (was_failing) spdlog::warn("GPU {} ({}) answers again", gpu, gpus()[gpu].uuid);
+    gpu_read_[gpu] = ValueStatus::kOk;
+    return;
+  }
+  stats_.gpu_read_failures.fetch_add(1, std::memory_order_relaxed);
+  if (read.code() == absl::StatusCode::kDeadlineExceeded) {
+    stats_.gpu_read_timeouts.fetch_add(1, std::memory_order_relaxed);
+  }
+  gpu_read_[gpu] = StatusForGpuFailure(read);
+  if (!was_failing) {  // once per failure, not every tick
+    spdlog::error("GPU {} ({}): {}; its values are marked {} until it answers again", gpu,
+                  gpus()[gpu].uuid, MessageOf(read), ValueStatusName(gpu_read_[gpu]));
+  }
+  const size_t width = due_ids_.size();
+  std::fill_n(read_buffer_.begin() + gpu * width, width, FieldValue::Error(gpu_read_[gpu]));
 }
 
 Snapshot::Counters Engine::Counters() const {

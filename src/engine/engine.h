@@ -166,6 +166,9 @@ class Engine : public EventSink {
 
  private:
   Engine(EngineOptions options, std::unique_ptr<Backend> backend);
+  // Tick thread: records how reading `gpu` went (gpu_read_, counters, one log line per failure
+  // and recovery); on a failure, marks its values in read_buffer_ with the failure.
+  void NoteGpuRead(uint32_t gpu, const absl::Status& read);
 
   const EngineOptions options_;
   std::unique_ptr<Backend> backend_;
@@ -178,7 +181,6 @@ class Engine : public EventSink {
   // Owned by the tick thread (RunTick).
   SamplingSchedule schedule_;
   uint64_t last_seq_ = 0;
-  std::vector<bool> gpu_failing_;      // for logging each GPU failure once, not every tick
   std::vector<ValueStatus> gpu_read_;  // per GPU, see Snapshot::gpu_read
   std::vector<size_t> due_;            // scratch
   std::vector<FieldId> due_ids_;

@@ -25,39 +25,51 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const abs
   return reactor;
 }
 
+// A stream that follows the engine's ticks: it joins the tick fan-out, starts with the latest
+// snapshot (so the client has the full state at once), and leaves the fan-out when it ends. A
+// slow client loses intermediate ticks, never the newest.
+template <typename Wire>
+class TickStreamReactor : public QueuedStreamReactor<SnapshotPtr, Wire> {
+ public:
+  using Base = QueuedStreamReactor<SnapshotPtr, Wire>;
+  explicit TickStreamReactor(Engine* engine)
+      : Base(engine->subscriber_queue_depth(), Base::Overflow::kDropOldest), engine_(engine) {}
+
+  void Begin() {
+    if (absl::Status added = engine_->fanout().Add(this->listener()); !added.ok()) {
+      this->Stop(added.code() == absl::StatusCode::kFailedPrecondition
+                     ? absl::UnavailableError(added.message())
+                     : added);
+      return;
+    }
+    this->Enqueue(engine_->Latest());
+  }
+
+ protected:
+  void Unregister(const Listener<SnapshotPtr>* listener) override {
+    engine_->fanout().Remove(listener);
+  }
+
+  Engine* const engine_;
+};
+
 // One Subscribe stream, written as raw bytes so that subscribers with the same filter share one
-// encoding per tick (TickEncoder). A slow subscriber loses intermediate ticks, never the newest.
-class SubscribeReactor final : public QueuedStreamReactor<SnapshotPtr, grpc::ByteBuffer> {
+// encoding per tick (TickEncoder).
+class SubscribeReactor final : public TickStreamReactor<grpc::ByteBuffer> {
  public:
   SubscribeReactor(Engine* engine, TickEncoder* encoder, TickFilter filter)
-      : QueuedStreamReactor(engine->subscriber_queue_depth(), Overflow::kDropOldest),
-        engine_(engine),
+      : TickStreamReactor(engine),
         encoder_(encoder),
         filter_(std::move(filter)),
         filter_key_(filter_.Key()) {}
-
-  void Begin() {
-    if (absl::Status added = engine_->fanout().Add(listener()); !added.ok()) {
-      Stop(added.code() == absl::StatusCode::kFailedPrecondition
-               ? absl::UnavailableError(added.message())
-               : added);
-      return;
-    }
-    // Start with the latest snapshot, so the subscriber has the full state at once.
-    Enqueue(engine_->Latest());
-  }
 
  protected:
   uint64_t OrderOf(const SnapshotPtr& snapshot) const override { return snapshot->seq; }
   void Encode(const SnapshotPtr& snapshot, uint64_t dropped, grpc::ByteBuffer* wire) override {
     *wire = TickEncoder::Frame(encoder_->Encode(*snapshot, filter_, filter_key_), dropped);
   }
-  void Unregister(const Listener<SnapshotPtr>* listener) override {
-    engine_->fanout().Remove(listener);
-  }
 
  private:
-  Engine* const engine_;
   TickEncoder* const encoder_;
   const TickFilter filter_;
   const std::string filter_key_;
@@ -173,22 +185,10 @@ class EventsReactor final : public QueuedStreamReactor<EventPtr, v1::Event> {
 
 // One WatchHealth stream: the verdict of every tick (a full state, so a dropped tick loses
 // nothing but that tick's transitions, which the event stream also carries).
-class HealthReactor final : public QueuedStreamReactor<SnapshotPtr, v1::HealthUpdate> {
+class HealthReactor final : public TickStreamReactor<v1::HealthUpdate> {
  public:
   HealthReactor(Engine* engine, std::vector<uint32_t> gpus)
-      : QueuedStreamReactor(engine->subscriber_queue_depth(), Overflow::kDropOldest),
-        engine_(engine),
-        gpus_(std::move(gpus)) {}
-
-  void Begin() {
-    if (absl::Status added = engine_->fanout().Add(listener()); !added.ok()) {
-      Stop(added.code() == absl::StatusCode::kFailedPrecondition
-               ? absl::UnavailableError(added.message())
-               : added);
-      return;
-    }
-    Enqueue(engine_->Latest());
-  }
+      : TickStreamReactor(engine), gpus_(std::move(gpus)) {}
 
  protected:
   uint64_t OrderOf(const SnapshotPtr& snapshot) const override {
@@ -206,12 +206,8 @@ class HealthReactor final : public QueuedStreamReactor<SnapshotPtr, v1::HealthUp
       }
     }
   }
-  void Unregister(const Listener<SnapshotPtr>* listener) override {
-    engine_->fanout().Remove(listener);
-  }
 
  private:
-  Engine* const engine_;
   const std::vector<uint32_t> gpus_;
 };
 
