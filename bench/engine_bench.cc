@@ -9,7 +9,6 @@
 #include <time.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <thread>
@@ -23,6 +22,7 @@
 #include "engine/tick_loop.h"
 #include "exporter/render.h"
 #include "fields/catalogue.h"
+#include "testing/temp_dir.h"
 #ifdef VIGIL_BENCH_NVML
 #include "fake_nvml/script.h"
 #endif
@@ -149,12 +149,8 @@ double ThreadClockCostUs() {
 // clock read per call) — Vigil's own cost on top of the library calls (goal <= 100 us). Real
 // NVML calls cost far more than the fake's; scripts/gpu-check times those on a GPU node.
 void BM_NvmlTick(benchmark::State& state) {
-  char dir[] = "/tmp/vnb.XXXXXX";
-  if (mkdtemp(dir) == nullptr) {
-    state.SkipWithError("mkdtemp failed");
-    return;
-  }
-  testing::FakeNvmlScript script(std::string(dir) + "/fake-nvml.json", 8);
+  testing::TempDir dir;
+  testing::FakeNvmlScript script(dir.File("fake-nvml.json"), 8);
   const std::string path = testing::FakeNvmlDir() + "/current/libnvidia-ml.so.1";
   auto library = OpenNvml(path);
   if (!library.ok()) {
@@ -198,7 +194,6 @@ void BM_NvmlTick(benchmark::State& state) {
   state.counters["fields"] = static_cast<double>(AllFields().size());
   engine->reset();
   dlclose(handle);
-  std::filesystem::remove_all(dir);
 }
 // Arg 1: behind DeadlineBackend, as `vigil engine` runs it; 0: the backend alone.
 BENCHMARK(BM_NvmlTick)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);
@@ -214,12 +209,8 @@ double Percentile(std::vector<double> values, double fraction) {
 // timestamp to the client holding the decoded message.
 void BM_SubscriptionFanout(benchmark::State& state) {
   const int subscribers = static_cast<int>(state.range(0));
-  char dir[] = "/tmp/vb.XXXXXX";
-  if (mkdtemp(dir) == nullptr) {
-    state.SkipWithError("mkdtemp failed");
-    return;
-  }
-  const std::string socket = std::string(dir) + "/bench.sock";
+  testing::TempDir dir;
+  const std::string socket = dir.File("bench.sock");
   auto sim = SimBackend::Create({.gpu_count = 8, .seed = 1});
   auto engine = Engine::Create(
       {.node_name = "bench", .config = EveryFieldEvery(absl::Milliseconds(100))}, std::move(*sim));
@@ -274,8 +265,6 @@ void BM_SubscriptionFanout(benchmark::State& state) {
   }
   loop.Stop();
   (*server)->Shutdown(absl::Seconds(1));
-  std::string cleanup = std::string("rm -rf ") + dir;
-  (void)!std::system(cleanup.c_str());
 }
 BENCHMARK(BM_SubscriptionFanout)
     ->Arg(1)
@@ -337,12 +326,8 @@ BENCHMARK(BM_HealthEvaluate)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 // Time from an injected XID 79 to the FAIL transition arriving on a client's health stream over
 // the Unix socket, with the default 1 s tick. Goal: within one tick interval + 10 ms.
 void BM_Xid79ToHealthFail(benchmark::State& state) {
-  char dir[] = "/tmp/vb.XXXXXX";
-  if (mkdtemp(dir) == nullptr) {
-    state.SkipWithError("mkdtemp failed");
-    return;
-  }
-  const std::string socket = std::string(dir) + "/bench.sock";
+  testing::TempDir dir;
+  const std::string socket = dir.File("bench.sock");
   auto sim = SimBackend::Create({.gpu_count = 8, .seed = 1});
   auto engine = Engine::Create({.node_name = "bench"}, std::move(*sim));
   auto server = EngineServer::Start(engine->get(), {.unix_socket_path = socket});
@@ -395,8 +380,6 @@ void BM_Xid79ToHealthFail(benchmark::State& state) {
   stream->Cancel();
   loop.Stop();
   (*server)->Shutdown(absl::Seconds(1));
-  std::string cleanup = std::string("rm -rf ") + dir;
-  (void)!std::system(cleanup.c_str());
 }
 BENCHMARK(BM_Xid79ToHealthFail)->Iterations(1)->Unit(benchmark::kSecond);
 

@@ -376,10 +376,7 @@ nv::Return nvmlDeviceGetPowerManagementLimit(nv::Device device, unsigned int* mi
 }
 
 nv::Return nvmlDeviceGetEnforcedPowerLimit(nv::Device device, unsigned int* milliwatts) {
-  Timed timed;
-  return DeviceCall(__func__, device, [&](const json& gpu) {
-    return Value(gpu, "enforced_power_limit_mw", milliwatts);
-  });
+  return ScriptedValue(__func__, device, "enforced_power_limit_mw", milliwatts);
 }
 
 nv::Return nvmlDeviceGetPerformanceState(nv::Device device, int* pstate) {
@@ -400,20 +397,14 @@ nv::Return nvmlDeviceGetUtilizationRates(nv::Device device, nv::Utilization* uti
 
 nv::Return nvmlDeviceGetEncoderUtilization(nv::Device device, unsigned int* utilization,
                                            unsigned int* period_us) {
-  Timed timed;
-  return DeviceCall(__func__, device, [&](const json& gpu) {
-    *period_us = 1'000'000;
-    return Value(gpu, "enc_util", utilization);
-  });
+  *period_us = 1'000'000;
+  return ScriptedValue(__func__, device, "enc_util", utilization);
 }
 
 nv::Return nvmlDeviceGetDecoderUtilization(nv::Device device, unsigned int* utilization,
                                            unsigned int* period_us) {
-  Timed timed;
-  return DeviceCall(__func__, device, [&](const json& gpu) {
-    *period_us = 1'000'000;
-    return Value(gpu, "dec_util", utilization);
-  });
+  *period_us = 1'000'000;
+  return ScriptedValue(__func__, device, "dec_util", utilization);
 }
 
 nv::Return nvmlDeviceGetMaxPcieLinkGeneration(nv::Device device, unsigned int* value) {
