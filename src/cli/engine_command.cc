@@ -20,11 +20,11 @@ int RunEngine(const EngineFlags& flags) {
   }
   auto engine = RunningEngine::Start(flags);
   if (!engine.ok()) return Fail("engine", engine.status());
-  int signal_number;
-  while ((signal_number = signals.Wait()) == SIGHUP) {
-    spdlog::info("SIGHUP: the engine has nothing to reload; restart it to apply a new config");
-  }
-  spdlog::info("{}: shutting down", strsignal(signal_number));
+  signals.WaitForStop(
+      [] {
+        spdlog::info("SIGHUP: the engine has nothing to reload; restart it to apply a new config");
+      },
+      "shutting down");
   (*engine)->Stop();
   return kExitOk;
 }

@@ -63,16 +63,7 @@ int RunExporter(const ExporterFlags& flags) {
   spdlog::info("exporter listening on http://{}:{}/metrics, engine {}, counters {}",
                flags.listen.substr(0, flags.listen.rfind(':')), (*exporter)->port(), flags.engine,
                flags.collectors.empty() ? "dcgm-exporter's defaults" : flags.collectors);
-  int signal_number;
-  while ((signal_number = signals.Wait()) == SIGHUP) {
-    if (absl::Status reloaded = (*exporter)->ReloadCounters(); reloaded.ok()) {
-      spdlog::info("SIGHUP: reloaded {}",
-                   flags.collectors.empty() ? "the default counters" : flags.collectors);
-    } else {
-      spdlog::error("SIGHUP: {}; keeping the previous counters", MessageOf(reloaded));
-    }
-  }
-  spdlog::info("{}: stopping the exporter", strsignal(signal_number));
+  signals.WaitForStop([&] { (void)(*exporter)->ReloadCounters(); }, "stopping the exporter");
   (*exporter)->Stop();
   return kExitOk;
 }

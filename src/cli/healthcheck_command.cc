@@ -112,11 +112,8 @@ int RunHealthcheck(const HealthcheckFlags& flags) {
       flags.listen.substr(0, flags.listen.rfind(':')), (*check)->port(), node_name, flags.engine,
       kubernetes ? "on (condition GpuProblem)" : "off",
       flags.taint ? fmt::format(", taint {}:NoSchedule", flags.taint_key) : "");
-  int signal_number;
-  while ((signal_number = signals.Wait()) == SIGHUP) {
-    spdlog::info("SIGHUP: the health check has nothing to reload");
-  }
-  spdlog::info("{}: stopping the health check", strsignal(signal_number));
+  signals.WaitForStop([] { spdlog::info("SIGHUP: the health check has nothing to reload"); },
+                      "stopping the health check");
   (*check)->Stop();
   return kExitOk;
 }

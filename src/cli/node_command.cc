@@ -66,16 +66,11 @@ int RunNode(const NodeFlags& flags) {
     spdlog::info("healthcheck listening on {}/status",
                  Url(flags.healthcheck_listen, check->port()));
   }
-  int signal_number;
-  while ((signal_number = signals.Wait()) == SIGHUP) {
-    if (exporter == nullptr) continue;
-    if (absl::Status reloaded = exporter->ReloadCounters(); reloaded.ok()) {
-      spdlog::info("SIGHUP: reloaded the exporter's counters");
-    } else {
-      spdlog::error("SIGHUP: {}; keeping the previous counters", MessageOf(reloaded));
-    }
-  }
-  spdlog::info("{}: shutting down", strsignal(signal_number));
+  signals.WaitForStop(
+      [&] {
+        if (exporter != nullptr) (void)exporter->ReloadCounters();
+      },
+      "shutting down");
   // The clients first: they follow the engine's streams, which the engine ends on its way out.
   if (check != nullptr) check->Stop();
   if (exporter != nullptr) exporter->Stop();

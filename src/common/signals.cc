@@ -14,9 +14,11 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <initializer_list>
 
 #include "common/check.h"
+#include "spdlog/spdlog.h"
 
 namespace vigil {
 namespace {
@@ -67,6 +69,13 @@ int SignalWaiter::Wait() {
   VIGIL_CHECK(got == 1);
   VIGIL_CHECK(pthread_sigmask(SIG_BLOCK, &signals_, nullptr) == 0);
   return static_cast<unsigned char>(byte);
+}
+
+int SignalWaiter::WaitForStop(const std::function<void()>& on_hangup, std::string_view what) {
+  int signal_number;
+  while ((signal_number = Wait()) == SIGHUP) on_hangup();
+  spdlog::info("{}: {}", strsignal(signal_number), what);
+  return signal_number;
 }
 
 void SignalWaiter::RequestShutdown() { kill(getpid(), SIGTERM); }

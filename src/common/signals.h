@@ -6,6 +6,8 @@
 #pragma once
 
 #include <csignal>
+#include <functional>
+#include <string_view>
 
 namespace vigil {
 
@@ -17,6 +19,9 @@ class SignalWaiter {
 
   // Blocks until SIGTERM, SIGINT or SIGHUP arrives; returns the signal number.
   int Wait();
+  // Blocks until SIGTERM or SIGINT arrives and returns it; each SIGHUP on the way runs
+  // `on_hangup` (a daemon's reload) on this thread. Logs "<signal>: <what>" before returning.
+  int WaitForStop(const std::function<void()>& on_hangup, std::string_view what);
 
   // Sends SIGTERM to this process, waking Wait(). Thread-safe; used when a component fails and
   // the process must shut down as if asked to.

@@ -297,8 +297,11 @@ absl::Status Exporter::ReloadCounters() {
   auto counters = LoadCounters(options_.collectors_path);
   if (!counters.ok()) {
     reloads_failed_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::error("SIGHUP: {}; keeping the previous counters", MessageOf(counters.status()));
     return counters.status();
   }
+  spdlog::info("SIGHUP: reloaded {}", options_.collectors_path.empty() ? "the default counters"
+                                                                       : options_.collectors_path);
   for (const std::string& warning : counters->warnings) spdlog::warn("{}", warning);
   absl::MutexLock lock(&mutex_);
   counters_ = std::make_shared<const Counters>(std::move(*counters));

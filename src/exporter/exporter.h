@@ -47,8 +47,8 @@ class Exporter {
   ~Exporter();
 
   int port() const { return http_.port(); }
-  // Re-reads --collectors (SIGHUP). On error the old counters stay and the error is returned;
-  // scrapes keep being answered from the last good render meanwhile.
+  // Re-reads --collectors (SIGHUP) and logs the outcome. On error the old counters stay and the
+  // error is returned; scrapes keep being answered from the last good render meanwhile.
   absl::Status ReloadCounters();
   void Stop();
 
