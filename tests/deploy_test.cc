@@ -44,8 +44,7 @@ struct Rendered {
 };
 
 Rendered Render(const std::string& dir) {
-  auto result =
-      RunCommand({"/bin/sh", "-c", "kubectl kustomize " + dir + " 2>/dev/null"}, absl::Seconds(60));
+  auto result = Shell("kubectl kustomize " + dir + " 2>/dev/null");
   EXPECT_EQ(result.exit_code, 0) << "kubectl kustomize " << dir << ": " << result.err;
   Rendered rendered;
   for (const YAML::Node& object : YAML::LoadAll(result.out)) {
@@ -261,11 +260,10 @@ TEST(DeployTest, AlertRulesPassPromtoolAndTheirUnitTests) {
   }
   std::filesystem::copy_file(std::string(VIGIL_TEST_SOURCE_DIR) + "/tests/deploy/rules_test.yaml",
                              dir.File("rules_test.yaml"));
-  // Through the shell: RunCommand execs a path, and promtool is wherever PATH has it.
-  auto check = RunCommand({"/bin/sh", "-c", "promtool check rules " + dir.File("rules.yaml")});
+  auto check = Shell("promtool check rules " + dir.File("rules.yaml"));
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
   EXPECT_THAT(check.out + check.err, HasSubstr("SUCCESS"));
-  auto test = RunCommand({"/bin/sh", "-c", "promtool test rules " + dir.File("rules_test.yaml")});
+  auto test = Shell("promtool test rules " + dir.File("rules_test.yaml"));
   EXPECT_EQ(test.exit_code, 0) << test.out << test.err;
   EXPECT_THAT(test.out + test.err, HasSubstr("SUCCESS"));
 }

@@ -80,7 +80,7 @@ TEST(ExporterTest, ScrapeHasEveryGpuAndPassesPromtool) {
   // own series carry by design (camelCase labels, counters without _total): keeping those names
   // is what makes this a drop-in. Vigil's own metrics must be lint-clean.
   const std::string scrape = WriteFile(dir, "scrape.txt", body);
-  auto promtool = RunCommand({"/bin/sh", "-c", "promtool check metrics < " + scrape});
+  auto promtool = Shell("promtool check metrics < " + scrape);
   EXPECT_TRUE(promtool.exit_code == 0 || promtool.exit_code == 3) << promtool.err << promtool.out;
   std::istringstream lints(promtool.err + promtool.out);
   int lint_lines = 0;

@@ -117,8 +117,7 @@ TEST(HealthcheckTest, AgreesWithTheExporterOnVerdictAndSeqAfterXid79) {
   // The health check's own metrics pass promtool's lint.
   const std::string metrics_file = dir.File("healthcheck.prom");
   std::ofstream(metrics_file) << metrics;
-  const CommandResult lint =
-      RunCommand({"/bin/sh", "-c", "promtool check metrics < " + metrics_file});
+  const CommandResult lint = Shell("promtool check metrics < " + metrics_file);
   EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err;
 }
 

@@ -20,23 +20,23 @@ using ::testing::HasSubstr;
 
 std::string BuildDir() { return std::filesystem::path(VigilBinary()).parent_path().string(); }
 
-std::string Sh(const std::string& command, int* exit_code = nullptr) {
-  auto result = RunCommand({"/bin/sh", "-c", command}, absl::Seconds(120));
-  if (exit_code != nullptr) *exit_code = result.exit_code;
-  EXPECT_TRUE(exit_code != nullptr || result.exit_code == 0) << command << ": " << result.err;
+// The stdout of a shell command that must succeed.
+std::string OutputOf(const std::string& command) {
+  auto result = Shell(command, absl::Seconds(120));
+  EXPECT_EQ(result.exit_code, 0) << command << ": " << result.err;
   return result.out;
 }
 
 // Builds the package into `dir` and unpacks it into dir/root; returns the .deb's path.
 std::string BuildAndUnpack(const TempDir& dir) {
-  Sh("cd " + dir.path().string() + " && cpack -G DEB --config " + BuildDir() +
-     "/CPackConfig.cmake -B " + dir.path().string() + " >/dev/null");
+  OutputOf("cd " + dir.path().string() + " && cpack -G DEB --config " + BuildDir() +
+           "/CPackConfig.cmake -B " + dir.path().string() + " >/dev/null");
   std::string deb;
   for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
     if (entry.path().extension() == ".deb") deb = entry.path().string();
   }
   EXPECT_FALSE(deb.empty()) << "no .deb in " << dir.path();
-  if (!deb.empty()) Sh("dpkg-deb -x " + deb + " " + dir.File("root"));
+  if (!deb.empty()) OutputOf("dpkg-deb -x " + deb + " " + dir.File("root"));
   return deb;
 }
 
@@ -64,7 +64,7 @@ TEST(PackageTest, TheDebHoldsWhatAnInstallNeedsItsBinaryRunsAndItsUnitsStart) {
   const std::string deb = BuildAndUnpack(dir);
   ASSERT_FALSE(deb.empty());
   EXPECT_THAT(deb, HasSubstr("vigil_0.1.0_"));
-  const std::string contents = Sh("dpkg-deb --contents " + deb);
+  const std::string contents = OutputOf("dpkg-deb --contents " + deb);
   for (const char* file :
        {"./usr/bin/vigil", "./usr/lib/systemd/system/vigil-engine.service",
         "./usr/lib/systemd/system/vigil-node.service", "./etc/vigil/engine.yaml",
@@ -72,9 +72,9 @@ TEST(PackageTest, TheDebHoldsWhatAnInstallNeedsItsBinaryRunsAndItsUnitsStart) {
         "./usr/share/doc/vigil/docs/nvml.md"}) {
     EXPECT_THAT(contents, HasSubstr(file));
   }
-  EXPECT_EQ(Sh("dpkg-deb --ctrl-tarfile " + deb + " | tar -xO ./conffiles"),
+  EXPECT_EQ(OutputOf("dpkg-deb --ctrl-tarfile " + deb + " | tar -xO ./conffiles"),
             "/etc/vigil/engine.yaml\n");
-  const std::string control = Sh("dpkg-deb --field " + deb + " Package Depends");
+  const std::string control = OutputOf("dpkg-deb --field " + deb + " Package Depends");
   EXPECT_THAT(control, HasSubstr("Package: vigil"));
   EXPECT_THAT(control, HasSubstr("libgrpc++1.51"));  // found by dpkg-shlibdeps
 

@@ -140,6 +140,10 @@ int FreePort() {
   return ntohs(address.sin_port);
 }
 
+CommandResult Shell(const std::string& command, absl::Duration timeout) {
+  return RunCommand({"/bin/sh", "-c", command}, timeout);
+}
+
 CommandResult Vigil(std::vector<std::string> args, int uid) {
   args.insert(args.begin(), VigilBinary());
   return RunCommand(args, absl::Seconds(20), uid);

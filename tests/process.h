@@ -27,6 +27,10 @@ struct CommandResult {
 CommandResult RunCommand(const std::vector<std::string>& args,
                          absl::Duration timeout = absl::Seconds(20), int uid = -1);
 
+// Runs `command` with /bin/sh -c, like RunCommand: for pipes, redirections and programs found
+// on PATH (RunCommand execs a path).
+CommandResult Shell(const std::string& command, absl::Duration timeout = absl::Seconds(60));
+
 // Runs the vigil binary with `args` (without the program name), like RunCommand.
 CommandResult Vigil(std::vector<std::string> args, int uid = -1);
 

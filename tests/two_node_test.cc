@@ -23,10 +23,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-CommandResult Sh(const std::string& command) {
-  return RunCommand({"/bin/sh", "-c", command}, absl::Seconds(30));
-}
-
 // One node: a network namespace with loopback up, and the processes started in it.
 class Node {
  public:
@@ -34,12 +30,13 @@ class Node {
       : name_(std::move(name)),
         netns_(absl::StrCat("vigil-", getpid(), "-", name_)),
         dir_(dir.path().string()) {
-    created_ = Sh("ip netns add " + netns_ + " && ip netns exec " + netns_ + " ip link set lo up")
-                   .exit_code == 0;
+    created_ =
+        Shell("ip netns add " + netns_ + " && ip netns exec " + netns_ + " ip link set lo up")
+            .exit_code == 0;
   }
   ~Node() {
     processes_.clear();  // SIGKILLs what still runs, before the namespace goes
-    if (created_) Sh("ip netns del " + netns_);
+    if (created_) Shell("ip netns del " + netns_);
   }
   bool created() const { return created_; }
   const std::string& name() const { return name_; }
@@ -55,8 +52,8 @@ class Node {
   }
   // GET http://127.0.0.1:<port><path> from inside the namespace: {HTTP status, body}.
   std::pair<int, std::string> Get(int port, const std::string& path) const {
-    auto result = Sh("ip netns exec " + netns_ + " curl -s -m 5 -w '\\n%{http_code}' " +
-                     "http://127.0.0.1:" + std::to_string(port) + path);
+    auto result = Shell("ip netns exec " + netns_ + " curl -s -m 5 -w '\\n%{http_code}' " +
+                        "http://127.0.0.1:" + std::to_string(port) + path);
     const size_t last = result.out.rfind('\n');
     if (result.exit_code != 0 || last == std::string::npos) return {0, ""};
     return {std::atoi(result.out.c_str() + last + 1), result.out.substr(0, last)};
