@@ -1,4 +1,4 @@
 // Entry point of the `vigil` binary: every role lives in a library; this only dispatches.
-#include "cli/cli.h"
+#include "app/app.h"
 
 int main(int argc, char** argv) { return vigil::cli::Main(argc, argv); }

@@ -9,8 +9,8 @@
 #include "backend/sim_backend.h"
 #include "client/engine_client.h"
 #include "engine/engine.h"
-#include "engine/server.h"
 #include "engine/tick_loop.h"
+#include "server/server.h"
 #include "testing/temp_dir.h"
 
 namespace vigil::testing {

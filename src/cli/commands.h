@@ -1,6 +1,6 @@
-// The subcommands of `vigil`. Each Add*Command registers its flags on a new subcommand of
-// `parent` and returns the function that runs it once parsing has succeeded; the function
-// returns the process exit code (see output.h).
+// The client subcommands of `vigil` (those that follow an engine, never host one). Each Add*Command
+// registers its flags on a new subcommand of `parent` and returns the function that runs it once
+// parsing has succeeded; the function returns the process exit code (see output.h).
 #pragma once
 
 #include <functional>
@@ -15,7 +15,6 @@ namespace vigil::cli {
 
 using CommandRunner = std::function<int()>;
 
-CommandRunner AddEngineCommand(CLI::App* parent);
 CommandRunner AddInfoCommand(CLI::App* parent);
 CommandRunner AddDiscoveryCommand(CLI::App* parent);
 CommandRunner AddDmonCommand(CLI::App* parent);
@@ -24,7 +23,6 @@ CommandRunner AddEventsCommand(CLI::App* parent);
 CommandRunner AddHealthCommand(CLI::App* parent);
 CommandRunner AddExporterCommand(CLI::App* parent);
 CommandRunner AddHealthcheckCommand(CLI::App* parent);
-CommandRunner AddNodeCommand(CLI::App* parent);
 
 // $NODE_NAME (the downward API on Kubernetes), else the host name; "" if neither is known.
 std::string DefaultNodeName();

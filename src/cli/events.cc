@@ -2,6 +2,7 @@
 // expiry and clearing, scenario steps. Starts with recent events; follows engine restarts.
 #include <iostream>
 
+#include "api/convert.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "common/status.h"
@@ -31,11 +32,27 @@ void PrintEvent(const EventsFlags& flags, const v1::Event& e) {
                            {"injection_id", e.injection().id()},
                            {"who", e.principal().description()},
                            {"uid", e.has_principal() ? e.principal().uid() : -1}};
+    if (e.has_xid_info()) {  // the engine's policy for the code, as it applied it
+      const v1::XidInfo& xid = e.xid_info();
+      json["xid_info"] = {{"known", xid.known()},
+                          {"meaning", xid.meaning()},
+                          {"severity", XidSeverityText(xid.severity())},
+                          {"system", xid.system()},
+                          {"code", xid.code()},
+                          {"action", xid.action()}};
+    }
     std::cout << json.dump() << std::endl;
     return;
   }
-  std::cout << fmt::format("{}  seq {:<6} {:<18} {}{}", FormatTimeUs(e.time_us()), e.seq(),
-                           v1::Event::Kind_Name(e.kind()), e.message(),
+  std::string meaning;
+  if (e.has_xid_info()) {
+    meaning = fmt::format(
+        " [{}; {}]",
+        e.xid_info().known() ? e.xid_info().meaning() : "not in the engine's XID policy",
+        XidSeverityText(e.xid_info().severity()));
+  }
+  std::cout << fmt::format("{}  seq {:<6} {:<18} {}{}{}", FormatTimeUs(e.time_us()), e.seq(),
+                           v1::Event::Kind_Name(e.kind()), e.message(), meaning,
                            e.has_principal() ? " — by " + e.principal().description() : "")
             << std::endl;
 }

@@ -4,10 +4,10 @@
 #include <iostream>
 
 #include "absl/time/clock.h"
+#include "api/convert.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "common/status.h"
-#include "engine/proto_convert.h"
 #include "fmt/format.h"
 
 namespace vigil::cli {

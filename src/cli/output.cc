@@ -4,8 +4,8 @@
 #include <iostream>
 
 #include "absl/time/time.h"
+#include "api/convert.h"
 #include "common/status.h"
-#include "engine/proto_convert.h"
 #include "fields/catalogue.h"
 #include "fmt/format.h"
 

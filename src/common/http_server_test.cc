@@ -58,9 +58,8 @@ class HttpServerTest : public ::testing::Test {
     body_ = std::make_shared<const std::string>(std::string(100000, 'x'));
     server_.Get("/hello", [] { return HttpResponse{.body = "hello\n"}; });
     server_.Get("/big", [this] {
-      return HttpResponse{.content_type = "text/plain; version=0.0.4",
-                          .shared_body = body_,
-                          .body = "tail\n"};
+      return HttpResponse{
+          .content_type = "text/plain; version=0.0.4", .shared_body = body_, .body = "tail\n"};
     });
     server_.Get("/unavailable", [] { return HttpResponse{.status = 503, .body = "no\n"}; });
     ASSERT_TRUE(server_.Start("127.0.0.1:0").ok());
@@ -120,9 +119,8 @@ TEST_F(HttpServerTest, ConnectionCloseAndHttp10CloseAfterTheResponse) {
 
 TEST_F(HttpServerTest, BadRequestsBodiesAndHugeHeadersAreRefused) {
   EXPECT_THAT(Exchange(server_.port(), "NONSENSE\r\n\r\n"), StartsWith("HTTP/1.1 400"));
-  EXPECT_THAT(
-      Exchange(server_.port(), "GET /hello HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"),
-      StartsWith("HTTP/1.1 400"));
+  EXPECT_THAT(Exchange(server_.port(), "GET /hello HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"),
+              StartsWith("HTTP/1.1 400"));
   const std::string huge = "GET /hello HTTP/1.1\r\nX: " + std::string(40000, 'a') + "\r\n\r\n";
   EXPECT_THAT(Exchange(server_.port(), huge), StartsWith("HTTP/1.1 431"));
   // The server is still fine afterwards.

@@ -29,9 +29,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "engine/health_policy.h"
-#include "engine/injection.h"
 #include "fields/value.h"
+#include "health/policy.h"
+#include "inject/injection.h"
 
 namespace vigil {
 

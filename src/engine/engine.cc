@@ -309,6 +309,8 @@ void Engine::OnXid(const XidEvent& event) {
   Record({.kind = EventKind::kXid,
           .gpu = static_cast<int>(event.gpu),
           .xid = event.xid,
+          .xid_rule = options_.config.health.RuleFor(event.xid),
+          .xid_known = options_.config.health.xids.contains(event.xid),
           .injected = event.injected,
           .message =
               fmt::format("GPU {} ({}): XID {}", event.gpu, gpus()[event.gpu].uuid, event.xid)});
@@ -370,6 +372,8 @@ absl::StatusOr<InjectionRecord> Engine::InjectXid(uint32_t gpu, uint32_t xid,
   Record({.kind = EventKind::kXid,
           .gpu = static_cast<int>(gpu),
           .xid = xid,
+          .xid_rule = options_.config.health.RuleFor(xid),
+          .xid_known = options_.config.health.xids.contains(xid),
           .injected = true,
           .injection = *record,
           .principal = principal,

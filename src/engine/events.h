@@ -15,9 +15,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "engine/fanout.h"
-#include "engine/injection.h"
-#include "engine/principal.h"
+#include "common/fanout.h"
+#include "common/principal.h"
+#include "health/policy.h"
+#include "inject/injection.h"
 
 namespace vigil {
 
@@ -41,6 +42,10 @@ struct EngineEvent {
   EventKind kind = EventKind::kXid;
   int gpu = -1;  // -1: not about one GPU
   uint32_t xid = 0;
+  // kXid: how the engine's policy treats the code (clients show this, not a table of their own),
+  // and whether the policy lists it.
+  std::optional<XidRule> xid_rule;
+  bool xid_known = false;
   bool injected = false;
   std::optional<InjectionRecord> injection;
   std::optional<Principal> principal;

@@ -1,6 +1,6 @@
 // Tests for the injection table and its use by the engine, on a fake clock: overrides and expiry,
 // counter monotonicity, validation, XIDs, events and scenarios.
-#include "engine/injection.h"
+#include "inject/injection.h"
 
 #include "backend/sim_backend.h"
 #include "engine/engine.h"

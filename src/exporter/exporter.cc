@@ -17,11 +17,6 @@ absl::StatusOr<Counters> LoadCounters(const std::string& path) {
   return ParseCounters(*text, path);
 }
 
-const HealthPolicy& Policy() {
-  static const HealthPolicy* const policy = new HealthPolicy(DefaultHealthPolicy());
-  return *policy;
-}
-
 constexpr char kMetricsType[] = "text/plain; version=0.0.4; charset=utf-8";
 
 }  // namespace
@@ -107,7 +102,6 @@ void Exporter::FollowTicks() {
       absl::MutexLock lock(&mutex_);
       if (stopping_) return;
       ticks_ = subscription.get();
-      resubscribe_ = false;
     }
     uint64_t stream_dropped = 0;
     while (true) {
@@ -210,9 +204,11 @@ void Exporter::FollowEvents() {
     const v1::Event& e = *event.message;
     absl::MutexLock lock(&mutex_);
     if (e.instance_id() != instance) {
-      xids_.clear();  // the backlog of the new instance is replayed
+      xids_.clear();               // the backlog of the new instance is replayed
+      view_.xid_meanings.clear();  // and its policy may differ
       instance = e.instance_id();
     }
+    if (e.kind() == v1::Event::XID) view_.xid_meanings[e.xid()] = e.xid_info().meaning();
     if (e.kind() == v1::Event::XID && e.gpu() >= 0) {
       xids_[static_cast<uint32_t>(e.gpu())].emplace_back(absl::FromUnixMicros(e.time_us()),
                                                          e.xid());
@@ -260,7 +256,7 @@ void Exporter::RenderLocked() {
       .hostname = options_.hostname,
       .xid_window_ms = absl::ToInt64Milliseconds(options_.xid_window),
       .clock_events_window_ms = absl::ToInt64Milliseconds(options_.clock_events_window)};
-  body_ = std::make_shared<const std::string>(RenderMetrics(*counters_, view_, render, Policy()));
+  body_ = std::make_shared<const std::string>(RenderMetrics(*counters_, view_, render));
   last_render_ns_.store(absl::ToInt64Nanoseconds(absl::Now() - started));
 }
 
@@ -305,7 +301,6 @@ absl::Status Exporter::ReloadCounters() {
   for (const std::string& warning : counters->warnings) spdlog::warn("{}", warning);
   absl::MutexLock lock(&mutex_);
   counters_ = std::make_shared<const Counters>(std::move(*counters));
-  resubscribe_ = true;
   if (ticks_ != nullptr) ticks_->Cancel();  // resubscribes with the new fields
   RenderLocked();  // the old tick under the new counters: no empty scrape in between
   return absl::OkStatus();

@@ -80,7 +80,6 @@ class Exporter {
   absl::Mutex mutex_;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   std::shared_ptr<const Counters> counters_ ABSL_GUARDED_BY(mutex_);
-  bool resubscribe_ ABSL_GUARDED_BY(mutex_) = false;
   TickSubscription* ticks_ ABSL_GUARDED_BY(mutex_) = nullptr;
   EventSubscription* events_ ABSL_GUARDED_BY(mutex_) = nullptr;
   ExporterView view_ ABSL_GUARDED_BY(mutex_);

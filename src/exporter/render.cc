@@ -6,7 +6,7 @@
 #include <cmath>
 #include <unordered_map>
 
-#include "engine/proto_convert.h"
+#include "api/convert.h"
 #include "fmt/format.h"
 
 namespace vigil {
@@ -120,7 +120,7 @@ const std::vector<std::pair<int64_t, std::string>>& ClockEventNames() {
 }
 
 std::string RenderMetrics(const Counters& counters, const ExporterView& view,
-                          const RenderOptions& options, const HealthPolicy& policy) {
+                          const RenderOptions& options) {
   std::string out;
   out.reserve(view.gpus.size() * counters.counters.size() * 260 + 4096);
   if (view.engine_up) {
@@ -184,10 +184,11 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
           if (xid_field) {
             const int64_t xid = value->int_value();
             AppendLabel(&attributes, "err_code", text);
+            const auto meaning = view.xid_meanings.find(static_cast<uint32_t>(xid));
             AppendLabel(&attributes, "err_msg",
                         xid == 0 ? "No Error"
-                        : policy.xids.contains(static_cast<uint32_t>(xid))
-                            ? policy.RuleFor(static_cast<uint32_t>(xid)).meaning
+                        : meaning != view.xid_meanings.end() && !meaning->second.empty()
+                            ? std::string_view(meaning->second)
                             : "Unknown Error");
           }
           AppendSample(&rows, counter.name, labels[g], "", attributes, text);

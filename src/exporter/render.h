@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/health_policy.h"
 #include "exporter/counters.h"
 #include "vigil/v1/engine.pb.h"
 
@@ -32,6 +31,9 @@ struct ExporterView {
   std::map<uint32_t, std::map<uint32_t, uint64_t>> xid_counts;
   std::map<uint32_t, std::map<std::string, uint64_t>> clock_event_counts;
   std::map<std::string, PodInfo> pods;  // by GPU UUID
+  // What each XID code means under the followed engine's policy, from its XID events ("" when
+  // its policy does not know the code). Never from a table of the exporter's own.
+  std::map<uint32_t, std::string> xid_meanings;
 };
 
 struct RenderOptions {
@@ -43,7 +45,7 @@ struct RenderOptions {
 
 // The GPU series and the engine metrics (everything that changes once per tick).
 std::string RenderMetrics(const Counters& counters, const ExporterView& view,
-                          const RenderOptions& options, const HealthPolicy& policy);
+                          const RenderOptions& options);
 
 // Escapes a label value for the text format: backslash, double quote and newline.
 std::string EscapeLabelValue(std::string_view value);

@@ -81,8 +81,10 @@ DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error encountered.
     *view.tick.add_values() = String(gpu, 1, "580.82.07");
     *view.tick.add_values() = Int(gpu, 230, gpu == 1 ? 79 : 0);
   }
+  // The meaning comes from the engine's XID events, never from a table in the exporter.
+  view.xid_meanings[79] = "GPU has fallen off the bus";
   RenderOptions options{.hostname = "node-1"};
-  const std::string text = RenderMetrics(counters, view, options, DefaultHealthPolicy());
+  const std::string text = RenderMetrics(counters, view, options);
   const std::string labels0 =
       "gpu=\"0\",UUID=\"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd\",pci_bus_id=\"00000000:18:00.0\","
       "device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-1\","
@@ -152,8 +154,8 @@ TEST(RenderTest, LabelValuesAreEscapedAndHostnameSpellingSwitches) {
   view.gpus.resize(1);
   view.gpus[0].set_name("Weird \"GPU\" \\ model\nname");
   *view.tick.add_values() = Int(0, 150, 40);
-  const std::string text = RenderMetrics(
-      counters, view, {.hostname_label = "hostname", .hostname = "n\"1"}, DefaultHealthPolicy());
+  const std::string text =
+      RenderMetrics(counters, view, {.hostname_label = "hostname", .hostname = "n\"1"});
   EXPECT_THAT(text, HasSubstr("modelName=\"Weird \\\"GPU\\\" \\\\ model\\nname\""));
   EXPECT_THAT(text, HasSubstr(",hostname=\"n\\\"1\""));
   EXPECT_THAT(text, Not(HasSubstr("Hostname=")));
@@ -165,7 +167,7 @@ TEST(RenderTest, EngineDownMeansNoGpuSeriesAtAll) {
   ExporterView view = TwoGpus();
   *view.tick.add_values() = Int(0, 150, 40);
   view.engine_up = false;
-  const std::string text = RenderMetrics(counters, view, {}, DefaultHealthPolicy());
+  const std::string text = RenderMetrics(counters, view, {});
   EXPECT_THAT(text, Not(HasSubstr("DCGM_")));
   EXPECT_THAT(text, HasSubstr("vigil_engine_up 0\n"));
   EXPECT_THAT(text, Not(HasSubstr("vigil_engine_info")));
@@ -199,7 +201,7 @@ DCGM_EXP_GPU_HEALTH_STATUS, gauge, DCGM reported health status
       if (g == 0 && std::string(name) == "pcie") system.set_status(v1::HEALTH_STATUS_UNKNOWN);
     }
   }
-  const std::string text = RenderMetrics(counters, view, {}, DefaultHealthPolicy());
+  const std::string text = RenderMetrics(counters, view, {});
   const std::string g0 =
       "gpu=\"0\",UUID=\"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd\",pci_bus_id=\"00000000:18:00.0\","
       "device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\"";
@@ -238,7 +240,7 @@ TEST(RenderTest, PodLabelsAreAttributes) {
   *view.tick.add_values() = Int(0, 150, 40);
   *view.tick.add_values() = Int(1, 150, 41);
   view.pods[view.gpus[1].uuid()] = {"train-0", "ml", "trainer"};
-  const std::string text = RenderMetrics(counters, view, {}, DefaultHealthPolicy());
+  const std::string text = RenderMetrics(counters, view, {});
   EXPECT_THAT(text, HasSubstr("modelName=\"NVIDIA H100 80GB HBM3\",container=\"trainer\","
                               "namespace=\"ml\",pod=\"train-0\"} 41\n"));
   EXPECT_THAT(text, HasSubstr("modelName=\"NVIDIA H100 80GB HBM3\"} 40\n"));
@@ -284,6 +286,18 @@ TEST(CountersTest, EachKindOfBadLineNamesTheLine) {
     ASSERT_FALSE(counters.ok()) << csv;
     EXPECT_THAT(std::string(counters.status().message()), HasSubstr(message)) << csv;
   }
+}
+
+TEST(RenderTest, XidMessageFollowsTheEnginesPolicy) {
+  const Counters counters = Parse("DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error.\n");
+  ExporterView view = TwoGpus();
+  *view.tick.add_values() = Int(0, 230, 43);
+  *view.tick.add_values() = Int(1, 230, 999);
+  view.xid_meanings[43] = "site policy: reset on sight";  // an engine config's own text
+  view.xid_meanings[999] = "";                            // a code the engine does not know
+  const std::string text = RenderMetrics(counters, view, {});
+  EXPECT_THAT(text, HasSubstr("err_code=\"43\",err_msg=\"site policy: reset on sight\"} 43\n"));
+  EXPECT_THAT(text, HasSubstr("err_code=\"999\",err_msg=\"Unknown Error\"} 999\n"));
 }
 
 }  // namespace

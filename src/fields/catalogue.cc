@@ -160,16 +160,4 @@ absl::StatusOr<std::vector<FieldId>> ResolveFieldList(std::string_view list) {
   return ids;
 }
 
-std::string_view FieldTypeName(FieldType type) {
-  switch (type) {
-    case FieldType::kInt64:
-      return "int64";
-    case FieldType::kDouble:
-      return "double";
-    case FieldType::kString:
-      return "string";
-  }
-  return "invalid";
-}
-
 }  // namespace vigil

@@ -142,6 +142,4 @@ absl::StatusOr<const FieldInfo*> ResolveField(std::string_view reference);
 // first-seen order. Empty items and an empty list are errors.
 absl::StatusOr<std::vector<FieldId>> ResolveFieldList(std::string_view list);
 
-std::string_view FieldTypeName(FieldType type);
-
 }  // namespace vigil

@@ -18,9 +18,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "api/convert.h"
 #include "client/engine_client.h"
 #include "common/clock.h"
-#include "engine/proto_convert.h"
 #include "nlohmann/json.hpp"
 
 namespace vigil {

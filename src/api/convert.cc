@@ -1,0 +1,110 @@
+// Implements the value conversions and the proto-only helpers.
+#include "api/convert.h"
+
+namespace vigil {
+
+v1::ValueStatus ToProto(ValueStatus status) {
+  switch (status) {
+    case ValueStatus::kOk:
+      return v1::VALUE_STATUS_OK;
+    case ValueStatus::kNotSupported:
+      return v1::VALUE_STATUS_NOT_SUPPORTED;
+    case ValueStatus::kGpuLost:
+      return v1::VALUE_STATUS_GPU_LOST;
+    case ValueStatus::kReadError:
+      return v1::VALUE_STATUS_READ_ERROR;
+    case ValueStatus::kNoPermission:
+      return v1::VALUE_STATUS_NO_PERMISSION;
+    case ValueStatus::kTimeout:
+      return v1::VALUE_STATUS_TIMEOUT;
+    case ValueStatus::kNoData:
+      return v1::VALUE_STATUS_NO_DATA;
+  }
+  return v1::VALUE_STATUS_UNSPECIFIED;
+}
+
+ValueStatus FromProto(v1::ValueStatus status) {
+  for (ValueStatus candidate : {ValueStatus::kOk, ValueStatus::kNotSupported, ValueStatus::kGpuLost,
+                                ValueStatus::kReadError, ValueStatus::kNoPermission,
+                                ValueStatus::kTimeout, ValueStatus::kNoData}) {
+    if (ToProto(candidate) == status) return candidate;
+  }
+  return ValueStatus::kReadError;
+}
+
+v1::FieldType ToProto(FieldType type) {
+  switch (type) {
+    case FieldType::kInt64:
+      return v1::FIELD_TYPE_INT64;
+    case FieldType::kDouble:
+      return v1::FIELD_TYPE_DOUBLE;
+    case FieldType::kString:
+      return v1::FIELD_TYPE_STRING;
+  }
+  return v1::FIELD_TYPE_UNSPECIFIED;
+}
+
+namespace {
+
+// Fills the value part shared by FieldValue and Sample messages.
+template <typename Message>
+void SetValueOf(const FieldValue& value, Message* out) {
+  out->set_status(ToProto(value.status));
+  out->set_injected(value.injected);
+  if (!value.ok()) return;
+  if (const auto* i = std::get_if<int64_t>(&value.value)) {
+    out->set_int_value(*i);
+  } else if (const auto* d = std::get_if<double>(&value.value)) {
+    out->set_double_value(*d);
+  } else {
+    out->set_string_value(std::get<std::string>(value.value));
+  }
+}
+
+}  // namespace
+
+void SetValue(const FieldValue& value, v1::FieldValue* out) { SetValueOf(value, out); }
+void SetValue(const FieldValue& value, v1::Sample* out) { SetValueOf(value, out); }
+
+std::string_view HealthStatusText(v1::HealthStatus status) {
+  switch (status) {
+    case v1::HEALTH_STATUS_PASS:
+      return "PASS";
+    case v1::HEALTH_STATUS_WARN:
+      return "WARN";
+    case v1::HEALTH_STATUS_FAIL:
+      return "FAIL";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+int HealthStatusNumber(v1::HealthStatus status) {
+  switch (status) {
+    case v1::HEALTH_STATUS_PASS:
+      return 0;
+    case v1::HEALTH_STATUS_WARN:
+      return 10;
+    case v1::HEALTH_STATUS_FAIL:
+      return 20;
+    default:
+      return -1;
+  }
+}
+
+std::string_view XidSeverityText(v1::XidSeverity severity) {
+  switch (severity) {
+    case v1::XID_SEVERITY_IGNORE:
+      return "ignore";
+    case v1::XID_SEVERITY_WARN:
+      return "warn";
+    case v1::XID_SEVERITY_FAIL:
+      return "fail";
+    case v1::XID_SEVERITY_COUNT:
+      return "count";
+    default:
+      return "unknown";
+  }
+}
+
+}  // namespace vigil

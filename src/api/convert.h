@@ -1,0 +1,33 @@
+// The API module: conversions between the field value types (fields/) and vigil.v1 messages,
+// and the proto-only helpers every client uses to read them. It knows nothing of the engine, so
+// clients can use it without linking one. Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "fields/value.h"
+#include "vigil/v1/engine.pb.h"
+
+namespace vigil {
+
+v1::ValueStatus ToProto(ValueStatus status);
+// The inverse; an unknown wire value (a newer engine) reads as kReadError.
+ValueStatus FromProto(v1::ValueStatus status);
+v1::FieldType ToProto(FieldType type);
+
+// Sets status, injected and (when ok) the value of a v1::FieldValue or v1::Sample.
+void SetValue(const FieldValue& value, v1::FieldValue* out);
+void SetValue(const FieldValue& value, v1::Sample* out);
+
+// A health status as people and dashboards read it: "PASS", "WARN", "FAIL", "UNKNOWN" (also for
+// an unset or unknown wire value), and as dcgm-exporter's health metric values 0, 10, 20 — with
+// -1 for UNKNOWN, which dcgm-exporter has no value for.
+std::string_view HealthStatusText(v1::HealthStatus status);
+int HealthStatusNumber(v1::HealthStatus status);
+// An XID severity as the engine's policy names it: "ignore", "warn", "fail", "count" ("unknown"
+// for an unset or newer value).
+std::string_view XidSeverityText(v1::XidSeverity severity);
+
+}  // namespace vigil

@@ -1,0 +1,166 @@
+// Implements the engine's flags and start-up for the daemon commands.
+#include "app/engine_setup.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "backend/deadline_backend.h"
+#include "backend/nvml_backend.h"
+#include "backend/sim_backend.h"
+#include "cli/commands.h"
+#include "common/status.h"
+#include "engine/config.h"
+#include "fmt/format.h"
+#include "server/authz.h"
+#include "spdlog/spdlog.h"
+
+namespace vigil::cli {
+namespace {
+
+absl::Status PrepareStateDir(const std::string& path) {
+  std::error_code error;
+  std::filesystem::create_directories(path, error);
+  if (error) {
+    return absl::PermissionDeniedError(
+        fmt::format("cannot create the state dir {}: {}: choose another with --state-dir", path,
+                    error.message()));
+  }
+  if (access(path.c_str(), W_OK | X_OK) != 0) {
+    return absl::PermissionDeniedError(
+        fmt::format("the state dir {} is not writable: {}: choose another with --state-dir", path,
+                    std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const EngineFlags& flags,
+                                                     const EngineConfig& config) {
+  if (flags.backend == "sim") {
+    auto sim = SimBackend::Create({.gpu_count = flags.gpus, .seed = flags.seed});
+    if (!sim.ok()) return sim.status();
+    return std::unique_ptr<Backend>(std::move(*sim));
+  }
+  if (flags.gpus_option->count() > 0 || flags.seed_option->count() > 0) {
+    return absl::InvalidArgumentError("--gpus and --seed apply to --backend sim only");
+  }
+  auto library = OpenNvml(flags.nvml_library);
+  if (!library.ok()) return library.status();
+  auto nvml = NvmlBackend::Create(std::move(*library));
+  if (!nvml.ok()) return nvml.status();
+  // A driver call can hang (a GPU going bad, a wedged driver): bound every read.
+  return std::unique_ptr<Backend>(
+      std::make_unique<DeadlineBackend>(std::move(*nvml), config.EffectiveGpuReadTimeout()));
+}
+
+}  // namespace
+
+void AddEngineFlags(CLI::App* command, EngineFlags* flags) {
+  command->add_option("--backend", flags->backend, "nvml (real GPUs) or sim (simulated GPUs)")
+      ->check(CLI::IsMember({"nvml", "sim"}))
+      ->capture_default_str();
+  flags->gpus_option =
+      command->add_option("--gpus", flags->gpus, "Number of simulated GPUs (--backend sim)")
+          ->check(CLI::Range(1u, SimBackend::kMaxGpus))
+          ->capture_default_str();
+  flags->seed_option =
+      command->add_option("--seed", flags->seed, "Seed of the simulation (--backend sim)")
+          ->capture_default_str();
+  command->add_option("--socket", flags->socket, "Unix socket to serve on ('' disables it)")
+      ->capture_default_str();
+  command->add_option("--listen", flags->listen, "TCP address to serve on ('' disables it)")
+      ->capture_default_str();
+  command->add_option("--node-name", flags->node_name,
+                      "This node's name (default: $NODE_NAME, else the host name)");
+  command->add_option("--state-dir", flags->state_dir, "Where state that outlives a restart goes")
+      ->capture_default_str();
+  command->add_option("--config", flags->config_path, "YAML config file (see docs/engine.md)");
+  command
+      ->add_option("--nvml-library", flags->nvml_library,
+                   "Path of libnvidia-ml.so.1 (default: the loader's search path)")
+      ->envname("VIGIL_NVML_LIBRARY");
+  command->add_option("--inject-token-file", flags->inject_token_file,
+                      "Token that allows injection over TCP (off without it)");
+  command->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+}
+
+absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const EngineFlags& flags) {
+  const std::string node_name = flags.node_name.empty() ? DefaultNodeName() : flags.node_name;
+  if (absl::Status status = CheckNodeName(node_name); !status.ok()) return status;
+  if (flags.socket.empty() && flags.listen.empty()) {
+    return absl::InvalidArgumentError(
+        "--socket '' and --listen '' leave no way to reach the engine");
+  }
+  EngineConfig config;
+  if (!flags.config_path.empty()) {
+    auto loaded = LoadEngineConfig(flags.config_path);
+    if (!loaded.ok()) return loaded.status();
+    config = *loaded;
+  }
+  if (absl::Status status = PrepareStateDir(flags.state_dir); !status.ok()) {
+    return status;
+  }
+  std::string inject_token;
+  if (!flags.inject_token_file.empty()) {
+    auto token = ReadTokenFile(flags.inject_token_file);
+    if (!token.ok()) return WithContext(token.status(), "--inject-token-file");
+    inject_token = *token;
+  }
+  auto backend = OpenBackend(flags, config);
+  if (!backend.ok()) return backend.status();
+  const size_t gpu_count = (*backend)->gpus().size();
+  auto engine = Engine::Create({.node_name = node_name,
+                                .config = config,
+                                .state_dir = flags.state_dir,
+                                .boot_id = CurrentBootId()},
+                               std::move(*backend));
+  if (!engine.ok()) return engine.status();
+  auto server = EngineServer::Start(engine->get(), {.unix_socket_path = flags.socket,
+                                                    .tcp_address = flags.listen,
+                                                    .inject_token = inject_token});
+  if (!server.ok()) return server.status();
+  auto loop = std::make_unique<TickLoop>(engine->get(), config.tick_interval);
+  loop->Start();
+  const std::string tcp =
+      flags.listen.empty() ? "off"
+                           : fmt::format("{}:{}", flags.listen.substr(0, flags.listen.rfind(':')),
+                                         (*server)->tcp_port());
+  spdlog::info(
+      "engine ready: node={} instance_id={} backend={} gpus={} unix={} tcp={} tick={} "
+      "history={} version={}{}",
+      node_name, (*engine)->identity().instance_id, (*engine)->identity().backend, gpu_count,
+      flags.socket.empty() ? "off" : flags.socket, tcp, absl::FormatDuration(config.tick_interval),
+      absl::FormatDuration(config.history_max_age), (*engine)->identity().version,
+      flags.backend == "nvml"
+          ? " gpu_read_timeout=" + absl::FormatDuration(config.EffectiveGpuReadTimeout())
+          : "");
+
+  spdlog::info(
+      "injection: over the Unix socket for root{}; over TCP {}; active injections are "
+      "not persisted across restarts",
+      config.injection_allowed_uids.empty()
+          ? ""
+          : fmt::format(" and {} more uid(s)", config.injection_allowed_uids.size()),
+      inject_token.empty() ? "off (no --inject-token-file)" : "with the token");
+  std::unique_ptr<RunningEngine> running(new RunningEngine());
+  running->node_name_ = node_name;
+  running->engine_ = std::move(*engine);
+  running->server_ = std::move(*server);
+  running->loop_ = std::move(loop);
+  return running;
+}
+
+RunningEngine::~RunningEngine() { Stop(); }
+
+void RunningEngine::Stop() {
+  if (engine_ == nullptr) return;
+  loop_->Stop();
+  server_->Shutdown(absl::Seconds(2));
+  server_.reset();
+  engine_.reset();
+  spdlog::info("engine stopped");
+}
+
+}  // namespace vigil::cli

@@ -1,0 +1,66 @@
+// The engine as the daemon commands run it (`vigil engine`, `vigil node`): its flags, and an
+// engine started from them — backend opened, API served on the Unix socket and TCP, ticking.
+// Thread-safety: owned by the command's main thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "cli/commands.h"
+#include "engine/engine.h"
+#include "engine/tick_loop.h"
+#include "server/server.h"
+
+namespace vigil::cli {
+
+struct EngineFlags {
+  std::string backend = "nvml";
+  uint32_t gpus = 8;
+  uint64_t seed = 1;
+  std::string socket = "/run/vigil/vigil.sock";
+  std::string listen = "127.0.0.1:5555";
+  std::string node_name;
+  std::string state_dir = "/var/lib/vigil";
+  std::string config_path;
+  std::string nvml_library;
+  std::string inject_token_file;
+  std::string log_level = "info";
+  // Set by CLI11 when given, to refuse sim-only flags with --backend nvml.
+  CLI::Option* gpus_option = nullptr;
+  CLI::Option* seed_option = nullptr;
+};
+
+// Registers the engine's flags (--backend, --gpus, --seed, --socket, --listen, --node-name,
+// --state-dir, --config, --nvml-library, --inject-token-file, --log-level) on `command`.
+void AddEngineFlags(CLI::App* command, EngineFlags* flags);
+
+// `vigil engine` and `vigil node`, the commands that host an engine in this process (see
+// cli/commands.h for the contract of an Add*Command).
+CommandRunner AddEngineCommand(CLI::App* parent);
+CommandRunner AddNodeCommand(CLI::App* parent);
+
+class RunningEngine {
+ public:
+  // Validates every flag, opens the backend and starts serving and ticking; logs "engine ready"
+  // with where it listens. Logging must be set up already.
+  static absl::StatusOr<std::unique_ptr<RunningEngine>> Start(const EngineFlags& flags);
+  ~RunningEngine();
+
+  // Stops ticking, ends the streams with UNAVAILABLE (waiting up to 2 s for calls in flight),
+  // removes the socket file. Idempotent.
+  void Stop();
+  Engine& engine() { return *engine_; }
+  EngineServer& server() { return *server_; }
+  const std::string& node_name() const { return node_name_; }
+
+ private:
+  RunningEngine() = default;
+  std::string node_name_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<EngineServer> server_;
+  std::unique_ptr<TickLoop> loop_;
+};
+
+}  // namespace vigil::cli

@@ -1,0 +1,179 @@
+// The health engine: evaluates every GPU's health once per tick, for every client, from the same
+// snapshot the tick publishes — so the verdict carries the tick's (instance_id, seq), and a fault
+// shows in the verdict at the first tick that carries it.
+//
+// Per GPU and system (pcie, memory, inforom, thermal, power, nvlink, driver) a status:
+// PASS, WARN, FAIL, or UNKNOWN when the data behind the system is missing or stale (never PASS
+// then). Findings are incidents (DCGM_FR_* codes, a message an on-call engineer can act on, first
+// and last seen, a count): a repeat updates the incident instead of adding another. WARN
+// incidents expire a window after they were last seen; FAIL incidents are sticky and persisted
+// (IncidentStore) until their clear condition: a GPU reset seen (volatile ECC counters or the
+// energy counter going back, which only a reset or driver reload does), a reboot (boot id
+// changed), or an operator's `vigil health clear`.
+//
+// Threading: Evaluate() on the tick thread; RecordXid() from any thread (the backend's event
+// thread, gRPC threads injecting); Clear() and Latest() from gRPC threads. One mutex guards the
+// incident table; evaluation is short (see bench: well under 20 us for 8 GPUs).
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "backend/backend.h"
+#include "common/principal.h"
+#include "health/policy.h"
+#include "sampling/snapshot.h"
+
+namespace vigil {
+
+struct Incident {
+  uint32_t gpu = 0;
+  std::string uuid;
+  HealthSystem system = HealthSystem::kDriver;
+  HealthStatus status = HealthStatus::kWarn;
+  std::string key;      // identity for de-duplication: "memory.volatile_dbe", "xid.79", ...
+  std::string code;     // DCGM_FR_*
+  std::string message;  // what happened, with the numbers
+  std::string action;   // what to do
+  absl::Time first_seen;
+  absl::Time last_seen;
+  uint64_t count = 1;     // occurrences (condition onsets, XIDs)
+  bool injected = false;  // raised from injected data (a drill)
+  // WARN incidents go away this long after they were last seen; FAIL incidents never expire.
+  absl::Duration expire_after = absl::Seconds(60);
+};
+
+struct SystemHealth {
+  HealthSystem system = HealthSystem::kPcie;
+  HealthStatus status = HealthStatus::kPass;
+  std::string unknown_reason;  // why UNKNOWN
+  std::vector<Incident> incidents;
+};
+
+struct GpuHealth {
+  uint32_t gpu = 0;
+  std::string uuid;
+  HealthStatus status = HealthStatus::kPass;
+  std::vector<SystemHealth> systems;  // in kAllHealthSystems order
+};
+
+struct HealthVerdict {
+  uint64_t seq = 0;
+  absl::Time time;
+  HealthStatus overall = HealthStatus::kUnknown;
+  std::vector<GpuHealth> gpus;
+};
+
+struct HealthTransition {
+  uint32_t gpu = 0;
+  std::string uuid;
+  HealthSystem system = HealthSystem::kPcie;
+  HealthStatus from = HealthStatus::kUnknown;
+  HealthStatus to = HealthStatus::kUnknown;
+  std::string summary;  // the incidents (or the unknown reason) behind the new status
+  bool injected = false;
+};
+
+// Receives incident changes that must survive a restart (FAIL incidents). Implemented by
+// IncidentStore; tests use fakes.
+class IncidentSink {
+ public:
+  virtual ~IncidentSink() = default;
+  virtual void Raised(const Incident& incident) = 0;  // new or updated
+  virtual void Cleared(const Incident& incident, std::string_view reason) = 0;
+};
+
+class HealthEvaluator {
+ public:
+  // `intervals[i]` is the sampling interval of field index i (for staleness). `sink` may be null
+  // and must outlive the evaluator. `restored` are FAIL incidents loaded from the state dir.
+  HealthEvaluator(HealthPolicy policy, std::shared_ptr<const FieldLayout> layout,
+                  std::vector<GpuIdentity> gpus, std::vector<absl::Duration> intervals,
+                  IncidentSink* sink, std::vector<Incident> restored);
+
+  // Tick thread: evaluates `snapshot` at `now`; returns the verdict (stamped with the snapshot's
+  // seq) and appends what changed to *transitions.
+  std::shared_ptr<const HealthVerdict> Evaluate(const Snapshot& snapshot, absl::Time now,
+                                                std::vector<HealthTransition>* transitions);
+
+  // An XID, to be judged at the next Evaluate(). Thread-safe.
+  void RecordXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected);
+
+  // Removes the incidents of `gpu` (one system, or all); returns what was removed.
+  std::vector<Incident> Clear(uint32_t gpu, std::optional<HealthSystem> system,
+                              const std::string& reason);
+
+  // The latest verdict; UNKNOWN for every GPU before the first evaluation.
+  std::shared_ptr<const HealthVerdict> Latest() const;
+  const HealthPolicy& policy() const { return policy_; }
+
+ private:
+  struct CounterWindow {  // (time, value) samples of one cumulative counter within the window
+    std::deque<std::pair<absl::Time, int64_t>> samples;
+    uint64_t last_seq = 0;
+  };
+  struct Condition {  // a rule that fired this tick
+    HealthSystem system;
+    HealthStatus status;
+    std::string key, code, message, action;
+    bool injected;
+  };
+  struct PendingXid {
+    uint32_t gpu, xid;
+    absl::Time time;
+    bool injected;
+  };
+
+  // Field index for a catalogue ID (every rule's input is in the layout).
+  size_t Index(FieldId field) const;
+  // Adds the new sample (if any) of a counter and returns its increase over the window, or
+  // nullopt when there is no usable value. Sets *reset when the counter went backwards.
+  std::optional<int64_t> WindowDelta(uint32_t gpu, FieldId field, const Snapshot& snapshot,
+                                     absl::Time now, bool* reset, bool* injected)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void EvaluateRules(uint32_t gpu, const Snapshot& snapshot, absl::Time now,
+                     std::vector<Condition>* conditions, bool* reset_seen)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void EvaluateXids(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Why (GPU, system) cannot be judged now, or "" when its inputs are fresh.
+  std::string UnknownReason(uint32_t gpu, HealthSystem system, const Snapshot& snapshot,
+                            absl::Time now) const;
+  // Records a finding: `onset` counts a new occurrence (an XID, or a condition that was not
+  // holding at the previous evaluation).
+  void Upsert(uint32_t gpu, const Condition& condition, absl::Time now, bool onset,
+              absl::Duration expire_after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  std::shared_ptr<const HealthVerdict> BuildVerdict(uint64_t seq, absl::Time time) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  const HealthPolicy policy_;
+  const std::shared_ptr<const FieldLayout> layout_;
+  const std::vector<GpuIdentity> gpus_;
+  const std::vector<absl::Duration> intervals_;
+  IncidentSink* const sink_;
+  // Precomputed per field index: the age past which a value is stale.
+  std::vector<absl::Duration> stale_after_;
+  // Field IDs -> layout index, for the fields the rules read (a flat table; IDs are < 2048).
+  std::vector<int32_t> index_of_;
+
+  mutable absl::Mutex mutex_;
+  // Per GPU: incidents by key.
+  std::vector<std::map<std::string, Incident>> incidents_ ABSL_GUARDED_BY(mutex_);
+  // Per GPU: keys of condition incidents that held at the previous evaluation.
+  std::vector<std::map<std::string, bool>> active_ ABSL_GUARDED_BY(mutex_);
+  std::vector<std::map<FieldId, CounterWindow>> counters_ ABSL_GUARDED_BY(mutex_);
+  // Per GPU and XID code: recent occurrence times (for count rules).
+  std::vector<std::map<uint32_t, std::deque<absl::Time>>> xid_times_ ABSL_GUARDED_BY(mutex_);
+  std::vector<PendingXid> pending_xids_ ABSL_GUARDED_BY(mutex_);
+  // Per GPU and system: why it could not be judged at the last evaluation ("" if it could).
+  std::vector<std::vector<std::string>> unknown_ ABSL_GUARDED_BY(mutex_);
+  std::shared_ptr<const HealthVerdict> latest_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace vigil

@@ -1,0 +1,578 @@
+// Tests for the health engine on hand-built snapshots: every rule just below and just above its
+// threshold, the XID policy, de-duplication, expiry, stickiness, UNKNOWN, resets, clears and
+// transitions; the policy's config overrides; and the incident store's persistence.
+#include "health/evaluator.h"
+
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "health/incident_store.h"
+#include "testing/temp_dir.h"
+
+namespace vigil {
+namespace {
+
+using ::testing::HasSubstr;
+
+const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
+
+class HealthTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Make(DefaultHealthPolicy()); }
+
+  void Make(HealthPolicy policy, IncidentSink* sink = nullptr,
+            std::vector<Incident> restored = {}) {
+    std::vector<const FieldInfo*> fields;
+    std::vector<absl::Duration> intervals;
+    for (const FieldInfo& field : AllFields()) {
+      fields.push_back(&field);
+      intervals.push_back(absl::Seconds(1));
+    }
+    layout_ = std::make_shared<const FieldLayout>(fields);
+    std::vector<GpuIdentity> gpus = {{.index = 0, .uuid = "GPU-0"}, {.index = 1, .uuid = "GPU-1"}};
+    health_ = std::make_unique<HealthEvaluator>(std::move(policy), layout_, gpus, intervals, sink,
+                                                std::move(restored));
+    // Healthy readings: Gen5 x16, ECC on, infoROM valid, every counter at a baseline.
+    values_.assign(2, {});
+    for (uint32_t gpu = 0; gpu < 2; ++gpu) {
+      for (const FieldInfo& field : AllFields()) {
+        values_[gpu][field.id] = field.type == FieldType::kString   ? FieldValue::String("x")
+                                 : field.type == FieldType::kDouble ? FieldValue::Double(1)
+                                                                    : FieldValue::Int(0);
+      }
+      values_[gpu][fid::kPcieLinkGen] = FieldValue::Int(5);
+      values_[gpu][fid::kPcieLinkWidth] = FieldValue::Int(16);
+      values_[gpu][fid::kInforomConfigValid] = FieldValue::Int(1);
+      values_[gpu][fid::kTotalEnergy] = FieldValue::Int(1'000'000);
+    }
+    now_ = kT0;
+    seq_ = 0;
+    transitions_.clear();
+  }
+
+  // One tick, `step` after the last, with the current values (all freshly sampled).
+  std::shared_ptr<const HealthVerdict> Tick(absl::Duration step = absl::Seconds(1)) {
+    now_ += step;
+    Snapshot snapshot;
+    snapshot.seq = ++seq_;
+    snapshot.time = now_;
+    snapshot.gpu_count = 2;
+    snapshot.layout = layout_;
+    snapshot.values.resize(2 * layout_->size());
+    for (uint32_t gpu = 0; gpu < 2; ++gpu) {
+      for (size_t i = 0; i < layout_->size(); ++i) {
+        snapshot.values[gpu * layout_->size() + i] = {values_[gpu][layout_->field(i).id], seq_,
+                                                      now_};
+      }
+    }
+    snapshot.gpu_read = gpu_read_;
+    if (stale_field_) {
+      snapshot.values[*layout_->IndexOf(*stale_field_)].sample_time = now_ - absl::Minutes(5);
+    }
+    verdict_ = health_->Evaluate(snapshot, now_, &transitions_);
+    return verdict_;
+  }
+
+  // Sets a value on GPU 0, optionally as a counter increase over the previous tick.
+  void Set(FieldId field, int64_t value) { values_[0][field] = FieldValue::Int(value); }
+  void Add(FieldId field, int64_t amount) {
+    values_[0][field] = FieldValue::Int(values_[0][field].as_int() + amount);
+  }
+
+  HealthStatus System(HealthSystem system, uint32_t gpu = 0) const {
+    return verdict_->gpus[gpu].systems[static_cast<size_t>(system)].status;
+  }
+  const std::vector<Incident>& Incidents(HealthSystem system, uint32_t gpu = 0) const {
+    return verdict_->gpus[gpu].systems[static_cast<size_t>(system)].incidents;
+  }
+
+  std::shared_ptr<const FieldLayout> layout_;
+  std::unique_ptr<HealthEvaluator> health_;
+  std::vector<std::map<FieldId, FieldValue>> values_;
+  absl::Time now_;
+  uint64_t seq_ = 0;
+  std::optional<FieldId> stale_field_;
+  std::vector<ValueStatus> gpu_read_ = {ValueStatus::kOk, ValueStatus::kOk};
+  std::shared_ptr<const HealthVerdict> verdict_;
+  std::vector<HealthTransition> transitions_;
+};
+
+TEST_F(HealthTest, HealthyDataPassesEverywhereWithTheTicksSeq) {
+  Tick();
+  EXPECT_EQ(verdict_->overall, HealthStatus::kPass);
+  EXPECT_EQ(verdict_->seq, 1u);
+  ASSERT_EQ(verdict_->gpus.size(), 2u);
+  EXPECT_EQ(verdict_->gpus[1].systems.size(), 7u);
+  EXPECT_EQ(health_->Latest(), verdict_);
+}
+
+TEST_F(HealthTest, BeforeTheFirstEvaluationEverythingIsUnknown) {
+  EXPECT_EQ(health_->Latest()->overall, HealthStatus::kUnknown);
+}
+
+// Counter rules: a window delta just below and just above each threshold.
+struct CounterCase {
+  const char* name;
+  FieldId field;
+  int64_t below, above;
+  HealthSystem system;
+  HealthStatus status;
+  const char* code;
+};
+
+class HealthCounterRuleTest : public HealthTest,
+                              public ::testing::WithParamInterface<CounterCase> {};
+
+TEST_P(HealthCounterRuleTest, FiresOnlyAboveItsThreshold) {
+  const CounterCase& c = GetParam();
+  Tick();  // the baseline
+  Add(c.field, c.below);
+  Tick();
+  EXPECT_EQ(System(c.system), HealthStatus::kPass) << c.name << " fired at " << c.below;
+  Make(DefaultHealthPolicy());
+  Tick();
+  Add(c.field, c.above);
+  Tick();
+  EXPECT_EQ(System(c.system), c.status) << c.name << " at " << c.above;
+  ASSERT_FALSE(Incidents(c.system).empty());
+  EXPECT_EQ(Incidents(c.system)[0].code, c.code);
+  EXPECT_FALSE(Incidents(c.system)[0].message.empty());
+  EXPECT_FALSE(Incidents(c.system)[0].action.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rules, HealthCounterRuleTest,
+    ::testing::Values(
+        // Gen5 x16: 1.92 replays per lane per minute x 16 lanes = 30.72 in 60 s.
+        CounterCase{"pcie", fid::kPcieReplayCounter, 30, 31, HealthSystem::kPcie,
+                    HealthStatus::kWarn, "DCGM_FR_PCI_REPLAY_RATE"},
+        // Any thermal throttling (DCGM's rule).
+        CounterCase{"thermal", fid::kThermalViolation, 0, 1, HealthSystem::kThermal,
+                    HealthStatus::kWarn, "DCGM_FR_CLOCKS_EVENT_THERMAL"},
+        // Power: 10% of the 60 s window = 6 s throttled.
+        CounterCase{"power", fid::kPowerViolation, 5'999'999'999, 6'000'000'000,
+                    HealthSystem::kPower, HealthStatus::kWarn, "DCGM_FR_CLOCKS_EVENT_POWER"},
+        CounterCase{"nvlink crc", fid::kNvlinkCrcFlitErrors, 0, 1, HealthSystem::kNvlink,
+                    HealthStatus::kWarn, "DCGM_FR_NVLINK_CRC_ERROR_THRESHOLD"},
+        CounterCase{"nvlink replay", fid::kNvlinkReplayErrors, 0, 1, HealthSystem::kNvlink,
+                    HealthStatus::kFail, "DCGM_FR_NVLINK_ERROR_THRESHOLD"},
+        CounterCase{"nvlink recovery", fid::kNvlinkRecoveryErrors, 0, 1, HealthSystem::kNvlink,
+                    HealthStatus::kFail, "DCGM_FR_NVLINK_ERROR_THRESHOLD"}));
+
+TEST_F(HealthTest, NvlinkCrcRateFailsAtOneHundredPerSecond) {
+  Tick();
+  Add(fid::kNvlinkCrcFlitErrors, 99);  // 99 in 1 s
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kNvlink), HealthStatus::kWarn);
+  Make(DefaultHealthPolicy());
+  Tick();
+  Add(fid::kNvlinkCrcDataErrors, 100);  // data CRC counts too
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kNvlink), HealthStatus::kFail);
+  EXPECT_EQ(Incidents(HealthSystem::kNvlink)[0].code, "DCGM_FR_NVLINK_ERROR_CRITICAL");
+}
+
+TEST_F(HealthTest, PowerThrottlingSpreadOverTheWindowCounts) {
+  Tick();
+  // 0.15 s of every second for a minute: 15% of the window.
+  for (int i = 0; i < 60; ++i) {
+    Add(fid::kPowerViolation, 150'000'000);
+    Tick();
+  }
+  EXPECT_EQ(System(HealthSystem::kPower), HealthStatus::kWarn);
+  EXPECT_THAT(Incidents(HealthSystem::kPower)[0].message, HasSubstr("9.0 s of the last 1m"));
+}
+
+// Level rules: a value just below and at/above each threshold.
+struct LevelCase {
+  const char* name;
+  FieldId field;
+  int64_t healthy, unhealthy;
+  HealthSystem system;
+  HealthStatus status;
+  const char* code;
+};
+
+class HealthLevelRuleTest : public HealthTest, public ::testing::WithParamInterface<LevelCase> {};
+
+TEST_P(HealthLevelRuleTest, FiresOnlyPastItsThreshold) {
+  const LevelCase& c = GetParam();
+  Set(c.field, c.healthy);
+  Tick();
+  EXPECT_EQ(System(c.system), HealthStatus::kPass) << c.name;
+  Set(c.field, c.unhealthy);
+  Tick();
+  EXPECT_EQ(System(c.system), c.status) << c.name;
+  ASSERT_FALSE(Incidents(c.system).empty());
+  EXPECT_EQ(Incidents(c.system)[0].code, c.code);
+  EXPECT_EQ(System(c.system, 1), HealthStatus::kPass) << "the other GPU";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rules, HealthLevelRuleTest,
+    ::testing::Values(
+        LevelCase{"volatile dbe", fid::kEccDbeVolTotal, 0, 1, HealthSystem::kMemory,
+                  HealthStatus::kFail, "DCGM_FR_VOLATILE_DBE_DETECTED"},
+        LevelCase{"pending retirement", fid::kRetiredPending, 0, 1, HealthSystem::kMemory,
+                  HealthStatus::kWarn, "DCGM_FR_PENDING_PAGE_RETIREMENTS"},
+        LevelCase{"retired sbe", fid::kRetiredSbe, 62, 63, HealthSystem::kMemory,
+                  HealthStatus::kFail, "DCGM_FR_RETIRED_PAGES_LIMIT"},
+        LevelCase{"retired dbe", fid::kRetiredDbe, 15, 16, HealthSystem::kMemory,
+                  HealthStatus::kFail, "DCGM_FR_RETIRED_PAGES_DBE_LIMIT"},
+        LevelCase{"row remap failure", fid::kRowRemapFailure, 0, 1, HealthSystem::kMemory,
+                  HealthStatus::kFail, "DCGM_FR_ROW_REMAP_FAILURE"},
+        LevelCase{"uncorrectable rows", fid::kUncorrectableRemappedRows, 511, 512,
+                  HealthSystem::kMemory, HealthStatus::kWarn, "DCGM_FR_UNCORRECTABLE_ROW_REMAP"},
+        LevelCase{"unrepairable", fid::kMemoryUnrepairable, 0, 1, HealthSystem::kMemory,
+                  HealthStatus::kFail, "DCGM_FR_FAULTY_MEMORY"},
+        LevelCase{"inforom", fid::kInforomConfigValid, 1, 0, HealthSystem::kInforom,
+                  HealthStatus::kWarn, "DCGM_FR_CORRUPT_INFOROM"},
+        LevelCase{"recovery reset", fid::kGpuRecoveryAction, 0, 1, HealthSystem::kDriver,
+                  HealthStatus::kFail, "DCGM_FR_GPU_RECOVERY_RESET"},
+        LevelCase{"recovery reboot", fid::kGpuRecoveryAction, 0, 2, HealthSystem::kDriver,
+                  HealthStatus::kFail, "DCGM_FR_GPU_RECOVERY_REBOOT"},
+        LevelCase{"recovery drain p2p", fid::kGpuRecoveryAction, 0, 3, HealthSystem::kDriver,
+                  HealthStatus::kWarn, "DCGM_FR_GPU_RECOVERY_DRAIN_P2P"},
+        LevelCase{"recovery drain reset", fid::kGpuRecoveryAction, 0, 4, HealthSystem::kDriver,
+                  HealthStatus::kFail, "DCGM_FR_GPU_RECOVERY_DRAIN_RESET"}));
+
+TEST_F(HealthTest, PcieAllowanceScalesWithGenerationAndWidth) {
+  Set(fid::kPcieLinkGen, 3);    // 0.48 per lane per minute
+  Set(fid::kPcieLinkWidth, 8);  // x8: 3.84 in 60 s
+  Tick();
+  Add(fid::kPcieReplayCounter, 3);
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kPcie), HealthStatus::kPass);
+  Add(fid::kPcieReplayCounter, 1);
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kPcie), HealthStatus::kWarn);
+  EXPECT_THAT(Incidents(HealthSystem::kPcie)[0].message, HasSubstr("Gen3 x8"));
+}
+
+TEST_F(HealthTest, XidPolicy) {
+  struct Case {
+    uint32_t xid;
+    HealthSystem system;
+    HealthStatus status;
+  };
+  const Case cases[] = {
+      {79, HealthSystem::kDriver, HealthStatus::kFail},
+      {48, HealthSystem::kMemory, HealthStatus::kFail},
+      {64, HealthSystem::kMemory, HealthStatus::kFail},
+      {74, HealthSystem::kNvlink, HealthStatus::kFail},
+      {95, HealthSystem::kMemory, HealthStatus::kFail},
+      {119, HealthSystem::kDriver, HealthStatus::kFail},
+      {120, HealthSystem::kDriver, HealthStatus::kFail},
+      {140, HealthSystem::kMemory, HealthStatus::kFail},
+      {94, HealthSystem::kMemory, HealthStatus::kWarn},
+      {999, HealthSystem::kDriver, HealthStatus::kWarn},
+      {13, HealthSystem::kDriver, HealthStatus::kPass},
+      {31, HealthSystem::kDriver, HealthStatus::kPass},
+      {43, HealthSystem::kDriver, HealthStatus::kPass},
+      {45, HealthSystem::kDriver, HealthStatus::kPass},
+  };
+  for (const Case& c : cases) {
+    Make(DefaultHealthPolicy());
+    Tick();
+    health_->RecordXid(0, c.xid, now_, false);
+    Tick();
+    EXPECT_EQ(System(c.system), c.status) << "XID " << c.xid;
+    EXPECT_EQ(verdict_->gpus[1].status, HealthStatus::kPass) << "XID " << c.xid;
+    if (c.status == HealthStatus::kPass) {
+      EXPECT_EQ(verdict_->overall, HealthStatus::kPass);
+    }
+  }
+}
+
+TEST_F(HealthTest, CountedXidsWarnAtTheirThreshold) {
+  Tick();
+  for (int i = 1; i <= 3; ++i) {
+    health_->RecordXid(0, 63, now_, false);
+    Tick();
+    EXPECT_EQ(System(HealthSystem::kMemory), HealthStatus::kPass) << i;
+  }
+  health_->RecordXid(0, 63, now_, false);
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kMemory), HealthStatus::kWarn);
+  EXPECT_THAT(Incidents(HealthSystem::kMemory)[0].message, HasSubstr("4 in the last 1h"));
+}
+
+TEST_F(HealthTest, RepeatsUpdateOneIncidentAndFailIsSticky) {
+  Tick();
+  health_->RecordXid(0, 79, now_, true);
+  Tick();
+  const absl::Time first = now_;
+  health_->RecordXid(0, 79, now_, true);
+  health_->RecordXid(0, 79, now_, true);
+  Tick();
+  ASSERT_EQ(Incidents(HealthSystem::kDriver).size(), 1u);
+  const Incident incident = Incidents(HealthSystem::kDriver)[0];
+  EXPECT_EQ(incident.count, 3u);
+  EXPECT_EQ(incident.first_seen, first);
+  EXPECT_EQ(incident.last_seen, now_);
+  EXPECT_TRUE(incident.injected);
+  EXPECT_EQ(incident.uuid, "GPU-0");
+  Tick(absl::Hours(5));
+  EXPECT_EQ(System(HealthSystem::kDriver), HealthStatus::kFail) << "a FAIL never expires";
+}
+
+TEST_F(HealthTest, ConditionOnsetsAreCountedNotTicks) {
+  Set(fid::kInforomConfigValid, 0);
+  Tick();
+  Tick();
+  Tick();
+  EXPECT_EQ(Incidents(HealthSystem::kInforom)[0].count, 1u);
+  Set(fid::kInforomConfigValid, 1);
+  Tick();
+  Set(fid::kInforomConfigValid, 0);
+  Tick();
+  EXPECT_EQ(Incidents(HealthSystem::kInforom)[0].count, 2u);
+}
+
+TEST_F(HealthTest, WarnExpiresAWindowAfterItStopsHolding) {
+  Tick();
+  Add(fid::kThermalViolation, 1'000'000);
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kThermal), HealthStatus::kWarn);
+  Tick(absl::Seconds(30));  // the increase is still inside the window
+  EXPECT_EQ(System(HealthSystem::kThermal), HealthStatus::kWarn);
+  Tick(absl::Seconds(31));  // no violation in the last minute...
+  Tick(absl::Seconds(61));  // ...and a window since it was last seen
+  EXPECT_EQ(System(HealthSystem::kThermal), HealthStatus::kPass);
+}
+
+TEST_F(HealthTest, MissingOrStaleDataIsUnknownNeverPass) {
+  values_[0][fid::kEccDbeVolTotal] = FieldValue::Error(ValueStatus::kNoData);
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kMemory), HealthStatus::kUnknown);
+  EXPECT_THAT(verdict_->gpus[0].systems[1].unknown_reason, HasSubstr("no data yet"));
+  EXPECT_EQ(verdict_->overall, HealthStatus::kUnknown);
+  values_[0][fid::kEccDbeVolTotal] = FieldValue::Int(0);
+  stale_field_ = fid::kThermalViolation;  // GPU 0's last read 5 minutes ago
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kThermal), HealthStatus::kUnknown);
+  EXPECT_THAT(verdict_->gpus[0].systems[3].unknown_reason, HasSubstr("stale"));
+  EXPECT_EQ(System(HealthSystem::kMemory), HealthStatus::kPass);
+  stale_field_.reset();
+  values_[0][fid::kEccDbeVolTotal] = FieldValue::Error(ValueStatus::kTimeout);
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kMemory), HealthStatus::kUnknown);
+}
+
+TEST_F(HealthTest, UnsupportedFieldsAreNotJudged) {
+  values_[0][fid::kRetiredSbe] = FieldValue::Error(ValueStatus::kNotSupported);
+  values_[0][fid::kRetiredDbe] = FieldValue::Error(ValueStatus::kNotSupported);
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kMemory), HealthStatus::kPass);
+}
+
+TEST_F(HealthTest, LostGpuIsUnknownWithAFailIncident) {
+  Tick();
+  // As the engine does: the fields read at this tick fail, the others keep older values.
+  values_[0][fid::kGpuTemp] = FieldValue::Error(ValueStatus::kGpuLost);
+  gpu_read_[0] = ValueStatus::kGpuLost;
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kMemory), HealthStatus::kUnknown);
+  EXPECT_EQ(System(HealthSystem::kPcie), HealthStatus::kUnknown);
+  EXPECT_EQ(System(HealthSystem::kDriver), HealthStatus::kFail);
+  EXPECT_THAT(verdict_->gpus[0].systems[1].unknown_reason, HasSubstr("lost"));
+  EXPECT_EQ(verdict_->gpus[0].status, HealthStatus::kFail);
+  EXPECT_EQ(verdict_->gpus[1].status, HealthStatus::kPass);
+}
+
+TEST_F(HealthTest, UnresponsiveGpuIsUnknownWithAWarnIncidentUntilItAnswers) {
+  Tick();
+  const auto healthy = values_[0];
+  values_[0][fid::kGpuTemp] = FieldValue::Error(ValueStatus::kTimeout);
+  gpu_read_[0] = ValueStatus::kTimeout;
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kMemory), HealthStatus::kUnknown);
+  EXPECT_THAT(verdict_->gpus[0].systems[1].unknown_reason, HasSubstr("timed out"));
+  const auto& driver = verdict_->gpus[0].systems[static_cast<size_t>(HealthSystem::kDriver)];
+  ASSERT_EQ(driver.incidents.size(), 1u);
+  EXPECT_EQ(driver.incidents[0].status, HealthStatus::kWarn);
+  EXPECT_THAT(driver.incidents[0].message, HasSubstr("did not answer"));
+  EXPECT_NE(verdict_->gpus[0].status, HealthStatus::kPass);
+  EXPECT_NE(verdict_->gpus[0].status, HealthStatus::kFail);  // slow is not proof of a fault
+  EXPECT_EQ(verdict_->gpus[1].status, HealthStatus::kPass);
+
+  values_[0] = healthy;
+  gpu_read_[0] = ValueStatus::kOk;
+  for (int i = 0; i < 120; ++i) Tick();  // past the WARN's expiry window
+  EXPECT_EQ(verdict_->gpus[0].status, HealthStatus::kPass);
+}
+
+TEST_F(HealthTest, AGpuResetClearsStickyFailures) {
+  Add(fid::kEccSbeVolTotal, 10);
+  Tick();
+  health_->RecordXid(0, 79, now_, false);
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kDriver), HealthStatus::kFail);
+  Set(fid::kEccSbeVolTotal, 0);  // volatile counters only go back on a reset
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kDriver), HealthStatus::kPass);
+}
+
+TEST_F(HealthTest, ClearRemovesIncidentsAndConditionsComeBack) {
+  Tick();
+  health_->RecordXid(0, 79, now_, false);
+  Set(fid::kInforomConfigValid, 0);
+  Tick();
+  EXPECT_EQ(health_->Clear(0, HealthSystem::kDriver, "test").size(), 1u);
+  EXPECT_EQ(health_->Clear(0, std::nullopt, "test").size(), 1u);
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kDriver), HealthStatus::kPass);
+  EXPECT_EQ(System(HealthSystem::kInforom), HealthStatus::kWarn) << "still corrupt";
+}
+
+TEST_F(HealthTest, TransitionsAfterTheBaseline) {
+  Tick();
+  EXPECT_TRUE(transitions_.empty()) << "the first evaluation is the baseline";
+  health_->RecordXid(1, 79, now_, true);
+  Tick();
+  ASSERT_EQ(transitions_.size(), 1u);
+  EXPECT_EQ(transitions_[0].gpu, 1u);
+  EXPECT_EQ(transitions_[0].system, HealthSystem::kDriver);
+  EXPECT_EQ(transitions_[0].from, HealthStatus::kPass);
+  EXPECT_EQ(transitions_[0].to, HealthStatus::kFail);
+  EXPECT_TRUE(transitions_[0].injected);
+  EXPECT_THAT(transitions_[0].summary, HasSubstr("DCGM_FR_FALLEN_OFF_BUS"));
+  transitions_.clear();
+  Tick();
+  EXPECT_TRUE(transitions_.empty());
+}
+
+TEST_F(HealthTest, RestoredFailuresShowFromTheFirstVerdict) {
+  Incident incident{.gpu = 1,
+                    .uuid = "GPU-1",
+                    .system = HealthSystem::kMemory,
+                    .status = HealthStatus::kFail,
+                    .key = "xid.48",
+                    .code = "DCGM_FR_VOLATILE_DBE_DETECTED",
+                    .first_seen = kT0 - absl::Hours(3)};
+  Make(DefaultHealthPolicy(), nullptr, {incident});
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kMemory, 1), HealthStatus::kFail);
+  EXPECT_EQ(Incidents(HealthSystem::kMemory, 1)[0].first_seen, kT0 - absl::Hours(3));
+}
+
+TEST(HealthPolicyTest, ConfigOverridesXidsAndThresholds) {
+  HealthPolicy policy = DefaultHealthPolicy();
+  const YAML::Node node = YAML::Load(R"(
+window: 2m
+power_violation_fraction: 0.5
+xid:
+  "13": {severity: fail, system: memory, action: replace it}
+  "92": {count: 10, window: 24h}
+)");
+  ASSERT_TRUE(ApplyHealthConfig(node, "e.yaml", &policy).ok());
+  EXPECT_EQ(policy.window, absl::Minutes(2));
+  EXPECT_EQ(policy.power_violation_fraction, 0.5);
+  EXPECT_EQ(policy.RuleFor(13).severity, XidRule::Severity::kFail);
+  EXPECT_EQ(policy.RuleFor(13).system, HealthSystem::kMemory);
+  EXPECT_EQ(policy.RuleFor(13).action, "replace it");
+  EXPECT_EQ(policy.RuleFor(92).severity, XidRule::Severity::kCount);  // kept
+  EXPECT_EQ(policy.RuleFor(92).count, 10u);
+  EXPECT_EQ(policy.RuleFor(92).window, absl::Hours(24));
+
+  for (const char* bad :
+       {"xid: {\"0\": {severity: fail}}", "xid: {\"79\": {severity: fatal}}",
+        "xid: {\"79\": {system: gpu}}", "power_violation_fraction: 2", "window: 1s", "bogus: 1"}) {
+    HealthPolicy p = DefaultHealthPolicy();
+    EXPECT_FALSE(ApplyHealthConfig(YAML::Load(bad), "e.yaml", &p).ok()) << bad;
+  }
+}
+
+// --- Persistence ---
+
+Incident Failure(std::string uuid, std::string key) {
+  return Incident{.gpu = 2,
+                  .uuid = std::move(uuid),
+                  .system = HealthSystem::kDriver,
+                  .status = HealthStatus::kFail,
+                  .key = std::move(key),
+                  .code = "DCGM_FR_FALLEN_OFF_BUS",
+                  .message = "XID 79",
+                  .action = "restart",
+                  .first_seen = kT0,
+                  .last_seen = kT0 + absl::Seconds(5),
+                  .count = 2};
+}
+
+TEST(IncidentStoreTest, RaisedFailuresSurviveAReopenAndClearsStick) {
+  testing::TempDir dir;
+  IncidentStore::Loaded loaded;
+  {
+    auto store = IncidentStore::Open(dir.path(), "boot-a", &loaded);
+    ASSERT_TRUE(store.ok()) << store.status();
+    (*store)->Raised(Failure("GPU-a", "xid.79"));
+    (*store)->Raised(Failure("GPU-b", "xid.79"));
+    (*store)->Cleared(Failure("GPU-b", "xid.79"), "operator");
+  }
+  auto store = IncidentStore::Open(dir.path(), "boot-a", &loaded);
+  ASSERT_TRUE(store.ok());
+  ASSERT_EQ(loaded.incidents.size(), 1u);
+  EXPECT_EQ(loaded.incidents[0].uuid, "GPU-a");
+  EXPECT_EQ(loaded.incidents[0].first_seen, kT0);
+  EXPECT_EQ(loaded.incidents[0].count, 2u);
+  EXPECT_TRUE(loaded.problems.empty());
+  // Compacted: the boot record and the one surviving incident.
+  std::ifstream file(dir.File("health.log"));
+  int lines = 0;
+  for (std::string line; std::getline(file, line);) ++lines;
+  EXPECT_EQ(lines, 2);
+}
+
+TEST(IncidentStoreTest, TornAndCorruptRecordsAreReportedAndSkipped) {
+  testing::TempDir dir;
+  IncidentStore::Loaded loaded;
+  {
+    auto store = IncidentStore::Open(dir.path(), "boot-a", &loaded);
+    (*store)->Raised(Failure("GPU-a", "xid.79"));
+    (*store)->Raised(Failure("GPU-b", "xid.48"));
+    (*store)->Raised(Failure("GPU-c", "xid.95"));
+  }
+  std::string text;
+  {
+    std::ifstream file(dir.File("health.log"));
+    std::stringstream buffer;
+    buffer << file.rdbuf();
+    text = buffer.str();
+  }
+  // Corrupt the GPU-b record in the middle, and tear a half-written record onto the end.
+  text.replace(text.find("GPU-b"), 5, "GPU-X");
+  text += "1234abcd {\"op\":\"raise\",\"uuid\":\"GPU-d\"";
+  std::ofstream(dir.File("health.log")) << text;
+  auto store = IncidentStore::Open(dir.path(), "boot-a", &loaded);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_EQ(loaded.incidents.size(), 2u);
+  EXPECT_EQ(loaded.incidents[0].uuid, "GPU-a");
+  EXPECT_EQ(loaded.incidents[1].uuid, "GPU-c");
+  ASSERT_EQ(loaded.problems.size(), 2u);
+  EXPECT_THAT(loaded.problems[0], HasSubstr("health.log:3"));
+  EXPECT_THAT(loaded.problems[1], HasSubstr("health.log:5"));
+}
+
+TEST(IncidentStoreTest, ARebootClearsPersistedFailures) {
+  testing::TempDir dir;
+  IncidentStore::Loaded loaded;
+  {
+    auto store = IncidentStore::Open(dir.path(), "boot-a", &loaded);
+    (*store)->Raised(Failure("GPU-a", "xid.79"));
+  }
+  ASSERT_TRUE(IncidentStore::Open(dir.path(), "boot-b", &loaded).ok());
+  EXPECT_TRUE(loaded.rebooted);
+  EXPECT_EQ(loaded.dropped, 1u);
+  EXPECT_TRUE(loaded.incidents.empty());
+  ASSERT_TRUE(IncidentStore::Open(dir.path(), "boot-b", &loaded).ok());
+  EXPECT_FALSE(loaded.rebooted);
+}
+
+TEST(IncidentStoreTest, AnUnwritableStateDirIsAnError) {
+  IncidentStore::Loaded loaded;
+  EXPECT_FALSE(IncidentStore::Open("/proc/nonexistent", "boot", &loaded).ok());
+}
+
+}  // namespace
+}  // namespace vigil

@@ -1,0 +1,81 @@
+// What counts as unhealthy: the health systems, their states, and the policy — thresholds and the
+// per-XID rules — as data. Built-in defaults follow DCGM's health watches and NVIDIA's XID
+// catalogue; the engine config's `health:` section overrides them (see docs/health.md).
+// A plain value type; the lookups are pure and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "yaml-cpp/yaml.h"
+
+namespace vigil {
+
+// DCGM's health systems that Vigil evaluates.
+enum class HealthSystem : uint8_t { kPcie, kMemory, kInforom, kThermal, kPower, kNvlink, kDriver };
+inline constexpr HealthSystem kAllHealthSystems[] = {
+    HealthSystem::kPcie,  HealthSystem::kMemory, HealthSystem::kInforom, HealthSystem::kThermal,
+    HealthSystem::kPower, HealthSystem::kNvlink, HealthSystem::kDriver};
+std::string_view HealthSystemName(HealthSystem system);  // "pcie", "memory", ...
+std::optional<HealthSystem> ParseHealthSystem(std::string_view name);
+
+// Ordered by how bad: the worst of several is the maximum, except that UNKNOWN ("cannot tell")
+// loses to FAIL (something is known to be broken) and beats WARN and PASS (never report healthy
+// what cannot be seen).
+enum class HealthStatus : uint8_t { kPass, kWarn, kUnknown, kFail };
+std::string_view HealthStatusName(HealthStatus status);  // "PASS", "WARN", "UNKNOWN", "FAIL"
+HealthStatus Worst(HealthStatus a, HealthStatus b);
+
+// How one XID code is treated.
+struct XidRule {
+  enum class Severity { kIgnore, kWarn, kFail, kCount };
+  Severity severity = Severity::kWarn;
+  HealthSystem system = HealthSystem::kDriver;
+  // kCount: WARN once `count` of them arrive within `window`; every severity: a WARN incident
+  // expires `window` after the last occurrence.
+  uint32_t count = 1;
+  absl::Duration window = absl::Hours(1);
+  std::string code;     // DCGM_FR_* name
+  std::string meaning;  // what NVIDIA says it is
+  std::string action;   // what the operator should do
+};
+std::string_view XidSeverityName(XidRule::Severity severity);
+
+struct HealthPolicy {
+  // The sliding window of counter deltas (DCGM: 60 s).
+  absl::Duration window = absl::Seconds(60);
+  // Power: DCGM warns on any power-violation time in the window, which fires on every brief
+  // power-cap excursion of a busy GPU. Vigil warns when the GPU spent at least this fraction of
+  // the window throttled for power.
+  double power_violation_fraction = 0.10;
+  // Thermal: fraction of the window throttled for heat (0: any, as DCGM).
+  double thermal_violation_fraction = 0.0;
+  // NVLink CRC errors: WARN at this many in the window, FAIL at this rate per second.
+  int64_t nvlink_crc_warn_count = 1;
+  double nvlink_crc_fail_rate = 100;
+  // Memory (DCGM's values).
+  int64_t retired_pages_fail = 63;      // SBE + DBE retired pages
+  int64_t retired_dbe_pages_fail = 15;  // DBE retired pages (DCGM: with a new one this week)
+  int64_t uncorrectable_rows_warn = 512;
+  // A value older than this many of its sampling intervals is stale: its system is UNKNOWN.
+  double stale_intervals = 3.0;
+  // XID rules; codes not listed get `unknown_xid`.
+  std::map<uint32_t, XidRule> xids;
+  XidRule unknown_xid;
+
+  const XidRule& RuleFor(uint32_t xid) const;
+};
+
+// The built-in policy (see health_policy.cc for the XID table and its sources).
+HealthPolicy DefaultHealthPolicy();
+
+// Applies a config file's `health:` section to `policy`. Errors: "SOURCE:LINE: health.PATH: ...".
+absl::Status ApplyHealthConfig(const YAML::Node& node, const std::string& source,
+                               HealthPolicy* policy);
+
+}  // namespace vigil

@@ -1,0 +1,123 @@
+// Fault injection into the engine: injected values replace (or, on cumulative counters, raise)
+// the backend's readings for a while, then real readings resume. Every injected value carries the
+// `injected` flag. Works with any backend, because it is applied to readings inside the engine.
+//
+// Counters stay monotonic for consumers. `add` raises a counter by N on top of the real reading,
+// which it keeps following; `value` may not be below the real reading. While an injection is
+// active, and after it ends until the real counter catches up, a counter never goes below what was
+// last published: the published value is max(candidate, last published), flagged injected as long
+// as it differs from the real reading. (Otherwise a cleared injection would look like a counter
+// reset to Prometheus and like an error burst to a health rule.)
+//
+// A new injection on a (GPU, field) that already has one supersedes it.
+//
+// Thread-safety: every method is thread-safe. The tick thread calls Expire(), ForcedFields() and
+// Apply(); gRPC threads add, clear and list.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/principal.h"
+#include "sampling/snapshot.h"
+
+namespace vigil {
+
+enum class InjectionMode { kValue, kAdd, kXid };
+std::string_view InjectionModeName(InjectionMode mode);
+
+struct InjectionRecord {
+  std::string id;  // "inj-12"
+  uint32_t gpu = 0;
+  FieldId field = 0;  // 0 for an XID
+  uint32_t xid = 0;
+  InjectionMode mode = InjectionMode::kValue;
+  FieldValue value;  // kValue: the replacement, of the field's type
+  int64_t add = 0;   // kAdd: the amount
+  Principal principal;
+  absl::Time start;
+  absl::Time expire;  // == start for an XID (a one-off event)
+  std::string scenario_id;
+
+  // "GPU 1 DCGM_FI_DEV_POWER_USAGE = 900 for 5s" and the like, for logs and events.
+  std::string Describe() const;
+};
+
+struct InjectionLimits {
+  absl::Duration default_duration = absl::Seconds(60);
+  absl::Duration max_duration = absl::Hours(1);
+  size_t max_active = 1024;
+};
+
+struct FieldInjectionRequest {
+  uint32_t gpu = 0;
+  FieldId field = 0;
+  std::optional<double> value;  // exactly one of value and add
+  std::optional<int64_t> add;
+  absl::Duration duration = absl::ZeroDuration();  // 0: the default
+  std::string scenario_id;
+};
+
+class InjectionTable {
+ public:
+  InjectionTable(std::shared_ptr<const FieldLayout> layout, uint32_t gpu_count,
+                 InjectionLimits limits);
+
+  const InjectionLimits& limits() const { return limits_; }
+
+  // Validates the request (GPU, field, type, duration, counter rules against `real`, the latest
+  // real reading) and records it, superseding an injection on the same (GPU, field). Returns the
+  // new record and, in *superseded, the one it replaced. InvalidArgument / ResourceExhausted with
+  // a message for people.
+  absl::StatusOr<InjectionRecord> AddField(const FieldInjectionRequest& request,
+                                           const FieldValue& real, const Principal& principal,
+                                           absl::Time now,
+                                           std::optional<InjectionRecord>* superseded);
+  // An XID injection's audit record (XIDs are one-off events: nothing stays active).
+  absl::StatusOr<InjectionRecord> MakeXid(uint32_t gpu, uint32_t xid, const Principal& principal,
+                                          absl::Time now, const std::string& scenario_id);
+
+  // Removes one active injection by id (NotFound otherwise), all of them, or those a scenario
+  // made. Returns what was removed.
+  absl::StatusOr<InjectionRecord> Clear(const std::string& id);
+  std::vector<InjectionRecord> ClearAll();
+  std::vector<InjectionRecord> ClearScenario(const std::string& scenario_id);
+  std::vector<InjectionRecord> List() const;
+
+  // Tick thread: removes and returns the injections whose time is up.
+  std::vector<InjectionRecord> Expire(absl::Time now);
+  // Tick thread: field indexes that must be read this tick whatever the schedule says (active
+  // injections, counter holds, injections that just ended), added to *fields.
+  void ForcedFields(std::set<size_t>* fields);
+  // Tick thread: turns the backend's reading of (gpu, field_index) into what is published.
+  void Apply(uint32_t gpu, size_t field_index, FieldValue* value);
+  // Whether Apply() could change anything (an injection or a counter hold exists). Checked once
+  // per tick so that a tick without injections takes no lock per value.
+  bool Empty() const;
+
+ private:
+  using Key = std::pair<uint32_t, size_t>;  // (gpu, field index)
+
+  std::shared_ptr<const FieldLayout> layout_;
+  const uint32_t gpu_count_;
+  const InjectionLimits limits_;
+
+  mutable absl::Mutex mutex_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mutex_) = 1;
+  std::map<Key, InjectionRecord> active_ ABSL_GUARDED_BY(mutex_);
+  // Cumulative fields: the last value published while injected; kept until the real counter
+  // reaches it.
+  std::map<Key, int64_t> floors_ ABSL_GUARDED_BY(mutex_);
+  std::set<size_t> ended_ ABSL_GUARDED_BY(mutex_);  // read once more so real values return now
+};
+
+}  // namespace vigil

@@ -1,0 +1,168 @@
+// The module rules of docs/architecture.md, checked on the build itself: each module (a folder of
+// src/ and its library) may use only the modules listed for it below, in what it links (the
+// module graph CMake writes at configure time, build/module_graph.txt, followed transitively) and
+// in what its sources include. Above all, the clients — client, exporter, healthcheck, cli —
+// never reach the engine side (backend, sampling, health, inject, engine, server).
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/paths.h"
+
+namespace vigil::testing {
+namespace {
+
+using Modules = std::set<std::string>;
+
+// Each module and every module it may use (directly or through another): the arrows of
+// docs/architecture.md, one way.
+const std::map<std::string, Modules>& Allowed() {
+  static const auto* const allowed = new std::map<std::string, Modules>{
+      {"common", {}},
+      {"fields", {"common"}},
+      {"backend", {"common", "fields"}},
+      {"sampling", {"common", "fields"}},
+      {"health", {"common", "fields", "backend", "sampling"}},
+      {"inject", {"common", "fields", "sampling"}},
+      {"engine", {"common", "fields", "backend", "sampling", "health", "inject"}},
+      {"api", {"common", "fields"}},
+      {"server", {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api"}},
+      {"client", {"common", "fields", "api"}},
+      {"exporter", {"common", "fields", "api", "client"}},
+      {"healthcheck", {"common", "fields", "api", "client"}},
+      {"cli", {"common", "fields", "api", "client", "exporter", "healthcheck"}},
+      {"app",
+       {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api", "server",
+        "client", "exporter", "healthcheck", "cli"}},
+      {"testing", {"common"}},
+  };
+  return *allowed;
+}
+
+const Modules kEngineSide = {"backend", "sampling", "health", "inject", "engine", "server"};
+const Modules kClients = {"client", "exporter", "healthcheck", "cli"};
+
+std::string Join(const Modules& modules) {
+  std::string out;
+  for (const std::string& module : modules) out += (out.empty() ? "" : ", ") + module;
+  return out;
+}
+
+// module -> the modules it links directly, from the build's module_graph.txt ("vigil_x: vigil_y").
+std::map<std::string, Modules> ReadLinkGraph() {
+  std::ifstream in(VIGIL_MODULE_GRAPH);
+  EXPECT_TRUE(in) << "cannot read " << VIGIL_MODULE_GRAPH << ": configure the build first";
+  std::map<std::string, Modules> graph;
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos || !line.starts_with("vigil_")) continue;
+    Modules& deps = graph[line.substr(6, colon - 6)];
+    std::istringstream words(line.substr(colon + 1));
+    for (std::string dep; words >> dep;) {
+      if (dep.starts_with("vigil_") && dep != "vigil_proto") deps.insert(dep.substr(6));
+    }
+  }
+  return graph;
+}
+
+Modules Closure(const std::map<std::string, Modules>& graph, const std::string& module) {
+  Modules seen;
+  std::vector<std::string> todo = {module};
+  while (!todo.empty()) {
+    const std::string next = todo.back();
+    todo.pop_back();
+    auto it = graph.find(next);
+    if (it == graph.end()) continue;
+    for (const std::string& dep : it->second) {
+      if (seen.insert(dep).second) todo.push_back(dep);
+    }
+  }
+  return seen;
+}
+
+// Every module of a folder src/X/ that one of its files includes ("X/y.h"), by file.
+std::map<std::string, Modules> IncludesOf(const std::string& module) {
+  static const std::regex include(R"re(^\s*#\s*include\s+"([a-z_]+)/)re");
+  std::map<std::string, Modules> used;
+  const std::filesystem::path dir = std::filesystem::path(SourceDir()) / "src" / module;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.ends_with(".h") && !name.ends_with(".cc")) continue;
+    std::ifstream in(entry.path());
+    std::string line;
+    std::smatch match;
+    while (std::getline(in, line)) {
+      if (std::regex_search(line, match, include) && Allowed().contains(match[1].str())) {
+        used[name].insert(match[1].str());
+      }
+    }
+  }
+  return used;
+}
+
+TEST(ArchitectureTest, EveryModuleHasItsFolderAndLibrary) {
+  const auto graph = ReadLinkGraph();
+  for (const auto& [module, allowed] : Allowed()) {
+    EXPECT_TRUE(std::filesystem::is_directory(std::filesystem::path(SourceDir()) / "src" / module))
+        << "src/" << module;
+    if (module != "testing") {
+      EXPECT_TRUE(graph.contains(module)) << "vigil_" << module;
+    }
+  }
+  for (const auto& [module, deps] : graph) {
+    EXPECT_TRUE(Allowed().contains(module))
+        << "vigil_" << module << " is not in the module table: add it to docs/architecture.md "
+        << "and this test";
+  }
+}
+
+TEST(ArchitectureTest, LibrariesLinkOnlyWhatTheyMayUse) {
+  const auto graph = ReadLinkGraph();
+  for (const auto& [module, deps] : graph) {
+    auto allowed = Allowed().find(module);
+    if (allowed == Allowed().end()) continue;  // reported above
+    Modules wrong;
+    for (const std::string& dep : Closure(graph, module)) {
+      if (!allowed->second.contains(dep)) wrong.insert(dep);
+    }
+    EXPECT_THAT(wrong, ::testing::IsEmpty())
+        << "vigil_" << module << " links (directly or through another library) " << Join(wrong)
+        << "; it may use only: " << Join(allowed->second);
+  }
+}
+
+TEST(ArchitectureTest, ClientsNeverLinkTheEngineSide) {
+  const auto graph = ReadLinkGraph();
+  for (const std::string& client : kClients) {
+    ASSERT_TRUE(graph.contains(client)) << client;
+    Modules reached;
+    for (const std::string& dep : Closure(graph, client)) {
+      if (kEngineSide.contains(dep)) reached.insert(dep);
+    }
+    EXPECT_THAT(reached, ::testing::IsEmpty())
+        << "the client library vigil_" << client << " links the engine side: " << Join(reached);
+  }
+}
+
+TEST(ArchitectureTest, SourcesIncludeOnlyWhatTheirModuleMayUse) {
+  for (const auto& [module, allowed] : Allowed()) {
+    for (const auto& [file, used] : IncludesOf(module)) {
+      for (const std::string& dep : used) {
+        if (dep == module || (dep == "testing" && file.ends_with("_test.cc"))) continue;
+        EXPECT_TRUE(allowed.contains(dep))
+            << "src/" << module << "/" << file << " includes " << dep << "/: module " << module
+            << " may use only: " << Join(allowed);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vigil::testing
