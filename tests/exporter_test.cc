@@ -175,6 +175,64 @@ TEST(ExporterTest, EngineLossIsVisibleWithinThreeSecondsAndRecovers) {
   EXPECT_THAT(back, HasSubstr("vigil_exporter_engine_reconnects_total 1\n"));
 }
 
+// The exporter shows what the engine it follows decided, never a table of its own: an engine
+// whose config fails XID 43 (the built-in policy ignores it as the application's problem) with
+// a site text, and its exporter, agree on the verdict and on the XID's message.
+TEST(ExporterTest, AnEngineConfiguredToFailXid43AndItsExporterAgree) {
+  TempDir dir;
+  const std::string config = WriteFile(dir, "engine.yaml", R"(health:
+  xid:
+    "43": {severity: fail, meaning: "site policy: XID 43 means a reset", action: "reset the GPU"}
+)");
+  EngineProcess engine(dir.path(), "n1", 2, {"--config", config});
+  const std::string counters = WriteFile(dir, "counters.csv", R"(DCGM_FI_DEV_GPU_TEMP, gauge, T.
+DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error encountered.
+DCGM_EXP_GPU_HEALTH_STATUS, gauge, Health.
+)");
+  ExporterProcess exporter(dir.path(), engine.unix_address, {"-f", counters});
+  ASSERT_GT(exporter.port(), 0) << exporter.process().Stderr();
+  exporter.ScrapeUntil(
+      [](const std::string& b) { return b.find("vigil_engine_up 1") != std::string::npos; });
+
+  const CommandResult injected =
+      Vigil({"inject", "xid", "--gpu", "1", "--xid", "43", "--engine", engine.unix_address});
+  ASSERT_EQ(injected.exit_code, 0) << injected.err;
+  const std::string message = "err_code=\"43\",err_msg=\"site policy: XID 43 means a reset\"}";
+  const std::string body = exporter.ScrapeUntil([&](const std::string& b) {
+    return b.find(message) != std::string::npos &&
+           b.find("system=\"driver\"} 20") != std::string::npos;
+  });
+  EXPECT_THAT(body, HasSubstr(message));
+  // The verdict: GPU 1's driver system FAIL in the exporter's own series and in DCGM's health
+  // metric, GPU 0 untouched — as the engine itself says.
+  EXPECT_THAT(body,
+              ::testing::ContainsRegex(
+                  R"re(vigil_gpu_health_status\{gpu="1",UUID="[^"]+",system="driver"\} 20)re"));
+  EXPECT_THAT(body,
+              ::testing::ContainsRegex(
+                  R"re(vigil_gpu_health_status\{gpu="0",UUID="[^"]+",system="driver"\} 0)re"));
+  const CommandResult health =
+      Vigil({"health", "--json", "--gpu", "1", "--engine", engine.unix_address});
+  EXPECT_EQ(health.exit_code, 1) << health.err;
+  const nlohmann::json verdict = nlohmann::json::parse(health.out);
+  EXPECT_EQ(verdict["gpus"][0]["systems"]["driver"]["status"], "FAIL") << health.out;
+  // The event stream carries the engine's policy for the code with the XID itself.
+  const CommandResult events =
+      Vigil({"events", "--no-follow", "--json", "--engine", engine.unix_address});
+  ASSERT_EQ(events.exit_code, 0) << events.err;
+  bool seen = false;
+  std::istringstream lines(events.out);
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json event = nlohmann::json::parse(line);
+    if (event["kind"] != "XID") continue;
+    seen = true;
+    EXPECT_EQ(event["xid_info"]["meaning"], "site policy: XID 43 means a reset");
+    EXPECT_EQ(event["xid_info"]["severity"], "fail");
+    EXPECT_EQ(event["xid_info"]["action"], "reset the GPU");
+  }
+  EXPECT_TRUE(seen) << events.out;
+}
+
 // A kubelet that serves pod-resources v1 List from a fixed answer, or fails.
 class FakeKubelet final : public ::v1::PodResourcesLister::Service {
  public:

@@ -465,6 +465,7 @@ power_violation_fraction: 0.5
 xid:
   "13": {severity: fail, system: memory, action: replace it}
   "92": {count: 10, window: 24h}
+  "43": {severity: fail, meaning: "site policy: reset on sight"}
 )");
   ASSERT_TRUE(ApplyHealthConfig(node, "e.yaml", &policy).ok());
   EXPECT_EQ(policy.window, absl::Minutes(2));
@@ -475,10 +476,13 @@ xid:
   EXPECT_EQ(policy.RuleFor(92).severity, XidRule::Severity::kCount);  // kept
   EXPECT_EQ(policy.RuleFor(92).count, 10u);
   EXPECT_EQ(policy.RuleFor(92).window, absl::Hours(24));
+  EXPECT_EQ(policy.RuleFor(43).meaning, "site policy: reset on sight");
+  EXPECT_EQ(policy.RuleFor(13).meaning, DefaultHealthPolicy().RuleFor(13).meaning);  // kept
 
   for (const char* bad :
        {"xid: {\"0\": {severity: fail}}", "xid: {\"79\": {severity: fatal}}",
-        "xid: {\"79\": {system: gpu}}", "power_violation_fraction: 2", "window: 1s", "bogus: 1"}) {
+        "xid: {\"79\": {system: gpu}}", "xid: {\"79\": {meaning: \"\"}}",
+        "power_violation_fraction: 2", "window: 1s", "bogus: 1"}) {
     HealthPolicy p = DefaultHealthPolicy();
     EXPECT_FALSE(ApplyHealthConfig(YAML::Load(bad), "e.yaml", &p).ok()) << bad;
   }

@@ -221,8 +221,8 @@ absl::Status ApplyHealthConfig(const YAML::Node& node, const std::string& source
         return reader.Error(entry.first, path, "XID codes are numbers from 1 to 999");
       }
       const YAML::Node rule_node = entry.second;
-      if (auto status = reader.ExpectMap(rule_node, path,
-                                         {"severity", "system", "count", "window", "action"});
+      if (auto status = reader.ExpectMap(
+              rule_node, path, {"severity", "system", "count", "window", "action", "meaning"});
           !status.ok()) {
         return status;
       }
@@ -274,7 +274,15 @@ absl::Status ApplyHealthConfig(const YAML::Node& node, const std::string& source
         if (!action.ok()) return action.status();
         rule.action = *action;
       }
-      if (rule.meaning.empty() || !policy->xids.contains(static_cast<uint32_t>(*code))) {
+      if (rule_node["meaning"]) {
+        auto meaning = reader.String(rule_node["meaning"], path + ".meaning");
+        if (!meaning.ok()) return meaning.status();
+        if (meaning->empty()) {
+          return reader.Error(rule_node["meaning"], path + ".meaning",
+                              "must not be empty: leave it out to keep the built-in text");
+        }
+        rule.meaning = *meaning;
+      } else if (rule.meaning.empty() || !policy->xids.contains(static_cast<uint32_t>(*code))) {
         rule.meaning = fmt::format("XID {} (configured)", *code);
       }
       policy->xids[static_cast<uint32_t>(*code)] = rule;
