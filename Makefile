@@ -4,8 +4,15 @@ BUILD_DIR ?= build
 ASAN_DIR ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# The sanitizer build runs the suite, so it is built for that: -O1 (as ASan's authors advise) and
+# line tables only (enough for symbolized reports); it compiles in about half the time of -O2 -g.
+ASAN_BUILD_FLAGS ?= -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
+# ccache (when installed): hash paths relative to this checkout, so any clone hits the cache.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 
-.PHONY: all deps build test asan bench demo format clean package
+.PHONY: all deps build test asan asan-build bench demo format clean package
 
 all: build
 
@@ -20,10 +27,12 @@ test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) --timeout 300
 
 # The whole test suite under AddressSanitizer (with leak checks) and UndefinedBehaviorSanitizer.
-asan: deps
+asan-build: deps
 	@cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIGIL_SANITIZE=ON \
-	  -DVIGIL_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+	  -DVIGIL_BUILD_BENCH=OFF $(ASAN_BUILD_FLAGS) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(ASAN_DIR) -j $(JOBS)
+
+asan: asan-build
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) --timeout 600
 

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "process.h"
+#include "testing/paths.h"
 #include "testing/temp_dir.h"
 #include "yaml-cpp/yaml.h"
 
@@ -21,7 +22,7 @@ using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
-const std::string kDeploy = std::string(VIGIL_TEST_SOURCE_DIR) + "/deploy/kubernetes";
+const std::string kDeploy = SourceDir() + "/deploy/kubernetes";
 
 struct Rendered {
   std::vector<YAML::Node> objects;
@@ -258,7 +259,7 @@ TEST(DeployTest, AlertRulesPassPromtoolAndTheirUnitTests) {
     out << (*rules[0])["spec"];
     std::ofstream(dir.File("rules.yaml")) << out.c_str() << "\n";
   }
-  std::filesystem::copy_file(std::string(VIGIL_TEST_SOURCE_DIR) + "/tests/deploy/rules_test.yaml",
+  std::filesystem::copy_file(SourceDir() + "/tests/deploy/rules_test.yaml",
                              dir.File("rules_test.yaml"));
   auto check = Shell("promtool check rules " + dir.File("rules.yaml"));
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err;

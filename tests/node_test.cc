@@ -99,7 +99,7 @@ TEST(NodeTest, BadFlagsAreRefused) {
 }
 
 TEST(NodeTest, MakeDemoRunsVigilNodeAndSaysWhereToLook) {
-  const std::string script = std::string(VIGIL_TEST_SOURCE_DIR) + "/scripts/demo";
+  const std::string script = SourceDir() + "/scripts/demo";
   const CommandResult demo = RunCommand(
       {"/usr/bin/env", "DEMO_COUNT=2", "DEMO_EXPORTER_PORT=" + std::to_string(FreePort()),
        "DEMO_HEALTHCHECK_PORT=" + std::to_string(FreePort()), script, VigilBinary()},

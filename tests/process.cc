@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -179,11 +180,13 @@ EngineProcess::EngineProcess(const std::string& dir, const std::string& node_nam
   unix_address = "unix://" + socket_path;
   std::vector<std::string> args = {VigilBinary(), "engine"};
   args.insert(args.end(), backend_args.begin(), backend_args.end());
-  for (const std::string& arg : {std::string("--socket"), socket_path, std::string("--listen"),
-                                 std::string("127.0.0.1:0"), std::string("--node-name"), node_name,
-                                 std::string("--state-dir"), dir + "/state-" + node_name}) {
+  const bool listen_given = std::find(extra.begin(), extra.end(), "--listen") != extra.end();
+  for (const std::string& arg :
+       {std::string("--socket"), socket_path, std::string("--node-name"), node_name,
+        std::string("--state-dir"), dir + "/state-" + node_name}) {
     args.push_back(arg);
   }
+  if (!listen_given) args.insert(args.end(), {"--listen", "127.0.0.1:0"});
   args.insert(args.end(), extra.begin(), extra.end());
   process = std::make_unique<Process>(args, dir);
   if (!process->WaitForStderr("engine ready")) return;

@@ -69,7 +69,8 @@ class Process {
 int FreePort();
 
 // Starts `vigil engine --backend sim` (or other backend arguments) on a socket in `dir` and an
-// ephemeral TCP port, and waits until it is ready. `extra` args are appended.
+// ephemeral TCP port (unless `extra` has a --listen), and waits until it is ready. `extra` args
+// are appended.
 struct EngineProcess {
   EngineProcess(const std::string& dir, const std::string& node_name, uint32_t gpus,
                 const std::vector<std::string>& extra = {});

@@ -21,6 +21,7 @@ class Backoff {
  public:
   using Policy = BackoffPolicy;
   Backoff() : Backoff(Policy(), std::random_device()()) {}
+  explicit Backoff(Policy policy) : Backoff(policy, std::random_device()()) {}
   Backoff(Policy policy, uint64_t seed) : policy_(policy), rng_(seed), current_(policy.initial) {}
 
   // The next delay to wait; grows until Reset().

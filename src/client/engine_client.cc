@@ -34,14 +34,16 @@ absl::StatusOr<std::unique_ptr<EngineClient>> EngineClient::Create(std::string_v
   auto parsed = ParseEngineAddress(address);
   if (!parsed.ok()) return parsed.status();
   grpc::ChannelArguments args;
-  // Notice a dead engine within seconds on an idle subscription, and retry connecting promptly
-  // once it is back (gRPC's default reconnect backoff grows to two minutes).
+  // Notice a dead engine within seconds on an idle subscription, and find it again promptly once
+  // it is back (gRPC's default reconnect backoff grows to two minutes; a node-local engine is
+  // worth a connect() twice a second).
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2'000);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options.reconnect_backoff_max)));
   args.SetMaxReceiveMessageSize(64 << 20);
   auto channel =
       grpc::CreateCustomChannel(parsed->target, grpc::InsecureChannelCredentials(), args);

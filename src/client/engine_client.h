@@ -26,6 +26,10 @@ struct ClientOptions {
   absl::Duration call_timeout = absl::Seconds(5);
   // Sent as "authorization: Bearer TOKEN" for injection over TCP; empty: none.
   std::string token;
+  // The longest gRPC waits between attempts to reach an engine that is away. The engine is on
+  // this node, so an attempt costs a connect() and a restarted engine should be found within
+  // this much of its start (docs/architecture.md, "Coming back after a restart").
+  absl::Duration reconnect_backoff_max = absl::Milliseconds(500);
 };
 
 using TickSubscription = Subscription<v1::TickUpdate>;

@@ -1,5 +1,12 @@
-// A server stream from the engine (ticks, events) that survives engine restarts: it reconnects
-// with jittered exponential backoff and tells the reader when the engine instance changed.
+// A server stream from the engine (ticks, events) that survives engine restarts and tells the
+// reader when the engine instance changed.
+//
+// Coming back fast after a restart: the first open reports a missing engine at once; after a
+// disconnect, the stream is reopened with wait_for_ready, so it waits inside gRPC for the engine
+// to be back and opens the moment the channel connects (the channel retries on its own backoff,
+// capped by ClientOptions::reconnect_backoff_max). Our own jittered backoff only spaces out
+// opens that the engine answers and then ends at once (an engine shutting down), so the two
+// delays never add up while the engine is away, and nothing spins against an engine that is gone.
 //
 // Next() blocks for the next event:
 // - kMessage: `message` points to the message, valid until the next call to Next() (it is reused,
@@ -7,7 +14,7 @@
 //   an engine instance other than the previous one (the engine restarted: its caches were rebuilt
 //   and seq started again).
 // - kDisconnected: the stream broke or could not be opened; `error` says why. The next Next()
-//   waits a backoff delay and reconnects.
+//   waits a backoff delay, then blocks until the engine is back (or Cancel()).
 // - kRejected: the engine refused the request (bad argument, permission): retrying cannot help.
 // - kCancelled: Cancel() was called.
 // Thread-safety: Next() from one thread; Cancel() from any.
@@ -43,9 +50,13 @@ class Subscription {
     absl::Status error;
   };
 
+  // Between an open the engine ended at once and the next: 100 ms doubling to 1 s.
+  static constexpr BackoffPolicy kReopenBackoff{.initial = absl::Milliseconds(100),
+                                                .max = absl::Seconds(1)};
+
   // `open` starts the stream on a fresh context; `address` names the engine in messages.
-  Subscription(std::string address, Opener open)
-      : address_(std::move(address)), open_(std::move(open)) {}
+  Subscription(std::string address, Opener open, BackoffPolicy reopen = kReopenBackoff)
+      : address_(std::move(address)), open_(std::move(open)), backoff_(reopen) {}
   ~Subscription() {
     Cancel();
     if (reader_ != nullptr) reader_->Finish();
@@ -60,12 +71,19 @@ class Subscription {
       waiting_to_reconnect_ = false;
     }
     if (reader_ == nullptr) {
-      absl::MutexLock lock(&mutex_);
-      if (cancelled_) return event;  // kCancelled
-      // No deadline: a stream lasts as long as the engine. wait_for_ready stays off, so a
-      // missing engine is reported at once rather than waited for.
-      context_ = std::make_unique<grpc::ClientContext>();
-      reader_ = open_(context_.get());
+      grpc::ClientContext* context;
+      {
+        absl::MutexLock lock(&mutex_);
+        if (cancelled_) return event;  // kCancelled
+        // No deadline: a stream lasts as long as the engine. The first open does not wait for
+        // the engine, so a missing one is reported at once; later ones do (see the top).
+        context_ = std::make_unique<grpc::ClientContext>();
+        context_->set_wait_for_ready(disconnected_before_);
+        context = context_.get();
+      }
+      // Outside the lock: an open that waits for the engine blocks here until it is back, and
+      // Cancel() must still be able to reach the context and end the wait.
+      reader_ = open_(context);
       if (connected_before_) ++reconnects_;
     }
     if (reader_->Read(&message_)) {
@@ -97,6 +115,7 @@ class Subscription {
             ? absl::UnavailableError(fmt::format("the engine at {} ended the stream", address_))
             : FromGrpc(status, address_);
     waiting_to_reconnect_ = true;
+    disconnected_before_ = true;
     return event;
   }
 
@@ -117,6 +136,7 @@ class Subscription {
   std::string last_instance_id_;
   bool connected_before_ = false;
   bool waiting_to_reconnect_ = false;
+  bool disconnected_before_ = false;  // from then on, opens wait for the engine
   uint64_t reconnects_ = 0;
   std::unique_ptr<grpc::ClientReader<Message>> reader_;
   Message message_;

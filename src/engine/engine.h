@@ -136,7 +136,7 @@ class Engine : public EventSink {
   // on the event stream at once.
   void OnXid(const XidEvent& event) override;
 
-  // --- Fault injection (authorisation is the caller's job: see engine/authz.h) ---
+  // --- Fault injection (authorisation is the caller's job: see server/authz.h) ---
   // An injected value replaces (or raises) the reading from the next tick; see injection.h.
   absl::StatusOr<InjectionRecord> InjectField(const FieldInjectionRequest& request,
                                               const Principal& principal);

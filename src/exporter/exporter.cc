@@ -197,6 +197,7 @@ void Exporter::FollowEvents() {
     events_ = subscription.get();
   }
   std::string instance;
+  uint64_t last_id = 0;  // of this instance: a reconnect replays what was already counted
   while (true) {
     const EventSubscription::Event event = subscription->Next();
     if (event.kind == EventSubscription::Event::kCancelled) break;
@@ -207,7 +208,10 @@ void Exporter::FollowEvents() {
       xids_.clear();               // the backlog of the new instance is replayed
       view_.xid_meanings.clear();  // and its policy may differ
       instance = e.instance_id();
+      last_id = 0;
     }
+    if (e.id() <= last_id) continue;
+    last_id = e.id();
     if (e.kind() == v1::Event::XID) view_.xid_meanings[e.xid()] = e.xid_info().meaning();
     if (e.kind() == v1::Event::XID && e.gpu() >= 0) {
       xids_[static_cast<uint32_t>(e.gpu())].emplace_back(absl::FromUnixMicros(e.time_us()),

@@ -6,8 +6,9 @@
 // and the exporter reconnects by itself (picking up a new engine instance without a restart).
 //
 // Threads: one follows ticks, one follows events, one refreshes pod attribution (--kubernetes),
-// the HTTP pool serves scrapes. `mutex_` guards the view and the rendered body; rendering happens
-// on the tick thread (or on a scrape that finds the data stale), never while holding gRPC calls.
+// the HTTP thread (vigil-http) serves scrapes. `mutex_` guards the view and the rendered body;
+// rendering happens on the tick thread (or on a scrape that finds the data stale), never while
+// holding gRPC calls.
 #pragma once
 
 #include <atomic>

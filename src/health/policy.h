@@ -71,7 +71,7 @@ struct HealthPolicy {
   const XidRule& RuleFor(uint32_t xid) const;
 };
 
-// The built-in policy (see health_policy.cc for the XID table and its sources).
+// The built-in policy (see policy.cc for the XID table and its sources).
 HealthPolicy DefaultHealthPolicy();
 
 // Applies a config file's `health:` section to `policy`. Errors: "SOURCE:LINE: health.PATH: ...".

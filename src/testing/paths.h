@@ -1,20 +1,14 @@
-// Where tests find things: the `vigil` binary under test and the source tree. Set by CMake for
-// every test executable (vigil_test), overridable by $VIGIL_BINARY / $VIGIL_SOURCE_DIR.
+// Where tests find things: the `vigil` binary under test and the source tree. CMake sets them
+// for the build (compiled into testing/paths.cc alone, so no other object file holds a path of
+// this checkout and compiler caches serve every clone); $VIGIL_BINARY / $VIGIL_SOURCE_DIR
+// override them. Thread-safe.
 #pragma once
 
-#include <cstdlib>
 #include <string>
 
 namespace vigil::testing {
 
-inline std::string VigilBinary() {
-  const char* binary = std::getenv("VIGIL_BINARY");
-  return binary != nullptr ? binary : VIGIL_TEST_BINARY;
-}
-
-inline std::string SourceDir() {
-  const char* dir = std::getenv("VIGIL_SOURCE_DIR");
-  return dir != nullptr ? dir : VIGIL_TEST_SOURCE_DIR;
-}
+std::string VigilBinary();
+std::string SourceDir();
 
 }  // namespace vigil::testing
