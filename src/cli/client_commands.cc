@@ -81,7 +81,10 @@ int RunInfo(const ClientFlags& flags, bool list_fields) {
          {{"ticks", info->counters().ticks()},
           {"gpu_read_failures", info->counters().gpu_read_failures()},
           {"gpu_read_timeouts", info->counters().gpu_read_timeouts()},
-          {"xid_events", info->counters().xid_events()}}},
+          {"xid_events", info->counters().xid_events()},
+          {"persistence_pending", info->counters().persistence_pending()},
+          {"persistence_lag_seconds", info->counters().persistence_lag_us() / 1e6},
+          {"persistence_failures", info->counters().persistence_failures()}}},
         {"last_tick_duration_us", info->last_tick_duration_us()},
     };
     if (list_fields) {
@@ -131,6 +134,11 @@ int RunInfo(const ClientFlags& flags, bool list_fields) {
       {"gpu reads failed", fmt::format("{} ({} timed out)", info->counters().gpu_read_failures(),
                                        info->counters().gpu_read_timeouts())});
   table.AddRow({"xid events", std::to_string(info->counters().xid_events())});
+  table.AddRow(
+      {"health state", fmt::format("{} record(s) pending (oldest {:.1f} s), {} failed write(s)",
+                                   info->counters().persistence_pending(),
+                                   info->counters().persistence_lag_us() / 1e6,
+                                   info->counters().persistence_failures())});
   table.Print(std::cout);
   return kExitOk;
 }

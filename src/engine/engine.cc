@@ -69,7 +69,11 @@ absl::Status Engine::StartHealth() {
   std::vector<Incident> restored;
   if (!options_.state_dir.empty()) {
     IncidentStore::Loaded loaded;
-    auto store = IncidentStore::Open(options_.state_dir, options_.boot_id, &loaded);
+    auto store = IncidentStore::Open({.state_dir = options_.state_dir,
+                                      .boot_id = options_.boot_id,
+                                      .env = options_.env,
+                                      .clock = options_.clock},
+                                     &loaded);
     if (!store.ok()) return store.status();
     incident_store_ = std::move(*store);
     for (const std::string& problem : loaded.problems) {
@@ -288,10 +292,18 @@ void Engine::NoteGpuRead(uint32_t gpu, const absl::Status& read) {
 }
 
 Snapshot::Counters Engine::Counters() const {
-  return {.ticks = stats_.ticks.load(std::memory_order_relaxed),
-          .gpu_read_failures = stats_.gpu_read_failures.load(std::memory_order_relaxed),
-          .gpu_read_timeouts = stats_.gpu_read_timeouts.load(std::memory_order_relaxed),
-          .xid_events = stats_.xid_events.load(std::memory_order_relaxed)};
+  Snapshot::Counters counters{
+      .ticks = stats_.ticks.load(std::memory_order_relaxed),
+      .gpu_read_failures = stats_.gpu_read_failures.load(std::memory_order_relaxed),
+      .gpu_read_timeouts = stats_.gpu_read_timeouts.load(std::memory_order_relaxed),
+      .xid_events = stats_.xid_events.load(std::memory_order_relaxed)};
+  if (incident_store_ != nullptr) {
+    const IncidentStore::Stats persisted = incident_store_->stats();
+    counters.persistence_pending = persisted.pending;
+    counters.persistence_lag = persisted.lag;
+    counters.persistence_failures = persisted.failures;
+  }
+  return counters;
 }
 
 void Engine::OnXid(const XidEvent& event) {

@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "backend/backend.h"
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/fanout.h"
 #include "engine/config.h"
 #include "engine/events.h"
@@ -40,7 +41,8 @@ struct EngineOptions {
   size_t max_subscribers = 1024;
   // Where FAIL incidents are persisted (health.log); empty: not persisted (tests).
   std::string state_dir;
-  std::string boot_id;  // the node's boot id; a change clears persisted incidents
+  std::string boot_id;        // the node's boot id; a change clears persisted incidents
+  Env* env = Env::Default();  // the state dir's file system; not owned; outlives the engine
 };
 
 // Who this engine is. Fixed at creation.

@@ -2,9 +2,14 @@
 // failures, events, fan-out and request validation. No sleeps: the test drives every tick.
 #include "engine/engine.h"
 
+#include <thread>
+
 #include "backend/sim_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "health/incident_store.h"
+#include "testing/fault_env.h"
+#include "testing/temp_dir.h"
 
 namespace vigil {
 namespace {
@@ -192,6 +197,55 @@ TEST_F(EngineTest, FanoutDeliversEveryTickThenStops) {
   ASSERT_TRUE(engine_->fanout().Add(second).ok());
   engine_.reset();
   EXPECT_EQ(second->stop_status.code(), absl::StatusCode::kUnavailable);
+}
+
+// A disk whose fsync never returns (a stuck state dir) must not delay a tick or an XID: the FAIL
+// is served from memory at once, the engine shows the persistence lag, and the record is
+// persisted once the disk answers.
+TEST(EnginePersistenceTest, ABlockedFsyncDelaysNeitherTicksNorXids) {
+  testing::TempDir dir;
+  testing::FaultEnv env;
+  FakeClock clock;
+  auto sim = SimBackend::Create({.gpu_count = 2, .seed = 3});
+  ASSERT_TRUE(sim.ok());
+  SimBackend* backend = sim->get();
+  auto engine = Engine::Create({.node_name = "n1",
+                                .clock = &clock,
+                                .state_dir = dir.path(),
+                                .boot_id = "boot-a",
+                                .env = &env},
+                               std::move(*sim));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto tick = [&] {
+    clock.Advance(absl::Seconds(1));
+    (*engine)->RunTick();
+  };
+  tick();
+  env.BlockSyncs();
+  backend->RaiseXid(1, 79, clock.Now());  // the backend's event sink: must not block
+  tick();
+  ASSERT_TRUE(env.AwaitBlockedSyncs(1));  // the writer is stuck in fsync with the FAIL record
+  EXPECT_EQ((*engine)->Health()->gpus[1].status, HealthStatus::kFail);
+  // Ticks go on, and more XIDs arrive from another thread, while the fsync hangs.
+  std::thread xids([&] {
+    for (int i = 0; i < 5; ++i) backend->RaiseXid(0, 48, clock.Now());
+  });
+  xids.join();
+  for (int i = 0; i < 10; ++i) tick();
+  EXPECT_EQ((*engine)->Latest()->seq, 12u);
+  EXPECT_EQ((*engine)->Health()->gpus[0].status, HealthStatus::kFail);
+  const Snapshot::Counters waiting = (*engine)->Latest()->counters;
+  EXPECT_GE(waiting.persistence_pending, 2u);  // GPU 1's XID 79, GPU 0's XID 48
+  EXPECT_EQ(waiting.persistence_lag, absl::Seconds(10));
+  EXPECT_EQ(waiting.persistence_failures, 0u);
+
+  env.UnblockSyncs();
+  engine->reset();  // persists what is pending before it stops
+  IncidentStore::Loaded loaded;
+  ASSERT_TRUE(IncidentStore::Open({.state_dir = dir.path(), .boot_id = "boot-a"}, &loaded).ok());
+  std::vector<uint32_t> failed;
+  for (const Incident& incident : loaded.incidents) failed.push_back(incident.gpu);
+  EXPECT_THAT(failed, ::testing::UnorderedElementsAre(0, 1));
 }
 
 TEST(FanoutTest, LimitsListenersAndRefusesAfterStop) {

@@ -283,6 +283,18 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
     Header(&out, "vigil_engine_xid_events_total", "counter",
            "XIDs the engine received (injected ones included).");
     out += fmt::format("vigil_engine_xid_events_total {}\n", counters.xid_events());
+    Header(&out, "vigil_engine_persistence_pending_records", "gauge",
+           "Health state records (FAIL incidents) not yet durable in the engine's state dir.");
+    out += fmt::format("vigil_engine_persistence_pending_records {}\n",
+                       counters.persistence_pending());
+    Header(&out, "vigil_engine_persistence_lag_seconds", "gauge",
+           "How long the oldest health state record not yet durable has waited.");
+    out += fmt::format("vigil_engine_persistence_lag_seconds {:.3f}\n",
+                       counters.persistence_lag_us() / 1e6);
+    Header(&out, "vigil_engine_persistence_failures_total", "counter",
+           "Failed attempts to persist health state (a full or failing disk).");
+    out += fmt::format("vigil_engine_persistence_failures_total {}\n",
+                       counters.persistence_failures());
     Header(&out, "vigil_gpu_health_status", "gauge",
            "The engine's health verdict per GPU and system: 0 pass, 10 warn, 20 fail, -1 unknown "
            "(no fresh data).");

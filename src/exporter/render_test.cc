@@ -62,6 +62,9 @@ ExporterView TwoGpus() {
   view.tick.mutable_counters()->set_gpu_read_failures(5);
   view.tick.mutable_counters()->set_gpu_read_timeouts(2);
   view.tick.mutable_counters()->set_xid_events(1);
+  view.tick.mutable_counters()->set_persistence_pending(3);
+  view.tick.mutable_counters()->set_persistence_lag_us(1'500'000);
+  view.tick.mutable_counters()->set_persistence_failures(4);
   return view;
 }
 
@@ -142,6 +145,18 @@ DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error encountered.
       "# HELP vigil_engine_xid_events_total XIDs the engine received (injected ones included).\n"
       "# TYPE vigil_engine_xid_events_total counter\n"
       "vigil_engine_xid_events_total 1\n"
+      "# HELP vigil_engine_persistence_pending_records Health state records (FAIL incidents) not "
+      "yet durable in the engine's state dir.\n"
+      "# TYPE vigil_engine_persistence_pending_records gauge\n"
+      "vigil_engine_persistence_pending_records 3\n"
+      "# HELP vigil_engine_persistence_lag_seconds How long the oldest health state record not "
+      "yet durable has waited.\n"
+      "# TYPE vigil_engine_persistence_lag_seconds gauge\n"
+      "vigil_engine_persistence_lag_seconds 1.500\n"
+      "# HELP vigil_engine_persistence_failures_total Failed attempts to persist health state (a "
+      "full or failing disk).\n"
+      "# TYPE vigil_engine_persistence_failures_total counter\n"
+      "vigil_engine_persistence_failures_total 4\n"
       "# HELP vigil_gpu_health_status The engine's health verdict per GPU and system: 0 pass, 10 "
       "warn, 20 fail, -1 unknown (no fresh data).\n"
       "# TYPE vigil_gpu_health_status gauge\n";

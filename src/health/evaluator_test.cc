@@ -7,7 +7,6 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "health/incident_store.h"
 #include "testing/temp_dir.h"
 
 namespace vigil {
@@ -479,103 +478,12 @@ xid:
   EXPECT_EQ(policy.RuleFor(43).meaning, "site policy: reset on sight");
   EXPECT_EQ(policy.RuleFor(13).meaning, DefaultHealthPolicy().RuleFor(13).meaning);  // kept
 
-  for (const char* bad :
-       {"xid: {\"0\": {severity: fail}}", "xid: {\"79\": {severity: fatal}}",
-        "xid: {\"79\": {system: gpu}}", "xid: {\"79\": {meaning: \"\"}}",
-        "power_violation_fraction: 2", "window: 1s", "bogus: 1"}) {
+  for (const char* bad : {"xid: {\"0\": {severity: fail}}", "xid: {\"79\": {severity: fatal}}",
+                          "xid: {\"79\": {system: gpu}}", "xid: {\"79\": {meaning: \"\"}}",
+                          "power_violation_fraction: 2", "window: 1s", "bogus: 1"}) {
     HealthPolicy p = DefaultHealthPolicy();
     EXPECT_FALSE(ApplyHealthConfig(YAML::Load(bad), "e.yaml", &p).ok()) << bad;
   }
-}
-
-// --- Persistence ---
-
-Incident Failure(std::string uuid, std::string key) {
-  return Incident{.gpu = 2,
-                  .uuid = std::move(uuid),
-                  .system = HealthSystem::kDriver,
-                  .status = HealthStatus::kFail,
-                  .key = std::move(key),
-                  .code = "DCGM_FR_FALLEN_OFF_BUS",
-                  .message = "XID 79",
-                  .action = "restart",
-                  .first_seen = kT0,
-                  .last_seen = kT0 + absl::Seconds(5),
-                  .count = 2};
-}
-
-TEST(IncidentStoreTest, RaisedFailuresSurviveAReopenAndClearsStick) {
-  testing::TempDir dir;
-  IncidentStore::Loaded loaded;
-  {
-    auto store = IncidentStore::Open(dir.path(), "boot-a", &loaded);
-    ASSERT_TRUE(store.ok()) << store.status();
-    (*store)->Raised(Failure("GPU-a", "xid.79"));
-    (*store)->Raised(Failure("GPU-b", "xid.79"));
-    (*store)->Cleared(Failure("GPU-b", "xid.79"), "operator");
-  }
-  auto store = IncidentStore::Open(dir.path(), "boot-a", &loaded);
-  ASSERT_TRUE(store.ok());
-  ASSERT_EQ(loaded.incidents.size(), 1u);
-  EXPECT_EQ(loaded.incidents[0].uuid, "GPU-a");
-  EXPECT_EQ(loaded.incidents[0].first_seen, kT0);
-  EXPECT_EQ(loaded.incidents[0].count, 2u);
-  EXPECT_TRUE(loaded.problems.empty());
-  // Compacted: the boot record and the one surviving incident.
-  std::ifstream file(dir.File("health.log"));
-  int lines = 0;
-  for (std::string line; std::getline(file, line);) ++lines;
-  EXPECT_EQ(lines, 2);
-}
-
-TEST(IncidentStoreTest, TornAndCorruptRecordsAreReportedAndSkipped) {
-  testing::TempDir dir;
-  IncidentStore::Loaded loaded;
-  {
-    auto store = IncidentStore::Open(dir.path(), "boot-a", &loaded);
-    (*store)->Raised(Failure("GPU-a", "xid.79"));
-    (*store)->Raised(Failure("GPU-b", "xid.48"));
-    (*store)->Raised(Failure("GPU-c", "xid.95"));
-  }
-  std::string text;
-  {
-    std::ifstream file(dir.File("health.log"));
-    std::stringstream buffer;
-    buffer << file.rdbuf();
-    text = buffer.str();
-  }
-  // Corrupt the GPU-b record in the middle, and tear a half-written record onto the end.
-  text.replace(text.find("GPU-b"), 5, "GPU-X");
-  text += "1234abcd {\"op\":\"raise\",\"uuid\":\"GPU-d\"";
-  std::ofstream(dir.File("health.log")) << text;
-  auto store = IncidentStore::Open(dir.path(), "boot-a", &loaded);
-  ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_EQ(loaded.incidents.size(), 2u);
-  EXPECT_EQ(loaded.incidents[0].uuid, "GPU-a");
-  EXPECT_EQ(loaded.incidents[1].uuid, "GPU-c");
-  ASSERT_EQ(loaded.problems.size(), 2u);
-  EXPECT_THAT(loaded.problems[0], HasSubstr("health.log:3"));
-  EXPECT_THAT(loaded.problems[1], HasSubstr("health.log:5"));
-}
-
-TEST(IncidentStoreTest, ARebootClearsPersistedFailures) {
-  testing::TempDir dir;
-  IncidentStore::Loaded loaded;
-  {
-    auto store = IncidentStore::Open(dir.path(), "boot-a", &loaded);
-    (*store)->Raised(Failure("GPU-a", "xid.79"));
-  }
-  ASSERT_TRUE(IncidentStore::Open(dir.path(), "boot-b", &loaded).ok());
-  EXPECT_TRUE(loaded.rebooted);
-  EXPECT_EQ(loaded.dropped, 1u);
-  EXPECT_TRUE(loaded.incidents.empty());
-  ASSERT_TRUE(IncidentStore::Open(dir.path(), "boot-b", &loaded).ok());
-  EXPECT_FALSE(loaded.rebooted);
-}
-
-TEST(IncidentStoreTest, AnUnwritableStateDirIsAnError) {
-  IncidentStore::Loaded loaded;
-  EXPECT_FALSE(IncidentStore::Open("/proc/nonexistent", "boot", &loaded).ok());
 }
 
 }  // namespace

@@ -1,9 +1,6 @@
 // Implements the incident log.
 #include "health/incident_store.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -15,6 +12,7 @@
 #include "common/files.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "common/thread.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -59,19 +57,6 @@ std::optional<Incident> FromJson(const nlohmann::json& json) {
   return incident;
 }
 
-absl::Status WriteAll(int fd, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return absl::InternalError(std::strerror(errno));
-    }
-    done += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 std::string CurrentBootId() {
@@ -81,15 +66,17 @@ std::string CurrentBootId() {
   return text.ok() ? std::string(Trim(*text)) : "";
 }
 
-absl::StatusOr<std::unique_ptr<IncidentStore>> IncidentStore::Open(const std::string& state_dir,
-                                                                   const std::string& boot_id,
+absl::StatusOr<std::unique_ptr<IncidentStore>> IncidentStore::Open(const Options& options,
                                                                    Loaded* loaded) {
-  const std::string path = state_dir + "/health.log";
+  Env* const env = options.env;
+  const std::string path = options.state_dir + "/health.log";
   *loaded = Loaded();
   // Replay the existing log, if any.
   std::map<std::pair<std::string, std::string>, Incident> incidents;  // (uuid, key)
   std::string recorded_boot;
-  if (auto text = ReadFile(path); text.ok()) {
+  bool existed = false;
+  if (auto text = env->ReadFile(path); text.ok()) {
+    existed = true;
     std::istringstream lines(*text);
     int number = 0;
     for (std::string line; std::getline(lines, line);) {
@@ -109,7 +96,11 @@ absl::StatusOr<std::unique_ptr<IncidentStore>> IncidentStore::Open(const std::st
         const nlohmann::json json = nlohmann::json::parse(json_text);
         const std::string op = json.at("op").get<std::string>();
         if (op == "boot") {
-          recorded_boot = json.at("boot_id").get<std::string>();
+          // A log that was appended to across a reboot (compaction failed then): what came
+          // before the later boot was cleared by it.
+          const std::string boot = json.at("boot_id").get<std::string>();
+          if (!recorded_boot.empty() && boot != recorded_boot) incidents.clear();
+          recorded_boot = boot;
         } else if (op == "raise") {
           if (auto incident = FromJson(json)) {
             incidents[{incident->uuid, incident->key}] = std::move(*incident);
@@ -125,74 +116,168 @@ absl::StatusOr<std::unique_ptr<IncidentStore>> IncidentStore::Open(const std::st
   } else if (text.status().code() != absl::StatusCode::kNotFound) {
     return text.status();
   }
-  if (!recorded_boot.empty() && !boot_id.empty() && recorded_boot != boot_id) {
+  if (!recorded_boot.empty() && !options.boot_id.empty() && recorded_boot != options.boot_id) {
     loaded->rebooted = true;
     loaded->dropped = incidents.size();
     incidents.clear();
   }
   // Compact: the current boot and the surviving incidents, replacing the old log atomically.
-  std::string fresh = Frame(nlohmann::json{{"op", "boot"}, {"boot_id", boot_id}}.dump());
+  const std::string boot_record =
+      Frame(nlohmann::json{{"op", "boot"}, {"boot_id", options.boot_id}}.dump());
+  std::string fresh = boot_record;
   for (auto& [key, incident] : incidents) {
     fresh += Frame(ToJson(incident).dump());
     loaded->incidents.push_back(incident);
   }
   const std::string temporary = path + ".tmp";
-  const int tmp_fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (tmp_fd < 0) {
+  absl::Status compacted = [&]() -> absl::Status {
+    auto file = env->NewWritableFile(temporary);
+    if (!file.ok()) return file.status();
+    if (absl::Status s = (*file)->Append(fresh); !s.ok()) return s;
+    if (absl::Status s = (*file)->Sync(); !s.ok()) return s;
+    file->reset();
+    if (absl::Status s = env->RenameFile(temporary, path); !s.ok()) return s;
+    return env->SyncDir(options.state_dir);
+  }();
+  bool tail_dirty = false;
+  if (!compacted.ok()) {
+    // The old log is intact: keep appending to it rather than lose what it holds. Its end may
+    // be a torn record (a crash), and it needs the current boot recorded.
+    loaded->problems.push_back(fmt::format("cannot compact {} ({}); appending to it as it is", path,
+                                           MessageOf(compacted)));
+    tail_dirty = existed;
+  }
+  auto file = env->NewAppendableFile(path);
+  if (!file.ok()) {
     return absl::PermissionDeniedError(
-        fmt::format("cannot write {}: {}: check --state-dir", temporary, std::strerror(errno)));
+        fmt::format("{}: check --state-dir", MessageOf(file.status())));
   }
-  absl::Status written = WriteAll(tmp_fd, fresh);
-  if (written.ok() && fsync(tmp_fd) != 0) written = absl::InternalError(std::strerror(errno));
-  close(tmp_fd);
-  if (!written.ok() || rename(temporary.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(fmt::format(
-        "cannot write {}: {}", path,
-        written.ok() ? std::string(std::strerror(errno)) : std::string(MessageOf(written))));
+  std::unique_ptr<IncidentStore> store(
+      new IncidentStore(options, path, std::move(*file), tail_dirty));
+  if (!compacted.ok()) {
+    absl::MutexLock lock(&store->mutex_);
+    ++store->failures_;
+    store->queue_.push_back({boot_record, options.clock->Now()});
+    ++store->queued_total_;
   }
-  if (const int dir_fd = open(state_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir_fd >= 0) {
-    fsync(dir_fd);
-    close(dir_fd);
-  }
-  const int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::InternalError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
-  }
-  return std::unique_ptr<IncidentStore>(new IncidentStore(path, fd));
+  return store;
+}
+
+IncidentStore::IncidentStore(const Options& options, std::string path,
+                             std::unique_ptr<WritableFile> file, bool tail_dirty)
+    : options_(options), path_(std::move(path)), file_(std::move(file)), tail_dirty_(tail_dirty) {
+  writer_ = StartNamedThread("vigil-persist", [this] { WriterLoop(); });
 }
 
 IncidentStore::~IncidentStore() {
-  absl::MutexLock lock(&mutex_);
-  close(fd_);
-}
-
-void IncidentStore::Append(const std::string& json) {
-  const absl::Status written = WriteAll(fd_, Frame(json));
-  if ((!written.ok() || fsync(fd_) != 0) && !write_failed_) {
-    // Losing persistence is serious (a restart could forget a failure) but not a reason to stop
-    // serving the verdicts: say so loudly, once.
-    spdlog::error(
-        "cannot persist a health incident to {}: {}: a restart may forget it", path_,
-        written.ok() ? std::string(std::strerror(errno)) : std::string(MessageOf(written)));
-    write_failed_ = true;
+  {
+    absl::MutexLock lock(&mutex_);
+    stopping_ = true;
   }
+  writer_.join();
 }
 
-void IncidentStore::Raised(const Incident& incident) {
-  const std::string json = ToJson(incident).dump();
+void IncidentStore::Queue(std::string json) {
+  std::string frame = Frame(json);
   absl::MutexLock lock(&mutex_);
-  Append(json);
+  queue_.push_back({std::move(frame), options_.clock->Now()});
+  ++queued_total_;
 }
+
+void IncidentStore::Raised(const Incident& incident) { Queue(ToJson(incident).dump()); }
 
 void IncidentStore::Cleared(const Incident& incident, std::string_view reason) {
-  const std::string json = nlohmann::json{
-      {"op", "clear"},
-      {"uuid", incident.uuid},
-      {"key", incident.key},
-      {"reason",
-       std::string(reason)}}.dump();
+  Queue(nlohmann::json{{"op", "clear"},
+                       {"uuid", incident.uuid},
+                       {"key", incident.key},
+                       {"reason", std::string(reason)}}
+            .dump());
+}
+
+IncidentStore::Stats IncidentStore::stats() const {
   absl::MutexLock lock(&mutex_);
-  Append(json);
+  return {
+      .pending = queue_.size(),
+      .lag = queue_.empty() ? absl::ZeroDuration() : options_.clock->Now() - queue_.front().queued,
+      .written = written_,
+      .failures = failures_};
+}
+
+bool IncidentStore::Flush(absl::Duration timeout) {
+  absl::MutexLock lock(&mutex_);
+  const uint64_t target = queued_total_;
+  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return queued_total_ - queue_.size() >= target;
+  };
+  return mutex_.AwaitWithTimeout(absl::Condition(&done), timeout);
+}
+
+absl::Status IncidentStore::Write(const std::string& frame) {
+  absl::Status written = file_->Append(tail_dirty_ ? "\n" + frame : frame);
+  if (!written.ok()) {
+    tail_dirty_ = true;  // a prefix of the record may be in the file
+    return written;
+  }
+  tail_dirty_ = false;
+  // A failed sync is retried by writing the record again: after a failed fsync the kernel may
+  // have dropped the page. A record twice is harmless (replay applies records in order).
+  return file_->Sync();
+}
+
+void IncidentStore::WriterLoop() {
+  absl::Duration backoff = absl::Milliseconds(100);
+  bool failing = false;
+  uint64_t failed_attempts = 0;
+  while (true) {
+    std::string frame;
+    {
+      absl::MutexLock lock(&mutex_);
+      mutex_.Await(absl::Condition(
+          +[](IncidentStore* store) ABSL_EXCLUSIVE_LOCKS_REQUIRED(store->mutex_) {
+            return store->stopping_ || !store->queue_.empty();
+          },
+          this));
+      if (queue_.empty()) return;  // stopping, and nothing left
+      frame = queue_.front().frame;
+    }
+    const absl::Status written = Write(frame);  // no lock held: the disk may take its time
+    absl::MutexLock lock(&mutex_);
+    if (written.ok()) {
+      queue_.pop_front();
+      ++written_;
+      if (failing) {
+        spdlog::info("health state: persisting to {} works again after {} failed attempt(s)", path_,
+                     failed_attempts);
+        failing = false;
+        failed_attempts = 0;
+        backoff = absl::Milliseconds(100);
+      }
+      continue;
+    }
+    ++failures_;
+    ++failed_attempts;
+    if (!failing) {
+      // Serious (a restart now could forget a failure) but no reason to stop serving verdicts:
+      // say so loudly, once per episode; the FAIL stays served from memory.
+      spdlog::error(
+          "health state: {}: {} record(s) wait to be persisted; the verdicts are served from "
+          "memory meanwhile and the write is retried (a restart now may forget a failure)",
+          MessageOf(written), queue_.size());
+      failing = true;
+    }
+    if (stopping_) {
+      spdlog::error("health state: stopping with {} record(s) not persisted to {}", queue_.size(),
+                    path_);
+      return;
+    }
+    options_.clock->AwaitWithTimeout(&mutex_,
+                                     absl::Condition(
+                                         +[](IncidentStore* store) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                              store->mutex_) { return store->stopping_; },
+                                         this),
+                                     backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(5));
+  }
 }
 
 }  // namespace vigil

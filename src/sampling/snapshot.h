@@ -56,6 +56,11 @@ struct Snapshot {
     uint64_t gpu_read_failures = 0;
     uint64_t gpu_read_timeouts = 0;
     uint64_t xid_events = 0;
+    // Health state persistence (the incident store): records not yet durable, how long the
+    // oldest has waited, failed write attempts.
+    uint64_t persistence_pending = 0;
+    absl::Duration persistence_lag;
+    uint64_t persistence_failures = 0;
   } counters;
 
   ValueStatus gpu_read_status(uint32_t gpu) const {

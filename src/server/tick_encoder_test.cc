@@ -2,9 +2,9 @@
 // and one encoding serves every subscriber with the same filter and tick.
 #include "server/tick_encoder.h"
 
-#include "server/convert.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "gtest/gtest.h"
+#include "server/convert.h"
 #include "vigil/v1/engine.pb.h"
 
 namespace vigil {

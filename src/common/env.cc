@@ -1,0 +1,102 @@
+// Implements Env::Default() on POSIX: open/write/fsync/rename, with errno in every error.
+#include "common/env.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/files.h"
+#include "fmt/format.h"
+
+namespace vigil {
+namespace {
+
+absl::Status ErrnoError(std::string_view what, const std::string& path, int error) {
+  const std::string message = fmt::format("cannot {} {}: {}", what, path, std::strerror(error));
+  switch (error) {
+    case ENOENT:
+      return absl::NotFoundError(message);
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return absl::PermissionDeniedError(message);
+    case ENOSPC:
+    case EDQUOT:
+      return absl::ResourceExhaustedError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+class PosixWritableFile final : public WritableFile {
+ public:
+  PosixWritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~PosixWritableFile() override { close(fd_); }
+
+  absl::Status Append(std::string_view data) override {
+    while (!data.empty()) {
+      const ssize_t n = write(fd_, data.data(), data.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoError("write", path_, errno);
+      }
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Sync() override {
+    if (fsync(fd_) != 0) return ErrnoError("sync", path_, errno);
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::string path_;
+  const int fd_;
+};
+
+class PosixEnv final : public Env {
+ public:
+  absl::StatusOr<std::string> ReadFile(const std::string& path) override {
+    return vigil::ReadFile(path);
+  }
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    return Open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC);
+  }
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(
+      const std::string& path) override {
+    return Open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC);
+  }
+  absl::Status RenameFile(const std::string& from, const std::string& to) override {
+    if (rename(from.c_str(), to.c_str()) != 0)
+      return ErrnoError("rename " + from + " to", to, errno);
+    return absl::OkStatus();
+  }
+  absl::Status SyncDir(const std::string& dir) override {
+    const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return ErrnoError("open", dir, errno);
+    const int synced = fsync(fd);
+    const int error = errno;
+    close(fd);
+    if (synced != 0) return ErrnoError("sync", dir, error);
+    return absl::OkStatus();
+  }
+
+ private:
+  static absl::StatusOr<std::unique_ptr<WritableFile>> Open(const std::string& path, int flags) {
+    const int fd = open(path.c_str(), flags, 0600);
+    if (fd < 0) return ErrnoError("write", path, errno);
+    return std::make_unique<PosixWritableFile>(path, fd);
+  }
+};
+
+}  // namespace
+
+Env* Env::Default() {
+  static PosixEnv* const env = new PosixEnv();
+  return env;
+}
+
+}  // namespace vigil
