@@ -92,6 +92,34 @@ int HealthStatusNumber(v1::HealthStatus status) {
   }
 }
 
+std::string_view InjectionModeText(v1::InjectionMode mode) {
+  switch (mode) {
+    case v1::INJECTION_MODE_VALUE:
+      return "value";
+    case v1::INJECTION_MODE_ADD:
+      return "add";
+    case v1::INJECTION_MODE_XID:
+      return "xid";
+    default:
+      return "unknown";
+  }
+}
+
+std::string_view ScenarioStateText(v1::Scenario::State state) {
+  switch (state) {
+    case v1::Scenario::RUNNING:
+      return "running";
+    case v1::Scenario::DONE:
+      return "done";
+    case v1::Scenario::CANCELLED:
+      return "cancelled";
+    case v1::Scenario::FAILED:
+      return "failed";
+    default:
+      return "unknown";
+  }
+}
+
 std::string_view XidSeverityText(v1::XidSeverity severity) {
   switch (severity) {
     case v1::XID_SEVERITY_IGNORE:

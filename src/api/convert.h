@@ -26,6 +26,10 @@ void SetValue(const FieldValue& value, v1::Sample* out);
 // -1 for UNKNOWN, which dcgm-exporter has no value for.
 std::string_view HealthStatusText(v1::HealthStatus status);
 int HealthStatusNumber(v1::HealthStatus status);
+// An injection's mode and a scenario's state as the CLI prints them: "value", "add", "xid";
+// "running", "done", "cancelled", "failed" ("unknown" for an unset or newer value).
+std::string_view InjectionModeText(v1::InjectionMode mode);
+std::string_view ScenarioStateText(v1::Scenario::State state);
 // An XID severity as the engine's policy names it: "ignore", "warn", "fail", "count" ("unknown"
 // for an unset or newer value).
 std::string_view XidSeverityText(v1::XidSeverity severity);

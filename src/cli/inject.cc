@@ -3,6 +3,7 @@
 // audits; this side validates what it can before sending (field names, value syntax, files).
 #include <iostream>
 
+#include "api/convert.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "common/duration.h"
@@ -34,26 +35,26 @@ struct InjectFlags {
 std::string Who(const v1::Principal& principal) { return principal.description(); }
 
 std::string FieldOrXid(const v1::Injection& injection) {
-  if (injection.mode() == "xid") return fmt::format("XID {}", injection.xid());
+  if (injection.mode() == v1::INJECTION_MODE_XID) return fmt::format("XID {}", injection.xid());
   const FieldInfo* field = FindField(injection.field_id());
   return field != nullptr ? std::string(field->name) : std::to_string(injection.field_id());
 }
 
 std::string ValueText(const v1::Injection& injection) {
-  if (injection.mode() == "xid") return "-";
+  if (injection.mode() == v1::INJECTION_MODE_XID) return "-";
   const std::string number = injection.value() == static_cast<int64_t>(injection.value())
                                  ? std::to_string(static_cast<int64_t>(injection.value()))
                                  : fmt::format("{}", injection.value());
-  return injection.mode() == "add" ? "+" + number : number;
+  return injection.mode() == v1::INJECTION_MODE_ADD ? "+" + number : number;
 }
 
 nlohmann::json InjectionJson(const v1::Injection& injection) {
   return {{"id", injection.id()},
           {"gpu", injection.gpu()},
           {"field_id", injection.field_id()},
-          {"field", injection.mode() == "xid" ? "" : FieldOrXid(injection)},
+          {"field", injection.mode() == v1::INJECTION_MODE_XID ? "" : FieldOrXid(injection)},
           {"xid", injection.xid()},
-          {"mode", injection.mode()},
+          {"mode", std::string(InjectionModeText(injection.mode()))},
           {"value", injection.value()},
           {"who", Who(injection.principal())},
           {"uid", injection.principal().uid()},
@@ -65,7 +66,7 @@ nlohmann::json InjectionJson(const v1::Injection& injection) {
 nlohmann::json ScenarioJson(const v1::Scenario& scenario) {
   return {{"id", scenario.id()},
           {"name", scenario.name()},
-          {"state", scenario.state()},
+          {"state", std::string(ScenarioStateText(scenario.state()))},
           {"steps", scenario.steps()},
           {"steps_done", scenario.steps_done()},
           {"who", Who(scenario.principal())},
@@ -81,12 +82,14 @@ void PrintInjection(const ClientFlags& flags, const v1::Injection& injection) {
   }
   std::cout << fmt::format(
                    "{}: GPU {} {} {}", injection.id(), injection.gpu(), FieldOrXid(injection),
-                   injection.mode() == "xid"
+                   injection.mode() == v1::INJECTION_MODE_XID
                        ? "raised"
-                       : fmt::format("{} {} until {}",
-                                     injection.mode() == "add" ? "raised by" : "set to",
-                                     ValueText(injection).substr(injection.mode() == "add" ? 1 : 0),
-                                     FormatTimeUs(injection.expire_time_us())))
+                       : fmt::format(
+                             "{} {} until {}",
+                             injection.mode() == v1::INJECTION_MODE_ADD ? "raised by" : "set to",
+                             ValueText(injection).substr(
+                                 injection.mode() == v1::INJECTION_MODE_ADD ? 1 : 0),
+                             FormatTimeUs(injection.expire_time_us())))
             << " (by " << Who(injection.principal()) << ")" << std::endl;
 }
 
@@ -197,10 +200,10 @@ int RunList(const InjectFlags& flags) {
     std::cout << '\n';
     Table table({"SCENARIO", "NAME", "STATE", "STEPS", "WHO", "STARTED", "ERROR"});
     for (const auto& scenario : list->scenarios()) {
-      table.AddRow({scenario.id(), scenario.name(), scenario.state(),
-                    fmt::format("{}/{}", scenario.steps_done(), scenario.steps()),
-                    Who(scenario.principal()), FormatTimeUs(scenario.start_time_us()),
-                    scenario.error()});
+      table.AddRow(
+          {scenario.id(), scenario.name(), std::string(ScenarioStateText(scenario.state())),
+           fmt::format("{}/{}", scenario.steps_done(), scenario.steps()), Who(scenario.principal()),
+           FormatTimeUs(scenario.start_time_us()), scenario.error()});
     }
     table.Print(std::cout);
   }

@@ -124,7 +124,9 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Backend> backend)
           options_.config.history_max_age),
       injections_(layout_, static_cast<uint32_t>(backend_->gpus().size()),
                   options_.config.injection),
-      events_(options_.max_subscribers) {
+      events_(options_.max_subscribers),
+      scenarios_(this, {.gpu_count = static_cast<uint32_t>(backend_->gpus().size()),
+                        .max_injection = options_.config.injection.max_duration}) {
   identity_ = EngineIdentity{
       .node_name = options_.node_name,
       .instance_id = RandomInstanceId(),
@@ -168,7 +170,7 @@ void Engine::RunTick() {
   const absl::Time now = options_.clock->Now();
   const uint64_t seq = ++last_seq_;
   const uint32_t gpu_count = static_cast<uint32_t>(gpus().size());
-  AdvanceScenarios(now);
+  scenarios_.Advance(now);
   for (InjectionRecord& expired : injections_.Expire(now)) {
     Record({.kind = EventKind::kInjectionExpired,
             .gpu = static_cast<int>(expired.gpu),
@@ -394,141 +396,48 @@ absl::StatusOr<InjectionRecord> Engine::InjectXid(uint32_t gpu, uint32_t xid,
   return record;
 }
 
-absl::StatusOr<ScenarioState> Engine::RunScenario(std::string_view yaml_text,
-                                                  std::string_view source,
-                                                  const Principal& principal) {
-  auto plan = ParseScenario(yaml_text, source,
-                            {.gpu_count = static_cast<uint32_t>(gpus().size()),
-                             .max_injection = injections_.limits().max_duration});
-  if (!plan.ok()) return plan.status();
-  absl::MutexLock lock(&scenarios_mutex_);
-  ScenarioState state{.id = fmt::format("scn-{}", next_scenario_++),
-                      .plan = std::move(*plan),
-                      .principal = principal,
-                      .start = options_.clock->Now()};
-  Record(
-      {.kind = EventKind::kScenarioStarted,
-       .injected = true,
-       .principal = principal,
-       .message = fmt::format("{} '{}' started: {} step(s) over {}", state.id, state.plan.name,
-                              state.plan.steps.size(), absl::FormatDuration(state.plan.length))});
-  scenarios_.push_back(state);
-  return state;
+absl::StatusOr<ScenarioRun> Engine::RunScenario(std::string_view yaml_text, std::string_view source,
+                                                const Principal& principal) {
+  return scenarios_.Start(yaml_text, source, principal, options_.clock->Now());
 }
 
-void Engine::AdvanceScenarios(absl::Time now) {
-  absl::MutexLock lock(&scenarios_mutex_);
-  for (ScenarioState& scenario : scenarios_) {
-    if (scenario.state != "running") continue;
-    while (scenario.steps_done < scenario.plan.steps.size() &&
-           scenario.start + scenario.plan.steps[scenario.steps_done].at <= now) {
-      const ScenarioStep& step = scenario.plan.steps[scenario.steps_done];
-      const absl::Status applied = ApplyStep(scenario, step);
-      if (!applied.ok()) {
-        scenario.error = fmt::format("step at +{} (line {}): {}", absl::FormatDuration(step.at),
-                                     step.line, MessageOf(applied));
-        CancelScenarioLocked(scenario, scenario.principal, "failed: " + scenario.error);
-        scenario.state = "failed";
-        break;
-      }
-      ++scenario.steps_done;
-    }
-    if (scenario.state == "running" && scenario.steps_done == scenario.plan.steps.size()) {
-      scenario.state = "done";
-      Record({.kind = EventKind::kScenarioEnded,
-              .injected = true,
-              .principal = scenario.principal,
-              .message = fmt::format("{} '{}' done: {} step(s) applied", scenario.id,
-                                     scenario.plan.name, scenario.steps_done)});
-    }
-  }
-  // Keep every running scenario and the 20 most recent ended ones.
-  size_t ended = 0;
-  for (auto it = scenarios_.rbegin(); it != scenarios_.rend(); ++it)
-    ended += it->state != "running";
-  for (auto it = scenarios_.begin(); ended > 20 && it != scenarios_.end();) {
-    if (it->state != "running") {
-      it = scenarios_.erase(it);
-      --ended;
-    } else {
-      ++it;
-    }
-  }
+std::vector<std::string> Engine::ClearScenarioInjections(const std::string& scenario_id,
+                                                         const Principal& who,
+                                                         std::string_view why) {
+  const std::vector<InjectionRecord> cleared = injections_.ClearScenario(scenario_id);
+  RecordCleared(cleared, who, why);
+  std::vector<std::string> ids;
+  for (const InjectionRecord& record : cleared) ids.push_back(record.id);
+  return ids;
 }
 
-absl::Status Engine::ApplyStep(const ScenarioState& scenario, const ScenarioStep& step) {
-  const Principal principal{.transport = "engine",
-                            .uid = scenario.principal.uid,
-                            .pid = scenario.principal.pid,
-                            .description = fmt::format("scenario {} (started by {})", scenario.id,
-                                                       scenario.principal.description)};
-  Record({.kind = EventKind::kScenarioStep,
-          .injected = true,
-          .principal = principal,
-          .message =
-              fmt::format("{} step {}/{} at +{} (line {})", scenario.id, scenario.steps_done + 1,
-                          scenario.plan.steps.size(), absl::FormatDuration(step.at), step.line)});
-  switch (step.action) {
-    case ScenarioStep::Action::kInjectField:
-      return InjectField({.gpu = step.gpu,
-                          .field = step.field,
-                          .value = step.value,
-                          .add = step.add,
-                          .duration = step.duration,
-                          .scenario_id = scenario.id},
-                         principal)
-          .status();
-    case ScenarioStep::Action::kInjectXid:
-      return InjectXid(step.gpu, step.xid, principal, scenario.id).status();
-    case ScenarioStep::Action::kClearAll:
-      RecordCleared(injections_.ClearScenario(scenario.id), principal, "scenario step");
-      return absl::OkStatus();
-    case ScenarioStep::Action::kClearField:
-      for (const InjectionRecord& record : injections_.List()) {
-        if (record.gpu == step.gpu && record.field == step.field) {
-          auto cleared = injections_.Clear(record.id);
-          if (cleared.ok()) RecordCleared({*cleared}, principal, "scenario step");
-        }
-      }
-      return absl::OkStatus();
+std::vector<std::string> Engine::ClearFieldInjection(uint32_t gpu, FieldId field,
+                                                     const Principal& who, std::string_view why) {
+  std::vector<std::string> ids;
+  for (const InjectionRecord& record : injections_.List()) {
+    if (record.gpu != gpu || record.field != field) continue;
+    if (auto cleared = injections_.Clear(record.id); cleared.ok()) {
+      RecordCleared({*cleared}, who, why);
+      ids.push_back(cleared->id);
+    }
   }
-  return absl::OkStatus();
+  return ids;
 }
 
-std::vector<std::string> Engine::CancelScenarioLocked(ScenarioState& scenario, const Principal& who,
-                                                      std::string_view reason) {
-  std::vector<std::string> cleared_ids;
-  const std::vector<InjectionRecord> cleared = injections_.ClearScenario(scenario.id);
-  RecordCleared(cleared, who, fmt::format("{} {}", scenario.id, reason));
-  for (const InjectionRecord& record : cleared) cleared_ids.push_back(record.id);
-  scenario.state = "cancelled";
-  Record(
-      {.kind = EventKind::kScenarioEnded,
-       .injected = true,
-       .principal = who,
-       .message = fmt::format("{} '{}' {} after {} of {} step(s)", scenario.id, scenario.plan.name,
-                              reason, scenario.steps_done, scenario.plan.steps.size())});
-  return cleared_ids;
+void Engine::AuditScenario(ScenarioTarget::Audit what, const Principal& who, std::string message) {
+  const EventKind kind = what == Audit::kStarted ? EventKind::kScenarioStarted
+                         : what == Audit::kStep  ? EventKind::kScenarioStep
+                                                 : EventKind::kScenarioEnded;
+  Record({.kind = kind, .injected = true, .principal = who, .message = std::move(message)});
 }
 
 absl::StatusOr<std::vector<std::string>> Engine::Clear(const std::string& id, bool all,
                                                        const Principal& principal) {
   std::vector<std::string> cleared;
-  absl::MutexLock lock(&scenarios_mutex_);
   if (all || id.starts_with("scn-")) {
-    bool found = false;
-    for (ScenarioState& scenario : scenarios_) {
-      if (scenario.state != "running" || (!all && scenario.id != id)) continue;
-      found = true;
-      cleared.push_back(scenario.id);
-      for (std::string& injection : CancelScenarioLocked(scenario, principal, "cancelled")) {
-        cleared.push_back(std::move(injection));
-      }
-    }
-    if (!all && !found) {
-      return absl::NotFoundError(
-          fmt::format("no running scenario {}: `vigil inject list` shows what is running", id));
-    }
+    auto cancelled = scenarios_.Cancel(id, all, principal);
+    if (!cancelled.ok()) return cancelled.status();
+    cleared = std::move(*cancelled);
   }
   if (all) {
     const std::vector<InjectionRecord> records = injections_.ClearAll();
@@ -571,11 +480,6 @@ absl::StatusOr<std::vector<Incident>> Engine::ClearHealth(uint32_t gpu,
           .message = fmt::format("{}: {} incident(s) cleared{}{}", what, cleared.size(),
                                  list.empty() ? "" : ": ", list)});
   return cleared;
-}
-
-std::vector<ScenarioState> Engine::Scenarios() const {
-  absl::MutexLock lock(&scenarios_mutex_);
-  return scenarios_;
 }
 
 absl::StatusOr<std::vector<uint32_t>> Engine::ResolveGpus(

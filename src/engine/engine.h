@@ -25,6 +25,7 @@
 #include "health/incident_store.h"
 #include "inject/injection.h"
 #include "inject/scenario.h"
+#include "inject/scenario_runner.h"
 #include "sampling/history.h"
 #include "sampling/schedule.h"
 #include "sampling/snapshot.h"
@@ -86,18 +87,7 @@ struct EngineStats {
   std::atomic<uint64_t> last_tick_duration_ns{0};
 };
 
-// A scenario the engine runs or ran.
-struct ScenarioState {
-  std::string id;  // "scn-3"
-  ScenarioPlan plan;
-  Principal principal;
-  absl::Time start;
-  size_t steps_done = 0;
-  std::string state = "running";  // running, done, cancelled, failed
-  std::string error;
-};
-
-class Engine : public EventSink {
+class Engine : public EventSink, private ScenarioTarget {
  public:
   // Fails when the backend has no GPU.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(EngineOptions options,
@@ -116,7 +106,6 @@ class Engine : public EventSink {
   // stats() as plain numbers, as snapshots and EngineInfo carry them.
   Snapshot::Counters Counters() const;
   size_t subscriber_queue_depth() const { return options_.config.subscriber_queue_depth; }
-  Fanout<SnapshotPtr>& fanout() { return fanout_; }
 
   // The latest snapshot; never null (seq 0 with kNoData values before the first tick).
   std::shared_ptr<const Snapshot> Latest() const;
@@ -141,13 +130,13 @@ class Engine : public EventSink {
   // --- Fault injection (authorisation is the caller's job: see server/authz.h) ---
   // An injected value replaces (or raises) the reading from the next tick; see injection.h.
   absl::StatusOr<InjectionRecord> InjectField(const FieldInjectionRequest& request,
-                                              const Principal& principal);
+                                              const Principal& principal) override;
   // Produces the same event a real XID does, flagged injected.
   absl::StatusOr<InjectionRecord> InjectXid(uint32_t gpu, uint32_t xid, const Principal& principal,
-                                            const std::string& scenario_id = "");
-  // Validates the whole scenario first, then runs it on the engine's ticks.
-  absl::StatusOr<ScenarioState> RunScenario(std::string_view yaml_text, std::string_view source,
-                                            const Principal& principal);
+                                            const std::string& scenario_id = "") override;
+  // Validates the whole scenario first, then runs it on the engine's ticks (ScenarioRunner).
+  absl::StatusOr<ScenarioRun> RunScenario(std::string_view yaml_text, std::string_view source,
+                                          const Principal& principal);
   // Clears an injection ("inj-N"), cancels a scenario ("scn-N", with its injections), or
   // everything (`all`). NotFound for an unknown id. Returns the ids cleared or cancelled.
   absl::StatusOr<std::vector<std::string>> Clear(const std::string& id, bool all,
@@ -163,8 +152,27 @@ class Engine : public EventSink {
                                                     std::optional<HealthSystem> system,
                                                     const Principal& principal);
   // Running scenarios and the most recent ended ones.
-  std::vector<ScenarioState> Scenarios() const;
-  EventLog& events() { return events_; }
+  std::vector<ScenarioRun> Scenarios() const { return scenarios_.List(); }
+
+  // --- Streams (the service's subscriptions) ---
+  // Every published tick, to `listener` until UnsubscribeTicks(); ResourceExhausted past the
+  // subscriber limit, FailedPrecondition once the engine is stopping.
+  absl::Status SubscribeTicks(std::shared_ptr<TickListener> listener) {
+    return fanout_.Add(std::move(listener));
+  }
+  void UnsubscribeTicks(const TickListener* listener) { fanout_.Remove(listener); }
+  // Every event from now, after up to `recent` past ones (EventLog::Watch).
+  absl::Status WatchEvents(std::shared_ptr<EventListener> listener, size_t recent) {
+    return events_.Watch(std::move(listener), recent);
+  }
+  void UnwatchEvents(const EventListener* listener) { events_.Unwatch(listener); }
+  std::vector<EventPtr> RecentEvents(size_t count) const { return events_.Recent(count); }
+  // Ends every tick and event stream with `status` (the server shutting down); later
+  // subscriptions are refused.
+  void StopStreams(const absl::Status& status) {
+    fanout_.Stop(status);
+    events_.Stop(status);
+  }
 
  private:
   Engine(EngineOptions options, std::unique_ptr<Backend> backend);
@@ -207,21 +215,20 @@ class Engine : public EventSink {
   mutable absl::Mutex real_mutex_;
   std::vector<FieldValue> real_values_ ABSL_GUARDED_BY(real_mutex_);
 
-  mutable absl::Mutex scenarios_mutex_;
-  uint64_t next_scenario_ ABSL_GUARDED_BY(scenarios_mutex_) = 1;
-  std::vector<ScenarioState> scenarios_ ABSL_GUARDED_BY(scenarios_mutex_);
+  ScenarioRunner scenarios_;
 
   // Opens the incident store and the health evaluator (Create).
   absl::Status StartHealth();
   // Records an event stamped with the current time and seq.
   EventPtr Record(EngineEvent event);
-  // Runs the scenario steps that are due (tick thread).
-  void AdvanceScenarios(absl::Time now);
-  // Applies one step of a running scenario; an error fails the scenario.
-  absl::Status ApplyStep(const ScenarioState& scenario, const ScenarioStep& step);
-  std::vector<std::string> CancelScenarioLocked(ScenarioState& scenario, const Principal& who,
-                                                std::string_view reason)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(scenarios_mutex_);
+  // ScenarioTarget: what the scenario runner's steps act on.
+  std::vector<std::string> ClearScenarioInjections(const std::string& scenario_id,
+                                                   const Principal& who,
+                                                   std::string_view why) override;
+  std::vector<std::string> ClearFieldInjection(uint32_t gpu, FieldId field, const Principal& who,
+                                               std::string_view why) override;
+  void AuditScenario(ScenarioTarget::Audit what, const Principal& who,
+                     std::string message) override;
   void RecordCleared(const std::vector<InjectionRecord>& cleared, const Principal& who,
                      std::string_view why);
 };

@@ -187,14 +187,14 @@ TEST_F(EngineTest, OversizedHistoryResponsesAreRefused) {
 
 TEST_F(EngineTest, FanoutDeliversEveryTickThenStops) {
   auto listener = std::make_shared<RecordingListener>();
-  ASSERT_TRUE(engine_->fanout().Add(listener).ok());
+  ASSERT_TRUE(engine_->SubscribeTicks(listener).ok());
   Tick(3);
   EXPECT_THAT(listener->seqs, ::testing::ElementsAre(1, 2, 3));
-  engine_->fanout().Remove(listener.get());
+  engine_->UnsubscribeTicks(listener.get());
   Tick();
   EXPECT_EQ(listener->seqs.size(), 3u);
   auto second = std::make_shared<RecordingListener>();
-  ASSERT_TRUE(engine_->fanout().Add(second).ok());
+  ASSERT_TRUE(engine_->SubscribeTicks(second).ok());
   engine_.reset();
   EXPECT_EQ(second->stop_status.code(), absl::StatusCode::kUnavailable);
 }

@@ -35,7 +35,7 @@ class InjectionEngineTest : public ::testing::Test {
     ASSERT_TRUE(engine.ok());
     engine_ = std::move(*engine);
     events_ = std::make_shared<RecordingEvents>();
-    ASSERT_TRUE(engine_->events().Watch(events_, 0).ok());
+    ASSERT_TRUE(engine_->WatchEvents(events_, 0).ok());
     Tick();
   }
 
@@ -223,7 +223,7 @@ steps:
   ASSERT_TRUE(cancelled.ok());
   Tick(10);
   EXPECT_FALSE(Latest(0, 150).injected);  // the step at +10 s never ran
-  EXPECT_EQ(engine_->Scenarios()[0].state, "cancelled");
+  EXPECT_EQ(engine_->Scenarios()[0].state, ScenarioRun::State::kCancelled);
 }
 
 TEST_F(InjectionEngineTest, ScenarioThatCannotApplyAStepFailsAndCleansUp) {
@@ -237,8 +237,8 @@ TEST_F(InjectionEngineTest, ScenarioThatCannotApplyAStepFailsAndCleansUp) {
       std::to_string(replays - 1) + "}\n";
   ASSERT_TRUE(engine_->RunScenario(yaml, "s.yaml", kRoot).ok());
   Tick(3);
-  const ScenarioState state = engine_->Scenarios()[0];
-  EXPECT_EQ(state.state, "failed");
+  const ScenarioRun state = engine_->Scenarios()[0];
+  EXPECT_EQ(state.state, ScenarioRun::State::kFailed);
   EXPECT_THAT(state.error, HasSubstr("line 4"));
   EXPECT_THAT(state.error, HasSubstr("go backwards"));
   EXPECT_TRUE(engine_->Injections().empty());

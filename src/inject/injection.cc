@@ -8,18 +8,6 @@
 
 namespace vigil {
 
-std::string_view InjectionModeName(InjectionMode mode) {
-  switch (mode) {
-    case InjectionMode::kValue:
-      return "value";
-    case InjectionMode::kAdd:
-      return "add";
-    case InjectionMode::kXid:
-      return "xid";
-  }
-  return "invalid";
-}
-
 std::string InjectionRecord::Describe() const {
   if (mode == InjectionMode::kXid) return fmt::format("GPU {} XID {}", gpu, xid);
   const FieldInfo* info = FindField(field);

@@ -33,7 +33,6 @@
 namespace vigil {
 
 enum class InjectionMode { kValue, kAdd, kXid };
-std::string_view InjectionModeName(InjectionMode mode);
 
 struct InjectionRecord {
   std::string id;  // "inj-12"

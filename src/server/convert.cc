@@ -112,7 +112,7 @@ v1::Injection ToProto(const InjectionRecord& record) {
   out.set_gpu(record.gpu);
   out.set_field_id(record.field);
   out.set_xid(record.xid);
-  out.set_mode(std::string(InjectionModeName(record.mode)));
+  out.set_mode(ToProto(record.mode));
   out.set_value(record.mode == InjectionMode::kAdd ? static_cast<double>(record.add)
                                                    : record.value.numeric());
   *out.mutable_principal() = ToProto(record.principal);
@@ -123,7 +123,33 @@ v1::Injection ToProto(const InjectionRecord& record) {
   return out;
 }
 
-v1::Scenario ToProto(const ScenarioState& scenario) {
+v1::InjectionMode ToProto(InjectionMode mode) {
+  switch (mode) {
+    case InjectionMode::kValue:
+      return v1::INJECTION_MODE_VALUE;
+    case InjectionMode::kAdd:
+      return v1::INJECTION_MODE_ADD;
+    case InjectionMode::kXid:
+      return v1::INJECTION_MODE_XID;
+  }
+  return v1::INJECTION_MODE_UNSPECIFIED;
+}
+
+v1::Scenario::State ToProto(ScenarioRun::State state) {
+  switch (state) {
+    case ScenarioRun::State::kRunning:
+      return v1::Scenario::RUNNING;
+    case ScenarioRun::State::kDone:
+      return v1::Scenario::DONE;
+    case ScenarioRun::State::kCancelled:
+      return v1::Scenario::CANCELLED;
+    case ScenarioRun::State::kFailed:
+      return v1::Scenario::FAILED;
+  }
+  return v1::Scenario::STATE_UNSPECIFIED;
+}
+
+v1::Scenario ToProto(const ScenarioRun& scenario) {
   v1::Scenario out;
   out.set_id(scenario.id);
   out.set_name(scenario.plan.name);
@@ -132,7 +158,7 @@ v1::Scenario ToProto(const ScenarioState& scenario) {
   out.set_duration_us(absl::ToInt64Microseconds(scenario.plan.length));
   out.set_steps(static_cast<uint32_t>(scenario.plan.steps.size()));
   out.set_steps_done(static_cast<uint32_t>(scenario.steps_done));
-  out.set_state(scenario.state);
+  out.set_state(ToProto(scenario.state));
   out.set_error(scenario.error);
   return out;
 }

@@ -29,7 +29,9 @@ void AppendValues(const Snapshot& snapshot, const std::vector<uint32_t>& gpus,
 
 v1::Principal ToProto(const Principal& principal);
 v1::Injection ToProto(const InjectionRecord& record);
-v1::Scenario ToProto(const ScenarioState& scenario);
+v1::InjectionMode ToProto(InjectionMode mode);
+v1::Scenario::State ToProto(ScenarioRun::State state);
+v1::Scenario ToProto(const ScenarioRun& scenario);
 v1::Event::Kind ToProto(EventKind kind);
 void ToProto(const EngineEvent& event, const std::string& instance_id, v1::Event* out);
 v1::XidSeverity ToProto(XidRule::Severity severity);

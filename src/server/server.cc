@@ -195,8 +195,7 @@ void EngineServer::Shutdown(absl::Duration grace) {
   if (unix_listener_ != nullptr) unix_listener_->Stop();  // no new clients; removes the file
   server_->GetHealthCheckService()->SetServingStatus(false);
   const absl::Status stopping = absl::UnavailableError("the engine is shutting down");
-  engine_->fanout().Stop(stopping);
-  engine_->events().Stop(stopping);
+  engine_->StopStreams(stopping);
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();
 }

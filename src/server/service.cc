@@ -36,7 +36,7 @@ class TickStreamReactor : public QueuedStreamReactor<SnapshotPtr, Wire> {
       : Base(engine->subscriber_queue_depth(), Base::Overflow::kDropOldest), engine_(engine) {}
 
   void Begin() {
-    if (absl::Status added = engine_->fanout().Add(this->listener()); !added.ok()) {
+    if (absl::Status added = engine_->SubscribeTicks(this->listener()); !added.ok()) {
       this->Stop(added.code() == absl::StatusCode::kFailedPrecondition
                      ? absl::UnavailableError(added.message())
                      : added);
@@ -47,7 +47,7 @@ class TickStreamReactor : public QueuedStreamReactor<SnapshotPtr, Wire> {
 
  protected:
   void Unregister(const Listener<SnapshotPtr>* listener) override {
-    engine_->fanout().Remove(listener);
+    engine_->UnsubscribeTicks(listener);
   }
 
   Engine* const engine_;
@@ -84,7 +84,7 @@ class EventsReactor final : public QueuedStreamReactor<EventPtr, v1::Event> {
       : QueuedStreamReactor(EventLog::kRecentCapacity, Overflow::kEndStream), engine_(engine) {}
 
   void Begin(size_t recent) {
-    if (absl::Status added = engine_->events().Watch(listener(), recent); !added.ok()) {
+    if (absl::Status added = engine_->WatchEvents(listener(), recent); !added.ok()) {
       Stop(added.code() == absl::StatusCode::kFailedPrecondition
                ? absl::UnavailableError(added.message())
                : added);
@@ -97,9 +97,7 @@ class EventsReactor final : public QueuedStreamReactor<EventPtr, v1::Event> {
     wire->Clear();
     ToProto(*event, engine_->identity().instance_id, wire);
   }
-  void Unregister(const Listener<EventPtr>* listener) override {
-    engine_->events().Unwatch(listener);
-  }
+  void Unregister(const Listener<EventPtr>* listener) override { engine_->UnwatchEvents(listener); }
 
  private:
   Engine* const engine_;
@@ -289,7 +287,7 @@ absl::StatusOr<Principal> EngineService::Authorize(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* EngineService::ListEvents(grpc::CallbackServerContext* context,
                                                     const v1::ListEventsRequest* request,
                                                     v1::ListEventsResponse* response) {
-  for (const EventPtr& event : engine_->events().Recent(request->recent())) {
+  for (const EventPtr& event : engine_->RecentEvents(request->recent())) {
     ToProto(*event, engine_->identity().instance_id, response->add_events());
   }
   return Finish(context, absl::OkStatus());
@@ -369,7 +367,7 @@ grpc::ServerUnaryReactor* EngineService::ListInjections(grpc::CallbackServerCont
   for (const InjectionRecord& record : engine_->Injections()) {
     *response->add_injections() = ToProto(record);
   }
-  for (const ScenarioState& scenario : engine_->Scenarios()) {
+  for (const ScenarioRun& scenario : engine_->Scenarios()) {
     *response->add_scenarios() = ToProto(scenario);
   }
   return Finish(context, absl::OkStatus());
