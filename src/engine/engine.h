@@ -5,6 +5,13 @@
 // clock). Everything else is thread-safe and may be called from gRPC's threads: readers never
 // wait for a backend read, because the backend is only called from RunTick() and the locks
 // taken by readers are held only while copying pointers or history samples.
+//
+// Lock order (outer first; docs/architecture.md has every path): SimBackend::mutex_ (tests'
+// XIDs) > history_mutex_ > real_mutex_ > xid_mutex_ > HealthEvaluator::mutex_ >
+// IncidentStore::mutex_ > InjectionTable::mutex_ > latest_mutex_ > EventLog::mutex_ >
+// Fanout::mutex_ > the stream reactors' locks. RunTick takes the engine's own mutexes one at a
+// time; history_mutex_ is held while InjectionTable::Apply() runs. The scenario runner's lock is a
+// leaf (never held while calling the engine), and no lock here is held across disk I/O.
 #pragma once
 
 #include <atomic>
@@ -201,10 +208,10 @@ class Engine : public EventSink, private ScenarioTarget {
   mutable absl::Mutex latest_mutex_;
   std::shared_ptr<const Snapshot> latest_ ABSL_GUARDED_BY(latest_mutex_);
 
-  mutable absl::Mutex history_mutex_;
+  mutable absl::Mutex history_mutex_ ABSL_ACQUIRED_BEFORE(real_mutex_, latest_mutex_);
   HistoryStore history_ ABSL_GUARDED_BY(history_mutex_);
 
-  absl::Mutex xid_mutex_;
+  absl::Mutex xid_mutex_ ABSL_ACQUIRED_BEFORE(latest_mutex_);
   std::vector<FieldValue> last_xid_ ABSL_GUARDED_BY(xid_mutex_);  // per GPU, for field 230
 
   InjectionTable injections_;

@@ -7,42 +7,11 @@
 #include "common/check.h"
 #include "fields/catalogue.h"
 #include "fmt/format.h"
+#include "health/rules.h"
 #include "spdlog/spdlog.h"
 
 namespace vigil {
 namespace {
-
-// The fields each system's rules read: when one of them is missing or stale the system is
-// UNKNOWN (fields the GPU does not support at all are simply not judged).
-std::vector<FieldId> InputsOf(HealthSystem system) {
-  switch (system) {
-    case HealthSystem::kPcie:
-      return {fid::kPcieReplayCounter, fid::kPcieLinkGen, fid::kPcieLinkWidth};
-    case HealthSystem::kMemory:
-      return {fid::kEccDbeVolTotal,    fid::kRetiredPending,  fid::kRetiredSbe,
-              fid::kRetiredDbe,        fid::kRowRemapFailure, fid::kUncorrectableRemappedRows,
-              fid::kMemoryUnrepairable};
-    case HealthSystem::kInforom:
-      return {fid::kInforomConfigValid};
-    case HealthSystem::kThermal:
-      return {fid::kThermalViolation};
-    case HealthSystem::kPower:
-      return {fid::kPowerViolation};
-    case HealthSystem::kNvlink:
-      return {fid::kNvlinkCrcFlitErrors, fid::kNvlinkCrcDataErrors, fid::kNvlinkReplayErrors,
-              fid::kNvlinkRecoveryErrors};
-    case HealthSystem::kDriver:
-      return {fid::kGpuRecoveryAction};
-  }
-  return {};
-}
-
-// DCGM's PCIe replay allowance per lane per minute, by link generation.
-double ReplaysPerLanePerMinute(int64_t generation) {
-  static constexpr double kRates[] = {0.15, 0.3, 0.48, 0.96, 1.92, 3.84};
-  const int64_t index = std::clamp<int64_t>(generation, 1, 6) - 1;
-  return kRates[index];
-}
 
 std::string Ago(absl::Duration age) {
   return absl::FormatDuration(absl::Trunc(age, absl::Seconds(1)));
@@ -115,222 +84,69 @@ std::optional<int64_t> HealthEvaluator::WindowDelta(uint32_t gpu, FieldId field,
   return window.samples.back().second - window.samples.front().second;
 }
 
+// What one GPU's rules see at one evaluation (RuleContext), with the check that each rule reads
+// only the inputs it lists: those are what make its system UNKNOWN when missing or stale.
+class HealthEvaluator::GpuRuleContext final : public RuleContext {
+ public:
+  GpuRuleContext(HealthEvaluator* evaluator, uint32_t gpu, const Snapshot& snapshot, absl::Time now,
+                 std::vector<Condition>* conditions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(evaluator->mutex_)
+      : evaluator_(evaluator), gpu_(gpu), snapshot_(snapshot), now_(now), conditions_(conditions) {}
+
+  void Run(const HealthRule& rule) {
+    rule_ = &rule;
+    rule.evaluate(*this);
+    rule_ = nullptr;
+  }
+
+  const HealthPolicy& policy() const override { return evaluator_->policy_; }
+  const FieldValue& Value(FieldId field) override {
+    CheckInput(field);
+    return snapshot_.at(gpu_, evaluator_->Index(field)).value;
+  }
+  std::optional<int64_t> WindowDelta(FieldId field, bool* injected) override
+      ABSL_NO_THREAD_SAFETY_ANALYSIS {  // only constructed with the evaluator's mutex held
+    CheckInput(field);
+    bool reset = false;  // resets are the evaluator's own check (EvaluateRules)
+    return evaluator_->WindowDelta(gpu_, field, snapshot_, now_, &reset, injected);
+  }
+  absl::Duration WindowSpan(FieldId field) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    CheckInput(field);
+    const auto& samples = evaluator_->counters_[gpu_][field].samples;
+    if (samples.size() < 2) return evaluator_->policy_.window;
+    return std::max(absl::Seconds(1), samples.back().first - samples.front().first);
+  }
+  ValueStatus GpuRead() const override { return snapshot_.gpu_read_status(gpu_); }
+  void Raise(HealthStatus status, std::string key, std::string code, std::string message,
+             std::string action, bool injected) override {
+    conditions_->push_back({rule_->system, status, std::move(key), std::move(code),
+                            std::move(message), std::move(action), injected});
+  }
+
+ private:
+  void CheckInput(FieldId field) const {
+    VIGIL_CHECK(rule_ != nullptr && std::find(rule_->inputs.begin(), rule_->inputs.end(), field) !=
+                                        rule_->inputs.end());
+  }
+
+  HealthEvaluator* const evaluator_;
+  const uint32_t gpu_;
+  const Snapshot& snapshot_;
+  const absl::Time now_;
+  std::vector<Condition>* const conditions_;
+  const HealthRule* rule_ = nullptr;
+};
+
 void HealthEvaluator::EvaluateRules(uint32_t gpu, const Snapshot& snapshot, absl::Time now,
                                     std::vector<Condition>* conditions, bool* reset_seen) {
-  const auto value = [&](FieldId field) -> const FieldValue& {
-    return snapshot.at(gpu, Index(field)).value;
-  };
-  const auto add = [&](HealthSystem system, HealthStatus status, std::string key, std::string code,
-                       std::string message, std::string action, bool injected) {
-    conditions->push_back({system, status, std::move(key), std::move(code), std::move(message),
-                           std::move(action), injected});
-  };
-  const double window_s = absl::ToDoubleSeconds(policy_.window);
-  const std::string reset_action =
-      "drain the node's workloads and reset the GPU (nvidia-smi -r), or reboot the node";
-
   // Resets: volatile ECC counters and the energy counter only go back on a GPU reset or a
   // driver reload, which is what clears sticky failures.
   for (FieldId field : {fid::kEccSbeVolTotal, fid::kEccDbeVolTotal, fid::kTotalEnergy}) {
     bool ignored = false;
     WindowDelta(gpu, field, snapshot, now, reset_seen, &ignored);
   }
-
-  // PCIe: replays in the window above the allowance for the link's generation and width.
-  {
-    bool injected = false, reset = false;
-    const auto replays =
-        WindowDelta(gpu, fid::kPcieReplayCounter, snapshot, now, &reset, &injected);
-    const FieldValue& gen = value(fid::kPcieLinkGen);
-    const FieldValue& width = value(fid::kPcieLinkWidth);
-    if (replays && gen.ok() && width.ok() && width.as_int() > 0) {
-      const double limit = ReplaysPerLanePerMinute(gen.as_int()) * width.as_int() * window_s / 60.0;
-      if (*replays > limit) {
-        add(HealthSystem::kPcie, HealthStatus::kWarn, "pcie.replay_rate", "DCGM_FR_PCI_REPLAY_RATE",
-            fmt::format("{} PCIe replays in the last {}, above the {:.1f} allowed for a Gen{} x{} "
-                        "link",
-                        *replays, absl::FormatDuration(policy_.window), limit, gen.as_int(),
-                        width.as_int()),
-            "check the PCIe link (lspci -vv, riser, slot); reseat or replace the GPU if it "
-            "persists",
-            injected || gen.injected || width.injected);
-      }
-    }
-  }
-
-  // Memory.
-  if (const FieldValue& dbe = value(fid::kEccDbeVolTotal); dbe.ok() && dbe.as_int() > 0) {
-    add(HealthSystem::kMemory, HealthStatus::kFail, "memory.volatile_dbe",
-        "DCGM_FR_VOLATILE_DBE_DETECTED",
-        fmt::format("{} uncorrectable (double-bit) ECC error{} since the driver loaded",
-                    dbe.as_int(), dbe.as_int() == 1 ? "" : "s"),
-        reset_action, dbe.injected);
-  }
-  if (const FieldValue& pending = value(fid::kRetiredPending);
-      pending.ok() && pending.as_int() > 0) {
-    add(HealthSystem::kMemory, HealthStatus::kWarn, "memory.pending_retirement",
-        "DCGM_FR_PENDING_PAGE_RETIREMENTS", "memory pages are pending retirement",
-        "reset the GPU at the next maintenance window so the retirement takes effect",
-        pending.injected);
-  }
-  const FieldValue& retired_sbe = value(fid::kRetiredSbe);
-  const FieldValue& retired_dbe = value(fid::kRetiredDbe);
-  if (retired_sbe.ok() && retired_dbe.ok() &&
-      retired_sbe.as_int() + retired_dbe.as_int() >= policy_.retired_pages_fail) {
-    add(HealthSystem::kMemory, HealthStatus::kFail, "memory.retired_pages",
-        "DCGM_FR_RETIRED_PAGES_LIMIT",
-        fmt::format("{} retired pages ({} single-bit, {} double-bit), at or above the limit of {}",
-                    retired_sbe.as_int() + retired_dbe.as_int(), retired_sbe.as_int(),
-                    retired_dbe.as_int(), policy_.retired_pages_fail),
-        "replace the GPU (RMA)", retired_sbe.injected || retired_dbe.injected);
-  }
-  if (retired_dbe.ok() && retired_dbe.as_int() > policy_.retired_dbe_pages_fail) {
-    add(HealthSystem::kMemory, HealthStatus::kFail, "memory.retired_dbe_pages",
-        "DCGM_FR_RETIRED_PAGES_DBE_LIMIT",
-        fmt::format("{} pages retired for double-bit errors, above the limit of {}",
-                    retired_dbe.as_int(), policy_.retired_dbe_pages_fail),
-        "replace the GPU (RMA)", retired_dbe.injected);
-  }
-  if (const FieldValue& failed = value(fid::kRowRemapFailure); failed.ok() && failed.as_int() > 0) {
-    add(HealthSystem::kMemory, HealthStatus::kFail, "memory.row_remap_failure",
-        "DCGM_FR_ROW_REMAP_FAILURE", "row remapping failed: the GPU ran out of spare rows",
-        "replace the GPU (RMA)", failed.injected);
-  }
-  if (const FieldValue& rows = value(fid::kUncorrectableRemappedRows);
-      rows.ok() && rows.as_int() >= policy_.uncorrectable_rows_warn) {
-    add(HealthSystem::kMemory, HealthStatus::kWarn, "memory.uncorrectable_rows",
-        "DCGM_FR_UNCORRECTABLE_ROW_REMAP",
-        fmt::format("{} rows remapped for uncorrectable errors (warning at {})", rows.as_int(),
-                    policy_.uncorrectable_rows_warn),
-        "plan to replace the GPU; it is running out of spare rows", rows.injected);
-  }
-  if (const FieldValue& unrepairable = value(fid::kMemoryUnrepairable);
-      unrepairable.ok() && unrepairable.as_int() > 0) {
-    add(HealthSystem::kMemory, HealthStatus::kFail, "memory.unrepairable", "DCGM_FR_FAULTY_MEMORY",
-        "the GPU reports memory it cannot repair", "replace the GPU (RMA)", unrepairable.injected);
-  }
-
-  // InfoROM.
-  if (const FieldValue& valid = value(fid::kInforomConfigValid);
-      valid.ok() && valid.as_int() == 0) {
-    add(HealthSystem::kInforom, HealthStatus::kWarn, "inforom.corrupt", "DCGM_FR_CORRUPT_INFOROM",
-        "the infoROM checksums do not match (corrupt infoROM)",
-        "update the infoROM/VBIOS with NVIDIA's tools, or replace the board", valid.injected);
-  }
-
-  // Thermal and power: time spent throttled within the window.
-  const auto violation = [&](FieldId field, HealthSystem system, double fraction_limit,
-                             const char* key, const char* code, const char* what,
-                             const char* action) {
-    bool injected = false, reset = false;
-    const auto ns = WindowDelta(gpu, field, snapshot, now, &reset, &injected);
-    if (!ns || *ns <= 0) return;
-    const double fraction = static_cast<double>(*ns) / absl::ToDoubleNanoseconds(policy_.window);
-    if (fraction < fraction_limit) return;
-    add(system, HealthStatus::kWarn, key, code,
-        fmt::format("throttled for {} for {:.1f} s of the last {} ({:.0f}%)", what, *ns / 1e9,
-                    absl::FormatDuration(policy_.window), fraction * 100),
-        action, injected);
-  };
-  violation(fid::kThermalViolation, HealthSystem::kThermal, policy_.thermal_violation_fraction,
-            "thermal.violation", "DCGM_FR_CLOCKS_EVENT_THERMAL", "temperature",
-            "check cooling: fans, airflow, inlet temperature, blocked heat sinks");
-  violation(fid::kPowerViolation, HealthSystem::kPower, policy_.power_violation_fraction,
-            "power.violation", "DCGM_FR_CLOCKS_EVENT_POWER", "power",
-            "check the power limit (nvidia-smi -q -d POWER) and the node's power supply");
-
-  // NVLink.
-  {
-    bool injected = false, reset = false;
-    const auto flit = WindowDelta(gpu, fid::kNvlinkCrcFlitErrors, snapshot, now, &reset, &injected);
-    const auto data = WindowDelta(gpu, fid::kNvlinkCrcDataErrors, snapshot, now, &reset, &injected);
-    const int64_t crc = flit.value_or(0) + data.value_or(0);
-    if ((flit || data) && crc > 0) {
-      // The rate over the span the samples actually cover (at least a second).
-      const auto& samples = counters_[gpu][fid::kNvlinkCrcFlitErrors].samples;
-      const double span_s =
-          samples.size() > 1
-              ? std::max(1.0, absl::ToDoubleSeconds(samples.back().first - samples.front().first))
-              : window_s;
-      const double rate = crc / span_s;
-      if (rate >= policy_.nvlink_crc_fail_rate) {
-        add(HealthSystem::kNvlink, HealthStatus::kFail, "nvlink.crc_rate",
-            "DCGM_FR_NVLINK_ERROR_CRITICAL",
-            fmt::format("{} NVLink CRC errors in {:.0f} s ({:.0f}/s, failing at {:.0f}/s)", crc,
-                        span_s, rate, policy_.nvlink_crc_fail_rate),
-            "drain the node, reset the GPUs of the NVLink domain; replace the part if it "
-            "recurs",
-            injected);
-      } else if (crc >= policy_.nvlink_crc_warn_count) {
-        add(HealthSystem::kNvlink, HealthStatus::kWarn, "nvlink.crc",
-            "DCGM_FR_NVLINK_CRC_ERROR_THRESHOLD",
-            fmt::format("{} NVLink CRC errors in the last {}", crc,
-                        absl::FormatDuration(policy_.window)),
-            "watch the NVLink counters (nvidia-smi nvlink -e); reset the GPUs if they keep "
-            "growing",
-            injected);
-      }
-    }
-    bool link_injected = false;
-    const auto replays =
-        WindowDelta(gpu, fid::kNvlinkReplayErrors, snapshot, now, &reset, &link_injected);
-    const auto recoveries =
-        WindowDelta(gpu, fid::kNvlinkRecoveryErrors, snapshot, now, &reset, &link_injected);
-    if (replays.value_or(0) > 0 || recoveries.value_or(0) > 0) {
-      add(HealthSystem::kNvlink, HealthStatus::kFail, "nvlink.replay_recovery",
-          "DCGM_FR_NVLINK_ERROR_THRESHOLD",
-          fmt::format("{} NVLink replay and {} recovery errors in the last {}", replays.value_or(0),
-                      recoveries.value_or(0), absl::FormatDuration(policy_.window)),
-          "drain the node, reset the GPUs of the NVLink domain; replace the part if it recurs",
-          link_injected);
-    }
-  }
-
-  // Driver: the GPU recovery action the driver asks for, and a GPU that stopped answering.
-  if (const FieldValue& action = value(fid::kGpuRecoveryAction);
-      action.ok() && action.as_int() > 0) {
-    struct Recovery {
-      HealthStatus status;
-      const char* code;
-      const char* what;
-      const char* action;
-    };
-    static const Recovery kRecoveries[] = {
-        {HealthStatus::kFail, "DCGM_FR_GPU_RECOVERY_RESET", "a GPU reset",
-         "drain the node's workloads and reset the GPU (nvidia-smi -r)"},
-        {HealthStatus::kFail, "DCGM_FR_GPU_RECOVERY_REBOOT", "a node reboot",
-         "drain the node and reboot it"},
-        {HealthStatus::kWarn, "DCGM_FR_GPU_RECOVERY_DRAIN_P2P", "draining peer-to-peer traffic",
-         "stop peer-to-peer (NVLink/PCIe P2P) workloads on this GPU"},
-        {HealthStatus::kFail, "DCGM_FR_GPU_RECOVERY_DRAIN_RESET",
-         "draining peer-to-peer traffic and a GPU reset",
-         "drain the node's workloads and reset the GPU (nvidia-smi -r)"},
-    };
-    if (action.as_int() <= 4) {
-      const Recovery& recovery = kRecoveries[action.as_int() - 1];
-      add(HealthSystem::kDriver, recovery.status, "driver.recovery_action", recovery.code,
-          fmt::format("the driver asks for {} (recovery action {})", recovery.what,
-                      action.as_int()),
-          recovery.action, action.injected);
-    }
-  }
-  const ValueStatus read = snapshot.gpu_read_status(gpu);
-  if (read == ValueStatus::kGpuLost) {
-    add(HealthSystem::kDriver, HealthStatus::kFail, "driver.gpu_lost", "DCGM_FR_FALLEN_OFF_BUS",
-        "the GPU stopped answering the driver (lost / fallen off the bus)",
-        "drain the node and restart it; check the GPU's seating, power and PCIe link if it "
-        "recurs",
-        false);
-  } else if (read == ValueStatus::kTimeout) {
-    // A driver call that hangs often comes before a GPU falls off the bus or a GSP timeout
-    // (XID 119), but a slow call alone is no proof of a fault: WARN while it lasts, and the
-    // systems read UNKNOWN because their data is not fresh.
-    add(HealthSystem::kDriver, HealthStatus::kWarn, "driver.gpu_unresponsive", "",
-        "the driver did not answer a query for this GPU in time: its readings are stale",
-        "check the kernel log (dmesg) for XIDs and NVRM messages; if calls keep hanging, drain "
-        "the node and reset the GPU or reboot",
-        false);
-  }
+  GpuRuleContext context(this, gpu, snapshot, now, conditions);
+  for (const HealthRule& rule : HealthRules()) context.Run(rule);
 }
 
 void HealthEvaluator::EvaluateXids(absl::Time now) {

@@ -125,6 +125,7 @@ class HealthEvaluator {
     std::string key, code, message, action;
     bool injected;
   };
+  class GpuRuleContext;
   struct PendingXid {
     uint32_t gpu, xid;
     absl::Time time;

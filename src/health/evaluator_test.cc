@@ -1,13 +1,15 @@
 // Tests for the health engine on hand-built snapshots: every rule just below and just above its
 // threshold, the XID policy, de-duplication, expiry, stickiness, UNKNOWN, resets, clears and
-// transitions; the policy's config overrides; and the incident store's persistence.
+// transitions; every rule's inputs making its system UNKNOWN; the policy's config overrides.
+// (The incident store has its own tests: incident_store_test.cc.)
 #include "health/evaluator.h"
 
-#include <fstream>
+#include <cctype>
+#include <set>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "testing/temp_dir.h"
+#include "health/rules.h"
 
 namespace vigil {
 namespace {
@@ -357,6 +359,70 @@ TEST_F(HealthTest, MissingOrStaleDataIsUnknownNeverPass) {
   values_[0][fid::kEccDbeVolTotal] = FieldValue::Error(ValueStatus::kTimeout);
   Tick();
   EXPECT_EQ(System(HealthSystem::kMemory), HealthStatus::kUnknown);
+}
+
+// Every rule, every input: when that input is stale or has no data, the rule's system is
+// UNKNOWN (never PASS), and says which field. The inputs come from the rule table itself.
+struct RuleInput {
+  const HealthRule* rule;
+  FieldId field;
+};
+
+std::vector<RuleInput> EveryRuleInput() {
+  std::vector<RuleInput> cases;
+  for (const HealthRule& rule : HealthRules()) {
+    for (FieldId field : rule.inputs) cases.push_back({&rule, field});
+  }
+  return cases;
+}
+
+class HealthRuleInputTest : public HealthTest, public ::testing::WithParamInterface<RuleInput> {};
+
+TEST_P(HealthRuleInputTest, AStaleOrMissingInputMakesItsSystemUnknown) {
+  const RuleInput input = GetParam();
+  const std::string name(FindField(input.field)->name);
+  Tick();
+  ASSERT_EQ(System(input.rule->system), HealthStatus::kPass);
+  stale_field_ = input.field;
+  Tick();
+  EXPECT_EQ(System(input.rule->system), HealthStatus::kUnknown) << name << " stale";
+  EXPECT_THAT(verdict_->gpus[0].systems[static_cast<size_t>(input.rule->system)].unknown_reason,
+              HasSubstr(name + " is stale"));
+  EXPECT_EQ(verdict_->gpus[1].status, HealthStatus::kPass);  // the other GPU is fresh
+  stale_field_.reset();
+  Tick();
+  EXPECT_EQ(System(input.rule->system), HealthStatus::kPass);
+  values_[0][input.field] = FieldValue::Error(ValueStatus::kNoData);
+  Tick();
+  EXPECT_EQ(System(input.rule->system), HealthStatus::kUnknown) << name << " missing";
+  EXPECT_THAT(verdict_->gpus[0].systems[static_cast<size_t>(input.rule->system)].unknown_reason,
+              HasSubstr("no data yet for " + name));
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryRule, HealthRuleInputTest, ::testing::ValuesIn(EveryRuleInput()),
+                         [](const ::testing::TestParamInfo<RuleInput>& info) {
+                           std::string name = std::string(info.param.rule->name) + "_" +
+                                              std::string(FindField(info.param.field)->name);
+                           for (char& c : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
+                         });
+
+TEST(HealthRulesTest, EverySystemHasRulesAndItsInputsAreTheirs) {
+  for (HealthSystem system : kAllHealthSystems) {
+    std::set<FieldId> from_rules;
+    bool has_rule = false;
+    for (const HealthRule& rule : HealthRules()) {
+      if (rule.system != system) continue;
+      has_rule = true;
+      from_rules.insert(rule.inputs.begin(), rule.inputs.end());
+    }
+    EXPECT_TRUE(has_rule) << HealthSystemName(system);
+    const std::vector<FieldId>& inputs = InputsOf(system);
+    EXPECT_EQ(std::set<FieldId>(inputs.begin(), inputs.end()), from_rules)
+        << HealthSystemName(system);
+  }
 }
 
 TEST_F(HealthTest, UnsupportedFieldsAreNotJudged) {
