@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "common/status.h"
+#include "fields/health_systems.h"
 #include "fmt/format.h"
 
 namespace vigil::cli {
@@ -188,11 +189,10 @@ CommandRunner AddHealthCommand(CLI::App* parent) {
   clear->add_option("--token-file", flags->client.token_file,
                     "File with the engine's injection token (needed over TCP)");
   clear->add_option("--gpu", flags->gpu, "GPU index")->required()->check(CLI::Range(0, 1023));
-  clear
-      ->add_option("--system", flags->system,
-                   "Only this system (pcie, memory, inforom, "
-                   "thermal, power, nvlink, driver)")
-      ->check(CLI::IsMember({"pcie", "memory", "inforom", "thermal", "power", "nvlink", "driver"}));
+  std::vector<std::string> systems;
+  for (const HealthSystemInfo& info : kHealthSystems) systems.emplace_back(info.name);
+  clear->add_option("--system", flags->system, "Only this system (" + HealthSystemChoices() + ")")
+      ->check(CLI::IsMember(systems));
   return [=] { return clear->parsed() ? RunClear(*flags) : RunHealth(*flags); };
 }
 

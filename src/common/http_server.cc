@@ -236,7 +236,7 @@ bool HttpServer::OnReadable(Connection& connection) {
     if (end == std::string::npos) {
       if (connection.input.size() > kMaxRequestBytes) {
         connection.close_after_write = true;
-        Respond(connection, "GET", "", false);
+        Send(connection, {.status = 431, .body = "request headers too large\n"}, false, false);
       }
       break;
     }
@@ -246,7 +246,7 @@ bool HttpServer::OnReadable(Connection& connection) {
     const std::vector<std::string_view> parts = Split(Trim(lines[0]), ' ');
     if (parts.size() != 3 || !parts[2].starts_with("HTTP/1.")) {
       connection.close_after_write = true;
-      Respond(connection, "", "", false);
+      Send(connection, {.status = 400, .body = "bad request\n"}, false, false);
       break;
     }
     bool keep_alive = parts[2] == "HTTP/1.1";
@@ -266,12 +266,13 @@ bool HttpServer::OnReadable(Connection& connection) {
     }
     if (has_body) {  // nothing here takes a body; refuse rather than mis-frame the next request
       connection.close_after_write = true;
-      Respond(connection, "BODY", "", false);
+      Send(connection, {.status = 400, .body = "bad request: no request here takes a body\n"},
+           false, false);
       break;
     }
     std::string path(parts[1]);
     if (const size_t query = path.find('?'); query != std::string::npos) path.resize(query);
-    Respond(connection, std::string(parts[0]), path, keep_alive);
+    Send(connection, Route(parts[0], path), keep_alive, parts[0] == "HEAD");
     if (!keep_alive) {
       connection.close_after_write = true;
       break;
@@ -280,20 +281,16 @@ bool HttpServer::OnReadable(Connection& connection) {
   return Flush(connection);
 }
 
-void HttpServer::Respond(Connection& connection, const std::string& method, const std::string& path,
-                         bool keep_alive) {
-  HttpResponse response;
-  if (method.empty() || method == "BODY") {
-    response = {.status = 400, .body = "bad request\n"};
-  } else if (method != "GET" && method != "HEAD") {
-    response = {.status = 405, .body = "only GET and HEAD are served here\n"};
-  } else if (auto handler = handlers_.find(path); handler != handlers_.end()) {
-    response = handler->second();
-  } else if (path.empty()) {
-    response = {.status = 431, .body = "request headers too large\n"};
-  } else {
-    response = {.status = 404, .body = "not found\n"};
+HttpResponse HttpServer::Route(std::string_view method, const std::string& path) const {
+  if (method != "GET" && method != "HEAD") {
+    return {.status = 405, .body = "only GET and HEAD are served here\n"};
   }
+  if (auto handler = handlers_.find(path); handler != handlers_.end()) return handler->second();
+  return {.status = 404, .body = "not found\n"};
+}
+
+void HttpServer::Send(Connection& connection, HttpResponse response, bool keep_alive,
+                      bool head_only) {
   const size_t length =
       (response.shared_body != nullptr ? response.shared_body->size() : 0) + response.body.size();
   Connection::Piece head;
@@ -302,7 +299,7 @@ void HttpServer::Respond(Connection& connection, const std::string& method, cons
       response.status, Reason(response.status), response.content_type, length,
       keep_alive ? "keep-alive" : "close");
   connection.output.push_back(std::move(head));
-  if (method == "HEAD") return;
+  if (head_only) return;
   if (response.shared_body != nullptr && !response.shared_body->empty()) {
     connection.output.push_back({.shared = std::move(response.shared_body)});
   }

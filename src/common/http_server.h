@@ -52,8 +52,10 @@ class HttpServer {
   // Reads what is available; answers complete requests. False when the connection must close.
   bool OnReadable(Connection& connection);
   bool Flush(Connection& connection);
-  void Respond(Connection& connection, const std::string& method, const std::string& path,
-               bool keep_alive);
+  // The handler's response for a request, or the error response (405, 404).
+  HttpResponse Route(std::string_view method, const std::string& path) const;
+  // Queues `response` on the connection (headers only for HEAD).
+  void Send(Connection& connection, HttpResponse response, bool keep_alive, bool head_only);
   void Close(int fd);
 
   std::map<std::string, Handler> handlers_;

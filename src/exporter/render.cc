@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "api/convert.h"
+#include "fields/health_systems.h"
 #include "fmt/format.h"
 
 namespace vigil {
@@ -85,18 +86,6 @@ void AppendSample(std::string* out, std::string_view name, const GpuLabels& labe
   out->append("} ");
   out->append(value);
   out->push_back('\n');
-}
-
-// The DCGM health watch names dcgm-exporter reports, for Vigil's systems.
-std::string_view WatchName(std::string_view system) {
-  if (system == "pcie") return "PCIE";
-  if (system == "memory") return "MEM";
-  if (system == "inforom") return "INFOROM";
-  if (system == "thermal") return "THERMAL";
-  if (system == "power") return "POWER";
-  if (system == "nvlink") return "NVLINK";
-  if (system == "driver") return "DRIVER";
-  return "UNKNOWN";
 }
 
 void Header(std::string* out, std::string_view name, std::string_view type, std::string_view help) {
@@ -247,7 +236,7 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
                 }
               }
               if (system.status() == gpu.status() && code != "DCGM_FR_OK") overall_code = code;
-              row(WatchName(system.system()), system.status(), code);
+              row(HealthSystemWatchName(system.system()), system.status(), code);
             }
             row("ALL", gpu.status(), overall_code);
           }

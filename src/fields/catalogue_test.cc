@@ -1,8 +1,10 @@
-// Tests for the field catalogue: table invariants and name/ID resolution.
+// Tests for the field catalogue (table invariants and name/ID resolution) and the health
+// systems table.
 #include "fields/catalogue.h"
 
 #include <set>
 
+#include "fields/health_systems.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -77,6 +79,17 @@ TEST(CatalogueTest, ResolvesListsKeepingFirstOccurrence) {
   EXPECT_FALSE(ResolveFieldList("150,,155").ok());
   EXPECT_FALSE(ResolveFieldList("").ok());
   EXPECT_FALSE(ResolveFieldList("150,bogus").ok());
+}
+
+TEST(HealthSystemsTest, OneTableServesNamesWatchesAndChoices) {
+  for (const HealthSystemInfo& info : kHealthSystems) {
+    EXPECT_EQ(HealthSystemName(info.system), info.name);
+    EXPECT_EQ(ParseHealthSystem(info.name), info.system);
+    EXPECT_EQ(HealthSystemWatchName(info.name), info.dcgm_watch);
+  }
+  EXPECT_EQ(HealthSystemWatchName("memory"), "MEM");
+  EXPECT_EQ(ParseHealthSystem("gpu"), std::nullopt);
+  EXPECT_EQ(HealthSystemChoices(), "pcie, memory, inforom, thermal, power, nvlink or driver");
 }
 
 }  // namespace

@@ -29,33 +29,6 @@ XidRule Rule(Severity severity, HealthSystem system, std::string code, std::stri
 
 }  // namespace
 
-std::string_view HealthSystemName(HealthSystem system) {
-  switch (system) {
-    case HealthSystem::kPcie:
-      return "pcie";
-    case HealthSystem::kMemory:
-      return "memory";
-    case HealthSystem::kInforom:
-      return "inforom";
-    case HealthSystem::kThermal:
-      return "thermal";
-    case HealthSystem::kPower:
-      return "power";
-    case HealthSystem::kNvlink:
-      return "nvlink";
-    case HealthSystem::kDriver:
-      return "driver";
-  }
-  return "unknown";
-}
-
-std::optional<HealthSystem> ParseHealthSystem(std::string_view name) {
-  for (HealthSystem system : kAllHealthSystems) {
-    if (HealthSystemName(system) == name) return system;
-  }
-  return std::nullopt;
-}
-
 std::string_view HealthStatusName(HealthStatus status) {
   switch (status) {
     case HealthStatus::kPass:
@@ -249,7 +222,7 @@ absl::Status ApplyHealthConfig(const YAML::Node& node, const std::string& source
         const auto system = ParseHealthSystem(*name);
         if (!system) {
           return reader.Error(rule_node["system"], path + ".system",
-                              "use pcie, memory, inforom, thermal, power, nvlink or driver");
+                              "use " + HealthSystemChoices());
         }
         rule.system = *system;
       }

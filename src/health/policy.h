@@ -12,17 +12,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "fields/health_systems.h"
 #include "yaml-cpp/yaml.h"
 
 namespace vigil {
-
-// DCGM's health systems that Vigil evaluates.
-enum class HealthSystem : uint8_t { kPcie, kMemory, kInforom, kThermal, kPower, kNvlink, kDriver };
-inline constexpr HealthSystem kAllHealthSystems[] = {
-    HealthSystem::kPcie,  HealthSystem::kMemory, HealthSystem::kInforom, HealthSystem::kThermal,
-    HealthSystem::kPower, HealthSystem::kNvlink, HealthSystem::kDriver};
-std::string_view HealthSystemName(HealthSystem system);  // "pcie", "memory", ...
-std::optional<HealthSystem> ParseHealthSystem(std::string_view name);
 
 // Ordered by how bad: the worst of several is the maximum, except that UNKNOWN ("cannot tell")
 // loses to FAIL (something is known to be broken) and beats WARN and PASS (never report healthy

@@ -412,10 +412,9 @@ grpc::ServerUnaryReactor* EngineService::ClearHealth(grpc::CallbackServerContext
   if (!request->system().empty()) {
     system = ParseHealthSystem(request->system());
     if (!system) {
-      return Finish(context, absl::InvalidArgumentError(fmt::format(
-                                 "unknown health system '{}': use pcie, memory, inforom, "
-                                 "thermal, power, nvlink or driver",
-                                 request->system())));
+      return Finish(context, absl::InvalidArgumentError(
+                                 fmt::format("unknown health system '{}': use {}",
+                                             request->system(), HealthSystemChoices())));
     }
   }
   auto cleared = engine_->ClearHealth(request->gpu(), system, *principal);

@@ -1,0 +1,34 @@
+// Implements the health system lookups over the one table.
+#include "fields/health_systems.h"
+
+namespace vigil {
+
+std::string_view HealthSystemName(HealthSystem system) {
+  const auto index = static_cast<size_t>(system);
+  return index < std::size(kHealthSystems) ? kHealthSystems[index].name : "unknown";
+}
+
+std::optional<HealthSystem> ParseHealthSystem(std::string_view name) {
+  for (const HealthSystemInfo& info : kHealthSystems) {
+    if (info.name == name) return info.system;
+  }
+  return std::nullopt;
+}
+
+std::string_view HealthSystemWatchName(std::string_view name) {
+  for (const HealthSystemInfo& info : kHealthSystems) {
+    if (info.name == name) return info.dcgm_watch;
+  }
+  return "UNKNOWN";
+}
+
+std::string HealthSystemChoices() {
+  std::string out;
+  for (size_t i = 0; i < std::size(kHealthSystems); ++i) {
+    if (i > 0) out += i + 1 == std::size(kHealthSystems) ? " or " : ", ";
+    out += kHealthSystems[i].name;
+  }
+  return out;
+}
+
+}  // namespace vigil
