@@ -99,7 +99,7 @@ TEST(CliTest, SigtermShutsDownCleanlyAndClientsFollowARestart) {
       {VigilBinary(), "dmon", "-e", "150", "-c", "0", "--json", "--engine", engine->unix_address},
       dir.path());
   // Wait for the first tick (polling the output of another process).
-  while (dmon.Stdout().empty()) absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_TRUE(Eventually([&] { return !dmon.Stdout().empty(); })) << dmon.Stderr();
   const std::string first_instance = JsonLines(dmon.Stdout()).front()["instance_id"];
 
   engine->process->Signal(SIGTERM);

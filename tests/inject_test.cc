@@ -35,7 +35,7 @@ TEST(InjectTest, InjectedValueReachesDmonFlaggedThenTheRealValueReturns) {
   Process dmon({VigilBinary(), "dmon", "-e", "155", "-i", "1", "-c", "7", "--json", "--engine",
                 engine.unix_address},
                dir.path());
-  while (dmon.Stdout().empty()) absl::SleepFor(absl::Milliseconds(20));  // dmon is streaming
+  ASSERT_TRUE(Eventually([&] { return !dmon.Stdout().empty(); })) << dmon.Stderr();  // streaming
   auto injected = Vigil({"inject", "field", "--gpu", "1", "--field", "DCGM_FI_DEV_POWER_USAGE",
                          "--value", "900", "--for", "3s", "--engine", engine.unix_address});
   ASSERT_EQ(injected.exit_code, 0) << injected.err;

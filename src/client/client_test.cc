@@ -1,8 +1,13 @@
-// Tests for address parsing and backoff.
+// Tests for address parsing, backoff, and a subscription's way back: its reopen backoff waits on
+// the injected clock, and Cancel() ends a reopen that waits for a missing engine.
+#include <thread>
+
 #include "client/address.h"
 #include "client/backoff.h"
+#include "client/engine_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 
 namespace vigil {
 namespace {
@@ -46,6 +51,39 @@ TEST(BackoffTest, GrowsToTheCapWithJitterAndResets) {
   EXPECT_GE(previous, absl::Seconds(4));
   backoff.Reset();
   EXPECT_LE(backoff.Next(), absl::Milliseconds(120));
+}
+
+// Polls (every millisecond of real time, at most 10 s), for another thread's progress.
+bool Poll(const std::function<bool()>& condition) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (!condition()) {
+    if (absl::Now() > give_up) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
+TEST(SubscriptionTest, ReopensAfterItsBackoffOnTheClockAndCancelEndsAWaitForTheEngine) {
+  testing::TempDir dir;
+  FakeClock clock;
+  auto client = EngineClient::Create("unix://" + dir.File("absent.sock"), {.clock = &clock});
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto subscription = (*client)->Subscribe({});
+  // The first open reports the missing engine at once.
+  const auto first = subscription->Next();
+  EXPECT_EQ(first.kind, TickSubscription::Event::kDisconnected);
+  EXPECT_THAT(std::string(first.error.message()), HasSubstr("unreachable"));
+  TickSubscription::Event::Kind second = TickSubscription::Event::kMessage;
+  std::thread reader([&] { second = subscription->Next().kind; });
+  // The reopen waits out its backoff on the fake clock, then waits for the engine inside gRPC...
+  ASSERT_TRUE(Poll([&] { return clock.waiters() == 1; }));
+  clock.Advance(absl::Seconds(1));
+  ASSERT_TRUE(Poll([&] { return clock.waiters() == 0; }));
+  EXPECT_EQ(subscription->reconnects(), 0u);  // never connected: not a reconnect
+  // ... until Cancel(), from another thread, ends that wait.
+  subscription->Cancel();
+  reader.join();
+  EXPECT_EQ(second, TickSubscription::Event::kCancelled);
 }
 
 }  // namespace

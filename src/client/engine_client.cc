@@ -112,16 +112,20 @@ absl::StatusOr<v1::GetHistoryResponse> EngineClient::GetHistory(
 
 std::unique_ptr<TickSubscription> EngineClient::Subscribe(v1::SubscribeRequest request) {
   return std::make_unique<TickSubscription>(
-      display_, [this, request = std::move(request)](grpc::ClientContext* context) {
+      display_,
+      [this, request = std::move(request)](grpc::ClientContext* context) {
         return stub_->Subscribe(context, request);
-      });
+      },
+      options_.clock);
 }
 
 std::unique_ptr<EventSubscription> EngineClient::WatchEvents(v1::WatchEventsRequest request) {
   return std::make_unique<EventSubscription>(
-      display_, [this, request = std::move(request)](grpc::ClientContext* context) {
+      display_,
+      [this, request = std::move(request)](grpc::ClientContext* context) {
         return stub_->WatchEvents(context, request);
-      });
+      },
+      options_.clock);
 }
 
 absl::StatusOr<v1::ListEventsResponse> EngineClient::ListEvents(
@@ -172,9 +176,11 @@ absl::StatusOr<v1::HealthVerdict> EngineClient::GetHealth(const v1::GetHealthReq
 
 std::unique_ptr<HealthSubscription> EngineClient::WatchHealth(v1::WatchHealthRequest request) {
   return std::make_unique<HealthSubscription>(
-      display_, [this, request = std::move(request)](grpc::ClientContext* context) {
+      display_,
+      [this, request = std::move(request)](grpc::ClientContext* context) {
         return stub_->WatchHealth(context, request);
-      });
+      },
+      options_.clock);
 }
 
 absl::StatusOr<v1::ClearHealthResponse> EngineClient::ClearHealth(

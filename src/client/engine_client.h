@@ -16,6 +16,7 @@
 #include "client/address.h"
 #include "client/backoff.h"
 #include "client/subscription.h"
+#include "common/clock.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "vigil/v1/engine.grpc.pb.h"
@@ -30,6 +31,8 @@ struct ClientOptions {
   // this node, so an attempt costs a connect() and a restarted engine should be found within
   // this much of its start (docs/architecture.md, "Coming back after a restart").
   absl::Duration reconnect_backoff_max = absl::Milliseconds(500);
+  // Times the subscriptions' reopen backoff; not owned.
+  Clock* clock = Clock::Real();
 };
 
 using TickSubscription = Subscription<v1::TickUpdate>;

@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "client/backoff.h"
+#include "common/clock.h"
 #include "fmt/format.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"
@@ -55,8 +56,10 @@ class Subscription {
                                                 .max = absl::Seconds(1)};
 
   // `open` starts the stream on a fresh context; `address` names the engine in messages.
-  Subscription(std::string address, Opener open, BackoffPolicy reopen = kReopenBackoff)
-      : address_(std::move(address)), open_(std::move(open)), backoff_(reopen) {}
+  // `clock` (not owned) times the reopen backoff.
+  Subscription(std::string address, Opener open, Clock* clock = Clock::Real(),
+               BackoffPolicy reopen = kReopenBackoff)
+      : address_(std::move(address)), open_(std::move(open)), clock_(clock), backoff_(reopen) {}
   ~Subscription() {
     Cancel();
     if (reader_ != nullptr) reader_->Finish();
@@ -67,7 +70,7 @@ class Subscription {
     if (waiting_to_reconnect_) {
       // Wait out the backoff delay, waking early on Cancel().
       absl::MutexLock lock(&mutex_);
-      mutex_.AwaitWithTimeout(absl::Condition(&cancelled_), backoff_.Next());
+      clock_->AwaitWithTimeout(&mutex_, absl::Condition(&cancelled_), backoff_.Next());
       waiting_to_reconnect_ = false;
     }
     if (reader_ == nullptr) {
@@ -132,6 +135,7 @@ class Subscription {
  private:
   const std::string address_;
   const Opener open_;
+  Clock* const clock_;
   Backoff backoff_;
   std::string last_instance_id_;
   bool connected_before_ = false;

@@ -105,6 +105,8 @@ class Engine : public EventSink, private ScenarioTarget {
 
   const EngineIdentity& identity() const { return identity_; }
   const EngineConfig& config() const { return options_.config; }
+  // The clock the engine's ticks and events are stamped with (and its loops wait on).
+  Clock* clock() const { return options_.clock; }
   const std::vector<GpuIdentity>& gpus() const { return backend_->gpus(); }
   const FieldLayout& layout() const { return *layout_; }
   // The sampling interval of field_index, as scheduled.

@@ -22,15 +22,15 @@ void TickLoop::Run() {
   engine_->RunTick();  // the first tick at once, so clients have data immediately
   // Then on the boundaries of the interval, starting at least half an interval after the first.
   absl::Time next =
-      absl::Ceil(absl::Now() + interval_ / 2 - absl::UnixEpoch(), interval_) + absl::UnixEpoch();
+      absl::Ceil(clock_->Now() + interval_ / 2 - absl::UnixEpoch(), interval_) + absl::UnixEpoch();
   while (true) {
     {
       absl::MutexLock lock(&mutex_);
-      if (mutex_.AwaitWithDeadline(absl::Condition(&stopping_), next)) return;
+      if (clock_->AwaitWithDeadline(&mutex_, absl::Condition(&stopping_), next)) return;
     }
     engine_->RunTick();
     next += interval_;
-    const absl::Time now = absl::Now();
+    const absl::Time now = clock_->Now();
     if (next <= now) {
       // The tick overran one or more intervals (slow backend, stalled host): skip to the next
       // boundary instead of running the missed ticks back to back.

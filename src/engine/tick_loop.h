@@ -1,6 +1,7 @@
-// Drives Engine::RunTick() on the wall clock: one dedicated thread, ticks aligned to multiples of
-// the tick interval (so engines on different nodes tick together), late ticks skipped rather than
-// bunched up. Tests drive RunTick() directly with a fake clock instead.
+// Drives Engine::RunTick() on the engine's clock: one dedicated thread, ticks aligned to
+// multiples of the tick interval (so engines on different nodes tick together), late ticks
+// skipped rather than bunched up. It waits through the clock, so a test runs it on a FakeClock
+// and advances time (or drives RunTick() itself).
 // Thread-safety: Start() and Stop() from one owning thread.
 #pragma once
 
@@ -16,7 +17,9 @@ namespace vigil {
 
 class TickLoop {
  public:
-  TickLoop(Engine* engine, absl::Duration interval) : engine_(engine), interval_(interval) {}
+  // `clock` (not owned) is the engine's: the time its ticks are stamped with.
+  TickLoop(Engine* engine, absl::Duration interval, Clock* clock = Clock::Real())
+      : engine_(engine), interval_(interval), clock_(clock) {}
   ~TickLoop() { Stop(); }
 
   void Start();
@@ -30,6 +33,7 @@ class TickLoop {
 
   Engine* const engine_;
   const absl::Duration interval_;
+  Clock* const clock_;
   std::thread thread_;
   absl::Mutex mutex_;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;

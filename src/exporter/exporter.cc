@@ -61,7 +61,11 @@ absl::StatusOr<std::unique_ptr<Exporter>> Exporter::Start(ExporterOptions option
 
 Exporter::Exporter(ExporterOptions options, std::unique_ptr<EngineClient> client, Counters counters)
     : options_(std::move(options)), client_(std::move(client)) {
-  if (options_.kubernetes) pods_ = std::make_unique<PodMapper>(options_.pods);
+  if (options_.kubernetes) {
+    PodMapperOptions pods = options_.pods;
+    pods.clock = options_.clock;
+    pods_ = std::make_unique<PodMapper>(pods);
+  }
   absl::MutexLock lock(&mutex_);
   counters_ = std::make_shared<const Counters>(std::move(counters));
   view_.engine_down_reason = "not connected to the engine yet";
@@ -123,7 +127,8 @@ void Exporter::FollowTicks() {
         RenderLocked();
         if (event.kind == TickSubscription::Event::kRejected) {
           // A request the engine refuses (an older engine?) will not improve by retrying fast.
-          if (mutex_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Seconds(5))) {
+          if (options_.clock->AwaitWithTimeout(&mutex_, absl::Condition(&stopping_),
+                                               absl::Seconds(5))) {
             ticks_ = nullptr;
             return;
           }
@@ -171,7 +176,7 @@ void Exporter::FollowTicks() {
       }
       view_.tick = tick;
       view_.engine_up = true;
-      last_tick_ = absl::Now();
+      last_tick_ = options_.clock->Now();
       for (const v1::FieldValue& value : tick.values()) {
         if (value.field_id() == fid::kClocksEventReasons && value.sample_seq() == tick.seq() &&
             value.status() == v1::VALUE_STATUS_OK) {
@@ -223,19 +228,20 @@ void Exporter::FollowEvents() {
 }
 
 void Exporter::CheckFreshnessLocked() {
-  if (view_.engine_up && absl::Now() - last_tick_ > stale_after_) {
+  const absl::Time now = options_.clock->Now();
+  if (view_.engine_up && now - last_tick_ > stale_after_) {
     view_.engine_up = false;
-    view_.engine_down_reason = fmt::format(
-        "no tick from the engine for {}",
-        absl::FormatDuration(absl::Trunc(absl::Now() - last_tick_, absl::Milliseconds(1))));
+    view_.engine_down_reason =
+        fmt::format("no tick from the engine for {}",
+                    absl::FormatDuration(absl::Trunc(now - last_tick_, absl::Milliseconds(1))));
     spdlog::warn("exporter: {}; serving vigil_engine_up 0", view_.engine_down_reason);
     RenderLocked();
   }
 }
 
 void Exporter::RenderLocked() {
-  const absl::Time started = absl::Now();
-  const absl::Time now = absl::Now();
+  const absl::Time started = absl::Now();  // the render's own cost: real time, not the clock
+  const absl::Time now = options_.clock->Now();
   view_.xid_counts.clear();
   for (auto& [gpu, entries] : xids_) {
     while (!entries.empty() && entries.front().first < now - options_.xid_window)

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "client/engine_client.h"
+#include "common/clock.h"
 #include "common/http_server.h"
 #include "exporter/counters.h"
 #include "exporter/pod_mapper.h"
@@ -38,6 +39,8 @@ struct ExporterOptions {
   PodMapperOptions pods;
   absl::Duration xid_window = absl::Minutes(5);
   absl::Duration clock_events_window = absl::Minutes(5);
+  // The time the exporter judges freshness and windows by, and waits on; not owned.
+  Clock* clock = Clock::Real();
 };
 
 class Exporter {

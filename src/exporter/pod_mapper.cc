@@ -46,7 +46,10 @@ void PodMapper::Start() {
     while (true) {
       (void)Refresh();
       absl::MutexLock lock(&mutex_);
-      if (mutex_.AwaitWithTimeout(absl::Condition(&stopping_), options_.refresh)) return;
+      if (options_.clock->AwaitWithTimeout(&mutex_, absl::Condition(&stopping_),
+                                           options_.refresh)) {
+        return;
+      }
     }
   });
 }

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "exporter/render.h"
 #include "k8s/podresources/v1/api.grpc.pb.h"
 
@@ -24,6 +25,7 @@ struct PodMapperOptions {
   std::string socket_path = "/var/lib/kubelet/pod-resources/kubelet.sock";
   absl::Duration refresh = absl::Seconds(10);
   absl::Duration call_timeout = absl::Seconds(5);
+  Clock* clock = Clock::Real();  // waits between refreshes; not owned
 };
 
 // Maps one List response to GPU UUID -> pod. Whole GPUs are matched by UUID (the NVIDIA device

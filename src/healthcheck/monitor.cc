@@ -64,7 +64,7 @@ void HealthMonitor::Follow() {
       if (event.kind == HealthSubscription::Event::kRejected) {
         // A request the engine refuses (an older engine?) will not improve by retrying fast.
         absl::MutexLock lock(&mutex_);
-        if (mutex_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Seconds(5))) break;
+        if (clock_->AwaitWithTimeout(&mutex_, absl::Condition(&stopping_), absl::Seconds(5))) break;
       }
       continue;
     }

@@ -104,10 +104,10 @@ void NodeReporter::Loop() {
       absl::MutexLock lock(&mutex_);
       if (failing) {
         // Backing off: a new verdict does not cut the wait short, only Stop() does.
-        mutex_.AwaitWithTimeout(absl::Condition(&stopping_), wait);
+        clock_->AwaitWithTimeout(&mutex_, absl::Condition(&stopping_), wait);
       } else {
         auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return dirty_ || stopping_; };
-        mutex_.AwaitWithTimeout(absl::Condition(&woken), wait);
+        clock_->AwaitWithTimeout(&mutex_, absl::Condition(&woken), wait);
       }
       if (stopping_) return;
       dirty_ = false;
