@@ -150,16 +150,6 @@ CommandResult Vigil(std::vector<std::string> args, int uid) {
   return RunCommand(args, absl::Seconds(20), uid);
 }
 
-bool Eventually(const std::function<bool()>& condition, absl::Duration timeout,
-                absl::Duration poll) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (condition()) return true;
-    absl::SleepFor(poll);
-  }
-  return condition();
-}
-
 std::vector<nlohmann::json> JsonLines(const std::string& text) {
   std::vector<nlohmann::json> lines;
   std::istringstream stream(text);

@@ -12,6 +12,7 @@
 
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
+#include "testing/eventually.h"
 #include "testing/paths.h"
 
 namespace vigil::testing {
@@ -33,11 +34,6 @@ CommandResult Shell(const std::string& command, absl::Duration timeout = absl::S
 
 // Runs the vigil binary with `args` (without the program name), like RunCommand.
 CommandResult Vigil(std::vector<std::string> args, int uid = -1);
-
-// Polls `condition` every `poll` until it holds (true) or `timeout` passes (false; it is checked
-// once more at the end). For state in other processes and threads, which tests cannot be told of.
-bool Eventually(const std::function<bool()>& condition, absl::Duration timeout = absl::Seconds(15),
-                absl::Duration poll = absl::Milliseconds(100));
 
 // Parses JSON Lines output (`--json` streams): one document per non-empty line.
 std::vector<nlohmann::json> JsonLines(const std::string& text);

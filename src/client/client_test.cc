@@ -7,10 +7,13 @@
 #include "client/engine_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/eventually.h"
 #include "testing/temp_dir.h"
 
 namespace vigil {
 namespace {
+
+using testing::Eventually;
 
 using ::testing::HasSubstr;
 
@@ -53,16 +56,6 @@ TEST(BackoffTest, GrowsToTheCapWithJitterAndResets) {
   EXPECT_LE(backoff.Next(), absl::Milliseconds(120));
 }
 
-// Polls (every millisecond of real time, at most 10 s), for another thread's progress.
-bool Poll(const std::function<bool()>& condition) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (!condition()) {
-    if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
-}
-
 TEST(SubscriptionTest, ReopensAfterItsBackoffOnTheClockAndCancelEndsAWaitForTheEngine) {
   testing::TempDir dir;
   FakeClock clock;
@@ -76,9 +69,11 @@ TEST(SubscriptionTest, ReopensAfterItsBackoffOnTheClockAndCancelEndsAWaitForTheE
   TickSubscription::Event::Kind second = TickSubscription::Event::kMessage;
   std::thread reader([&] { second = subscription->Next().kind; });
   // The reopen waits out its backoff on the fake clock, then waits for the engine inside gRPC...
-  ASSERT_TRUE(Poll([&] { return clock.waiters() == 1; }));
+  ASSERT_TRUE(
+      Eventually([&] { return clock.waiters() == 1; }, absl::Seconds(10), absl::Milliseconds(1)));
   clock.Advance(absl::Seconds(1));
-  ASSERT_TRUE(Poll([&] { return clock.waiters() == 0; }));
+  ASSERT_TRUE(
+      Eventually([&] { return clock.waiters() == 0; }, absl::Seconds(10), absl::Milliseconds(1)));
   EXPECT_EQ(subscription->reconnects(), 0u);  // never connected: not a reconnect
   // ... until Cancel(), from another thread, ends that wait.
   subscription->Cancel();

@@ -8,19 +8,12 @@
 #include "backend/sim_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/eventually.h"
 
 namespace vigil {
 namespace {
 
-// Polls (every millisecond of real time, at most 10 s): for the loop thread's progress.
-bool Poll(const std::function<bool()>& condition) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (!condition()) {
-    if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
-}
+using testing::Eventually;
 
 class TickLoopTest : public ::testing::Test {
  protected:
@@ -34,7 +27,8 @@ class TickLoopTest : public ::testing::Test {
   uint64_t Seq() const { return engine_->Latest()->seq; }
   // Waits until the loop has run `seq` ticks and waits on the clock again.
   bool AtRest(uint64_t seq) {
-    return Poll([&] { return Seq() == seq && clock_.waiters() == 1; });
+    return Eventually([&] { return Seq() == seq && clock_.waiters() == 1; }, absl::Seconds(10),
+                      absl::Milliseconds(1));
   }
 
   // 0.3 s past a boundary of the 1 s interval ("12:00:00.300" below).

@@ -479,6 +479,47 @@ TEST_F(HealthTest, AGpuResetClearsStickyFailures) {
   EXPECT_EQ(System(HealthSystem::kDriver), HealthStatus::kPass);
 }
 
+// What the evaluator hands its sink (the incident store): every FAIL incident when raised and
+// when it counts again, each clear with its reason, and no WARN.
+class RecordingSink : public IncidentSink {
+ public:
+  void Raised(const Incident& incident) override {
+    events.push_back(incident.key + " raised x" + std::to_string(incident.count));
+  }
+  void Cleared(const Incident& incident, std::string_view reason) override {
+    events.push_back(incident.key + " cleared: " + std::string(reason));
+  }
+  std::vector<std::string> events;
+};
+
+TEST_F(HealthTest, FailuresReachTheSinkWhenRaisedRepeatedAndCleared) {
+  RecordingSink sink;
+  Make(DefaultHealthPolicy(), &sink);
+  Tick();
+  Set(fid::kInforomConfigValid, 0);  // a WARN: not persisted
+  health_->RecordXid(0, 79, now_, false);
+  Tick();
+  Tick();  // the XID's incident is unchanged: nothing new to persist
+  health_->RecordXid(0, 79, now_, false);
+  Tick();
+  health_->RecordXid(0, 48, now_, false);
+  Tick();
+  EXPECT_THAT(sink.events,
+              ::testing::ElementsAre("xid.79 raised x1", "xid.79 raised x2", "xid.48 raised x1"));
+  health_->Clear(0, HealthSystem::kDriver, "cleared by uid 0");
+  EXPECT_THAT(sink.events, ::testing::IsSupersetOf({"xid.79 cleared: cleared by uid 0"}));
+  Add(fid::kEccSbeVolTotal, 5);
+  Tick();
+  health_->RecordXid(0, 79, now_, false);
+  Tick();
+  sink.events.clear();
+  Set(fid::kEccSbeVolTotal, 0);  // a GPU reset
+  Tick();
+  // Both sticky failures still held (XID 48 counts against memory, which the clear above spared).
+  EXPECT_THAT(sink.events, ::testing::ElementsAre("xid.48 cleared: GPU reset seen",
+                                                  "xid.79 cleared: GPU reset seen"));
+}
+
 TEST_F(HealthTest, ClearRemovesIncidentsAndConditionsComeBack) {
   Tick();
   health_->RecordXid(0, 79, now_, false);

@@ -12,11 +12,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/eventually.h"
 #include "testing/fault_env.h"
 #include "testing/temp_dir.h"
 
 namespace vigil {
 namespace {
+
+using testing::Eventually;
 
 using ::testing::Contains;
 using testing::FaultEnv;
@@ -40,19 +43,10 @@ std::string ReadAll(const std::string& path) {
   return buffer.str();
 }
 
-// Polls (every millisecond, at most 10 s) until `condition` holds: for the writer thread's state.
-bool Poll(const std::function<bool()>& condition) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (!condition()) {
-    if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
-}
-
 // The writer failed `failures` times and now waits out its backoff on `clock`.
 bool WaitingAfter(IncidentStore& store, const FakeClock& clock, uint64_t failures) {
-  return Poll([&] { return store.stats().failures == failures && clock.waiters() == 1; });
+  return Eventually([&] { return store.stats().failures == failures && clock.waiters() == 1; },
+                    absl::Seconds(10), absl::Milliseconds(1));
 }
 
 std::vector<std::string> Uuids(const IncidentStore::Loaded& loaded) {
