@@ -144,77 +144,79 @@ TEST(IncidentStoreTest, AnUnwritableStateDirIsAnError) {
       IncidentStore::Open({.state_dir = "/proc/nonexistent", .boot_id = "boot"}, &loaded).ok());
 }
 
-// A full disk: the append fails, the writer logs once, counts, and retries the same record after
-// its backoff (on the injected clock); nothing queued is lost or reordered.
-TEST(IncidentStoreTest, AFullDiskIsRetriedUntilTheRecordIsDurable) {
+// A store on a FaultEnv and a fake clock, opened fresh for each test.
+class IncidentStoreFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto opened = Open(dir, "boot-a", &loaded, &env, &clock);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    store = std::move(*opened);
+  }
+  // Closes the store (persisting what is queued) and reopens the log as a restart would.
+  IncidentStore::Loaded Reopen() {
+    store.reset();
+    IncidentStore::Loaded reloaded;
+    EXPECT_TRUE(Open(dir, "boot-a", &reloaded).ok());
+    return reloaded;
+  }
+
   testing::TempDir dir;
   FaultEnv env;
-  FakeClock clock(kT0);
+  FakeClock clock{kT0};
   IncidentStore::Loaded loaded;
-  auto store = Open(dir, "boot-a", &loaded, &env, &clock);
-  ASSERT_TRUE(store.ok()) << store.status();
+  std::unique_ptr<IncidentStore> store;
+};
+
+// A full disk: the append fails, the writer logs once, counts, and retries the same record after
+// its backoff (on the injected clock); nothing queued is lost or reordered.
+TEST_F(IncidentStoreFaultTest, AFullDiskIsRetriedUntilTheRecordIsDurable) {
   env.FailNext(FaultEnv::Op::kAppend, ENOSPC, 2);
-  (*store)->Raised(Failure("GPU-a", "xid.79"));
-  (*store)->Raised(Failure("GPU-b", "xid.48"));
+  store->Raised(Failure("GPU-a", "xid.79"));
+  store->Raised(Failure("GPU-b", "xid.48"));
   // Two failed attempts, each followed by a backoff wait on the clock; nothing is durable yet.
   for (uint64_t failures = 1; failures <= 2; ++failures) {
-    ASSERT_TRUE(WaitingAfter(**store, clock, failures));
-    EXPECT_EQ((*store)->stats().pending, 2u);
+    ASSERT_TRUE(WaitingAfter(*store, clock, failures));
+    EXPECT_EQ(store->stats().pending, 2u);
     clock.Advance(absl::Seconds(10));
   }
-  ASSERT_TRUE((*store)->Flush(absl::Seconds(10)));
-  const IncidentStore::Stats stats = (*store)->stats();
+  ASSERT_TRUE(store->Flush(absl::Seconds(10)));
+  const IncidentStore::Stats stats = store->stats();
   EXPECT_EQ(stats.failures, 2u);
   EXPECT_EQ(stats.pending, 0u);
   EXPECT_EQ(stats.written, 2u);
-  store->reset();
-  ASSERT_TRUE(Open(dir, "boot-a", &loaded).ok());
-  EXPECT_THAT(Uuids(loaded), ::testing::ElementsAre("GPU-a", "GPU-b"));
-  EXPECT_TRUE(loaded.problems.empty());
+  const IncidentStore::Loaded reloaded = Reopen();
+  EXPECT_THAT(Uuids(reloaded), ::testing::ElementsAre("GPU-a", "GPU-b"));
+  EXPECT_TRUE(reloaded.problems.empty());
 }
 
 // EIO on fsync: the record is written again and synced (the page may be gone after a failed
 // fsync); a record twice in the log replays as once.
-TEST(IncidentStoreTest, AFailedFsyncWritesTheRecordAgain) {
-  testing::TempDir dir;
-  FaultEnv env;
-  FakeClock clock(kT0);
-  IncidentStore::Loaded loaded;
-  auto store = Open(dir, "boot-a", &loaded, &env, &clock);
-  ASSERT_TRUE(store.ok());
+TEST_F(IncidentStoreFaultTest, AFailedFsyncWritesTheRecordAgain) {
   env.FailNext(FaultEnv::Op::kSync, EIO);
-  (*store)->Raised(Failure("GPU-a", "xid.79"));
-  ASSERT_TRUE(WaitingAfter(**store, clock, 1));
-  EXPECT_EQ((*store)->stats().pending, 1u);  // not durable yet
+  store->Raised(Failure("GPU-a", "xid.79"));
+  ASSERT_TRUE(WaitingAfter(*store, clock, 1));
+  EXPECT_EQ(store->stats().pending, 1u);  // not durable yet
   clock.Advance(absl::Seconds(1));
-  ASSERT_TRUE((*store)->Flush(absl::Seconds(10)));
+  ASSERT_TRUE(store->Flush(absl::Seconds(10)));
   EXPECT_THAT(env.Operations(), Contains("sync health.log FAILED"));
-  store->reset();
-  ASSERT_TRUE(Open(dir, "boot-a", &loaded).ok());
-  EXPECT_THAT(Uuids(loaded), ::testing::ElementsAre("GPU-a"));
+  const IncidentStore::Loaded reloaded = Reopen();
+  EXPECT_THAT(Uuids(reloaded), ::testing::ElementsAre("GPU-a"));
 }
 
 // A torn write leaves a fragment; the retry starts on a new line, so replay skips only the
 // fragment and keeps the record written before and the retried one.
-TEST(IncidentStoreTest, ATornWriteLosesNothing) {
-  testing::TempDir dir;
-  FaultEnv env;
-  FakeClock clock(kT0);
-  IncidentStore::Loaded loaded;
-  auto store = Open(dir, "boot-a", &loaded, &env, &clock);
-  ASSERT_TRUE(store.ok());
-  (*store)->Raised(Failure("GPU-a", "xid.79"));
-  ASSERT_TRUE((*store)->Flush(absl::Seconds(10)));
+TEST_F(IncidentStoreFaultTest, ATornWriteLosesNothing) {
+  store->Raised(Failure("GPU-a", "xid.79"));
+  ASSERT_TRUE(store->Flush(absl::Seconds(10)));
   env.TearNextAppend(20);
-  (*store)->Raised(Failure("GPU-b", "xid.48"));
-  ASSERT_TRUE(WaitingAfter(**store, clock, 1));
+  store->Raised(Failure("GPU-b", "xid.48"));
+  ASSERT_TRUE(WaitingAfter(*store, clock, 1));
   clock.Advance(absl::Seconds(1));
-  ASSERT_TRUE((*store)->Flush(absl::Seconds(10)));
-  store->reset();
-  ASSERT_TRUE(Open(dir, "boot-a", &loaded).ok());
-  EXPECT_THAT(Uuids(loaded), ::testing::ElementsAre("GPU-a", "GPU-b"));
-  ASSERT_EQ(loaded.problems.size(), 1u);  // the fragment
-  EXPECT_THAT(loaded.problems[0], HasSubstr("torn record skipped"));
+  ASSERT_TRUE(store->Flush(absl::Seconds(10)));
+  const IncidentStore::Loaded reloaded = Reopen();
+  EXPECT_THAT(Uuids(reloaded), ::testing::ElementsAre("GPU-a", "GPU-b"));
+  ASSERT_EQ(reloaded.problems.size(), 1u);  // the fragment
+  EXPECT_THAT(reloaded.problems[0], HasSubstr("torn record skipped"));
 }
 
 // Compaction's rename fails: the old log is kept as it is, reported, counted, and appended to;
@@ -266,26 +268,19 @@ TEST(IncidentStoreTest, ALogAppendedAcrossARebootKeepsOnlyTheNewBootsIncidents) 
 
 // An fsync that never returns (a stuck disk) delays nothing but the persistence itself: records
 // keep queueing, and stats() shows the lag.
-TEST(IncidentStoreTest, ABlockedFsyncOnlyDelaysPersistence) {
-  testing::TempDir dir;
-  FaultEnv env;
-  FakeClock clock(kT0);
-  IncidentStore::Loaded loaded;
-  auto store = Open(dir, "boot-a", &loaded, &env, &clock);
-  ASSERT_TRUE(store.ok());
+TEST_F(IncidentStoreFaultTest, ABlockedFsyncOnlyDelaysPersistence) {
   env.BlockSyncs();
-  (*store)->Raised(Failure("GPU-a", "xid.79"));
+  store->Raised(Failure("GPU-a", "xid.79"));
   ASSERT_TRUE(env.AwaitBlockedSyncs(1));
-  for (int i = 0; i < 100; ++i) (*store)->Raised(Failure("GPU-" + std::to_string(i), "xid.48"));
+  for (int i = 0; i < 100; ++i) store->Raised(Failure("GPU-" + std::to_string(i), "xid.48"));
   clock.Advance(absl::Seconds(7));
-  EXPECT_EQ((*store)->stats().pending, 101u);
-  EXPECT_EQ((*store)->stats().lag, absl::Seconds(7));
+  EXPECT_EQ(store->stats().pending, 101u);
+  EXPECT_EQ(store->stats().lag, absl::Seconds(7));
   env.UnblockSyncs();
-  ASSERT_TRUE((*store)->Flush(absl::Seconds(10)));
-  EXPECT_EQ((*store)->stats().lag, absl::ZeroDuration());
-  store->reset();
-  ASSERT_TRUE(Open(dir, "boot-a", &loaded).ok());
-  EXPECT_EQ(loaded.incidents.size(), 101u);
+  ASSERT_TRUE(store->Flush(absl::Seconds(10)));
+  EXPECT_EQ(store->stats().lag, absl::ZeroDuration());
+  const IncidentStore::Loaded reloaded = Reopen();
+  EXPECT_EQ(reloaded.incidents.size(), 101u);
 }
 
 // Replay handles every torn shape: the log cut at every byte keeps each complete record before
