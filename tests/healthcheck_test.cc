@@ -285,6 +285,7 @@ TEST(HealthcheckTest, KubernetesConditionTaintAndEventsFollowTheVerdict) {
       EventuallyInApi([&] { return api.Events().back()["reason"] == "EngineUnreachable"; }));
   for (const KubeRequest& request : api.Requests()) {
     EXPECT_EQ(request.authorization, "Bearer " + credentials.token);
+    EXPECT_THAT(request.user_agent, ::testing::StartsWith("vigil/"));
   }
 }
 
@@ -293,6 +294,8 @@ TEST(HealthcheckTest, BadFlagsAreRefusedWithOneLine) {
       {{"--taint"}, "--taint needs --kubernetes"},
       {{"--kubernetes", "--taint", "--max-tainted-share", "1.5"}, "--max-tainted-share"},
       {{"--untaint-after", "soon"}, "--untaint-after"},
+      {{"--heartbeat", "1s"}, "--heartbeat 1s is too short"},
+      {{"--heartbeat", "often"}, "--heartbeat"},
       {{"--taint-key", "Bad Key!"}, "--taint-key"},
       {{"--node-name", "a b"}, "--node-name"},
       {{"--listen", "nowhere"}, "nowhere"},

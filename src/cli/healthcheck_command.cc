@@ -21,6 +21,7 @@ struct HealthcheckFlags {
   bool taint = false;
   std::string taint_key = "vigil.dev/gpu-problem";
   std::string untaint_after = "5m";
+  std::string heartbeat = "5m";
   double max_tainted_share = 0.5;
   std::string gpu_node_selector = "nvidia.com/gpu.present=true";
   std::string unknown_after = "30s";
@@ -59,12 +60,21 @@ absl::StatusOr<HealthcheckOptions> OptionsFromFlags(const HealthcheckFlags& flag
   options.node_name = flags.node_name.empty() ? DefaultNodeName() : flags.node_name;
   if (absl::Status status = CheckNodeName(options.node_name); !status.ok()) return status;
   const std::pair<const char*, const std::string*> durations[] = {
-      {"--untaint-after", &flags.untaint_after}, {"--unknown-after", &flags.unknown_after}};
-  absl::Duration* targets[] = {&options.reporter.untaint_after, &options.unknown_after};
+      {"--untaint-after", &flags.untaint_after},
+      {"--unknown-after", &flags.unknown_after},
+      {"--heartbeat", &flags.heartbeat}};
+  absl::Duration* targets[] = {&options.reporter.untaint_after, &options.unknown_after,
+                               &options.reporter.heartbeat};
   for (size_t i = 0; i < std::size(durations); ++i) {
     auto duration = ParseDuration(*durations[i].second);
     if (!duration.ok()) return WithContext(duration.status(), durations[i].first);
     *targets[i] = *duration;
+  }
+  if (options.reporter.heartbeat < absl::Seconds(10)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "--heartbeat {} is too short: every heartbeat is a write of the Node object; give at "
+        "least 10s (the kubelet uses 5m)",
+        flags.heartbeat));
   }
   if (flags.taint && !flags.kubernetes) {
     return absl::InvalidArgumentError("--taint needs --kubernetes (it taints the Kubernetes node)");
@@ -140,6 +150,11 @@ CommandRunner AddHealthcheckCommand(CLI::App* parent) {
   command->add_flag("--taint", flags->taint,
                     "Also taint the node NoSchedule while a GPU fails (needs --kubernetes)");
   command->add_option("--taint-key", flags->taint_key, "Key of the taint")->capture_default_str();
+  command
+      ->add_option("--heartbeat", flags->heartbeat,
+                   "Re-write the node condition (lastHeartbeatTime) this often when nothing "
+                   "changed (the kubelet's own period)")
+      ->capture_default_str();
   command
       ->add_option("--untaint-after", flags->untaint_after,
                    "Remove the taint only after the node has been healthy this long")

@@ -44,6 +44,25 @@ std::vector<std::string> Describe(const v1::HealthVerdict& verdict, v1::HealthSt
   return parts;
 }
 
+// What the condition is about, without the figures that change every tick: each GPU at
+// `status` with the systems and incident codes behind it, in verdict order.
+std::string Identity(const v1::HealthVerdict& verdict, v1::HealthStatus status) {
+  std::string identity;
+  for (const v1::GpuHealth& gpu : verdict.gpus()) {
+    if (gpu.status() != status) continue;
+    identity += fmt::format("{}:", gpu.uuid());
+    for (const v1::SystemHealth& system : gpu.systems()) {
+      if (system.status() != status) continue;
+      identity += fmt::format(" {}", system.system());
+      for (const v1::HealthIncident& incident : system.incidents()) {
+        if (incident.status() == status) identity += fmt::format("/{}", incident.code());
+      }
+    }
+    identity += ";";
+  }
+  return identity;
+}
+
 std::string Join(const std::string& prefix, const std::vector<std::string>& parts) {
   std::string message = prefix;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -84,7 +103,8 @@ std::optional<DesiredCondition> ConditionFromView(const HealthView& view, absl::
                           absl::FormatDuration(absl::Trunc(now - view.received, absl::Seconds(1))))
             : " (no verdict yet)";
     if (message.size() > kMaxConditionMessage) message.resize(kMaxConditionMessage);
-    return DesiredCondition{.status = "Unknown", .reason = reason, .message = message};
+    return DesiredCondition{
+        .status = "Unknown", .reason = reason, .message = message, .identity = view.engine_address};
   }
   const v1::HealthVerdict& verdict = view.verdict;
   const std::string prefix =
@@ -93,22 +113,26 @@ std::optional<DesiredCondition> ConditionFromView(const HealthView& view, absl::
     case v1::HEALTH_STATUS_FAIL:
       return DesiredCondition{.status = "True",
                               .reason = "GpuFailed",
-                              .message = Join(prefix, Describe(verdict, v1::HEALTH_STATUS_FAIL))};
+                              .message = Join(prefix, Describe(verdict, v1::HEALTH_STATUS_FAIL)),
+                              .identity = Identity(verdict, v1::HEALTH_STATUS_FAIL)};
     case v1::HEALTH_STATUS_WARN:
       return DesiredCondition{.status = "False",
                               .reason = "GpuWarning",
                               .message = Join(prefix + "no GPU fails; warnings: ",
-                                              Describe(verdict, v1::HEALTH_STATUS_WARN))};
+                                              Describe(verdict, v1::HEALTH_STATUS_WARN)),
+                              .identity = Identity(verdict, v1::HEALTH_STATUS_WARN)};
     case v1::HEALTH_STATUS_PASS:
       return DesiredCondition{
           .status = "False",
           .reason = "GpusHealthy",
-          .message = fmt::format("{}all {} GPUs pass", prefix, verdict.gpus_size())};
+          .message = fmt::format("{}all {} GPUs pass", prefix, verdict.gpus_size()),
+          .identity = std::to_string(verdict.gpus_size())};
     default:
       return DesiredCondition{.status = "Unknown",
                               .reason = "GpuHealthUnknown",
                               .message = Join(prefix + "the engine cannot tell: ",
-                                              Describe(verdict, v1::HEALTH_STATUS_UNKNOWN))};
+                                              Describe(verdict, v1::HEALTH_STATUS_UNKNOWN)),
+                              .identity = Identity(verdict, v1::HEALTH_STATUS_UNKNOWN)};
   }
 }
 

@@ -94,6 +94,30 @@ TEST(ConditionTest, FreshVerdictsMapToTrueFalseAndUnknown) {
   EXPECT_THAT(unknown->message, HasSubstr("GPU 1 (GPU-1) UNKNOWN in pcie (no PCIe replay"));
 }
 
+// The identity — what makes a node write worth it — follows the failing GPUs, systems and codes,
+// not the seq or an incident's running figures.
+TEST(ConditionTest, IdentityIgnoresSeqAndFiguresButNotWhatFails) {
+  HealthView view = FreshView();
+  view.verdict.set_overall(v1::HEALTH_STATUS_WARN);
+  v1::GpuHealth* gpu = view.verdict.mutable_gpus(2);
+  gpu->set_status(v1::HEALTH_STATUS_WARN);
+  v1::HealthIncident* power =
+      AddIncident(gpu, "power", v1::HEALTH_STATUS_WARN, "DCGM_FR_CLOCKS_EVENT_POWER");
+  power->set_message("throttled for power for 7.9 s of the last 1m");
+  const DesiredCondition first = *At(view, absl::Seconds(2));
+  view.verdict.set_seq(43);
+  power->set_message("throttled for power for 9.1 s of the last 1m");
+  const DesiredCondition later = *At(view, absl::Seconds(3));
+  EXPECT_NE(later.message, first.message);
+  EXPECT_EQ(later.identity, first.identity);
+  EXPECT_EQ(first.identity, "GPU-2: power/DCGM_FR_CLOCKS_EVENT_POWER;");
+  // Another GPU joins: a change.
+  v1::GpuHealth* other = view.verdict.mutable_gpus(0);
+  other->set_status(v1::HEALTH_STATUS_WARN);
+  AddIncident(other, "thermal", v1::HEALTH_STATUS_WARN, "DCGM_FR_CLOCKS_EVENT_THERMAL");
+  EXPECT_NE(At(view, absl::Seconds(4))->identity, first.identity);
+}
+
 TEST(ConditionTest, NoFreshVerdictLeavesTheNodeAloneUntilTheGracePeriodEnds) {
   HealthView view = FreshView();
   view.verdict.set_overall(v1::HEALTH_STATUS_FAIL);

@@ -7,6 +7,7 @@
 #include "common/files.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "common/version.h"
 #include "fmt/format.h"
 #include "httplib.h"
 
@@ -81,8 +82,9 @@ absl::StatusOr<KubeResponse> InClusterKube::Send(std::string_view method, const 
   client.set_read_timeout(10, 0);
   client.set_write_timeout(10, 0);
   client.set_bearer_token_auth(token_.c_str());
-  const httplib::Headers headers = {{"Accept", "application/json"},
-                                    {"User-Agent", "vigil-healthcheck"}};
+  // Named, with the version, as API Priority and Fairness and audit logs show it.
+  static const std::string user_agent = fmt::format("vigil/{} (healthcheck)", kVersion);
+  const httplib::Headers headers = {{"Accept", "application/json"}, {"User-Agent", user_agent}};
   const std::string type(content_type);
   auto send = [&]() -> httplib::Result {
     if (method == "POST") return client.Post(path.c_str(), headers, body, type.c_str());

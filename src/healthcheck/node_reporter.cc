@@ -141,9 +141,14 @@ absl::Status NodeReporter::ReconcileOnce() {
   }
   if (!desired.has_value()) return absl::OkStatus();
   const bool transition = !on_node_.has_value() || on_node_->status != desired->status;
-  if (!on_node_.has_value() || !(*on_node_ == *desired) ||
-      now - condition_written_ >= options_.heartbeat) {
+  // Written on a change of what the condition says (status, reason, the failing GPUs and
+  // systems), and at the heartbeat; a new seq or figure in the message waits for either.
+  const bool changed = transition || on_node_->reason != desired->reason ||
+                       written_identity_ != desired->identity ||
+                       condition_written_ == absl::InfinitePast();
+  if (changed || now - condition_written_ >= options_.heartbeat) {
     if (absl::Status patched = PatchCondition(*desired, now); !patched.ok()) return patched;
+    written_identity_ = desired->identity;
     if (transition) pending_event_ = *desired;
   }
   if (pending_event_.has_value()) {
@@ -253,7 +258,8 @@ absl::Status NodeReporter::PatchCondition(const DesiredCondition& desired, absl:
                  patch.dump()),
       fmt::format("patching the {} condition of node {}", kConditionType, options_.node_name));
   if (!node.ok()) return node.status();
-  if (!on_node_.has_value() || !(*on_node_ == desired)) {
+  if (!on_node_.has_value() || on_node_->status != desired.status ||
+      on_node_->reason != desired.reason || written_identity_ != desired.identity) {
     spdlog::info("kubernetes: node {} condition {}={} ({}): {}", options_.node_name, kConditionType,
                  desired.status, desired.reason, desired.message);
   }

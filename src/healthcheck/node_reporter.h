@@ -1,8 +1,10 @@
 // Keeps the node's Kubernetes state in line with the GPU verdict:
 // - the node condition `GpuProblem`: True (a GPU on this node FAILs), False (all pass or warn),
 //   Unknown (cannot tell), with a reason and a message naming the GPUs and incidents; written
-//   with a strategic-merge patch of nodes/NAME/status, lastTransitionTime only when the status
-//   changes, re-asserted every `heartbeat` (lastHeartbeatTime);
+//   with a strategic-merge patch of nodes/NAME/status when its status, reason or identity (the
+//   failing GPUs and systems) changes — not for running figures or a new seq — with
+//   lastTransitionTime only when the status changes, and re-asserted every `heartbeat`
+//   (lastHeartbeatTime; 5 minutes, as the kubelet and node-problem-detector);
 // - an Event on every transition of the condition's status;
 // - with `taint`, a NoSchedule taint while a GPU FAILs, removed only after the node has been
 //   healthy (False, not Unknown) for `untaint_after` — hysteresis against flapping — and never
@@ -42,7 +44,7 @@ struct NodeReporterOptions {
   absl::Duration untaint_after = absl::Minutes(5);
   double max_tainted_share = 0.5;
   std::string gpu_node_selector = "nvidia.com/gpu.present=true";
-  absl::Duration heartbeat = absl::Minutes(1);
+  absl::Duration heartbeat = absl::Minutes(5);
 };
 
 inline constexpr std::string_view kConditionType = "GpuProblem";
@@ -54,6 +56,11 @@ struct DesiredCondition {
   std::string status = "Unknown";  // "True", "False", "Unknown"
   std::string reason = "NoVerdict";
   std::string message = "the health check has no verdict from the node's engine yet";
+  // What makes a change worth a write besides status and reason: the GPUs, systems and incident
+  // codes behind the condition. The message's running figures and the engine's seq are not part
+  // of it: they change every tick and are served by /status and /metrics; the node gets them
+  // with the next write or heartbeat.
+  std::string identity;
   bool operator==(const DesiredCondition&) const = default;
 };
 
@@ -119,7 +126,8 @@ class NodeReporter {
   // Owned by the reconciling thread: what the node looked like when last read or written.
   bool node_known_ = false;
   std::string resource_version_, uid_;
-  std::optional<DesiredCondition> on_node_;  // our condition as the node carries it
+  std::optional<DesiredCondition> on_node_;  // our condition as the node carries it (no identity)
+  std::string written_identity_;  // the identity of the condition this process last wrote
   std::optional<DesiredCondition> pending_event_;
   absl::Time condition_written_ = absl::InfinitePast();
   bool has_taint_ = false, owns_taint_ = false, has_annotations_ = false, has_taints_ = false;

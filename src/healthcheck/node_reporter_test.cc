@@ -8,6 +8,7 @@
 
 #include <fstream>
 
+#include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "healthcheck/kube_api.h"
@@ -124,12 +125,17 @@ TEST_F(NodeReporterTest, ConditionTransitionTimeMovesOnlyOnChangeAndEachTransiti
   EXPECT_EQ(condition["lastTransitionTime"], first_transition);
   EXPECT_EQ(condition["lastHeartbeatTime"], "2027-01-15T08:01:01Z");
 
-  // A new message with the same status moves no transition time and posts no Event.
+  // A new message alone (a new seq, a running figure) waits for the heartbeat; a change of what
+  // the condition is about (its identity) is written at once, moving no transition time and
+  // posting no Event.
   api_->ClearRequests();
-  desired_->message = "all 8 GPUs pass";
+  desired_->message = "seq 90: all 8 GPUs pass";
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_TRUE(Writes().empty());
+  desired_->identity = "8 GPUs";
   ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
   ASSERT_EQ(Writes().size(), 1u);
-  EXPECT_EQ(Condition()["message"], "all 8 GPUs pass");
+  EXPECT_EQ(Condition()["message"], "seq 90: all 8 GPUs pass");
   EXPECT_EQ(Condition()["lastTransitionTime"], first_transition);
 
   clock_.Advance(absl::Seconds(5));
@@ -153,6 +159,47 @@ TEST_F(NodeReporterTest, ConditionTransitionTimeMovesOnlyOnChangeAndEachTransiti
   EXPECT_EQ(events[1]["involvedObject"]["uid"], "uid-gpu-1");
   EXPECT_EQ(events[1]["source"]["component"], "vigil-healthcheck");
   EXPECT_EQ(reporter->stats().events.load(), 2u);
+}
+
+// Ten minutes of steady state on the fake clock, one pass a second as the reporter's loop runs
+// them, the message changing every pass (the engine's seq, a warning's running figure): the
+// node's status is written only at the heartbeat, nothing else is requested; then one transition
+// costs one status write and one Event. Every request names Vigil and its version.
+TEST_F(NodeReporterTest, SteadyStateWritesOnlyAtTheHeartbeatAndATransitionCostsOneWrite) {
+  auto reporter = Reporter();  // the default heartbeat: 5 minutes
+  desired_ = DesiredCondition{.status = "False",
+                              .reason = "GpuWarning",
+                              .message = "seq 1: throttled for power for 7.9 s",
+                              .identity = "GPU-abc: power/DCGM_FR_CLOCKS_EVENT_POWER;"};
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  api_->ClearRequests();
+  for (int second = 1; second <= 600; ++second) {
+    clock_.Advance(absl::Seconds(1));
+    desired_->message =
+        fmt::format("seq {}: throttled for power for {:.1f} s", second + 1, 7.9 + second % 30);
+    ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus()) << second;
+  }
+  std::vector<KubeRequest> requests = api_->Requests();
+  ASSERT_EQ(requests.size(), 2u) << "10 minutes at a 5-minute heartbeat";
+  for (const KubeRequest& request : requests) {
+    EXPECT_EQ(request.method, "PATCH");
+    EXPECT_EQ(request.path, "/api/v1/nodes/gpu-1/status");
+    EXPECT_EQ(request.user_agent, std::string("vigil/") + VIGIL_VERSION + " (healthcheck)");
+  }
+  EXPECT_EQ(Condition()["lastHeartbeatTime"], "2027-01-15T08:10:00Z");
+  EXPECT_EQ(Condition()["message"], "seq 601: throttled for power for 7.9 s");
+
+  api_->ClearRequests();
+  clock_.Advance(absl::Seconds(1));
+  desired_ = kFailed;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  requests = Writes();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].path, "/api/v1/nodes/gpu-1/status");
+  EXPECT_EQ(requests[1].path, "/api/v1/namespaces/default/events");
+  EXPECT_EQ(api_->Requests().size(), 2u) << "no reads either";
 }
 
 TEST_F(NodeReporterTest, ARestartedCheckKeepsTheTransitionTimeAndPostsNoEvent) {

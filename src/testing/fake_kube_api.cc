@@ -146,6 +146,7 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials) {
                           .path = http.path,
                           .content_type = http.get_header_value("Content-Type"),
                           .authorization = http.get_header_value("Authorization"),
+                          .user_agent = http.get_header_value("User-Agent"),
                           .body = http.body};
       for (const auto& [key, value] : http.params) {
         request.query += (request.query.empty() ? "" : "&") + key + "=" + value;

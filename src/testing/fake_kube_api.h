@@ -28,7 +28,7 @@ class SSLServer;
 namespace vigil::testing {
 
 struct KubeRequest {
-  std::string method, path, query, content_type, authorization, body;
+  std::string method, path, query, content_type, authorization, user_agent, body;
 };
 
 // A self-signed certificate for 127.0.0.1 (made with the openssl command), its key, and a
