@@ -26,6 +26,7 @@ bool FakeClock::AwaitWithDeadline(absl::Mutex* mutex, const absl::Condition& con
   {
     absl::MutexLock lock(&mutex_);
     ++waiters_;
+    deadlines_.insert(deadline);
   }
   bool held = condition.Eval();
   while (!held && Now() < deadline) {
@@ -33,6 +34,7 @@ bool FakeClock::AwaitWithDeadline(absl::Mutex* mutex, const absl::Condition& con
   }
   absl::MutexLock lock(&mutex_);
   --waiters_;
+  deadlines_.erase(deadlines_.find(deadline));
   return held;
 }
 

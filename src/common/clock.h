@@ -4,6 +4,8 @@
 // Thread-safety: every Clock implementation may be called from any thread.
 #pragma once
 
+#include <set>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -61,11 +63,18 @@ class FakeClock : public Clock {
   }
   // Waits (on real time, at most `timeout`) until at least `count` threads wait on this clock.
   bool AwaitWaiters(int count, absl::Duration timeout = absl::Seconds(10)) const;
+  // The earliest deadline a thread now waits for (InfiniteFuture when none): what a loop under
+  // test decided to wait, e.g. a backoff.
+  absl::Time EarliestDeadline() const {
+    absl::MutexLock lock(&mutex_);
+    return deadlines_.empty() ? absl::InfiniteFuture() : *deadlines_.begin();
+  }
 
  private:
   mutable absl::Mutex mutex_;
   absl::Time now_ ABSL_GUARDED_BY(mutex_);
   mutable int waiters_ ABSL_GUARDED_BY(mutex_) = 0;
+  mutable std::multiset<absl::Time> deadlines_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace vigil

@@ -2,8 +2,10 @@
 // API server against the service account's CA.
 #include "healthcheck/kube_api.h"
 
+#include <algorithm>
 #include <cstdlib>
 
+#include "absl/strings/numbers.h"
 #include "common/files.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -99,7 +101,15 @@ absl::StatusOr<KubeResponse> InClusterKube::Send(std::string_view method, const 
     return absl::UnavailableError(fmt::format("the API server at {}:{} did not answer: {}", host_,
                                               port_, httplib::to_string(result.error())));
   }
-  return KubeResponse{result->status, result->body};
+  KubeResponse response{result->status, result->body};
+  if (result->has_header("Retry-After")) {
+    // Seconds (APF sends those); an HTTP date or garbage is ignored: the backoff still applies.
+    int64_t seconds = 0;
+    if (absl::SimpleAtoi(result->get_header_value("Retry-After"), &seconds) && seconds > 0) {
+      response.retry_after = absl::Seconds(std::min<int64_t>(seconds, 600));
+    }
+  }
+  return response;
 }
 
 }  // namespace vigil

@@ -17,6 +17,8 @@ namespace vigil {
 struct KubeResponse {
   int status = 0;
   std::string body;
+  // Retry-After (seconds), as API Priority and Fairness sends it with a 429; zero when absent.
+  absl::Duration retry_after = absl::ZeroDuration();
 };
 
 class KubeApi {

@@ -2,6 +2,7 @@
 // manages the taint with resourceVersion-tested JSON patches.
 #include "healthcheck/node_reporter.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "client/backoff.h"
@@ -124,7 +125,9 @@ void NodeReporter::Loop() {
       continue;
     }
     failing = true;
-    wait = backoff.Next();
+    // At least what the API server asked for (a 429 from API Priority and Fairness).
+    wait = std::max(backoff.Next(), retry_after_);
+    retry_after_ = absl::ZeroDuration();
     const std::string error(MessageOf(status));
     if (error != last_error) {
       spdlog::warn("kubernetes: {}; retrying (backing off up to 1m)", error);
@@ -181,6 +184,15 @@ absl::StatusOr<Json> NodeReporter::Check(const absl::StatusOr<KubeResponse>& res
     ++stats_.conflicts;
     node_known_ = false;
     return absl::AbortedError(fmt::format("{}: conflict ({}): {}", what, code, message));
+  }
+  if (code == 429) {
+    retry_after_ = response->retry_after;
+    return absl::UnavailableError(fmt::format(
+        "{}: 429 the API server asks to slow down{}: {}", what,
+        response->retry_after > absl::ZeroDuration()
+            ? fmt::format(" (retry after {})", absl::FormatDuration(response->retry_after))
+            : "",
+        message));
   }
   if (code == 401 || code == 403) {
     return absl::PermissionDeniedError(fmt::format(

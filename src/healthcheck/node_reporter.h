@@ -133,7 +133,9 @@ class NodeReporter {
   bool has_taint_ = false, owns_taint_ = false, has_annotations_ = false, has_taints_ = false;
   int taint_index_ = -1;
   absl::Time healthy_since_ = absl::InfinitePast();
-  bool refusing_ = false;       // log a circuit-breaker refusal once per episode
+  bool refusing_ = false;  // log a circuit-breaker refusal once per episode
+  // The API server's Retry-After of the last failed pass (429); the loop waits at least this.
+  absl::Duration retry_after_ = absl::ZeroDuration();
   uint64_t events_posted_ = 0;  // makes Event names unique within the process
 };
 

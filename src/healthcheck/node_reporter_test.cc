@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "healthcheck/kube_api.h"
+#include "testing/eventually.h"
 #include "testing/fake_kube_api.h"
 #include "testing/temp_dir.h"
 
@@ -200,6 +201,30 @@ TEST_F(NodeReporterTest, SteadyStateWritesOnlyAtTheHeartbeatAndATransitionCostsO
   EXPECT_EQ(requests[0].path, "/api/v1/nodes/gpu-1/status");
   EXPECT_EQ(requests[1].path, "/api/v1/namespaces/default/events");
   EXPECT_EQ(api_->Requests().size(), 2u) << "no reads either";
+}
+
+// A 429 from API Priority and Fairness with Retry-After: 3: the reporter's loop (its own thread,
+// on the fake clock) waits at least those 3 s, not its 1 s backoff, before the next request.
+TEST_F(NodeReporterTest, A429WithRetryAfterDelaysTheNextRequest) {
+  desired_ = kFailed;
+  api_->FailNext(429, 1, "/api/v1/nodes/gpu-1/status", /*retry_after=*/3);
+  auto reporter = Reporter();
+  reporter->Start();
+  auto patches = [&] {
+    size_t count = 0;
+    for (const KubeRequest& request : api_->Requests()) count += request.method == "PATCH";
+    return count;
+  };
+  ASSERT_TRUE(vigil::testing::Eventually([&] { return patches() == 1 && clock_.waiters() == 1; },
+                                         absl::Seconds(10), absl::Milliseconds(1)));
+  const absl::Time refused = clock_.Now();
+  EXPECT_GE(clock_.EarliestDeadline() - refused, absl::Seconds(3));
+  EXPECT_TRUE(Condition().is_null());  // refused: not written
+  clock_.Advance(absl::Seconds(3));
+  ASSERT_TRUE(vigil::testing::Eventually([&] { return Condition()["status"] == "True"; },
+                                         absl::Seconds(10), absl::Milliseconds(1)));
+  EXPECT_EQ(patches(), 2u);
+  reporter->Stop();
 }
 
 TEST_F(NodeReporterTest, ARestartedCheckKeepsTheTransitionTimeAndPostsNoEvent) {

@@ -164,6 +164,9 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials) {
         answer = Handle(request);
       }
       response.status = answer.status;
+      if (answer.retry_after > 0) {
+        response.set_header("Retry-After", std::to_string(answer.retry_after));
+      }
       response.set_content(answer.body.dump(), "application/json");
     };
   };
@@ -198,8 +201,10 @@ FakeKubeApi::Answer FakeKubeApi::Handle(const KubeRequest& request) {
   }
   if (fail_count_ > 0 && request.path.starts_with(fail_prefix_)) {
     --fail_count_;
-    const std::string reason = fail_status_ == 409 ? "Conflict" : "InternalError";
-    return {fail_status_, Status(fail_status_, reason, "injected failure")};
+    const std::string reason = fail_status_ == 409   ? "Conflict"
+                               : fail_status_ == 429 ? "TooManyRequests"
+                                                     : "InternalError";
+    return {fail_status_, Status(fail_status_, reason, "injected failure"), fail_retry_after_};
   }
   static const std::regex node_path("/api/v1/nodes/([a-z0-9.-]+)(/status)?");
   static const std::regex events_path("/api/v1/namespaces/([a-z0-9-]+)/events");
@@ -402,11 +407,12 @@ void FakeKubeApi::SetToken(const std::string& token) {
   token_ = token;
 }
 
-void FakeKubeApi::FailNext(int status, int count, const std::string& path_prefix) {
+void FakeKubeApi::FailNext(int status, int count, const std::string& path_prefix, int retry_after) {
   absl::MutexLock lock(&mutex_);
   fail_status_ = status;
   fail_count_ = count;
   fail_prefix_ = path_prefix;
+  fail_retry_after_ = retry_after;
 }
 
 void FakeKubeApi::ChangeBefore(const std::string& method, const std::string& path,

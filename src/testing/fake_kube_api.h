@@ -61,7 +61,10 @@ class FakeKubeApi {
   void SetToken(const std::string& token);
   // Answers the next `count` requests whose path starts with `path_prefix` with `status` (a
   // Kubernetes Status body) without acting on them.
-  void FailNext(int status, int count = 1, const std::string& path_prefix = "");
+  // With `retry_after` > 0, the answers carry Retry-After: that many seconds (as API Priority and
+  // Fairness sends with a 429).
+  void FailNext(int status, int count = 1, const std::string& path_prefix = "",
+                int retry_after = 0);
   // Just before the next `method` request to exactly `path`, changes node `node` as another
   // client would (bumping its resourceVersion): a race between our read and our write.
   void ChangeBefore(const std::string& method, const std::string& path, const std::string& node,
@@ -73,6 +76,7 @@ class FakeKubeApi {
   struct Answer {
     int status;
     nlohmann::json body;
+    int retry_after = 0;  // seconds; 0: no header
   };
   Answer Handle(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer GetNode(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -96,6 +100,7 @@ class FakeKubeApi {
   int fail_status_ ABSL_GUARDED_BY(mutex_) = 0;
   int fail_count_ ABSL_GUARDED_BY(mutex_) = 0;
   std::string fail_prefix_ ABSL_GUARDED_BY(mutex_);
+  int fail_retry_after_ ABSL_GUARDED_BY(mutex_) = 0;
   struct Change {
     std::string method, path, node;
     std::function<void(nlohmann::json&)> change;
