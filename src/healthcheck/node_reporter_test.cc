@@ -227,6 +227,38 @@ TEST_F(NodeReporterTest, A429WithRetryAfterDelaysTheNextRequest) {
   reporter->Stop();
 }
 
+// A five-minute API outage while the verdict changes several times: nothing queues up; when the
+// API server answers again the node gets the latest state in one write (and one Event for the
+// one transition that the node sees), not a replay of what happened meanwhile.
+TEST_F(NodeReporterTest, AnApiOutageEndsInOneConvergingWrite) {
+  auto reporter = Reporter();
+  desired_ = kHealthy;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  api_->FailNext(503, 1'000'000);
+  const DesiredCondition changes[] = {kFailed, kUnknown, kHealthy, kFailed};
+  for (int second = 1; second <= 300; ++second) {
+    clock_.Advance(absl::Seconds(1));
+    desired_ = changes[(second - 1) / 75];  // FAIL, UNKNOWN, PASS, FAIL: 75 s each
+    // Fails while there is something to write (the minute the verdict is back to what the node
+    // says, there is nothing to write and nothing is asked).
+    const absl::Status pass = reporter->ReconcileOnce();
+    EXPECT_EQ(pass.ok(), desired_->status == "False") << second << ": " << pass;
+  }
+  ASSERT_EQ(desired_->status, "True");  // where the verdict ended
+  api_->FailNext(503, 0);               // the API server is back
+  api_->ClearRequests();
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  const std::vector<KubeRequest> writes = Writes();
+  ASSERT_EQ(writes.size(), 2u);
+  EXPECT_EQ(writes[0].path, "/api/v1/nodes/gpu-1/status");
+  EXPECT_EQ(writes[1].path, "/api/v1/namespaces/default/events");
+  EXPECT_EQ(Condition()["status"], "True");
+  EXPECT_EQ(api_->Events().back()["reason"], "GpuFailed");
+}
+
 TEST_F(NodeReporterTest, ARestartedCheckKeepsTheTransitionTimeAndPostsNoEvent) {
   desired_ = kFailed;
   ASSERT_EQ(Reporter()->ReconcileOnce(), absl::OkStatus());
