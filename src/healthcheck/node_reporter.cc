@@ -283,6 +283,46 @@ absl::Status NodeReporter::PatchCondition(const DesiredCondition& desired, absl:
 
 absl::Status NodeReporter::PostEvent(const DesiredCondition& desired, absl::Time now) {
   const std::string time = KubeTime(now);
+  const std::string type = desired.status == "False" ? "Normal" : "Warning";
+  const std::string message =
+      fmt::format("{} is {}: {}", kConditionType, desired.status, desired.message);
+  while (!event_writes_.empty() && now - event_writes_.front() >= kEventSeriesWindow) {
+    event_writes_.pop_front();
+  }
+  if (event_writes_.size() >= kEventBurst) {
+    ++stats_.events_suppressed;
+    if (!suppressing_) {
+      spdlog::warn(
+          "kubernetes: not posting more Events for node {}: {} in the last {} (the condition "
+          "itself stays up to date)",
+          options_.node_name, event_writes_.size(), absl::FormatDuration(kEventSeriesWindow));
+      suppressing_ = true;
+    }
+    return absl::OkStatus();
+  }
+  suppressing_ = false;
+  const std::string series_key = type + "/" + desired.reason;
+  if (auto it = recent_events_.find(series_key);
+      it != recent_events_.end() && now - it->second.last < kEventSeriesWindow) {
+    // A repeat: update the series.
+    const Json patch = {
+        {"count", it->second.count + 1}, {"lastTimestamp", time}, {"message", message}};
+    auto response = api_->Call(
+        "PATCH", "/api/v1/namespaces/" + options_.event_namespace + "/events/" + it->second.name,
+        kStrategicMerge, patch.dump());
+    if (response.ok() && response->status == 404) {
+      recent_events_.erase(it);  // expired on the server (Events live an hour): a new one below
+    } else {
+      auto updated =
+          Check(response, fmt::format("updating an Event of node {}", options_.node_name));
+      if (!updated.ok()) return updated.status();
+      ++it->second.count;
+      it->second.last = now;
+      event_writes_.push_back(now);
+      ++stats_.events;
+      return absl::OkStatus();
+    }
+  }
   const Json event = {
       {"apiVersion", "v1"},
       {"kind", "Event"},
@@ -293,8 +333,8 @@ absl::Status NodeReporter::PostEvent(const DesiredCondition& desired, absl::Time
       {"involvedObject",
        {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", options_.node_name}, {"uid", uid_}}},
       {"reason", desired.reason},
-      {"message", fmt::format("{} is {}: {}", kConditionType, desired.status, desired.message)},
-      {"type", desired.status == "False" ? "Normal" : "Warning"},
+      {"message", message},
+      {"type", type},
       {"source", {{"component", "vigil-healthcheck"}, {"host", options_.node_name}}},
       {"reportingComponent", "vigil-healthcheck"},
       {"reportingInstance", options_.node_name},
@@ -308,6 +348,8 @@ absl::Status NodeReporter::PostEvent(const DesiredCondition& desired, absl::Time
     auto created = Check(response, fmt::format("posting an Event for node {}", options_.node_name));
     if (!created.ok()) return created.status();
   }
+  recent_events_[series_key] = {.name = event["metadata"]["name"], .count = 1, .last = now};
+  event_writes_.push_back(now);
   ++stats_.events;
   return absl::OkStatus();
 }

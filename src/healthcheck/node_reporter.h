@@ -22,7 +22,9 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -48,6 +50,10 @@ struct NodeReporterOptions {
 };
 
 inline constexpr std::string_view kConditionType = "GpuProblem";
+// Events: a repeat of the same type and reason within this window is a series update; at most
+// kEventBurst Event writes per node in it (a flapping GPU must not flood etcd with Events).
+inline constexpr absl::Duration kEventSeriesWindow = absl::Minutes(10);
+inline constexpr size_t kEventBurst = 20;
 // The annotation that marks a taint as added by the health check (value: the taint key).
 inline constexpr std::string_view kTaintOwnerAnnotation = "vigil.dev/taint-owner";
 
@@ -66,7 +72,8 @@ struct DesiredCondition {
 
 struct NodeReporterStats {
   std::atomic<uint64_t> condition_updates{0};
-  std::atomic<uint64_t> events{0};
+  std::atomic<uint64_t> events{0};             // Event writes: new objects and series updates
+  std::atomic<uint64_t> events_suppressed{0};  // over the per-node burst cap
   std::atomic<uint64_t> api_errors{0};
   std::atomic<uint64_t> conflicts{0};
   std::atomic<uint64_t> taints_added{0};
@@ -137,6 +144,17 @@ class NodeReporter {
   // The API server's Retry-After of the last failed pass (429); the loop waits at least this.
   absl::Duration retry_after_ = absl::ZeroDuration();
   uint64_t events_posted_ = 0;  // makes Event names unique within the process
+  // Events posted recently, by type and reason: a repeat within kEventSeriesWindow updates the
+  // object (count, lastTimestamp, message) instead of creating another, as the kubelet's event
+  // correlator does.
+  struct PostedEvent {
+    std::string name;
+    int64_t count = 1;
+    absl::Time last;
+  };
+  std::map<std::string, PostedEvent> recent_events_;
+  std::deque<absl::Time> event_writes_;  // within the burst window
+  bool suppressing_ = false;             // log a burst-cap refusal once per episode
 };
 
 }  // namespace vigil

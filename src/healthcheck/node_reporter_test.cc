@@ -259,6 +259,49 @@ TEST_F(NodeReporterTest, AnApiOutageEndsInOneConvergingWrite) {
   EXPECT_EQ(api_->Events().back()["reason"], "GpuFailed");
 }
 
+// A flapping GPU: repeats of the same Event within the series window update the one object
+// (count, lastTimestamp, message), as the kubelet's event correlator does; past the window a
+// repeat is a new object; and a node never writes more than kEventBurst Events in the window.
+TEST_F(NodeReporterTest, RepeatedEventsAreASeriesAndBurstsAreCapped) {
+  auto reporter = Reporter();
+  for (int flap = 0; flap < 5; ++flap) {
+    desired_ = flap % 2 == 0 ? kHealthy : kFailed;
+    ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+    clock_.Advance(absl::Seconds(30));
+  }
+  std::vector<Json> events = api_->Events();
+  ASSERT_EQ(events.size(), 2u) << "one object per type and reason";
+  EXPECT_EQ(events[0]["reason"], "GpusHealthy");
+  EXPECT_EQ(events[0]["count"], 3);
+  EXPECT_EQ(events[0]["firstTimestamp"], "2027-01-15T08:00:00Z");
+  EXPECT_EQ(events[0]["lastTimestamp"], "2027-01-15T08:02:00Z");
+  EXPECT_EQ(events[1]["reason"], "GpuFailed");
+  EXPECT_EQ(events[1]["count"], 2);
+  EXPECT_EQ(reporter->stats().events.load(), 5u);
+
+  clock_.Advance(kEventSeriesWindow);  // past the window: a repeat is a new object
+  desired_ = kFailed;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  events = api_->Events();
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[2]["count"], 1);
+
+  // Flapping every few seconds: at most kEventBurst Event writes in the window, the rest counted.
+  api_->ClearRequests();
+  for (int flap = 0; flap < 40; ++flap) {
+    clock_.Advance(absl::Seconds(5));
+    desired_ = flap % 2 == 0 ? kHealthy : kFailed;
+    ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  }
+  size_t event_writes = 0;
+  for (const KubeRequest& request : api_->Requests()) {
+    event_writes += request.path.find("/events") != std::string::npos;
+  }
+  EXPECT_EQ(event_writes, kEventBurst - 1);  // one was spent just above
+  EXPECT_EQ(reporter->stats().events_suppressed.load(), 40 - (kEventBurst - 1));
+  EXPECT_EQ(Condition()["status"], "True") << "the condition itself stays up to date";
+}
+
 TEST_F(NodeReporterTest, ARestartedCheckKeepsTheTransitionTimeAndPostsNoEvent) {
   desired_ = kFailed;
   ASSERT_EQ(Reporter()->ReconcileOnce(), absl::OkStatus());

@@ -223,6 +223,11 @@ FakeKubeApi::Answer FakeKubeApi::Handle(const KubeRequest& request) {
     if (request.method != "POST") return {405, Status(405, "MethodNotAllowed", "not allowed")};
     return CreateEvent(match[1], request);
   }
+  static const std::regex event_path("/api/v1/namespaces/([a-z0-9-]+)/events/([a-z0-9.-]+)");
+  if (std::regex_match(request.path, match, event_path)) {
+    if (request.method != "PATCH") return {405, Status(405, "MethodNotAllowed", "not allowed")};
+    return PatchEvent(match[1], match[2], request);
+  }
   return {404, Status(404, "NotFound", "the server could not find the requested resource")};
 }
 
@@ -304,6 +309,26 @@ FakeKubeApi::Answer FakeKubeApi::PatchNode(const std::string& name, bool status_
   if (updated != it->second) Bump(updated);
   it->second = updated;
   return {200, updated};
+}
+
+FakeKubeApi::Answer FakeKubeApi::PatchEvent(const std::string& ns, const std::string& name,
+                                            const KubeRequest& request) {
+  if (request.content_type != "application/strategic-merge-patch+json" &&
+      request.content_type != "application/merge-patch+json") {
+    return {415, Status(415, "UnsupportedMediaType", "a patch needs a patch content type")};
+  }
+  const Json patch = Json::parse(request.body, nullptr, false);
+  if (!patch.is_object()) return {400, Status(400, "BadRequest", "the patch is not an object")};
+  for (Json& event : events_) {
+    if (event["metadata"].value("name", "") != name ||
+        event["metadata"].value("namespace", "") != ns) {
+      continue;
+    }
+    for (const auto& [key, value] : patch.items()) event[key] = value;
+    event["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
+    return {200, event};
+  }
+  return {404, Status(404, "NotFound", fmt::format("events \"{}\" not found", name))};
 }
 
 FakeKubeApi::Answer FakeKubeApi::CreateEvent(const std::string& ns, const KubeRequest& request) {

@@ -85,6 +85,8 @@ class FakeKubeApi {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer CreateEvent(const std::string& ns, const KubeRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  Answer PatchEvent(const std::string& ns, const std::string& name, const KubeRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void Bump(nlohmann::json& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   std::unique_ptr<httplib::SSLServer> server_;
