@@ -44,6 +44,7 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
       status["kubernetes"] = {{"node_tainted", stats.tainted.load()},
                               {"condition_updates", stats.condition_updates.load()},
                               {"events", stats.events.load()},
+                              {"events_suppressed", stats.events_suppressed.load()},
                               {"api_errors", stats.api_errors.load()},
                               {"taint_refusals", stats.taint_refusals.load()}};
     }
@@ -85,6 +86,7 @@ std::string Healthcheck::Metrics() const {
   const std::pair<const char*, const std::atomic<uint64_t>*> counters[] = {
       {"condition_updates", &stats.condition_updates},
       {"events", &stats.events},
+      {"events_suppressed", &stats.events_suppressed},
       {"api_errors", &stats.api_errors},
       {"api_conflicts", &stats.conflicts},
       {"taints_added", &stats.taints_added},
@@ -92,7 +94,8 @@ std::string Healthcheck::Metrics() const {
       {"taint_refusals", &stats.taint_refusals}};
   const char* help[] = {
       "Writes of the GpuProblem node condition.",
-      "Events posted on GpuProblem transitions.",
+      "Event writes on GpuProblem transitions (new Events and series updates).",
+      "Events not written because the node reached its burst cap (20 in 10 minutes).",
       "Kubernetes API calls that failed (no answer or not 2xx); retried with backoff.",
       "Kubernetes API calls refused as conflicts (409/422); the node is re-read and retried.",
       "NoSchedule taints this check added to its node.",
