@@ -313,21 +313,27 @@ void Engine::OnXid(const XidEvent& event) {
     spdlog::error("XID {} reported for unknown GPU {}; ignored", event.xid, event.gpu);
     return;
   }
+  ApplyXid(event.gpu, event.xid, event.time, event.injected,
+           {.message =
+                fmt::format("GPU {} ({}): XID {}", event.gpu, gpus()[event.gpu].uuid, event.xid)});
+}
+
+void Engine::ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected,
+                      EngineEvent event) {
   stats_.xid_events.fetch_add(1, std::memory_order_relaxed);
   {
     absl::MutexLock lock(&xid_mutex_);
-    last_xid_[event.gpu] = FieldValue::Int(event.xid);
-    last_xid_[event.gpu].injected = event.injected;
+    last_xid_[gpu] = FieldValue::Int(xid);
+    last_xid_[gpu].injected = injected;
   }
-  health_->RecordXid(event.gpu, event.xid, event.time, event.injected);
-  Record({.kind = EventKind::kXid,
-          .gpu = static_cast<int>(event.gpu),
-          .xid = event.xid,
-          .xid_rule = options_.config.health.RuleFor(event.xid),
-          .xid_known = options_.config.health.xids.contains(event.xid),
-          .injected = event.injected,
-          .message =
-              fmt::format("GPU {} ({}): XID {}", event.gpu, gpus()[event.gpu].uuid, event.xid)});
+  health_->RecordXid(gpu, xid, time, injected);
+  event.kind = EventKind::kXid;
+  event.gpu = static_cast<int>(gpu);
+  event.xid = xid;
+  event.xid_rule = options_.config.health.RuleFor(xid);
+  event.xid_known = options_.config.health.xids.contains(xid);
+  event.injected = injected;
+  Record(std::move(event));
 }
 
 EventPtr Engine::Record(EngineEvent event) {
@@ -375,24 +381,13 @@ absl::StatusOr<InjectionRecord> Engine::InjectXid(uint32_t gpu, uint32_t xid,
                                                   const std::string& scenario_id) {
   auto record = injections_.MakeXid(gpu, xid, principal, options_.clock->Now(), scenario_id);
   if (!record.ok()) return record.status();
-  stats_.xid_events.fetch_add(1, std::memory_order_relaxed);
-  {
-    absl::MutexLock lock(&xid_mutex_);
-    last_xid_[gpu] = FieldValue::Int(xid);
-    last_xid_[gpu].injected = true;
-  }
-  health_->RecordXid(gpu, xid, record->start, /*injected=*/true);
   // The same event a real XID produces, flagged injected and signed.
-  Record({.kind = EventKind::kXid,
-          .gpu = static_cast<int>(gpu),
-          .xid = xid,
-          .xid_rule = options_.config.health.RuleFor(xid),
-          .xid_known = options_.config.health.xids.contains(xid),
-          .injected = true,
-          .injection = *record,
-          .principal = principal,
-          .message = fmt::format("GPU {} ({}): XID {} (injected, {}{})", gpu, gpus()[gpu].uuid, xid,
-                                 record->id, scenario_id.empty() ? "" : " in " + scenario_id)});
+  ApplyXid(
+      gpu, xid, record->start, /*injected=*/true,
+      {.injection = *record,
+       .principal = principal,
+       .message = fmt::format("GPU {} ({}): XID {} (injected, {}{})", gpu, gpus()[gpu].uuid, xid,
+                              record->id, scenario_id.empty() ? "" : " in " + scenario_id)});
   return record;
 }
 

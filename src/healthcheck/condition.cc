@@ -9,58 +9,51 @@
 namespace vigil {
 namespace {
 
-// "GPU 3 (GPU-…) FAIL: driver DCGM_FR_FALLEN_OFF_BUS: <message> (action: <action>)", one per
-// incident at `status`, or one per GPU at `status` without incidents.
-std::vector<std::string> Describe(const v1::HealthVerdict& verdict, v1::HealthStatus status) {
+// The GPUs at `status`, described once for the message and once for the identity.
+struct Described {
+  // "GPU 3 (GPU-…) FAIL: driver DCGM_FR_FALLEN_OFF_BUS: <message> (action: <action>)", one per
+  // incident at `status`, or one per GPU at `status` without incidents.
   std::vector<std::string> parts;
+  // What the condition is about, without the figures that change every tick: each GPU at
+  // `status` with the systems and incident codes behind it ("GPU-3: driver/DCGM_FR_…;").
+  std::string identity;
+};
+
+Described Describe(const v1::HealthVerdict& verdict, v1::HealthStatus status) {
+  Described out;
   for (const v1::GpuHealth& gpu : verdict.gpus()) {
     if (gpu.status() != status) continue;
+    out.identity += fmt::format("{}:", gpu.uuid());
     bool described = false;
+    std::vector<std::string> systems;  // at `status`, for a GPU without incidents
     for (const v1::SystemHealth& system : gpu.systems()) {
+      const bool at_status = system.status() == status;
+      if (at_status) {
+        out.identity += fmt::format(" {}", system.system());
+        systems.push_back(system.unknown_reason().empty()
+                              ? system.system()
+                              : fmt::format("{} ({})", system.system(), system.unknown_reason()));
+      }
       for (const v1::HealthIncident& incident : system.incidents()) {
         if (incident.status() != status) continue;
+        if (at_status) out.identity += fmt::format("/{}", incident.code());
         std::string part = fmt::format("GPU {} ({}) {}: {} {}: {}", gpu.gpu(), gpu.uuid(),
                                        HealthStatusText(status), incident.system(), incident.code(),
                                        incident.message());
         if (!incident.action().empty()) part += fmt::format(" (action: {})", incident.action());
         if (incident.injected()) part += " [injected]";
-        parts.push_back(std::move(part));
+        out.parts.push_back(std::move(part));
         described = true;
       }
     }
+    out.identity += ";";
     if (!described) {
-      std::vector<std::string> systems;
-      for (const v1::SystemHealth& system : gpu.systems()) {
-        if (system.status() != status) continue;
-        systems.push_back(system.unknown_reason().empty()
-                              ? system.system()
-                              : fmt::format("{} ({})", system.system(), system.unknown_reason()));
-      }
-      parts.push_back(
+      out.parts.push_back(
           fmt::format("GPU {} ({}) {}{}", gpu.gpu(), gpu.uuid(), HealthStatusText(status),
                       systems.empty() ? "" : fmt::format(" in {}", fmt::join(systems, ", "))));
     }
   }
-  return parts;
-}
-
-// What the condition is about, without the figures that change every tick: each GPU at
-// `status` with the systems and incident codes behind it, in verdict order.
-std::string Identity(const v1::HealthVerdict& verdict, v1::HealthStatus status) {
-  std::string identity;
-  for (const v1::GpuHealth& gpu : verdict.gpus()) {
-    if (gpu.status() != status) continue;
-    identity += fmt::format("{}:", gpu.uuid());
-    for (const v1::SystemHealth& system : gpu.systems()) {
-      if (system.status() != status) continue;
-      identity += fmt::format(" {}", system.system());
-      for (const v1::HealthIncident& incident : system.incidents()) {
-        if (incident.status() == status) identity += fmt::format("/{}", incident.code());
-      }
-    }
-    identity += ";";
-  }
-  return identity;
+  return out;
 }
 
 std::string Join(const std::string& prefix, const std::vector<std::string>& parts) {
@@ -76,6 +69,14 @@ std::string Join(const std::string& prefix, const std::vector<std::string>& part
   }
   if (message.size() > kMaxConditionMessage) message.resize(kMaxConditionMessage);
   return message;
+}
+
+DesiredCondition Condition(std::string status, std::string reason, const std::string& prefix,
+                           Described described) {
+  return {.status = std::move(status),
+          .reason = std::move(reason),
+          .message = Join(prefix, described.parts),
+          .identity = std::move(described.identity)};
 }
 
 }  // namespace
@@ -111,16 +112,10 @@ std::optional<DesiredCondition> ConditionFromView(const HealthView& view, absl::
       fmt::format("engine {} seq {}: ", view.engine_instance_id, verdict.seq());
   switch (verdict.overall()) {
     case v1::HEALTH_STATUS_FAIL:
-      return DesiredCondition{.status = "True",
-                              .reason = "GpuFailed",
-                              .message = Join(prefix, Describe(verdict, v1::HEALTH_STATUS_FAIL)),
-                              .identity = Identity(verdict, v1::HEALTH_STATUS_FAIL)};
+      return Condition("True", "GpuFailed", prefix, Describe(verdict, v1::HEALTH_STATUS_FAIL));
     case v1::HEALTH_STATUS_WARN:
-      return DesiredCondition{.status = "False",
-                              .reason = "GpuWarning",
-                              .message = Join(prefix + "no GPU fails; warnings: ",
-                                              Describe(verdict, v1::HEALTH_STATUS_WARN)),
-                              .identity = Identity(verdict, v1::HEALTH_STATUS_WARN)};
+      return Condition("False", "GpuWarning", prefix + "no GPU fails; warnings: ",
+                       Describe(verdict, v1::HEALTH_STATUS_WARN));
     case v1::HEALTH_STATUS_PASS:
       return DesiredCondition{
           .status = "False",
@@ -128,11 +123,8 @@ std::optional<DesiredCondition> ConditionFromView(const HealthView& view, absl::
           .message = fmt::format("{}all {} GPUs pass", prefix, verdict.gpus_size()),
           .identity = std::to_string(verdict.gpus_size())};
     default:
-      return DesiredCondition{.status = "Unknown",
-                              .reason = "GpuHealthUnknown",
-                              .message = Join(prefix + "the engine cannot tell: ",
-                                              Describe(verdict, v1::HEALTH_STATUS_UNKNOWN)),
-                              .identity = Identity(verdict, v1::HEALTH_STATUS_UNKNOWN)};
+      return Condition("Unknown", "GpuHealthUnknown", prefix + "the engine cannot tell: ",
+                       Describe(verdict, v1::HEALTH_STATUS_UNKNOWN));
   }
 }
 

@@ -146,9 +146,8 @@ absl::Status NodeReporter::ReconcileOnce() {
   const bool transition = !on_node_.has_value() || on_node_->status != desired->status;
   // Written on a change of what the condition says (status, reason, the failing GPUs and
   // systems), and at the heartbeat; a new seq or figure in the message waits for either.
-  const bool changed = transition || on_node_->reason != desired->reason ||
-                       written_identity_ != desired->identity ||
-                       condition_written_ == absl::InfinitePast();
+  const bool changed =
+      transition || on_node_->reason != desired->reason || written_identity_ != desired->identity;
   if (changed || now - condition_written_ >= options_.heartbeat) {
     if (absl::Status patched = PatchCondition(*desired, now); !patched.ok()) return patched;
     written_identity_ = desired->identity;

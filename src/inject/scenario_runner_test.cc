@@ -5,6 +5,7 @@
 
 #include <functional>
 
+#include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -22,7 +23,7 @@ class RecordingTarget : public ScenarioTarget {
   absl::StatusOr<InjectionRecord> InjectField(const FieldInjectionRequest& request,
                                               const Principal& principal) override {
     calls.push_back(
-        fmt("field {} on GPU {} by {}", request.field, request.gpu, principal.description));
+        fmt::format("field {} on GPU {} by {}", request.field, request.gpu, principal.description));
     if (during_inject) during_inject();
     if (fail_fields) return absl::InvalidArgumentError("no such field here");
     InjectionRecord record{.id = "inj-" + std::to_string(++next),
@@ -34,7 +35,7 @@ class RecordingTarget : public ScenarioTarget {
   }
   absl::StatusOr<InjectionRecord> InjectXid(uint32_t gpu, uint32_t xid, const Principal&,
                                             const std::string& scenario_id) override {
-    calls.push_back(fmt("xid {} on GPU {}", xid, gpu));
+    calls.push_back(fmt::format("xid {} on GPU {}", xid, gpu));
     return InjectionRecord{
         .id = "inj-" + std::to_string(++next), .xid = xid, .scenario_id = scenario_id};
   }
@@ -46,29 +47,16 @@ class RecordingTarget : public ScenarioTarget {
       ids.push_back(record.id);
       return true;
     });
-    calls.push_back(fmt("clear {} ({}): {}", scenario_id, why, ids.size()));
+    calls.push_back(fmt::format("clear {} ({}): {}", scenario_id, why, ids.size()));
     return ids;
   }
   std::vector<std::string> ClearFieldInjection(uint32_t gpu, FieldId field, const Principal&,
                                                std::string_view) override {
-    calls.push_back(fmt("clear field {} on GPU {}", field, gpu));
+    calls.push_back(fmt::format("clear field {} on GPU {}", field, gpu));
     return {};
   }
   void AuditScenario(Audit what, const Principal&, std::string message) override {
     if (what != Audit::kStep) audits.push_back(std::move(message));
-  }
-
-  template <typename... Args>
-  static std::string fmt(const char* format, Args... args) {
-    std::string out = format;
-    (out.replace(out.find("{}"), 2, Text(args)), ...);
-    return out;
-  }
-  static std::string Text(const std::string& s) { return s; }
-  static std::string Text(std::string_view s) { return std::string(s); }
-  template <typename T>
-  static std::string Text(T value) {
-    return std::to_string(value);
   }
 
   std::vector<std::string> calls, audits;
