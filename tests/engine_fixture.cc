@@ -34,7 +34,7 @@ EngineFixture::EngineFixture(FixtureOptions options, std::string socket_path)
   }
   server_ = std::move(*server);
   if (!options_.manual_ticks) {
-    loop_ = std::make_unique<TickLoop>(engine_.get(), options_.tick, clock);
+    loop_ = std::make_unique<TickLoop>(engine_.get(), options_.tick);
     loop_->Start();
   }
 }

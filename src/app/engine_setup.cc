@@ -121,7 +121,7 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
                                                     .tcp_address = flags.listen,
                                                     .inject_token = inject_token});
   if (!server.ok()) return server.status();
-  auto loop = std::make_unique<TickLoop>(engine->get(), config.tick_interval, (*engine)->clock());
+  auto loop = std::make_unique<TickLoop>(engine->get(), config.tick_interval);
   loop->Start();
   const std::string tcp =
       flags.listen.empty() ? "off"

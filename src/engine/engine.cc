@@ -342,8 +342,8 @@ EventPtr Engine::Record(EngineEvent event) {
   return events_.Record(std::move(event));
 }
 
-void Engine::RecordCleared(const std::vector<InjectionRecord>& cleared, const Principal& who,
-                           std::string_view why) {
+std::vector<std::string> Engine::RecordCleared(const std::vector<InjectionRecord>& cleared,
+                                               const Principal& who, std::string_view why) {
   for (const InjectionRecord& record : cleared) {
     Record({.kind = EventKind::kInjectionCleared,
             .gpu = static_cast<int>(record.gpu),
@@ -353,6 +353,9 @@ void Engine::RecordCleared(const std::vector<InjectionRecord>& cleared, const Pr
             .message = fmt::format("{} cleared ({}): {}; real readings resume", record.id, why,
                                    record.Describe())});
   }
+  std::vector<std::string> ids;
+  for (const InjectionRecord& record : cleared) ids.push_back(record.id);
+  return ids;
 }
 
 absl::StatusOr<InjectionRecord> Engine::InjectField(const FieldInjectionRequest& request,
@@ -399,24 +402,12 @@ absl::StatusOr<ScenarioRun> Engine::RunScenario(std::string_view yaml_text, std:
 std::vector<std::string> Engine::ClearScenarioInjections(const std::string& scenario_id,
                                                          const Principal& who,
                                                          std::string_view why) {
-  const std::vector<InjectionRecord> cleared = injections_.ClearScenario(scenario_id);
-  RecordCleared(cleared, who, why);
-  std::vector<std::string> ids;
-  for (const InjectionRecord& record : cleared) ids.push_back(record.id);
-  return ids;
+  return RecordCleared(injections_.ClearScenario(scenario_id), who, why);
 }
 
 std::vector<std::string> Engine::ClearFieldInjection(uint32_t gpu, FieldId field,
                                                      const Principal& who, std::string_view why) {
-  std::vector<std::string> ids;
-  for (const InjectionRecord& record : injections_.List()) {
-    if (record.gpu != gpu || record.field != field) continue;
-    if (auto cleared = injections_.Clear(record.id); cleared.ok()) {
-      RecordCleared({*cleared}, who, why);
-      ids.push_back(cleared->id);
-    }
-  }
-  return ids;
+  return RecordCleared(injections_.ClearField(gpu, field), who, why);
 }
 
 void Engine::AuditScenario(ScenarioTarget::Audit what, const Principal& who, std::string message) {

@@ -242,8 +242,9 @@ class Engine : public EventSink, private ScenarioTarget {
                                                std::string_view why) override;
   void AuditScenario(ScenarioTarget::Audit what, const Principal& who,
                      std::string message) override;
-  void RecordCleared(const std::vector<InjectionRecord>& cleared, const Principal& who,
-                     std::string_view why);
+  // Audits each cleared injection; returns their ids.
+  std::vector<std::string> RecordCleared(const std::vector<InjectionRecord>& cleared,
+                                         const Principal& who, std::string_view why);
 };
 
 }  // namespace vigil

@@ -17,9 +17,9 @@ namespace vigil {
 
 class TickLoop {
  public:
-  // `clock` (not owned) is the engine's: the time its ticks are stamped with.
-  TickLoop(Engine* engine, absl::Duration interval, Clock* clock = Clock::Real())
-      : engine_(engine), interval_(interval), clock_(clock) {}
+  // Waits on the engine's clock, the time its ticks are stamped with.
+  TickLoop(Engine* engine, absl::Duration interval)
+      : engine_(engine), interval_(interval), clock_(engine->clock()) {}
   ~TickLoop() { Stop(); }
 
   void Start();

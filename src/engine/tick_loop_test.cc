@@ -37,7 +37,7 @@ class TickLoopTest : public ::testing::Test {
 };
 
 TEST_F(TickLoopTest, TicksAtOnceThenOnTheIntervalsBoundaries) {
-  TickLoop loop(engine_.get(), absl::Seconds(1), &clock_);
+  TickLoop loop(engine_.get(), absl::Seconds(1));
   loop.Start();
   ASSERT_TRUE(AtRest(1));  // the first tick at once, at 12:00:00.300
   // The next on the first boundary at least half an interval later: 12:00:01.
@@ -54,7 +54,7 @@ TEST_F(TickLoopTest, TicksAtOnceThenOnTheIntervalsBoundaries) {
 }
 
 TEST_F(TickLoopTest, ALongStallSkipsTicksInsteadOfBunchingThem) {
-  TickLoop loop(engine_.get(), absl::Seconds(1), &clock_);
+  TickLoop loop(engine_.get(), absl::Seconds(1));
   loop.Start();
   ASSERT_TRUE(AtRest(1));
   clock_.Advance(absl::Milliseconds(700));  // 12:00:01.000: the second tick
@@ -70,7 +70,7 @@ TEST_F(TickLoopTest, ALongStallSkipsTicksInsteadOfBunchingThem) {
 }
 
 TEST_F(TickLoopTest, StopEndsTheWaitWithoutAnotherTick) {
-  TickLoop loop(engine_.get(), absl::Seconds(1), &clock_);
+  TickLoop loop(engine_.get(), absl::Seconds(1));
   loop.Start();
   ASSERT_TRUE(AtRest(1));
   loop.Stop();  // returns although the fake clock never reaches the next tick

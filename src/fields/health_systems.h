@@ -30,7 +30,18 @@ inline constexpr HealthSystemInfo kHealthSystems[] = {
 inline constexpr HealthSystem kAllHealthSystems[] = {
     HealthSystem::kPcie,  HealthSystem::kMemory, HealthSystem::kInforom, HealthSystem::kThermal,
     HealthSystem::kPower, HealthSystem::kNvlink, HealthSystem::kDriver};
-static_assert(std::size(kHealthSystems) == std::size(kAllHealthSystems));
+// HealthSystemName() indexes the table by the enum: rows in enum order, one per system.
+constexpr bool HealthSystemsInEnumOrder() {
+  if (std::size(kHealthSystems) != std::size(kAllHealthSystems)) return false;
+  for (size_t i = 0; i < std::size(kHealthSystems); ++i) {
+    if (static_cast<size_t>(kHealthSystems[i].system) != i ||
+        kAllHealthSystems[i] != kHealthSystems[i].system) {
+      return false;
+    }
+  }
+  return true;
+}
+static_assert(HealthSystemsInEnumOrder());
 
 std::string_view HealthSystemName(HealthSystem system);  // "pcie", "memory", ...
 std::optional<HealthSystem> ParseHealthSystem(std::string_view name);

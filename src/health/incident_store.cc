@@ -165,7 +165,10 @@ absl::StatusOr<std::unique_ptr<IncidentStore>> IncidentStore::Open(const Options
 
 IncidentStore::IncidentStore(const Options& options, std::string path,
                              std::unique_ptr<WritableFile> file, bool tail_dirty)
-    : options_(options), path_(std::move(path)), file_(std::move(file)), tail_dirty_(tail_dirty) {
+    : clock_(options.clock),
+      path_(std::move(path)),
+      file_(std::move(file)),
+      tail_dirty_(tail_dirty) {
   writer_ = StartNamedThread("vigil-persist", [this] { WriterLoop(); });
 }
 
@@ -180,7 +183,7 @@ IncidentStore::~IncidentStore() {
 void IncidentStore::Queue(std::string json) {
   std::string frame = Frame(json);
   absl::MutexLock lock(&mutex_);
-  queue_.push_back({std::move(frame), options_.clock->Now()});
+  queue_.push_back({std::move(frame), clock_->Now()});
   ++queued_total_;
 }
 
@@ -196,11 +199,10 @@ void IncidentStore::Cleared(const Incident& incident, std::string_view reason) {
 
 IncidentStore::Stats IncidentStore::stats() const {
   absl::MutexLock lock(&mutex_);
-  return {
-      .pending = queue_.size(),
-      .lag = queue_.empty() ? absl::ZeroDuration() : options_.clock->Now() - queue_.front().queued,
-      .written = written_,
-      .failures = failures_};
+  return {.pending = queue_.size(),
+          .lag = queue_.empty() ? absl::ZeroDuration() : clock_->Now() - queue_.front().queued,
+          .written = written_,
+          .failures = failures_};
 }
 
 bool IncidentStore::Flush(absl::Duration timeout) {
@@ -270,12 +272,12 @@ void IncidentStore::WriterLoop() {
                     path_);
       return;
     }
-    options_.clock->AwaitWithTimeout(&mutex_,
-                                     absl::Condition(
-                                         +[](IncidentStore* store) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
-                                              store->mutex_) { return store->stopping_; },
-                                         this),
-                                     backoff);
+    clock_->AwaitWithTimeout(&mutex_,
+                             absl::Condition(
+                                 +[](IncidentStore* store) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                      store->mutex_) { return store->stopping_; },
+                                 this),
+                             backoff);
     backoff = std::min(backoff * 2, absl::Seconds(5));
   }
 }

@@ -62,7 +62,9 @@ class IncidentStore : public IncidentSink {
   // appended to ("cannot write PATH: ...: check --state-dir").
   static absl::StatusOr<std::unique_ptr<IncidentStore>> Open(const Options& options,
                                                              Loaded* loaded);
-  // Persists what is still queued (giving up on the first failure), then stops the writer.
+  // Persists what is still queued (giving up on the first failure), then stops the writer. It
+  // waits for a write in progress: on a disk whose fsync never returns, shutdown waits too (as
+  // the kernel would make the process wait at exit anyway).
   ~IncidentStore() override;
 
   // Queue a record; never wait for the disk.
@@ -72,7 +74,6 @@ class IncidentStore : public IncidentSink {
   Stats stats() const;
   // Waits (real time, at most `timeout`) until every record queued before the call is durable.
   bool Flush(absl::Duration timeout);
-  const std::string& path() const { return path_; }
 
  private:
   struct Record {
@@ -86,7 +87,7 @@ class IncidentStore : public IncidentSink {
   // Writer thread: appends and syncs one record.
   absl::Status Write(const std::string& frame);
 
-  const Options options_;
+  Clock* const clock_;
   const std::string path_;
   // Owned by the writer thread once it runs.
   std::unique_ptr<WritableFile> file_;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <sstream>
 
+#include "common/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/eventually.h"
@@ -34,13 +35,6 @@ absl::StatusOr<std::unique_ptr<IncidentStore>> Open(const testing::TempDir& dir,
                                                     Clock* clock = Clock::Real()) {
   return IncidentStore::Open({.state_dir = dir.path(), .boot_id = boot, .env = env, .clock = clock},
                              loaded);
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream buffer;
-  buffer << file.rdbuf();
-  return buffer.str();
 }
 
 // The writer failed `failures` times and now waits out its backoff on `clock`.
@@ -294,7 +288,7 @@ TEST(IncidentStoreTest, ReplayOfALogCutAtEveryByteKeepsEveryCompleteRecord) {
     (*store)->Raised(Failure("GPU-b", "xid.48"));
     (*store)->Cleared(Failure("GPU-a", "xid.79"), "reset");
   }
-  const std::string full = ReadAll(dir.File("health.log"));
+  const std::string full = *ReadFile(dir.File("health.log"));
   std::vector<size_t> line_ends;
   for (size_t i = 0; i < full.size(); ++i) {
     if (full[i] == '\n') line_ends.push_back(i + 1);

@@ -171,10 +171,20 @@ std::vector<InjectionRecord> InjectionTable::ClearAll() {
 }
 
 std::vector<InjectionRecord> InjectionTable::ClearScenario(const std::string& scenario_id) {
+  return ClearIf([&](const InjectionRecord& record) { return record.scenario_id == scenario_id; });
+}
+
+std::vector<InjectionRecord> InjectionTable::ClearField(uint32_t gpu, FieldId field) {
+  return ClearIf(
+      [&](const InjectionRecord& record) { return record.gpu == gpu && record.field == field; });
+}
+
+std::vector<InjectionRecord> InjectionTable::ClearIf(
+    const std::function<bool(const InjectionRecord&)>& match) {
   absl::MutexLock lock(&mutex_);
   std::vector<InjectionRecord> cleared;
   for (auto it = active_.begin(); it != active_.end();) {
-    if (it->second.scenario_id == scenario_id) {
+    if (match(it->second)) {
       ended_.insert(it->first.second);
       cleared.push_back(std::move(it->second));
       it = active_.erase(it);

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -90,6 +91,7 @@ class InjectionTable {
   absl::StatusOr<InjectionRecord> Clear(const std::string& id);
   std::vector<InjectionRecord> ClearAll();
   std::vector<InjectionRecord> ClearScenario(const std::string& scenario_id);
+  std::vector<InjectionRecord> ClearField(uint32_t gpu, FieldId field);
   std::vector<InjectionRecord> List() const;
 
   // Tick thread: removes and returns the injections whose time is up.
@@ -105,6 +107,8 @@ class InjectionTable {
 
  private:
   using Key = std::pair<uint32_t, size_t>;  // (gpu, field index)
+  // Removes and returns the active injections `match` selects.
+  std::vector<InjectionRecord> ClearIf(const std::function<bool(const InjectionRecord&)>& match);
 
   std::shared_ptr<const FieldLayout> layout_;
   const uint32_t gpu_count_;

@@ -18,20 +18,6 @@ Principal StepPrincipal(const std::string& scenario_id, const Principal& starter
 
 }  // namespace
 
-std::string_view ScenarioStateName(ScenarioRun::State state) {
-  switch (state) {
-    case ScenarioRun::State::kRunning:
-      return "running";
-    case ScenarioRun::State::kDone:
-      return "done";
-    case ScenarioRun::State::kCancelled:
-      return "cancelled";
-    case ScenarioRun::State::kFailed:
-      return "failed";
-  }
-  return "unknown";
-}
-
 absl::StatusOr<ScenarioRun> ScenarioRunner::Start(std::string_view yaml_text,
                                                   std::string_view source,
                                                   const Principal& principal, absl::Time now) {
@@ -41,12 +27,14 @@ absl::StatusOr<ScenarioRun> ScenarioRunner::Start(std::string_view yaml_text,
   {
     absl::MutexLock lock(&mutex_);
     run.id = fmt::format("scn-{}", next_id_++);
-    runs_.push_back(run);
-    TrimEndedLocked();
   }
+  // Audited before the run is added, so no tick can apply (and audit) a step of it first.
   target_->AuditScenario(ScenarioTarget::Audit::kStarted, principal,
                          fmt::format("{} '{}' started: {} step(s) over {}", run.id, run.plan.name,
                                      run.plan.steps.size(), absl::FormatDuration(run.plan.length)));
+  absl::MutexLock lock(&mutex_);
+  runs_.push_back(run);
+  TrimEndedLocked();
   return run;
 }
 

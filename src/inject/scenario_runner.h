@@ -37,7 +37,6 @@ struct ScenarioRun {
   State state = State::kRunning;
   std::string error;  // why it failed
 };
-std::string_view ScenarioStateName(ScenarioRun::State state);  // "running", "done", ...
 
 // What a scenario acts on (the engine). Called without the runner's lock held.
 class ScenarioTarget {

@@ -324,7 +324,7 @@ FakeKubeApi::Answer FakeKubeApi::PatchEvent(const std::string& ns, const std::st
         event["metadata"].value("namespace", "") != ns) {
       continue;
     }
-    for (const auto& [key, value] : patch.items()) event[key] = value;
+    event.merge_patch(patch);  // an Event has no list a strategic merge would treat otherwise
     event["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
     return {200, event};
   }

@@ -95,7 +95,7 @@ int FaultEnv::Count(Op op) const {
   return it == counts_.end() ? 0 : it->second;
 }
 
-absl::Status FaultEnv::Begin(Op op, const std::string& path) {
+absl::Status FaultEnv::Begin(Op op, const std::string& path, std::optional<size_t>* tear) {
   absl::MutexLock lock(&mutex_);
   ++counts_[op];
   std::string record = fmt::format("{} {}", OpName(op), BaseName(path));
@@ -105,6 +105,10 @@ absl::Status FaultEnv::Begin(Op op, const std::string& path) {
     status = Injected(op, path, failures.front());
     failures.erase(failures.begin());
     record += " FAILED";
+  } else if (op == Op::kAppend && tear != nullptr && !tears_.empty()) {
+    *tear = tears_.front();  // decided with the record, so the mark lands on this append
+    tears_.erase(tears_.begin());
+    record += " TORN";
   }
   operations_.push_back(std::move(record));
   return status;
@@ -140,16 +144,8 @@ absl::Status FaultEnv::SyncDir(const std::string& dir) {
 }
 
 absl::Status FaultEnv::Append(WritableFile* file, const std::string& path, std::string_view data) {
-  if (absl::Status failed = Begin(Op::kAppend, path); !failed.ok()) return failed;
   std::optional<size_t> tear;
-  {
-    absl::MutexLock lock(&mutex_);
-    if (!tears_.empty()) {
-      tear = tears_.front();
-      tears_.erase(tears_.begin());
-      operations_.back() += " TORN";
-    }
-  }
+  if (absl::Status failed = Begin(Op::kAppend, path, &tear); !failed.ok()) return failed;
   if (!tear) return file->Append(data);
   if (absl::Status written = file->Append(data.substr(0, std::min(*tear, data.size())));
       !written.ok()) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,8 +48,9 @@ class FaultEnv final : public Env {
 
  private:
   class File;
-  // Records `op` on `path` and returns the injected failure for it, if any.
-  absl::Status Begin(Op op, const std::string& path);
+  // Records `op` on `path` and returns the injected failure for it, if any; for an append,
+  // `tear` receives the bytes to keep when it is to be torn.
+  absl::Status Begin(Op op, const std::string& path, std::optional<size_t>* tear = nullptr);
   absl::Status Append(WritableFile* file, const std::string& path, std::string_view data);
   absl::Status Sync(WritableFile* file, const std::string& path);
 
