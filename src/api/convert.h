@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <string_view>
-#include <vector>
 
 #include "fields/value.h"
 #include "vigil/v1/engine.pb.h"

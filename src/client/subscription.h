@@ -57,9 +57,11 @@ class Subscription {
 
   // `open` starts the stream on a fresh context; `address` names the engine in messages.
   // `clock` (not owned) times the reopen backoff.
-  Subscription(std::string address, Opener open, Clock* clock = Clock::Real(),
-               BackoffPolicy reopen = kReopenBackoff)
-      : address_(std::move(address)), open_(std::move(open)), clock_(clock), backoff_(reopen) {}
+  Subscription(std::string address, Opener open, Clock* clock = Clock::Real())
+      : address_(std::move(address)),
+        open_(std::move(open)),
+        clock_(clock),
+        backoff_(kReopenBackoff) {}
   ~Subscription() {
     Cancel();
     if (reader_ != nullptr) reader_->Finish();

@@ -171,7 +171,12 @@ void Exporter::FollowTicks() {
         view_.gpus.assign(gpus->gpus().begin(), gpus->gpus().end());
         stale_after_ =
             std::max(absl::Seconds(3), absl::Microseconds(view_.info.tick_interval_us()) * 3);
-        xids_.clear();
+        // The new instance's XID policy, so err_msg is right from its first render. (The XID
+        // counts are the event thread's: it resets them when it sees the new instance.)
+        view_.xid_meanings.clear();
+        for (const auto& [xid, rule] : view_.info.xid_policy()) {
+          view_.xid_meanings[xid] = rule.meaning();
+        }
         clock_events_.clear();
       }
       view_.tick = tick;
@@ -210,14 +215,12 @@ void Exporter::FollowEvents() {
     const v1::Event& e = *event.message;
     absl::MutexLock lock(&mutex_);
     if (e.instance_id() != instance) {
-      xids_.clear();               // the backlog of the new instance is replayed
-      view_.xid_meanings.clear();  // and its policy may differ
+      xids_.clear();  // the backlog of the new instance is replayed
       instance = e.instance_id();
       last_id = 0;
     }
     if (e.id() <= last_id) continue;
     last_id = e.id();
-    if (e.kind() == v1::Event::XID) view_.xid_meanings[e.xid()] = e.xid_info().meaning();
     if (e.kind() == v1::Event::XID && e.gpu() >= 0) {
       xids_[static_cast<uint32_t>(e.gpu())].emplace_back(absl::FromUnixMicros(e.time_us()),
                                                          e.xid());

@@ -31,8 +31,8 @@ struct ExporterView {
   std::map<uint32_t, std::map<uint32_t, uint64_t>> xid_counts;
   std::map<uint32_t, std::map<std::string, uint64_t>> clock_event_counts;
   std::map<std::string, PodInfo> pods;  // by GPU UUID
-  // What each XID code means under the followed engine's policy, from its XID events ("" when
-  // its policy does not know the code). Never from a table of the exporter's own.
+  // What each XID code means under the followed engine's policy (EngineInfo.xid_policy); codes
+  // it does not list are "Unknown Error". Never from a table of the exporter's own.
   std::map<uint32_t, std::string> xid_meanings;
 };
 

@@ -95,8 +95,7 @@ void NodeReporter::Stop() {
 void NodeReporter::Loop() {
   // API trouble is retried from 1 s up to a minute apart: fast enough to follow a verdict, slow
   // enough not to add load to an API server that is already struggling.
-  Backoff backoff(BackoffPolicy{.initial = absl::Seconds(1), .max = absl::Minutes(1)},
-                  std::random_device()());
+  Backoff backoff(BackoffPolicy{.initial = absl::Seconds(1), .max = absl::Minutes(1)});
   absl::Duration wait = absl::ZeroDuration();
   bool failing = false;
   std::string last_error;
@@ -149,7 +148,9 @@ absl::Status NodeReporter::ReconcileOnce() {
   const bool changed =
       transition || on_node_->reason != desired->reason || written_identity_ != desired->identity;
   if (changed || now - condition_written_ >= options_.heartbeat) {
-    if (absl::Status patched = PatchCondition(*desired, now); !patched.ok()) return patched;
+    if (absl::Status patched = PatchCondition(*desired, changed, now); !patched.ok()) {
+      return patched;
+    }
     written_identity_ = desired->identity;
     if (transition) pending_event_ = *desired;
   }
@@ -253,7 +254,8 @@ absl::Status NodeReporter::ReadNode() {
   return absl::OkStatus();
 }
 
-absl::Status NodeReporter::PatchCondition(const DesiredCondition& desired, absl::Time now) {
+absl::Status NodeReporter::PatchCondition(const DesiredCondition& desired, bool changed,
+                                          absl::Time now) {
   Json condition = {{"type", kConditionType},
                     {"status", desired.status},
                     {"reason", desired.reason},
@@ -269,8 +271,7 @@ absl::Status NodeReporter::PatchCondition(const DesiredCondition& desired, absl:
                  patch.dump()),
       fmt::format("patching the {} condition of node {}", kConditionType, options_.node_name));
   if (!node.ok()) return node.status();
-  if (!on_node_.has_value() || on_node_->status != desired.status ||
-      on_node_->reason != desired.reason || written_identity_ != desired.identity) {
+  if (changed) {
     spdlog::info("kubernetes: node {} condition {}={} ({}): {}", options_.node_name, kConditionType,
                  desired.status, desired.reason, desired.message);
   }

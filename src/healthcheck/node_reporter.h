@@ -67,7 +67,6 @@ struct DesiredCondition {
   // of it: they change every tick and are served by /status and /metrics; the node gets them
   // with the next write or heartbeat.
   std::string identity;
-  bool operator==(const DesiredCondition&) const = default;
 };
 
 struct NodeReporterStats {
@@ -107,7 +106,8 @@ class NodeReporter {
   absl::Status ReadNode();
   // Takes resourceVersion, condition, taint and ownership from a Node object.
   void LearnNode(const nlohmann::json& node);
-  absl::Status PatchCondition(const DesiredCondition& desired, absl::Time now);
+  // `changed`: what the condition says changed (else a heartbeat); logged when it did.
+  absl::Status PatchCondition(const DesiredCondition& desired, bool changed, absl::Time now);
   absl::Status PostEvent(const DesiredCondition& desired, absl::Time now);
   absl::Status ReconcileTaint(const DesiredCondition& desired, absl::Time now);
   absl::Status AddTaint(absl::Time now);

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
 #include "engine/events.h"
 #include "health/evaluator.h"
+#include "inject/scenario_runner.h"
 #include "sampling/snapshot.h"
 #include "vigil/v1/engine.pb.h"
 

@@ -157,6 +157,9 @@ grpc::ServerUnaryReactor* EngineService::GetEngineInfo(grpc::CallbackServerConte
   ToProto(engine_->Counters(), response->mutable_counters());
   response->set_last_tick_duration_us(static_cast<int64_t>(
       engine_->stats().last_tick_duration_ns.load(std::memory_order_relaxed) / 1000));
+  for (const auto& [xid, rule] : engine_->config().health.xids) {
+    ToProto(rule, /*known=*/true, &(*response->mutable_xid_policy())[xid]);
+  }
   return Finish(context, absl::OkStatus());
 }
 
