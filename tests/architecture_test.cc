@@ -35,18 +35,19 @@ const std::map<std::string, Modules>& Allowed() {
       {"server", {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api"}},
       {"client", {"common", "fields", "api"}},
       {"exporter", {"common", "fields", "api", "client"}},
-      {"healthcheck", {"common", "fields", "api", "client"}},
-      {"cli", {"common", "fields", "api", "client", "exporter", "healthcheck"}},
+      {"kube", {"common"}},
+      {"healthcheck", {"common", "fields", "api", "client", "kube"}},
+      {"cli", {"common", "fields", "api", "client", "exporter", "healthcheck", "kube"}},
       {"app",
        {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api", "server",
-        "client", "exporter", "healthcheck", "cli"}},
+        "client", "kube", "exporter", "healthcheck", "cli"}},
       {"testing", {"common"}},
   };
   return *allowed;
 }
 
 const Modules kEngineSide = {"backend", "sampling", "health", "inject", "engine", "server"};
-const Modules kClients = {"client", "exporter", "healthcheck", "cli"};
+const Modules kClients = {"client", "kube", "exporter", "healthcheck", "cli"};
 
 std::string Join(const Modules& modules) {
   std::string out;

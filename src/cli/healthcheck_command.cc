@@ -97,7 +97,7 @@ absl::StatusOr<HealthcheckOptions> OptionsFromFlags(const HealthcheckFlags& flag
   options.reporter.max_tainted_share = flags.max_tainted_share;
   options.reporter.gpu_node_selector = flags.gpu_node_selector;
   if (flags.kubernetes) {
-    auto kube = InClusterKube::Create(flags.service_account_dir);
+    auto kube = InClusterKube::Create(flags.service_account_dir, "healthcheck");
     if (!kube.ok()) return kube.status();
     options.kube = std::move(*kube);
   }

@@ -3,7 +3,7 @@
 #include <thread>
 
 #include "client/address.h"
-#include "client/backoff.h"
+#include "common/backoff.h"
 #include "client/engine_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

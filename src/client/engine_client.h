@@ -14,7 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/address.h"
-#include "client/backoff.h"
+#include "common/backoff.h"
 #include "client/subscription.h"
 #include "common/clock.h"
 #include "grpcpp/channel.h"

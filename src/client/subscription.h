@@ -27,7 +27,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "client/backoff.h"
+#include "common/backoff.h"
 #include "common/clock.h"
 #include "fmt/format.h"
 #include "grpcpp/client_context.h"

@@ -46,7 +46,10 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
                               {"events", stats.events.load()},
                               {"events_suppressed", stats.events_suppressed.load()},
                               {"api_errors", stats.api_errors.load()},
-                              {"taint_refusals", stats.taint_refusals.load()}};
+                              {"taint_refusals", stats.taint_refusals.load()},
+                              {"watch_synced", self->reporter_->gpu_nodes().synced()},
+                              {"gpu_nodes", self->reporter_->gpu_nodes().size()},
+                              {"watch_errors", self->reporter_->gpu_nodes().stats().errors.load()}};
     }
     return HttpResponse{.content_type = "application/json", .body = status.dump(2) + "\n"};
   });
@@ -83,33 +86,53 @@ std::string Healthcheck::Metrics() const {
   std::string out = monitor_->Metrics();
   if (reporter_ == nullptr) return out;
   const NodeReporterStats& stats = reporter_->stats();
-  const std::pair<const char*, const std::atomic<uint64_t>*> counters[] = {
-      {"condition_updates", &stats.condition_updates},
-      {"events", &stats.events},
-      {"events_suppressed", &stats.events_suppressed},
-      {"api_errors", &stats.api_errors},
-      {"api_conflicts", &stats.conflicts},
-      {"taints_added", &stats.taints_added},
-      {"taints_removed", &stats.taints_removed},
-      {"taint_refusals", &stats.taint_refusals}};
-  const char* help[] = {
-      "Writes of the GpuProblem node condition.",
-      "Event writes on GpuProblem transitions (new Events and series updates).",
-      "Events not written because the node reached its burst cap (20 in 10 minutes).",
-      "Kubernetes API calls that failed (no answer or not 2xx); retried with backoff.",
-      "Kubernetes API calls refused as conflicts (409/422); the node is re-read and retried.",
-      "NoSchedule taints this check added to its node.",
-      "NoSchedule taints this check removed after the hysteresis period.",
-      "Taints not added because too many GPU nodes already carry it (circuit breaker)."};
-  for (size_t i = 0; i < std::size(counters); ++i) {
-    const std::string name = fmt::format("vigil_healthcheck_kube_{}_total", counters[i].first);
-    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{} {}\n", name, help[i], name, name,
-                       counters[i].second->load());
+  const InformerStats& watch = reporter_->gpu_nodes().stats();
+  struct Counter {
+    const char* name;
+    const std::atomic<uint64_t>& value;
+    const char* help;
+  };
+  const Counter counters[] = {
+      {"condition_updates", stats.condition_updates, "Writes of the GpuProblem node condition."},
+      {"events", stats.events,
+       "Event writes on GpuProblem transitions (new Events and series updates)."},
+      {"events_suppressed", stats.events_suppressed,
+       "Events not written because the node reached its burst cap (20 in 10 minutes)."},
+      {"api_errors", stats.api_errors,
+       "Kubernetes API calls that failed (no answer or not 2xx); retried with backoff."},
+      {"api_conflicts", stats.conflicts,
+       "Kubernetes API calls refused as conflicts (409/422); the node is re-read and retried."},
+      {"taints_added", stats.taints_added, "NoSchedule taints this check added to its node."},
+      {"taints_removed", stats.taints_removed,
+       "NoSchedule taints this check removed after the hysteresis period."},
+      {"taint_refusals", stats.taint_refusals,
+       "Taints not added because too many GPU nodes already carry it (circuit breaker)."},
+      {"lists", watch.lists, "LIST requests (pages) of the GPU nodes by the informer."},
+      {"watches", watch.watches,
+       "WATCH requests of the GPU nodes (one open at a time; re-opened after the server's "
+       "timeout, an error, or a re-list)."},
+      {"relists", watch.relists,
+       "Re-lists of the GPU nodes after 410 Gone (the watch's resourceVersion expired)."},
+      {"watch_errors", watch.errors,
+       "Failed LISTs and WATCHes of the GPU nodes; retried with backoff from the last "
+       "resourceVersion."},
+      {"watch_events", watch.events, "Node changes received from the watch."}};
+  for (const Counter& counter : counters) {
+    const std::string name = fmt::format("vigil_healthcheck_kube_{}_total", counter.name);
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{} {}\n", name, counter.help, name, name,
+                       counter.value.load());
   }
   out += fmt::format(
       "# HELP vigil_healthcheck_node_tainted Whether the node carries the GPU-problem taint.\n"
       "# TYPE vigil_healthcheck_node_tainted gauge\nvigil_healthcheck_node_tainted {}\n",
       stats.tainted.load() ? 1 : 0);
+  out += fmt::format(
+      "# HELP vigil_healthcheck_kube_watch_synced Whether the GPU nodes have been listed (the "
+      "circuit breaker's view; kept while the watch reconnects).\n"
+      "# TYPE vigil_healthcheck_kube_watch_synced gauge\nvigil_healthcheck_kube_watch_synced {}\n"
+      "# HELP vigil_healthcheck_kube_gpu_nodes GPU nodes in the watched view of the cluster.\n"
+      "# TYPE vigil_healthcheck_kube_gpu_nodes gauge\nvigil_healthcheck_kube_gpu_nodes {}\n",
+      reporter_->gpu_nodes().synced() ? 1 : 0, reporter_->gpu_nodes().size());
   return out;
 }
 

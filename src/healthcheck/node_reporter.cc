@@ -5,25 +5,24 @@
 #include <algorithm>
 #include <cmath>
 
-#include "client/backoff.h"
+#include "common/backoff.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "fmt/format.h"
+#include "kube/object.h"
 #include "spdlog/spdlog.h"
 
 namespace vigil {
 namespace {
+
+using kube::At;
+using kube::StringAt;
 
 using Json = nlohmann::json;
 
 constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kStrategicMerge = "application/strategic-merge-patch+json";
 constexpr std::string_view kJsonPatch = "application/json-patch+json";
-
-// metav1.Time: RFC 3339 in UTC with second precision.
-std::string KubeTime(absl::Time time) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", time, absl::UTCTimeZone());
-}
 
 // A JSON pointer token for a map key ("vigil.dev/taint-owner" -> "vigil.dev~1taint-owner").
 std::string PointerToken(std::string_view key) {
@@ -40,40 +39,55 @@ std::string PointerToken(std::string_view key) {
   return token;
 }
 
-std::string QueryEscape(std::string_view text) {
-  std::string escaped;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      escaped += static_cast<char>(c);
-    } else {
-      escaped += fmt::format("%{:02X}", c);
-    }
-  }
-  return escaped;
-}
-
-// The "message" of a Kubernetes Status answer, or the start of the body.
-std::string ApiMessage(const std::string& body) {
-  const Json status = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (status.is_object() && status.contains("message") && status["message"].is_string()) {
-    return status["message"].get<std::string>();
-  }
-  return body.substr(0, 200);
-}
-
-std::string StringAt(const Json& object, const char* key) {
-  if (!object.is_object()) return "";
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
 }  // namespace
 
 NodeReporter::NodeReporter(NodeReporterOptions options, KubeApi* api, Clock* clock,
                            DesiredSource desired)
-    : options_(std::move(options)), api_(api), clock_(clock), desired_(std::move(desired)) {}
+    : options_(std::move(options)),
+      api_(api),
+      clock_(clock),
+      desired_(std::move(desired)),
+      gpu_nodes_(api, InformerOptions{.path = "/api/v1/nodes",
+                                      .label_selector = options_.gpu_node_selector,
+                                      .transform = KeepWhatTheReporterReads,
+                                      .description = fmt::format("the GPU nodes ({})",
+                                                                 options_.gpu_node_selector),
+                                      .clock = clock}) {
+  // A change of this node by someone else (an admin removing the taint, the kubelet): look now.
+  gpu_nodes_.AddListener([this](const std::string& name) {
+    if (name == options_.node_name) Wake();
+  });
+}
 
 NodeReporter::~NodeReporter() { Stop(); }
+
+Json NodeReporter::KeepWhatTheReporterReads(const Json& node) {
+  const Json& metadata = At(node, "metadata");
+  Json kept = {{"metadata",
+                {{"name", StringAt(metadata, "name")},
+                 {"uid", StringAt(metadata, "uid")},
+                 {"resourceVersion", StringAt(metadata, "resourceVersion")}}}};
+  if (const Json& annotations = At(metadata, "annotations"); annotations.is_object()) {
+    Json& ours = kept["metadata"]["annotations"] = Json::object();
+    if (const std::string owner = StringAt(annotations, kTaintOwnerAnnotation); !owner.empty()) {
+      ours[std::string(kTaintOwnerAnnotation)] = owner;
+    }
+  }
+  if (const Json& taints = At(At(node, "spec"), "taints"); taints.is_array()) {
+    kept["spec"]["taints"] = taints;
+  }
+  const Json& conditions = At(At(node, "status"), "conditions");
+  if (conditions.is_array()) {
+    for (const Json& condition : conditions) {
+      if (StringAt(condition, "type") == kConditionType) {
+        kept["status"]["conditions"] = Json::array({condition});
+      }
+    }
+  }
+  return kept;
+}
+
+void NodeReporter::StartWatching() { gpu_nodes_.Start(); }
 
 void NodeReporter::Wake() {
   absl::MutexLock lock(&mutex_);
@@ -81,6 +95,7 @@ void NodeReporter::Wake() {
 }
 
 void NodeReporter::Start() {
+  StartWatching();
   thread_ = StartNamedThread("vigil-kube", [this] { Loop(); });
 }
 
@@ -90,6 +105,7 @@ void NodeReporter::Stop() {
     stopping_ = true;
   }
   if (thread_.joinable()) thread_.join();
+  gpu_nodes_.Stop();
 }
 
 void NodeReporter::Loop() {
@@ -140,6 +156,11 @@ absl::Status NodeReporter::ReconcileOnce() {
   const std::optional<DesiredCondition> desired = desired_(now);
   if (!node_known_) {
     if (absl::Status read = ReadNode(); !read.ok()) return read;
+  } else if (const std::optional<Json> cached = gpu_nodes_.Get(options_.node_name);
+             cached.has_value() &&
+             kube::IsLaterResourceVersion(StringAt(At(*cached, "metadata"), "resourceVersion"),
+                                          resource_version_)) {
+    LearnNode(*cached);  // changed by someone else since we last wrote it
   }
   if (!desired.has_value()) return absl::OkStatus();
   const bool transition = !on_node_.has_value() || on_node_->status != desired->status;
@@ -178,7 +199,7 @@ absl::StatusOr<Json> NodeReporter::Check(const absl::StatusOr<KubeResponse>& res
     return body;
   }
   ++stats_.api_errors;
-  const std::string message = ApiMessage(response->body);
+  const std::string message = kube::ApiMessage(response->body);
   if (code == 409 || code == 422) {
     // The node changed under us (or a resourceVersion test failed): re-read it and try again.
     ++stats_.conflicts;
@@ -196,8 +217,8 @@ absl::StatusOr<Json> NodeReporter::Check(const absl::StatusOr<KubeResponse>& res
   }
   if (code == 401 || code == 403) {
     return absl::PermissionDeniedError(fmt::format(
-        "{}: {} {}: does the service account have the ClusterRole from deploy/ (nodes get/list, "
-        "nodes/status patch, nodes patch for --taint, events create)?",
+        "{}: {} {}: does the service account have the ClusterRole from deploy/ (nodes get, "
+        "list, watch and patch, nodes/status patch, events create and patch)?",
         what, code, message));
   }
   if (code == 404) {
@@ -208,40 +229,33 @@ absl::StatusOr<Json> NodeReporter::Check(const absl::StatusOr<KubeResponse>& res
 }
 
 void NodeReporter::LearnNode(const Json& node) {
-  const Json& metadata = node.contains("metadata") ? node["metadata"] : Json();
+  const Json& metadata = At(node, "metadata");
   resource_version_ = StringAt(metadata, "resourceVersion");
   uid_ = StringAt(metadata, "uid");
-  has_annotations_ = metadata.is_object() && metadata.contains("annotations") &&
-                     metadata["annotations"].is_object();
-  const bool owner_annotation =
-      has_annotations_ &&
-      StringAt(metadata["annotations"], std::string(kTaintOwnerAnnotation).c_str()) ==
-          options_.taint_key;
-  const Json& spec = node.contains("spec") ? node["spec"] : Json();
-  has_taints_ = spec.is_object() && spec.contains("taints") && spec["taints"].is_array();
+  const Json& annotations = At(metadata, "annotations");
+  has_annotations_ = annotations.is_object();
+  const bool owner_annotation = StringAt(annotations, kTaintOwnerAnnotation) == options_.taint_key;
+  const Json& taints = At(At(node, "spec"), "taints");
+  has_taints_ = taints.is_array();
   taint_index_ = -1;
-  if (has_taints_) {
-    const Json& taints = spec["taints"];
-    for (size_t i = 0; i < taints.size(); ++i) {
-      if (StringAt(taints[i], "key") == options_.taint_key &&
-          StringAt(taints[i], "effect") == "NoSchedule") {
-        taint_index_ = static_cast<int>(i);
-        break;
-      }
+  for (size_t i = 0; has_taints_ && i < taints.size(); ++i) {
+    if (StringAt(taints[i], "key") == options_.taint_key &&
+        StringAt(taints[i], "effect") == "NoSchedule") {
+      taint_index_ = static_cast<int>(i);
+      break;
     }
   }
   has_taint_ = taint_index_ >= 0;
   owns_taint_ = has_taint_ && owner_annotation;
   stats_.tainted = has_taint_;
   on_node_.reset();
-  const Json& status = node.contains("status") ? node["status"] : Json();
-  if (status.is_object() && status.contains("conditions") && status["conditions"].is_array()) {
-    for (const Json& condition : status["conditions"]) {
-      if (StringAt(condition, "type") != kConditionType) continue;
-      on_node_ = DesiredCondition{.status = StringAt(condition, "status"),
-                                  .reason = StringAt(condition, "reason"),
-                                  .message = StringAt(condition, "message")};
-    }
+  const Json& conditions = At(At(node, "status"), "conditions");
+  for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
+    const Json& condition = conditions[i];
+    if (StringAt(condition, "type") != kConditionType) continue;
+    on_node_ = DesiredCondition{.status = StringAt(condition, "status"),
+                                .reason = StringAt(condition, "reason"),
+                                .message = StringAt(condition, "message")};
   }
   node_known_ = true;
 }
@@ -260,10 +274,10 @@ absl::Status NodeReporter::PatchCondition(const DesiredCondition& desired, bool 
                     {"status", desired.status},
                     {"reason", desired.reason},
                     {"message", desired.message},
-                    {"lastHeartbeatTime", KubeTime(now)}};
+                    {"lastHeartbeatTime", kube::Time(now)}};
   // Left out, a strategic merge keeps the node's lastTransitionTime: it moves only on a change.
   if (!on_node_.has_value() || on_node_->status != desired.status) {
-    condition["lastTransitionTime"] = KubeTime(now);
+    condition["lastTransitionTime"] = kube::Time(now);
   }
   const Json patch = {{"status", {{"conditions", Json::array({condition})}}}};
   auto node = Check(
@@ -282,7 +296,7 @@ absl::Status NodeReporter::PatchCondition(const DesiredCondition& desired, bool 
 }
 
 absl::Status NodeReporter::PostEvent(const DesiredCondition& desired, absl::Time now) {
-  const std::string time = KubeTime(now);
+  const std::string time = kube::Time(now);
   const std::string type = desired.status == "False" ? "Normal" : "Warning";
   const std::string message =
       fmt::format("{} is {}: {}", kConditionType, desired.status, desired.message);
@@ -372,28 +386,26 @@ absl::Status NodeReporter::ReconcileTaint(const DesiredCondition& desired, absl:
 }
 
 absl::StatusOr<bool> NodeReporter::TaintAllowed() {
-  auto list = Check(
-      api_->Call("GET", "/api/v1/nodes?labelSelector=" + QueryEscape(options_.gpu_node_selector),
-                 "", ""),
-      fmt::format("listing the GPU nodes ({})", options_.gpu_node_selector));
-  if (!list.ok()) return list.status();
+  if (!gpu_nodes_.synced()) {
+    return absl::UnavailableError(fmt::format(
+        "deciding whether node {} may be tainted: the GPU nodes ({}) are not listed yet (the "
+        "informer's log says why)",
+        options_.node_name, options_.gpu_node_selector));
+  }
   size_t nodes = 0, tainted = 0;
   bool self_listed = false;
-  if (list->contains("items") && (*list)["items"].is_array()) {
-    for (const Json& node : (*list)["items"]) {
-      ++nodes;
-      const Json& metadata = node.contains("metadata") ? node["metadata"] : Json();
-      if (StringAt(metadata, "name") == options_.node_name) self_listed = true;
-      const Json& spec = node.contains("spec") ? node["spec"] : Json();
-      if (!spec.is_object() || !spec.contains("taints") || !spec["taints"].is_array()) continue;
-      for (const Json& taint : spec["taints"]) {
-        if (StringAt(taint, "key") == options_.taint_key) {
-          ++tainted;
-          break;
-        }
+  gpu_nodes_.ForEach([&](const std::string& name, const Json& node) {
+    ++nodes;
+    if (name == options_.node_name) self_listed = true;
+    const Json& taints = At(At(node, "spec"), "taints");
+    if (!taints.is_array()) return;
+    for (const Json& taint : taints) {
+      if (StringAt(taint, "key") == options_.taint_key) {
+        ++tainted;
+        return;
       }
     }
-  }
+  });
   if (!self_listed) ++nodes;  // this node has GPUs even if its labels do not say so
   // At most max(1, floor(share x GPU nodes)) nodes carry the taint: the first one is always
   // allowed, so a one- or two-node cluster can still take its broken GPU node out.
@@ -443,7 +455,7 @@ absl::Status NodeReporter::AddTaint(absl::Time now) {
   LearnNode(*node);
   ++stats_.taints_added;
   spdlog::warn("kubernetes: tainted node {} with {}:NoSchedule at {} (a GPU fails)",
-               options_.node_name, options_.taint_key, KubeTime(now));
+               options_.node_name, options_.taint_key, kube::Time(now));
   return absl::OkStatus();
 }
 

@@ -12,13 +12,19 @@
 //   restart of the check keeps it); not added when more than `max_tainted_share` of the
 //   cluster's GPU nodes already carry it — a circuit breaker against a fleet-wide false alarm
 //   (logged once per episode and counted).
+// The cluster's GPU nodes (the breaker's count) and this node's own object come from an informer
+// (LIST then WATCH, kube/informer.h) the reporter owns: a pass that has nothing to write makes
+// no request, and a taint decision makes no LIST. The node is read with a GET only at start and
+// after a conflict (when the cached copy is known to be stale).
 // Taint changes are JSON patches that first test the node's resourceVersion, so a concurrent
 // change (the kubelet, an admin, another controller) makes them fail with 422/409 instead of
 // clobbering a taint list that moved; the reporter then re-reads the node and tries again.
 // API errors and conflicts (409, 422, 429, 5xx, no answer) are retried with backoff by the
 // reporter's own thread: nothing here blocks the health check's endpoints.
-// Thread-safety: Wake() and stats() from any thread; ReconcileOnce() from one thread at a time
-// (the reporter's own after Start(), or a test's).
+// Threads: its own (`vigil-kube`, after Start()) and the informer's (`vigil-informer`, after
+// StartWatching()).
+// Thread-safety: Wake(), stats() and gpu_nodes() from any thread; ReconcileOnce() from one thread
+// at a time (the reporter's own after Start(), or a test's).
 #pragma once
 
 #include <atomic>
@@ -33,7 +39,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
-#include "healthcheck/kube_api.h"
+#include "kube/informer.h"
+#include "kube/kube_api.h"
 #include "nlohmann/json.hpp"
 
 namespace vigil {
@@ -94,12 +101,22 @@ class NodeReporter {
 
   // The desired condition may have changed: reconcile soon (wakes the reporter's thread).
   void Wake();
+  // Starts the informer only (tests that drive ReconcileOnce() themselves).
+  void StartWatching();
+  // Starts the informer and the reconciling thread.
   void Start();
   void Stop();
   // One pass: read the node if needed, then bring condition, events and taint in line. An error
   // leaves what is not done for the next pass.
   absl::Status ReconcileOnce();
   const NodeReporterStats& stats() const { return stats_; }
+  // The cluster's GPU nodes as the reporter sees them (reduced to what it reads).
+  const Informer& gpu_nodes() const { return gpu_nodes_; }
+
+  // What the informer keeps of a Node: name, uid, resourceVersion, the ownership annotation
+  // (and whether there are annotations at all, which a JSON patch must know), every taint (a
+  // JSON patch addresses them by index) and the GpuProblem condition.
+  static nlohmann::json KeepWhatTheReporterReads(const nlohmann::json& node);
 
  private:
   void Loop();
@@ -124,6 +141,7 @@ class NodeReporter {
   Clock* const clock_;
   const DesiredSource desired_;
   NodeReporterStats stats_;
+  Informer gpu_nodes_;
   std::thread thread_;
 
   absl::Mutex mutex_;

@@ -11,7 +11,7 @@
 #include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "healthcheck/kube_api.h"
+#include "kube/kube_api.h"
 #include "testing/eventually.h"
 #include "testing/fake_kube_api.h"
 #include "testing/temp_dir.h"
@@ -44,17 +44,29 @@ class NodeReporterTest : public ::testing::Test {
     ASSERT_GT(api_->port(), 0);
     setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
     setenv("KUBERNETES_SERVICE_PORT", std::to_string(api_->port()).c_str(), 1);
-    auto kube = InClusterKube::Create(credentials_.service_account_dir, &clock_);
+    auto kube = InClusterKube::Create(credentials_.service_account_dir, "healthcheck", &clock_);
     ASSERT_TRUE(kube.ok()) << kube.status();
     kube_ = std::move(*kube);
     api_->AddNode("gpu-1", {{"nvidia.com/gpu.present", "true"}},
                   Json::array({{{"key", "dedicated"}, {"value", "ml"}, {"effect", "NoSchedule"}}}));
   }
 
+  // A reporter whose informer has listed the GPU nodes and watches them.
   std::unique_ptr<NodeReporter> Reporter(NodeReporterOptions options = {}) {
     options.node_name = "gpu-1";
-    return std::make_unique<NodeReporter>(options, kube_.get(), &clock_,
-                                          [this](absl::Time) { return desired_; });
+    auto reporter = std::make_unique<NodeReporter>(options, kube_.get(), &clock_,
+                                                   [this](absl::Time) { return desired_; });
+    const int watches = api_->open_watches();
+    reporter->StartWatching();
+    EXPECT_TRUE(vigil::testing::Eventually([&] {
+      return reporter->gpu_nodes().synced() && api_->open_watches() == watches + 1;
+    }));
+    return reporter;
+  }
+  // Waits until the reporter's informer has seen the fake's latest change.
+  bool Seen(const NodeReporter& reporter) {
+    return vigil::testing::Eventually(
+        [&] { return reporter.gpu_nodes().resource_version() == api_->resource_version(); });
   }
 
   Json Condition() {
@@ -165,9 +177,10 @@ TEST_F(NodeReporterTest, ConditionTransitionTimeMovesOnlyOnChangeAndEachTransiti
 // Ten minutes of steady state on the fake clock, one pass a second as the reporter's loop runs
 // them, the message changing every pass (the engine's seq, a warning's running figure): the
 // node's status is written only at the heartbeat, nothing else is requested; then one transition
-// costs one status write and one Event. Every request names Vigil and its version.
-TEST_F(NodeReporterTest, SteadyStateWritesOnlyAtTheHeartbeatAndATransitionCostsOneWrite) {
-  auto reporter = Reporter();  // the default heartbeat: 5 minutes
+// to FAIL costs two node writes (status, taint) and one Event, and its taint decision reads the
+// watched GPU nodes, not the API. Every request names Vigil and its version.
+TEST_F(NodeReporterTest, SteadyStateWritesOnlyAtTheHeartbeatAndATransitionCostsTwoNodeWrites) {
+  auto reporter = Reporter({.taint = true});  // the default heartbeat: 5 minutes
   desired_ = DesiredCondition{.status = "False",
                               .reason = "GpuWarning",
                               .message = "seq 1: throttled for power for 7.9 s",
@@ -197,10 +210,29 @@ TEST_F(NodeReporterTest, SteadyStateWritesOnlyAtTheHeartbeatAndATransitionCostsO
   clock_.Advance(absl::Seconds(1));
   ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
   requests = Writes();
-  ASSERT_EQ(requests.size(), 2u);
+  ASSERT_EQ(requests.size(), 3u);
   EXPECT_EQ(requests[0].path, "/api/v1/nodes/gpu-1/status");
   EXPECT_EQ(requests[1].path, "/api/v1/namespaces/default/events");
-  EXPECT_EQ(api_->Requests().size(), 2u) << "no reads either";
+  EXPECT_EQ(requests[2].path, "/api/v1/nodes/gpu-1");  // the taint
+  EXPECT_EQ(api_->Requests().size(), 3u) << "no reads either: no LIST for the taint decision";
+  EXPECT_THAT(TaintKeys(), ::testing::ElementsAre("dedicated", "vigil.dev/gpu-problem"));
+}
+
+// Someone else changes the node (here: removes the taint while the GPU still fails): the reporter
+// learns it from the watch, without a GET, and puts the taint back — it is the desired state
+// while a GPU fails.
+TEST_F(NodeReporterTest, AChangeByAnotherClientIsLearnedFromTheWatch) {
+  auto reporter = Reporter({.taint = true});
+  desired_ = kFailed;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  ASSERT_EQ(TaintKeys().size(), 2u);
+  api_->ModifyNode("gpu-1", [](Json& node) { node["spec"]["taints"].erase(1); });
+  ASSERT_TRUE(Seen(*reporter));
+  api_->ClearRequests();
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_THAT(TaintKeys(), ::testing::ElementsAre("dedicated", "vigil.dev/gpu-problem"));
+  ASSERT_EQ(api_->Requests().size(), 1u);
+  EXPECT_EQ(api_->Requests()[0].method, "PATCH") << "no GET: the node came from the watch";
 }
 
 // A 429 from API Priority and Fairness with Retry-After: 3: the reporter's loop (its own thread,
@@ -382,24 +414,25 @@ TEST_F(NodeReporterTest, CircuitBreakerRefusesWhenTooManyGpuNodesAreTainted) {
   api_->AddNode("gpu-4", {{"nvidia.com/gpu.present", "true"}});
   api_->AddNode("cpu-1", {{"kubernetes.io/os", "linux"}}, ours);  // not a GPU node
   auto reporter = Reporter({.taint = true, .max_tainted_share = 0.5});
+  EXPECT_EQ(reporter->gpu_nodes().size(), 4u) << "the CPU node is not watched";
+  api_->ClearRequests();
   desired_ = kFailed;
   ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
   EXPECT_EQ(TaintKeys().size(), 1u) << "2 of 4 GPU nodes tainted already: the limit is 2";
   EXPECT_EQ(Condition()["status"], "True") << "the condition still says what is wrong";
   EXPECT_EQ(reporter->stats().taint_refusals.load(), 1u);
-  bool listed = false;
   for (const KubeRequest& request : api_->Requests()) {
-    if (request.path == "/api/v1/nodes") {
-      listed = true;
-      EXPECT_EQ(request.query, "labelSelector=nvidia.com/gpu.present=true");
-    }
+    EXPECT_NE(request.path, "/api/v1/nodes") << "the decision is answered from the watch";
   }
-  EXPECT_TRUE(listed);
 
-  // One of them recovers: now this node may be tainted.
+  // One of them recovers: the watch brings the change, and now this node may be tainted.
   api_->ModifyNode("gpu-3", [](Json& node) { node["spec"].erase("taints"); });
+  ASSERT_TRUE(Seen(*reporter));
+  api_->ClearRequests();
   ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
   EXPECT_EQ(TaintKeys().size(), 2u);
+  ASSERT_EQ(api_->Requests().size(), 1u) << "one taint patch, no read";
+  EXPECT_EQ(api_->Requests()[0].path, "/api/v1/nodes/gpu-1");
 }
 
 TEST_F(NodeReporterTest, TheFirstTaintIsAlwaysAllowed) {

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <regex>
 
 #include "absl/time/clock.h"
@@ -132,7 +133,30 @@ KubeCredentials MakeKubeCredentials(const std::string& dir, std::string* error) 
   return credentials;
 }
 
-FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials) {
+struct FakeKubeApi::Watcher {
+  uint64_t cursor = 0;  // changes after this resourceVersion are still to be sent
+  std::string selector, name;  // labelSelector; fieldSelector metadata.name
+  bool bookmarks = false;
+  absl::Time deadline;  // timeoutSeconds, on real time
+  absl::Time next_bookmark;
+  uint64_t drops = 0, expiries = 0, bookmark_calls = 0;  // the counts when it opened or last sent
+  std::string first;  // what to send first: synthetic ADDED events, or an ERROR
+  bool end_after_first = false;
+  bool Wants(const Json& node) const {
+    return Matches(node["metadata"].value("labels", Json::object()), selector) &&
+           (name.empty() || node["metadata"].value("name", "") == name);
+  }
+};
+
+namespace {
+
+std::string WatchLine(std::string_view type, const Json& object) {
+  return Json{{"type", type}, {"object", object}}.dump() + "\n";
+}
+
+}  // namespace
+
+FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials, int threads) {
   {
     absl::MutexLock lock(&mutex_);
     token_ = credentials.token;
@@ -140,6 +164,7 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials) {
   server_ = std::make_unique<httplib::SSLServer>(credentials.cert_path.c_str(),
                                                  credentials.key_path.c_str());
   if (!server_->is_valid()) return;
+  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   auto serve = [this](const char* method) {
     return [this, method](const httplib::Request& http, httplib::Response& response) {
       KubeRequest request{.method = method,
@@ -150,6 +175,7 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials) {
                           .body = http.body};
       for (const auto& [key, value] : http.params) {
         request.query += (request.query.empty() ? "" : "&") + key + "=" + value;
+        request.params[key] = value;
       }
       absl::Duration delay;
       {
@@ -158,10 +184,65 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials) {
       }
       absl::SleepFor(delay);  // an API server under load
       Answer answer;
+      std::shared_ptr<Watcher> watcher;
       {
         absl::MutexLock lock(&mutex_);
         requests_.push_back(request);
         answer = Handle(request);
+        if (answer.status == 0) {  // a watch to stream
+          watcher = std::make_shared<Watcher>();
+          watcher->selector = request.params["labelSelector"];
+          const std::string field = request.params["fieldSelector"];
+          if (field.starts_with("metadata.name=")) watcher->name = field.substr(14);
+          watcher->bookmarks = request.params["allowWatchBookmarks"] == "true";
+          const int timeout = request.params.contains("timeoutSeconds")
+                                  ? std::atoi(request.params["timeoutSeconds"].c_str())
+                                  : 1800;
+          watcher->deadline = absl::Now() + absl::Seconds(timeout);
+          watcher->next_bookmark = absl::Now() + bookmark_interval_;
+          watcher->drops = drops_;
+          watcher->expiries = expiries_;
+          watcher->bookmark_calls = bookmarks_;
+          const std::string from = request.params["resourceVersion"];
+          if (from.empty() || from == "0") {
+            // No resourceVersion: every object now, as synthetic ADDED events, then changes.
+            for (const auto& [name, node] : nodes_) {
+              if (watcher->Wants(node)) watcher->first += WatchLine("ADDED", node);
+            }
+            watcher->cursor = resource_version_;
+          } else {
+            watcher->cursor = std::strtoull(from.c_str(), nullptr, 10);
+            if (watcher->cursor < compacted_) {
+              watcher->first = WatchLine(
+                  "ERROR", Status(410, "Expired",
+                                  fmt::format("too old resource version: {} ({})", from,
+                                              compacted_)));
+              watcher->end_after_first = true;
+            }
+          }
+          ++open_watches_;
+          ++watches_opened_;
+        }
+      }
+      if (watcher != nullptr) {
+        response.status = 200;
+        response.set_chunked_content_provider(
+            "application/json",
+            [this, watcher](size_t, httplib::DataSink& sink) {
+              std::string out;
+              bool drop = false;
+              const bool more = ServeWatch(*watcher, &out, &drop);
+              if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+              if (more) return true;
+              if (drop) return false;  // no final chunk: the client sees a broken stream
+              sink.done();
+              return true;
+            },
+            [this](bool) {
+              absl::MutexLock lock(&mutex_);
+              --open_watches_;
+            });
+        return;
       }
       response.status = answer.status;
       if (answer.retry_after > 0) {
@@ -184,8 +265,67 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials) {
 }
 
 FakeKubeApi::~FakeKubeApi() {
+  {
+    absl::MutexLock lock(&mutex_);
+    stopping_ = true;  // open watches end
+  }
   if (server_ != nullptr) server_->stop();
   if (thread_.joinable()) thread_.join();
+}
+
+bool FakeKubeApi::ServeWatch(Watcher& watcher, std::string* out, bool* drop) {
+  absl::MutexLock lock(&mutex_);
+  if (!watcher.first.empty()) {
+    *out = std::move(watcher.first);
+    watcher.first.clear();
+    return !watcher.end_after_first;
+  }
+  auto news = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return stopping_ || drops_ != watcher.drops || expiries_ != watcher.expiries ||
+           bookmarks_ != watcher.bookmark_calls ||
+           (!history_.empty() && history_.back().resource_version > watcher.cursor);
+  };
+  // Wakes at least every 200 ms of real time to notice the deadline and the bookmark period.
+  const absl::Time wake = std::min(
+      {absl::Now() + absl::Milliseconds(200), watcher.deadline,
+       watcher.bookmarks ? watcher.next_bookmark : absl::InfiniteFuture()});
+  mutex_.AwaitWithDeadline(absl::Condition(&news), wake);
+  if (stopping_ || drops_ != watcher.drops) {
+    *drop = true;
+    return false;
+  }
+  if (expiries_ != watcher.expiries) {
+    *out = WatchLine("ERROR", Status(410, "Expired", "the watch fell too far behind"));
+    return false;
+  }
+  for (const Change& change : history_) {
+    if (change.resource_version <= watcher.cursor) continue;
+    const bool was = !change.before.is_null() && watcher.Wants(change.before);
+    const bool is = !change.after.is_null() && watcher.Wants(change.after);
+    if (was && is) {
+      *out += WatchLine("MODIFIED", change.after);
+    } else if (is) {
+      *out += WatchLine("ADDED", change.after);
+    } else if (was) {
+      *out += WatchLine("DELETED", change.after.is_null() ? change.before : change.after);
+    }
+    watcher.cursor = change.resource_version;
+  }
+  const absl::Time now = absl::Now();
+  if (watcher.bookmarks && (bookmarks_ != watcher.bookmark_calls || now >= watcher.next_bookmark)) {
+    *out += WatchLine("BOOKMARK",
+                      {{"kind", "Node"},
+                       {"apiVersion", "v1"},
+                       {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}}});
+    watcher.cursor = std::max<uint64_t>(watcher.cursor, resource_version_);
+    watcher.next_bookmark = now + bookmark_interval_;
+  }
+  watcher.bookmark_calls = bookmarks_;
+  return now < watcher.deadline;
+}
+
+void FakeKubeApi::Record(const Json& before, const Json& after) {
+  history_.push_back({.resource_version = resource_version_, .before = before, .after = after});
 }
 
 FakeKubeApi::Answer FakeKubeApi::Handle(const KubeRequest& request) {
@@ -195,8 +335,10 @@ FakeKubeApi::Answer FakeKubeApi::Handle(const KubeRequest& request) {
   if (change_before_.has_value() && change_before_->method == request.method &&
       change_before_->path == request.path) {
     Json& node = nodes_.at(change_before_->node);
+    const Json before = node;
     change_before_->change(node);
     Bump(node);
+    Record(before, node);
     change_before_.reset();
   }
   if (fail_count_ > 0 && request.path.starts_with(fail_prefix_)) {
@@ -211,7 +353,24 @@ FakeKubeApi::Answer FakeKubeApi::Handle(const KubeRequest& request) {
   std::smatch match;
   if (request.path == "/api/v1/nodes") {
     if (request.method != "GET") return {405, Status(405, "MethodNotAllowed", "not allowed")};
-    return ListNodes(request.query);
+    if (const std::string field = request.params.count("fieldSelector")
+                                      ? request.params.at("fieldSelector")
+                                      : "";
+        !field.empty() && !field.starts_with("metadata.name=")) {
+      return {400, Status(400, "BadRequest",
+                          fmt::format("\"{}\" is not a known field selector: only "
+                                      "\"metadata.name\" (the fake's subset)",
+                                      field))};
+    }
+    if (request.watch()) {
+      const std::string from =
+          request.params.count("resourceVersion") ? request.params.at("resourceVersion") : "";
+      if (!from.empty() && from.find_first_not_of("0123456789") != std::string::npos) {
+        return {400, Status(400, "BadRequest", fmt::format("invalid resource version: {}", from))};
+      }
+      return {0, Json()};
+    }
+    return ListNodes(request);
   }
   if (std::regex_match(request.path, match, node_path)) {
     const bool status = match[2].matched;
@@ -239,17 +398,49 @@ FakeKubeApi::Answer FakeKubeApi::GetNode(const std::string& name) {
   return {200, it->second};
 }
 
-FakeKubeApi::Answer FakeKubeApi::ListNodes(const std::string& query) {
-  std::string selector;
-  if (query.starts_with("labelSelector=")) selector = query.substr(strlen("labelSelector="));
+FakeKubeApi::Answer FakeKubeApi::ListNodes(const KubeRequest& request) {
+  auto param = [&](const char* key) {
+    auto it = request.params.find(key);
+    return it == request.params.end() ? std::string() : it->second;
+  };
+  const std::string selector = param("labelSelector");
+  const std::string field = param("fieldSelector");
+  const std::string name = field.starts_with("metadata.name=") ? field.substr(14) : "";
+  size_t limit = std::numeric_limits<size_t>::max();
+  if (const std::string text = param("limit"); !text.empty()) {
+    limit = std::strtoull(text.c_str(), nullptr, 10);
+    if (limit == 0) limit = std::numeric_limits<size_t>::max();
+  }
+  // A continue token: the list's resourceVersion and the last name served ("1234/node-9").
+  uint64_t list_version = resource_version_;
+  std::string after;
+  if (const std::string token = param("continue"); !token.empty()) {
+    const size_t slash = token.find('/');
+    if (slash == std::string::npos) {
+      return {400, Status(400, "BadRequest", "continue key is not valid")};
+    }
+    list_version = std::strtoull(token.substr(0, slash).c_str(), nullptr, 10);
+    after = token.substr(slash + 1);
+    if (list_version < compacted_) {
+      return {410, Status(410, "Expired",
+                          "The provided continue parameter is too old to display a consistent "
+                          "list result. You can start a new list without the continue parameter.")};
+    }
+  }
   Json list = {{"kind", "NodeList"},
                {"apiVersion", "v1"},
-               {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}},
+               {"metadata", {{"resourceVersion", std::to_string(list_version)}}},
                {"items", Json::array()}};
-  for (const auto& [name, node] : nodes_) {
-    if (Matches(node["metadata"].value("labels", Json::object()), selector)) {
-      list["items"].push_back(node);
+  for (auto it = after.empty() ? nodes_.begin() : nodes_.upper_bound(after); it != nodes_.end();
+       ++it) {
+    const Json& node = it->second;
+    if (!Matches(node["metadata"].value("labels", Json::object()), selector)) continue;
+    if (!name.empty() && it->first != name) continue;
+    if (list["items"].size() == limit) {
+      list["metadata"]["continue"] = fmt::format("{}/{}", list_version, list["items"].back()["metadata"]["name"].get<std::string>());
+      break;
     }
+    list["items"].push_back(node);
   }
   return {200, list};
 }
@@ -306,7 +497,10 @@ FakeKubeApi::Answer FakeKubeApi::PatchNode(const std::string& name, bool status_
   if (const std::string invalid = ValidateNode(updated); !invalid.empty()) {
     return {422, Status(422, "Invalid", fmt::format("Node \"{}\" is invalid: {}", name, invalid))};
   }
-  if (updated != it->second) Bump(updated);
+  if (updated != it->second) {
+    Bump(updated);
+    Record(it->second, updated);
+  }
   it->second = updated;
   return {200, updated};
 }
@@ -396,6 +590,7 @@ void FakeKubeApi::AddNode(const std::string& name, const std::map<std::string, s
   if (!taints.empty()) node["spec"]["taints"] = taints;
   if (!annotations.is_null()) node["metadata"]["annotations"] = annotations;
   Bump(node);
+  Record(nodes_.contains(name) ? nodes_[name] : Json(), node);
   nodes_[name] = node;
 }
 
@@ -408,8 +603,62 @@ Json FakeKubeApi::Node(const std::string& name) const {
 void FakeKubeApi::ModifyNode(const std::string& name, const std::function<void(Json&)>& change) {
   absl::MutexLock lock(&mutex_);
   Json& node = nodes_.at(name);
+  const Json before = node;
   change(node);
   Bump(node);
+  Record(before, node);
+}
+
+void FakeKubeApi::DeleteNode(const std::string& name) {
+  absl::MutexLock lock(&mutex_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return;
+  ++resource_version_;
+  Json deleted = it->second;
+  deleted["metadata"]["resourceVersion"] = std::to_string(resource_version_);
+  Record(deleted, Json());
+  nodes_.erase(it);
+}
+
+int FakeKubeApi::open_watches() const {
+  absl::MutexLock lock(&mutex_);
+  return open_watches_;
+}
+
+int FakeKubeApi::watches_opened() const {
+  absl::MutexLock lock(&mutex_);
+  return watches_opened_;
+}
+
+void FakeKubeApi::Bookmark() {
+  absl::MutexLock lock(&mutex_);
+  ++bookmarks_;
+}
+
+void FakeKubeApi::SetBookmarkInterval(absl::Duration interval) {
+  absl::MutexLock lock(&mutex_);
+  bookmark_interval_ = interval;
+}
+
+void FakeKubeApi::DropWatches() {
+  absl::MutexLock lock(&mutex_);
+  ++drops_;
+}
+
+void FakeKubeApi::ExpireWatches() {
+  absl::MutexLock lock(&mutex_);
+  ++expiries_;
+}
+
+void FakeKubeApi::Compact() {
+  absl::MutexLock lock(&mutex_);
+  compacted_ = resource_version_;
+  history_.clear();
+}
+
+std::string FakeKubeApi::resource_version() const {
+  absl::MutexLock lock(&mutex_);
+  return std::to_string(resource_version_);
 }
 
 std::vector<Json> FakeKubeApi::Events() const {
@@ -443,7 +692,7 @@ void FakeKubeApi::FailNext(int status, int count, const std::string& path_prefix
 void FakeKubeApi::ChangeBefore(const std::string& method, const std::string& path,
                                const std::string& node, std::function<void(Json&)> change) {
   absl::MutexLock lock(&mutex_);
-  change_before_ = Change{method, path, node, std::move(change)};
+  change_before_ = ChangeBeforeRequest{method, path, node, std::move(change)};
 }
 
 void FakeKubeApi::SetDelay(absl::Duration delay) {

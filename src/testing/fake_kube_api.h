@@ -3,10 +3,16 @@
 // the real one does — bearer token (401), paths and verbs (404/405), patch content types (415),
 // strategic-merge patches of nodes/NAME/status (conditions merged by type, only status kept),
 // JSON patches (RFC 6902, a failed `test` is 422 like the real server's), taint and Event
-// validation (422), namespaces (400), resourceVersion bumped on every write. It records every
-// request, and can be told to answer the next requests with an error (409, 500...) or slowly.
+// validation (422), namespaces (400), resourceVersion bumped on every write. Nodes are listed with
+// label selectors and pagination (limit / continue) and watched as the real server streams a
+// watch: chunked JSON lines of ADDED / MODIFIED / DELETED (an object entering or leaving the
+// selector is ADDED / DELETED), BOOKMARK (allowWatchBookmarks) and ERROR (a Status; 410 Expired
+// for a resourceVersion older than the history kept), resumed from any resourceVersion still in
+// its history, ended after timeoutSeconds. It records every request, and can be told to answer
+// the next requests with an error (409, 500...) or slowly, to drop or expire open watches, and
+// to forget its history (compaction).
 // Thread-safety: every method may be called from any thread (one mutex); handlers run on the
-// server's threads.
+// server's threads (a pool of `threads`, one per open watch).
 #pragma once
 
 #include <functional>
@@ -29,6 +35,8 @@ namespace vigil::testing {
 
 struct KubeRequest {
   std::string method, path, query, content_type, authorization, user_agent, body;
+  std::map<std::string, std::string> params;  // the query, decoded
+  bool watch() const { return params.contains("watch"); }
 };
 
 // A self-signed certificate for 127.0.0.1 (made with the openssl command), its key, and a
@@ -41,7 +49,8 @@ KubeCredentials MakeKubeCredentials(const std::string& dir, std::string* error);
 
 class FakeKubeApi {
  public:
-  explicit FakeKubeApi(const KubeCredentials& credentials);
+  // `threads`: the server's pool; each open watch holds one.
+  explicit FakeKubeApi(const KubeCredentials& credentials, int threads = 16);
   ~FakeKubeApi();
 
   // 0 when it could not start.
@@ -54,6 +63,25 @@ class FakeKubeApi {
   nlohmann::json Node(const std::string& name) const;
   // Changes a node as another client would (bumps its resourceVersion).
   void ModifyNode(const std::string& name, const std::function<void(nlohmann::json&)>& change);
+  void DeleteNode(const std::string& name);
+
+  // Watches. Open ones now, and opened since the start.
+  int open_watches() const;
+  int watches_opened() const;
+  // Sends a BOOKMARK with the current resourceVersion to every open watch that allows them
+  // (the real server sends one about every minute; `bookmark_interval` sets the fake's period).
+  void Bookmark();
+  void SetBookmarkInterval(absl::Duration interval);
+  // Drops every open watch's connection without ending its body (a dead load balancer).
+  void DropWatches();
+  // Ends every open watch with an ERROR event carrying a 410 Expired Status, as the server does
+  // for a watcher that fell too far behind.
+  void ExpireWatches();
+  // Forgets the history of changes up to now (etcd compaction): a watch or a continue token from
+  // an older resourceVersion gets 410.
+  void Compact();
+  // The current resourceVersion.
+  std::string resource_version() const;
   std::vector<nlohmann::json> Events() const;
   std::vector<KubeRequest> Requests() const;
   void ClearRequests();
@@ -74,13 +102,23 @@ class FakeKubeApi {
 
  private:
   struct Answer {
-    int status;
+    int status;  // 0: a watch, to be streamed
     nlohmann::json body;
     int retry_after = 0;  // seconds; 0: no header
   };
   Answer Handle(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer GetNode(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  Answer ListNodes(const std::string& query) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  Answer ListNodes(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Validates a watch request: nullopt to stream it, else the error answer.
+  std::optional<Answer> CheckWatch(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  struct Watcher;
+  // Waits for what the watcher should be sent next and writes it; false ends the stream
+  // (`*drop`: without the final chunk, a broken connection).
+  bool ServeWatch(Watcher& watcher, std::string* out, bool* drop);
+  // Records a change of a node for watchers, at the current resourceVersion (`before` null for a
+  // new node, `after` null for a deleted one).
+  void Record(const nlohmann::json& before, const nlohmann::json& after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer PatchNode(const std::string& name, bool status_subresource, const KubeRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer CreateEvent(const std::string& ns, const KubeRequest& request)
@@ -88,6 +126,11 @@ class FakeKubeApi {
   Answer PatchEvent(const std::string& ns, const std::string& name, const KubeRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void Bump(nlohmann::json& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  struct Change {
+    uint64_t resource_version;
+    nlohmann::json before, after;  // null: none (added / deleted)
+  };
 
   std::unique_ptr<httplib::SSLServer> server_;
   std::thread thread_;
@@ -103,11 +146,20 @@ class FakeKubeApi {
   int fail_count_ ABSL_GUARDED_BY(mutex_) = 0;
   std::string fail_prefix_ ABSL_GUARDED_BY(mutex_);
   int fail_retry_after_ ABSL_GUARDED_BY(mutex_) = 0;
-  struct Change {
+  struct ChangeBeforeRequest {
     std::string method, path, node;
     std::function<void(nlohmann::json&)> change;
   };
-  std::optional<Change> change_before_ ABSL_GUARDED_BY(mutex_);
+  std::optional<ChangeBeforeRequest> change_before_ ABSL_GUARDED_BY(mutex_);
+  std::vector<Change> history_ ABSL_GUARDED_BY(mutex_);  // in resourceVersion order
+  uint64_t compacted_ ABSL_GUARDED_BY(mutex_) = 0;       // history before this is forgotten
+  int open_watches_ ABSL_GUARDED_BY(mutex_) = 0;
+  int watches_opened_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint64_t drops_ ABSL_GUARDED_BY(mutex_) = 0;       // DropWatches() calls
+  uint64_t expiries_ ABSL_GUARDED_BY(mutex_) = 0;    // ExpireWatches() calls
+  uint64_t bookmarks_ ABSL_GUARDED_BY(mutex_) = 0;   // Bookmark() calls
+  absl::Duration bookmark_interval_ ABSL_GUARDED_BY(mutex_) = absl::Minutes(1);
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   absl::Duration delay_ ABSL_GUARDED_BY(mutex_) = absl::ZeroDuration();
 };
 

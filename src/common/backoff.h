@@ -1,6 +1,7 @@
-// Exponential backoff with jitter for reconnecting to the engine: 100 ms, doubling to a 5 s cap,
-// each delay randomised by +-20% so a fleet of clients does not reconnect in lock-step after an
-// engine restart. Not thread-safe: one per reconnect loop.
+// Exponential backoff with jitter for retry loops (reconnecting to the engine, the Kubernetes
+// API): by default 100 ms, doubling to a 5 s cap, each delay randomised by +-20% so a fleet of
+// clients does not retry in lock-step after an engine restart or an API outage.
+// Not thread-safe: one per retry loop.
 #pragma once
 
 #include <cstdint>

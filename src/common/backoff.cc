@@ -1,5 +1,5 @@
 // Implements Backoff.
-#include "client/backoff.h"
+#include "common/backoff.h"
 
 #include <algorithm>
 

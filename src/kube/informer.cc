@@ -1,0 +1,285 @@
+// Implements the informer: the LIST / WATCH loop, the watch stream's events, and the cache.
+#include "kube/informer.h"
+
+#include <random>
+
+#include "common/status.h"
+#include "common/thread.h"
+#include "fmt/format.h"
+#include "kube/object.h"
+#include "spdlog/spdlog.h"
+
+namespace vigil {
+
+using Json = nlohmann::json;
+
+Informer::Informer(KubeApi* api, InformerOptions options)
+    : api_(api), options_(std::move(options)), clock_(options_.clock) {}
+
+Informer::~Informer() { Stop(); }
+
+void Informer::AddListener(Listener listener) { listeners_.push_back(std::move(listener)); }
+
+void Informer::Start() {
+  if (thread_.joinable()) return;
+  thread_ = StartNamedThread("vigil-informer", [this] {
+    Loop();
+    finished_.Notify();
+  });
+}
+
+void Informer::Stop() {
+  {
+    absl::MutexLock lock(&mutex_);
+    stopping_ = true;
+  }
+  if (!thread_.joinable()) return;
+  // A cancel that lands between the stream's start and its connect finds no socket to shut
+  // down; it is repeated until the thread has seen it (at most a few rounds, on shutdown only).
+  do {
+    cancel_.Cancel();
+  } while (!finished_.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+  thread_.join();
+}
+
+bool Informer::stopping() const {
+  absl::MutexLock lock(&mutex_);
+  return stopping_;
+}
+
+bool Informer::synced() const {
+  absl::MutexLock lock(&mutex_);
+  return synced_;
+}
+
+std::optional<Json> Informer::Get(const std::string& name) const {
+  absl::MutexLock lock(&mutex_);
+  auto it = objects_.find(name);
+  if (it == objects_.end()) return std::nullopt;
+  return it->second;
+}
+
+void Informer::ForEach(
+    const std::function<void(const std::string& name, const Json& object)>& visit) const {
+  absl::MutexLock lock(&mutex_);
+  for (const auto& [name, object] : objects_) visit(name, object);
+}
+
+size_t Informer::size() const {
+  absl::MutexLock lock(&mutex_);
+  return objects_.size();
+}
+
+std::string Informer::resource_version() const {
+  absl::MutexLock lock(&mutex_);
+  return resource_version_;
+}
+
+void Informer::Notify(const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    for (const Listener& listener : listeners_) listener(name);
+  }
+}
+
+std::string Informer::Query() const {
+  std::string query;
+  if (!options_.label_selector.empty()) {
+    query += "&labelSelector=" + kube::QueryEscape(options_.label_selector);
+  }
+  if (!options_.field_selector.empty()) {
+    query += "&fieldSelector=" + kube::QueryEscape(options_.field_selector);
+  }
+  return query;
+}
+
+Informer::Outcome Informer::Fail(std::string error) {
+  ++stats_.errors;
+  error_ = std::move(error);
+  return Outcome::kError;
+}
+
+void Informer::Loop() {
+  Backoff backoff(options_.backoff);
+  bool listed = false;
+  std::string last_error;
+  while (!stopping()) {
+    Outcome outcome = listed ? Watch() : List();
+    if (stopping()) return;
+    if (outcome == Outcome::kDone) {
+      if (!listed) {
+        spdlog::info("kubernetes: watching {} ({} at resourceVersion {})", options_.description,
+                     size(), resource_version());
+      } else if (!last_error.empty()) {
+        spdlog::info("kubernetes: the watch of {} is back", options_.description);
+      }
+      listed = true;
+      last_error.clear();
+      backoff.Reset();
+      continue;
+    }
+    if (outcome == Outcome::kGone) {
+      // Re-list at once: the server says the watch cannot resume; waiting would only miss more.
+      ++stats_.relists;
+      spdlog::info("kubernetes: the resourceVersion of {} expired (410 Gone); listing again",
+                   options_.description);
+      listed = false;
+      continue;
+    }
+    if (error_ != last_error) {
+      spdlog::warn("kubernetes: {} (cache of {}: {} objects, kept); retrying with backoff",
+                   error_, options_.description, size());
+      last_error = error_;
+    }
+    const absl::Duration wait = std::max(backoff.Next(), retry_after_);
+    retry_after_ = absl::ZeroDuration();
+    absl::MutexLock lock(&mutex_);
+    clock_->AwaitWithTimeout(&mutex_, absl::Condition(&stopping_), wait);
+  }
+}
+
+namespace {
+
+// The answer to a LIST or WATCH that was not 2xx: what failed, for the log.
+std::string HttpError(std::string_view what, std::string_view path,
+                      const KubeResponse& response) {
+  if (response.status == 401 || response.status == 403) {
+    return fmt::format(
+        "{}: {} {}: does the service account's ClusterRole (deploy/) allow list and watch of "
+        "{}?",
+        what, response.status, kube::ApiMessage(response.body), path);
+  }
+  return fmt::format("{}: {} {}", what, response.status, kube::ApiMessage(response.body));
+}
+
+}  // namespace
+
+Informer::Outcome Informer::List() {
+  std::map<std::string, Json> listed;
+  std::string continue_token, resource_version;
+  const std::string what = fmt::format("listing {}", options_.description);
+  do {
+    std::string path = fmt::format("{}?limit={}{}", options_.path, options_.page_size, Query());
+    if (!continue_token.empty()) path += "&continue=" + kube::QueryEscape(continue_token);
+    ++stats_.lists;
+    auto response = api_->Call("GET", path, "", "");
+    if (!response.ok()) return Fail(fmt::format("{}: {}", what, MessageOf(response.status())));
+    if (response->status == 410) return Outcome::kGone;  // the continue token expired
+    if (response->status < 200 || response->status >= 300) {
+      retry_after_ = response->retry_after;
+      return Fail(HttpError(what, options_.path, *response));
+    }
+    const Json page = Json::parse(response->body, nullptr, /*allow_exceptions=*/false);
+    const Json& items = kube::At(page, "items");
+    if (!items.is_array()) return Fail(what + ": the answer is not a list");
+    for (const Json& item : items) {
+      const std::string name = kube::StringAt(kube::At(item, "metadata"), "name");
+      if (name.empty()) return Fail(what + ": an item without metadata.name");
+      listed[name] = options_.transform ? options_.transform(item) : item;
+    }
+    const Json& metadata = kube::At(page, "metadata");
+    continue_token = kube::StringAt(metadata, "continue");
+    // A paginated list is one snapshot: every page carries the first page's resourceVersion.
+    if (resource_version.empty()) resource_version = kube::StringAt(metadata, "resourceVersion");
+    if (stopping()) return Fail("stopping");
+  } while (!continue_token.empty());
+  if (resource_version.empty()) return Fail(what + ": the list has no resourceVersion");
+  std::vector<std::string> changed;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (const auto& [name, object] : objects_) {
+      auto it = listed.find(name);
+      if (it == listed.end() || it->second != object) changed.push_back(name);
+    }
+    for (const auto& [name, object] : listed) {
+      if (!objects_.contains(name)) changed.push_back(name);
+    }
+    objects_ = std::move(listed);
+    resource_version_ = resource_version;
+    synced_ = true;
+  }
+  Notify(changed);
+  return Outcome::kDone;
+}
+
+Informer::Outcome Informer::Watch() {
+  // A random timeout per watch spreads the re-watches of a fleet that started together.
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  const int64_t base = std::max<int64_t>(1, absl::ToInt64Seconds(options_.watch_timeout));
+  const int64_t timeout = std::uniform_int_distribution<int64_t>(base, 2 * base - 1)(rng);
+  const std::string path =
+      fmt::format("{}?watch=true&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={}{}",
+                  options_.path, kube::QueryEscape(resource_version()), timeout, Query());
+  ++stats_.watches;
+  const absl::Time opened = clock_->Now();
+  const uint64_t events_before = stats_.events + stats_.bookmarks;
+  Outcome outcome = Outcome::kDone;
+  auto response = api_->Stream(
+      path, [&](std::string_view line) { return Apply(line, &outcome); }, &cancel_);
+  const std::string what = fmt::format("watching {}", options_.description);
+  if (outcome != Outcome::kDone) return outcome;  // ended by a line: an ERROR event or bad JSON
+  if (!response.ok()) return Fail(fmt::format("{}: {}", what, MessageOf(response.status())));
+  if (response->status == 410) return Outcome::kGone;
+  if (response->status < 200 || response->status >= 300) {
+    retry_after_ = response->retry_after;
+    return Fail(HttpError(what, options_.path, *response));
+  }
+  // A server that ends every watch at once would make this loop spin: such a watch is an error.
+  if (stats_.events + stats_.bookmarks == events_before &&
+      clock_->Now() - opened < absl::Seconds(1)) {
+    return Fail(what + ": the server ended the watch at once without an event");
+  }
+  return Outcome::kDone;
+}
+
+bool Informer::Apply(std::string_view line, Outcome* outcome) {
+  if (line.empty()) return true;
+  const Json event = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+  const std::string type = kube::StringAt(event, "type");
+  const Json& object = kube::At(event, "object");
+  const Json& metadata = kube::At(object, "metadata");
+  if (type.empty() || !object.is_object()) {
+    *outcome = Fail(fmt::format("watching {}: a line of the stream is not a watch event: {}",
+                                options_.description, line.substr(0, 200)));
+    return false;
+  }
+  if (type == "ERROR") {
+    // A Status: 410 Expired/Gone when the watch fell too far behind; anything else is retried.
+    if (object.value("code", 0) == 410) {
+      *outcome = Outcome::kGone;
+    } else {
+      *outcome = Fail(fmt::format("watching {}: the server ended the watch: {} {}",
+                                  options_.description, object.value("code", 0),
+                                  kube::StringAt(object, "message")));
+    }
+    return false;
+  }
+  const std::string resource_version = kube::StringAt(metadata, "resourceVersion");
+  if (type == "BOOKMARK") {
+    ++stats_.bookmarks;
+    absl::MutexLock lock(&mutex_);
+    if (!resource_version.empty()) resource_version_ = resource_version;
+    return true;
+  }
+  const std::string name = kube::StringAt(metadata, "name");
+  if (name.empty() || (type != "ADDED" && type != "MODIFIED" && type != "DELETED")) {
+    *outcome = Fail(fmt::format("watching {}: an event of type '{}' for '{}' is not understood",
+                                options_.description, type, name));
+    return false;
+  }
+  std::optional<Json> kept;
+  if (type != "DELETED") kept = options_.transform ? options_.transform(object) : object;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (kept.has_value()) {
+      objects_[name] = std::move(*kept);
+    } else {
+      objects_.erase(name);
+    }
+    if (!resource_version.empty()) resource_version_ = resource_version;
+  }
+  ++stats_.events;
+  Notify({name});
+  return true;
+}
+
+}  // namespace vigil
