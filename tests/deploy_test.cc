@@ -192,11 +192,10 @@ void CheckLayout(const Rendered& rendered, const std::string& namespace_name) {
       for (const std::string& verb : Strings(rule["verbs"])) granted[resource].insert(verb);
     }
   }
-  EXPECT_EQ(granted,
-            (std::map<std::string, std::set<std::string>>{
-                {"nodes", {"get", "list", "watch", "patch"}},
-                {"nodes/status", {"get", "patch"}},
-                {"events", {"create", "patch"}}}));
+  EXPECT_EQ(granted, (std::map<std::string, std::set<std::string>>{
+                         {"nodes", {"get", "list", "watch", "patch"}},
+                         {"nodes/status", {"get", "patch"}},
+                         {"events", {"create", "patch"}}}));
   for (const char* name : {"vigil-engine", "vigil-exporter"}) {
     const YAML::Node spec = (*rendered.Find("DaemonSet", name))["spec"]["template"]["spec"];
     EXPECT_FALSE(spec["serviceAccountName"] &&

@@ -3,8 +3,8 @@
 #include <thread>
 
 #include "client/address.h"
-#include "common/backoff.h"
 #include "client/engine_client.h"
+#include "common/backoff.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/eventually.h"

@@ -58,9 +58,8 @@ class NodeReporterTest : public ::testing::Test {
                                                    [this](absl::Time) { return desired_; });
     const int watches = api_->open_watches();
     reporter->StartWatching();
-    EXPECT_TRUE(vigil::testing::Eventually([&] {
-      return reporter->gpu_nodes().synced() && api_->open_watches() == watches + 1;
-    }));
+    EXPECT_TRUE(vigil::testing::Eventually(
+        [&] { return reporter->gpu_nodes().synced() && api_->open_watches() == watches + 1; }));
     return reporter;
   }
   // Waits until the reporter's informer has seen the fake's latest change.

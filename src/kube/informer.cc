@@ -126,8 +126,8 @@ void Informer::Loop() {
       continue;
     }
     if (error_ != last_error) {
-      spdlog::warn("kubernetes: {} (cache of {}: {} objects, kept); retrying with backoff",
-                   error_, options_.description, size());
+      spdlog::warn("kubernetes: {} (cache of {}: {} objects, kept); retrying with backoff", error_,
+                   options_.description, size());
       last_error = error_;
     }
     const absl::Duration wait = std::max(backoff.Next(), retry_after_);
@@ -140,8 +140,7 @@ void Informer::Loop() {
 namespace {
 
 // The answer to a LIST or WATCH that was not 2xx: what failed, for the log.
-std::string HttpError(std::string_view what, std::string_view path,
-                      const KubeResponse& response) {
+std::string HttpError(std::string_view what, std::string_view path, const KubeResponse& response) {
   if (response.status == 401 || response.status == 403) {
     return fmt::format(
         "{}: {} {}: does the service account's ClusterRole (deploy/) allow list and watch of "
@@ -247,9 +246,9 @@ bool Informer::Apply(std::string_view line, Outcome* outcome) {
     if (object.value("code", 0) == 410) {
       *outcome = Outcome::kGone;
     } else {
-      *outcome = Fail(fmt::format("watching {}: the server ended the watch: {} {}",
-                                  options_.description, object.value("code", 0),
-                                  kube::StringAt(object, "message")));
+      *outcome =
+          Fail(fmt::format("watching {}: the server ended the watch: {} {}", options_.description,
+                           object.value("code", 0), kube::StringAt(object, "message")));
     }
     return false;
   }

@@ -53,11 +53,11 @@ struct InformerOptions {
 };
 
 struct InformerStats {
-  std::atomic<uint64_t> lists{0};        // LIST requests (pages)
-  std::atomic<uint64_t> watches{0};      // WATCH requests opened
-  std::atomic<uint64_t> relists{0};      // after 410 Gone
-  std::atomic<uint64_t> errors{0};       // failed LISTs and WATCHes
-  std::atomic<uint64_t> events{0};       // ADDED / MODIFIED / DELETED applied
+  std::atomic<uint64_t> lists{0};    // LIST requests (pages)
+  std::atomic<uint64_t> watches{0};  // WATCH requests opened
+  std::atomic<uint64_t> relists{0};  // after 410 Gone
+  std::atomic<uint64_t> errors{0};   // failed LISTs and WATCHes
+  std::atomic<uint64_t> events{0};   // ADDED / MODIFIED / DELETED applied
   std::atomic<uint64_t> bookmarks{0};
 };
 
@@ -82,9 +82,8 @@ class Informer {
   // The object as the cache holds it (transformed); nullopt when the cache has none of that name.
   std::optional<nlohmann::json> Get(const std::string& name) const;
   // Visits every object under the cache's mutex: `visit` must be quick and must not call back.
-  void ForEach(
-      const std::function<void(const std::string& name, const nlohmann::json& object)>& visit)
-      const;
+  void ForEach(const std::function<void(const std::string& name, const nlohmann::json& object)>&
+                   visit) const;
   size_t size() const;
   // The resourceVersion the next watch resumes from.
   std::string resource_version() const;

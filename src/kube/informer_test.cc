@@ -132,7 +132,8 @@ TEST_F(InformerTest, ListsThenWatchesFromTheListsResourceVersion) {
 }
 
 TEST_F(InformerTest, ListsPageByPage) {
-  for (int i = 4; i <= 7; ++i) api_->AddNode("gpu-" + std::to_string(i), {{"nvidia.com/gpu.present", "true"}});
+  for (int i = 4; i <= 7; ++i)
+    api_->AddNode("gpu-" + std::to_string(i), {{"nvidia.com/gpu.present", "true"}});
   Informer& informer = StartInformer({.page_size = 3});
   ASSERT_TRUE(Eventually([&] { return informer.synced(); }));
   EXPECT_EQ(informer.size(), 7u);
@@ -146,10 +147,11 @@ TEST_F(InformerTest, ListsPageByPage) {
 TEST_F(InformerTest, NodesEnteringAndLeavingTheSelectorAreAddedAndRemoved) {
   Informer& informer = StartInformer();
   ASSERT_TRUE(Watching());
-  api_->ModifyNode("cpu-1",
-                   [](Json& node) { node["metadata"]["labels"]["nvidia.com/gpu.present"] = "true"; });
+  api_->ModifyNode(
+      "cpu-1", [](Json& node) { node["metadata"]["labels"]["nvidia.com/gpu.present"] = "true"; });
   ASSERT_TRUE(Eventually([&] { return informer.Get("cpu-1").has_value(); }));
-  api_->ModifyNode("gpu-1", [](Json& node) { node["metadata"]["labels"].erase("nvidia.com/gpu.present"); });
+  api_->ModifyNode("gpu-1",
+                   [](Json& node) { node["metadata"]["labels"].erase("nvidia.com/gpu.present"); });
   ASSERT_TRUE(Eventually([&] { return !informer.Get("gpu-1").has_value(); }));
   api_->DeleteNode("gpu-3");
   ASSERT_TRUE(Eventually([&] { return !informer.Get("gpu-3").has_value(); }));
@@ -246,8 +248,7 @@ TEST_F(InformerTest, ErrorsBackOffAndA429WaitsItsRetryAfter) {
   api_->FailNext(500, 1, "/api/v1/nodes");
   api_->DropWatches();
   auto backing_off_after = [&](uint64_t errors) {
-    return Eventually([&] { return informer.stats().errors == errors; }) &&
-           clock_.AwaitWaiters(1);
+    return Eventually([&] { return informer.stats().errors == errors; }) && clock_.AwaitWaiters(1);
   };
   ASSERT_TRUE(backing_off_after(2));  // the drop
   clock_.Advance(absl::Seconds(2));

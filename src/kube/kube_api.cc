@@ -114,17 +114,15 @@ absl::StatusOr<KubeResponse> InClusterKube::Call(std::string_view method, const 
       method != "DELETE") {
     return absl::InvalidArgumentError(fmt::format("unsupported method {}", method));
   }
-  return WithToken([&](const std::string& token) {
-    return Send(method, path, content_type, body, token);
-  });
+  return WithToken(
+      [&](const std::string& token) { return Send(method, path, content_type, body, token); });
 }
 
 absl::StatusOr<KubeResponse> InClusterKube::Stream(const std::string& path,
                                                    const LineHandler& on_line,
                                                    StreamCanceller* cancel) {
-  return WithToken([&](const std::string& token) {
-    return SendStream(path, on_line, cancel, token);
-  });
+  return WithToken(
+      [&](const std::string& token) { return SendStream(path, on_line, cancel, token); });
 }
 
 namespace {

@@ -134,7 +134,7 @@ KubeCredentials MakeKubeCredentials(const std::string& dir, std::string* error) 
 }
 
 struct FakeKubeApi::Watcher {
-  uint64_t cursor = 0;  // changes after this resourceVersion are still to be sent
+  uint64_t cursor = 0;         // changes after this resourceVersion are still to be sent
   std::string selector, name;  // labelSelector; fieldSelector metadata.name
   bool bookmarks = false;
   absl::Time deadline;  // timeoutSeconds, on real time
@@ -214,9 +214,9 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials, int threads) {
             watcher->cursor = std::strtoull(from.c_str(), nullptr, 10);
             if (watcher->cursor < compacted_) {
               watcher->first = WatchLine(
-                  "ERROR", Status(410, "Expired",
-                                  fmt::format("too old resource version: {} ({})", from,
-                                              compacted_)));
+                  "ERROR",
+                  Status(410, "Expired",
+                         fmt::format("too old resource version: {} ({})", from, compacted_)));
               watcher->end_after_first = true;
             }
           }
@@ -286,9 +286,9 @@ bool FakeKubeApi::ServeWatch(Watcher& watcher, std::string* out, bool* drop) {
            (!history_.empty() && history_.back().resource_version > watcher.cursor);
   };
   // Wakes at least every 200 ms of real time to notice the deadline and the bookmark period.
-  const absl::Time wake = std::min(
-      {absl::Now() + absl::Milliseconds(200), watcher.deadline,
-       watcher.bookmarks ? watcher.next_bookmark : absl::InfiniteFuture()});
+  const absl::Time wake =
+      std::min({absl::Now() + absl::Milliseconds(200), watcher.deadline,
+                watcher.bookmarks ? watcher.next_bookmark : absl::InfiniteFuture()});
   mutex_.AwaitWithDeadline(absl::Condition(&news), wake);
   if (stopping_ || drops_ != watcher.drops) {
     *drop = true;
@@ -353,9 +353,8 @@ FakeKubeApi::Answer FakeKubeApi::Handle(const KubeRequest& request) {
   std::smatch match;
   if (request.path == "/api/v1/nodes") {
     if (request.method != "GET") return {405, Status(405, "MethodNotAllowed", "not allowed")};
-    if (const std::string field = request.params.count("fieldSelector")
-                                      ? request.params.at("fieldSelector")
-                                      : "";
+    if (const std::string field =
+            request.params.count("fieldSelector") ? request.params.at("fieldSelector") : "";
         !field.empty() && !field.starts_with("metadata.name=")) {
       return {400, Status(400, "BadRequest",
                           fmt::format("\"{}\" is not a known field selector: only "
@@ -437,7 +436,8 @@ FakeKubeApi::Answer FakeKubeApi::ListNodes(const KubeRequest& request) {
     if (!Matches(node["metadata"].value("labels", Json::object()), selector)) continue;
     if (!name.empty() && it->first != name) continue;
     if (list["items"].size() == limit) {
-      list["metadata"]["continue"] = fmt::format("{}/{}", list_version, list["items"].back()["metadata"]["name"].get<std::string>());
+      list["metadata"]["continue"] = fmt::format(
+          "{}/{}", list_version, list["items"].back()["metadata"]["name"].get<std::string>());
       break;
     }
     list["items"].push_back(node);

@@ -110,7 +110,8 @@ class FakeKubeApi {
   Answer GetNode(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer ListNodes(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Validates a watch request: nullopt to stream it, else the error answer.
-  std::optional<Answer> CheckWatch(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  std::optional<Answer> CheckWatch(const KubeRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   struct Watcher;
   // Waits for what the watcher should be sent next and writes it; false ends the stream
   // (`*drop`: without the final chunk, a broken connection).
@@ -155,9 +156,9 @@ class FakeKubeApi {
   uint64_t compacted_ ABSL_GUARDED_BY(mutex_) = 0;       // history before this is forgotten
   int open_watches_ ABSL_GUARDED_BY(mutex_) = 0;
   int watches_opened_ ABSL_GUARDED_BY(mutex_) = 0;
-  uint64_t drops_ ABSL_GUARDED_BY(mutex_) = 0;       // DropWatches() calls
-  uint64_t expiries_ ABSL_GUARDED_BY(mutex_) = 0;    // ExpireWatches() calls
-  uint64_t bookmarks_ ABSL_GUARDED_BY(mutex_) = 0;   // Bookmark() calls
+  uint64_t drops_ ABSL_GUARDED_BY(mutex_) = 0;      // DropWatches() calls
+  uint64_t expiries_ ABSL_GUARDED_BY(mutex_) = 0;   // ExpireWatches() calls
+  uint64_t bookmarks_ ABSL_GUARDED_BY(mutex_) = 0;  // Bookmark() calls
   absl::Duration bookmark_interval_ ABSL_GUARDED_BY(mutex_) = absl::Minutes(1);
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   absl::Duration delay_ ABSL_GUARDED_BY(mutex_) = absl::ZeroDuration();

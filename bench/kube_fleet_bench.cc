@@ -1,0 +1,201 @@
+// Benchmark of the health check's load on the Kubernetes API (`make bench`), with the real
+// binaries: N nodes (`node-1` … `node-N`), each with its own simulated engine and
+// `vigil healthcheck --kubernetes --taint`, against the fake API server (which records every
+// request and serves watches as the real one does). After every node has its condition written
+// and its watch open, it counts the requests of a steady-state window
+// (VIGIL_FLEET_STEADY_MINUTES, default 10: two heartbeats at the default 5 minutes), then injects
+// XID 79 into one GPU of 5 nodes and counts the requests those transitions cost (condition,
+// Event, taint) and the watch events they fan out to the fleet. It reports requests per node per
+// minute (the goal: <= 0.3, the open watch excluded), requests per transition, watch connections,
+// and the load extrapolated to 2,000 nodes.
+#include <benchmark/benchmark.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <map>
+#include <regex>
+
+#include "absl/time/clock.h"
+#include "daemon.h"
+#include "fmt/format.h"
+#include "process.h"
+#include "testing/fake_kube_api.h"
+#include "testing/temp_dir.h"
+
+namespace vigil {
+namespace {
+
+using Json = nlohmann::json;
+using testing::FakeKubeApi;
+using testing::KubeRequest;
+
+int SteadyMinutes() {
+  const char* text = std::getenv("VIGIL_FLEET_STEADY_MINUTES");
+  return text != nullptr && std::atoi(text) > 0 ? std::atoi(text) : 10;
+}
+
+bool HasCondition(const Json& node, const std::string& status) {
+  for (const Json& condition : node["status"].value("conditions", Json::array())) {
+    if (condition.value("type", "") == "GpuProblem") return condition.value("status", "") == status;
+  }
+  return false;
+}
+
+bool Tainted(const Json& node) {
+  for (const Json& taint : node["spec"].value("taints", Json::array())) {
+    if (taint.value("key", "") == "vigil.dev/gpu-problem") return true;
+  }
+  return false;
+}
+
+// Requests by kind: "watch", "list", "get node", "patch status", "patch node", "event".
+std::map<std::string, int> ByKind(const std::vector<KubeRequest>& requests) {
+  std::map<std::string, int> kinds;
+  for (const KubeRequest& request : requests) {
+    if (request.watch()) {
+      ++kinds["watch"];
+    } else if (request.path.find("/events") != std::string::npos) {
+      ++kinds["event"];
+    } else if (request.method == "GET") {
+      ++kinds[request.path == "/api/v1/nodes" ? "list" : "get node"];
+    } else if (request.path.ends_with("/status")) {
+      ++kinds["patch status"];
+    } else {
+      ++kinds["patch node"];
+    }
+  }
+  return kinds;
+}
+
+std::string Describe(const std::map<std::string, int>& kinds) {
+  std::string out;
+  for (const auto& [kind, count] : kinds)
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", count, kind);
+  return out.empty() ? "none" : out;
+}
+
+// The sum of one counter over every health check's /metrics.
+double SumMetric(const std::vector<std::unique_ptr<testing::HttpDaemon>>& checks,
+                 const std::string& name) {
+  double sum = 0;
+  const std::regex line("(^|\n)" + name + " ([0-9.e+]+)");
+  for (const auto& check : checks) {
+    std::smatch match;
+    const std::string metrics = check->Get("/metrics");
+    if (std::regex_search(metrics, match, line)) sum += std::stod(match[2]);
+  }
+  return sum;
+}
+
+void BM_KubeFleet(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  constexpr int kFaults = 5;
+  const int steady_minutes = SteadyMinutes();
+  testing::TempDir dir;
+  std::string error;
+  const testing::KubeCredentials credentials =
+      testing::MakeKubeCredentials(dir.path().string(), &error);
+  if (!error.empty()) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  FakeKubeApi api(credentials, /*threads=*/nodes + 32);  // one per open watch, and the rest
+  setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+  setenv("KUBERNETES_SERVICE_PORT", std::to_string(api.port()).c_str(), 1);
+  std::vector<std::unique_ptr<testing::EngineProcess>> engines;
+  std::vector<std::unique_ptr<testing::HttpDaemon>> checks;
+  for (int i = 1; i <= nodes; ++i) {
+    const std::string name = fmt::format("node-{}", i);
+    api.AddNode(name, {{"nvidia.com/gpu.present", "true"}});
+    const std::string node_dir = (dir.path() / name).string();
+    std::filesystem::create_directories(node_dir);
+    engines.push_back(std::make_unique<testing::EngineProcess>(node_dir, name, 1));
+    checks.push_back(std::make_unique<testing::HttpDaemon>(
+        "healthcheck", node_dir, engines.back()->unix_address,
+        std::vector<std::string>{"--node-name", name, "--kubernetes", "--taint",
+                                 "--service-account-dir", credentials.service_account_dir}));
+    if (engines.back()->unix_address.empty() || checks.back()->port() == 0) {
+      state.SkipWithError(fmt::format("could not start {}'s engine or health check", name).c_str());
+      return;
+    }
+  }
+  auto all_written = [&] {
+    for (int i = 1; i <= nodes; ++i) {
+      if (!HasCondition(api.Node(fmt::format("node-{}", i)), "False")) return false;
+    }
+    return api.open_watches() == nodes;
+  };
+  if (!testing::Eventually(all_written, absl::Minutes(2), absl::Milliseconds(500))) {
+    state.SkipWithError("not every node got its condition and opened its watch in 2 minutes");
+    return;
+  }
+  const std::map<std::string, int> startup = ByKind(api.Requests());
+
+  for (auto _ : state) {
+    // Steady state.
+    api.ClearRequests();
+    absl::SleepFor(absl::Minutes(steady_minutes));
+    const std::vector<KubeRequest> steady = api.Requests();
+    const std::map<std::string, int> steady_kinds = ByKind(steady);
+    const int steady_watches = steady_kinds.contains("watch") ? steady_kinds.at("watch") : 0;
+    const double per_node_minute =
+        static_cast<double>(steady.size() - steady_watches) / nodes / steady_minutes;
+    const double watch_per_node_minute =
+        static_cast<double>(steady_watches) / nodes / steady_minutes;
+    const int open_watches = api.open_watches();
+
+    // Transitions: XID 79 (fallen off the bus: FAIL) on GPU 0 of kFaults nodes.
+    const double events_before = SumMetric(checks, "vigil_healthcheck_kube_watch_events_total");
+    api.ClearRequests();
+    const absl::Time injected = absl::Now();
+    for (int i = 1; i <= kFaults; ++i) {
+      testing::Vigil(
+          {"inject", "xid", "--engine", engines[i - 1]->unix_address, "--gpu", "0", "--xid", "79"});
+    }
+    auto all_tainted = [&] {
+      for (int i = 1; i <= kFaults; ++i) {
+        const Json node = api.Node(fmt::format("node-{}", i));
+        if (!HasCondition(node, "True") || !Tainted(node)) return false;
+      }
+      return true;
+    };
+    if (!testing::Eventually(all_tainted, absl::Seconds(60), absl::Milliseconds(20))) {
+      state.SkipWithError("the injected faults did not reach the nodes in 60 s");
+      return;
+    }
+    const double to_taint_s = absl::ToDoubleSeconds(absl::Now() - injected);
+    absl::SleepFor(absl::Seconds(20));  // anything late (a retry, a second write) is counted too
+    const std::vector<KubeRequest> faults = api.Requests();
+    const std::map<std::string, int> fault_kinds = ByKind(faults);
+    const int fault_watches = fault_kinds.contains("watch") ? fault_kinds.at("watch") : 0;
+    const double per_transition = static_cast<double>(faults.size() - fault_watches) / kFaults;
+    const double events_after = SumMetric(checks, "vigil_healthcheck_kube_watch_events_total");
+
+    state.counters["nodes"] = nodes;
+    state.counters["req_per_node_min"] = per_node_minute;
+    state.counters["watch_req_per_node_min"] = watch_per_node_minute;
+    state.counters["open_watches"] = open_watches;
+    state.counters["req_per_transition"] = per_transition;
+    state.counters["fail_to_taint_s"] = to_taint_s;
+    state.counters["watch_events_per_transition"] = (events_after - events_before) / kFaults;
+    state.counters["req_per_s_at_2000"] = per_node_minute * 2000 / 60;
+    fmt::print(stderr,
+               "kube fleet: {} nodes; start-up: {}\n"
+               "  steady state, {} min: {} ({:.3f} requests/node/min, watch re-opens excluded; "
+               "{:.3f} watch re-opens/node/min)\n"
+               "  open watches: {} (one per node)\n"
+               "  {} transitions to FAIL: {} ({:.1f} requests each), all tainted {:.2f} s after "
+               "the injections; {:.0f} watch events delivered per transition (every node "
+               "watches every GPU node)\n"
+               "  at 2,000 nodes: {:.2f} requests/s in steady state ({:.2f} with re-watches), "
+               "2,000 open watches; each node write goes to 2,000 watchers\n",
+               nodes, Describe(startup), steady_minutes, Describe(steady_kinds), per_node_minute,
+               watch_per_node_minute, open_watches, kFaults, Describe(fault_kinds), per_transition,
+               to_taint_s, (events_after - events_before) / kFaults, per_node_minute * 2000 / 60,
+               (per_node_minute + watch_per_node_minute) * 2000 / 60);
+  }
+}
+BENCHMARK(BM_KubeFleet)->Arg(50)->Iterations(1)->Unit(benchmark::kSecond);
+
+}  // namespace
+}  // namespace vigil
