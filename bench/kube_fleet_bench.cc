@@ -129,11 +129,13 @@ void BM_KubeFleet(benchmark::State& state) {
     state.SkipWithError("not every node got its condition and opened its watch in 2 minutes");
     return;
   }
-  const std::map<std::string, int> startup = ByKind(api.Requests());
+  const std::vector<KubeRequest> startup_requests = api.Requests();
+  const std::map<std::string, int> startup = ByKind(startup_requests);
 
   for (auto _ : state) {
     // Steady state.
     api.ClearRequests();
+    const absl::Time window_start = absl::Now();
     absl::SleepFor(absl::Minutes(steady_minutes));
     const std::vector<KubeRequest> steady = api.Requests();
     const std::map<std::string, int> steady_kinds = ByKind(steady);
@@ -143,6 +145,37 @@ void BM_KubeFleet(benchmark::State& state) {
     const double watch_per_node_minute =
         static_cast<double>(steady_watches) / nodes / steady_minutes;
     const int open_watches = api.open_watches();
+    // Status writes per node in the window, and when they came (seconds after the window began;
+    // the node's write at start-up first): a phase, or a late heartbeat, shows here.
+    std::map<std::string, std::vector<absl::Time>> status_writes;
+    for (const KubeRequest& request : startup_requests) {
+      if (request.method == "PATCH" && request.path.ends_with("/status")) {
+        status_writes[request.path].push_back(request.received);
+      }
+    }
+    std::map<std::string, size_t> in_window;
+    for (const KubeRequest& request : steady) {
+      if (request.method == "PATCH" && request.path.ends_with("/status")) {
+        ++in_window[request.path];
+        status_writes[request.path].push_back(request.received);
+      }
+    }
+    std::map<size_t, int> writes_per_node;
+    for (int i = 1; i <= nodes; ++i) {
+      ++writes_per_node[in_window[fmt::format("/api/v1/nodes/node-{}/status", i)]];
+    }
+    std::string distribution, samples;
+    for (const auto& [count, how_many] : writes_per_node) {
+      distribution +=
+          fmt::format("{}{} nodes wrote {}", distribution.empty() ? "" : ", ", how_many, count);
+    }
+    for (int i : {1, nodes / 2, nodes}) {
+      const std::string path = fmt::format("/api/v1/nodes/node-{}/status", i);
+      samples += "\n    " + path + ":";
+      for (absl::Time time : status_writes[path]) {
+        samples += fmt::format(" {:+.1f}s", absl::ToDoubleSeconds(time - window_start));
+      }
+    }
 
     // Transitions: XID 79 (fallen off the bus: FAIL) on GPU 0 of kFaults nodes.
     const double events_before = SumMetric(checks, "vigil_healthcheck_kube_watch_events_total");
@@ -167,6 +200,15 @@ void BM_KubeFleet(benchmark::State& state) {
     absl::SleepFor(absl::Seconds(20));  // anything late (a retry, a second write) is counted too
     const std::vector<KubeRequest> faults = api.Requests();
     const std::map<std::string, int> fault_kinds = ByKind(faults);
+    int status_on_failing = 0, status_elsewhere = 0;
+    for (const KubeRequest& request : faults) {
+      if (request.method != "PATCH" || !request.path.ends_with("/status")) continue;
+      bool failing = false;
+      for (int i = 1; i <= kFaults; ++i) {
+        failing |= request.path == fmt::format("/api/v1/nodes/node-{}/status", i);
+      }
+      ++(failing ? status_on_failing : status_elsewhere);
+    }
     const int fault_watches = fault_kinds.contains("watch") ? fault_kinds.at("watch") : 0;
     const double per_transition = static_cast<double>(faults.size() - fault_watches) / kFaults;
     const double events_after = SumMetric(checks, "vigil_healthcheck_kube_watch_events_total");
@@ -179,20 +221,24 @@ void BM_KubeFleet(benchmark::State& state) {
     state.counters["fail_to_taint_s"] = to_taint_s;
     state.counters["watch_events_per_transition"] = (events_after - events_before) / kFaults;
     state.counters["req_per_s_at_2000"] = per_node_minute * 2000 / 60;
+    fmt::print(stderr, "kube fleet: {} nodes; start-up: {}\n", nodes, Describe(startup));
     fmt::print(stderr,
-               "kube fleet: {} nodes; start-up: {}\n"
                "  steady state, {} min: {} ({:.3f} requests/node/min, watch re-opens excluded; "
                "{:.3f} watch re-opens/node/min)\n"
-               "  open watches: {} (one per node)\n"
-               "  {} transitions to FAIL: {} ({:.1f} requests each), all tainted {:.2f} s after "
-               "the injections; {:.0f} watch events delivered per transition (every node "
-               "watches every GPU node)\n"
+               "  status writes in the window: {}; e.g. (seconds from the window's start):{}\n",
+               steady_minutes, Describe(steady_kinds), per_node_minute, watch_per_node_minute,
+               distribution, samples);
+    fmt::print(stderr, "  open watches: {} (one per node)\n", open_watches);
+    fmt::print(stderr,
+               "  {} transitions to FAIL: {} ({} status writes on the failing nodes, {} on the "
+               "others; {:.1f} requests each), all tainted {:.2f} s after the injections; {:.0f} "
+               "watch events delivered per transition (every node watches every GPU node)\n",
+               kFaults, Describe(fault_kinds), status_on_failing, status_elsewhere, per_transition,
+               to_taint_s, (events_after - events_before) / kFaults);
+    fmt::print(stderr,
                "  at 2,000 nodes: {:.2f} requests/s in steady state ({:.2f} with re-watches), "
                "2,000 open watches; each node write goes to 2,000 watchers\n",
-               nodes, Describe(startup), steady_minutes, Describe(steady_kinds), per_node_minute,
-               watch_per_node_minute, open_watches, kFaults, Describe(fault_kinds), per_transition,
-               to_taint_s, (events_after - events_before) / kFaults, per_node_minute * 2000 / 60,
-               (per_node_minute + watch_per_node_minute) * 2000 / 60);
+               per_node_minute * 2000 / 60, (per_node_minute + watch_per_node_minute) * 2000 / 60);
   }
 }
 BENCHMARK(BM_KubeFleet)->Arg(50)->Iterations(1)->Unit(benchmark::kSecond);

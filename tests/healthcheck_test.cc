@@ -243,6 +243,14 @@ TEST(HealthcheckTest, KubernetesConditionTaintAndEventsFollowTheVerdict) {
   })) << api.Node("n1").dump(2)
       << check.process().Stderr();
   ASSERT_TRUE(EventuallyInApi([&] { return api.Events().size() == 2; }));
+  // The breaker's count came from the check's watch of the GPU nodes: one LIST at start, one
+  // watch open, no LIST for the taint decision.
+  int lists = 0;
+  for (const KubeRequest& request : api.Requests()) {
+    lists += request.method == "GET" && request.path == "/api/v1/nodes" && !request.watch();
+  }
+  EXPECT_EQ(lists, 1);
+  EXPECT_EQ(api.open_watches(), 1);
   const std::vector<Json> events = api.Events();
   EXPECT_EQ(events[1]["reason"], "GpuFailed");
   EXPECT_EQ(events[1]["type"], "Warning");

@@ -133,6 +133,17 @@ std::string Healthcheck::Metrics() const {
       "# HELP vigil_healthcheck_kube_gpu_nodes GPU nodes in the watched view of the cluster.\n"
       "# TYPE vigil_healthcheck_kube_gpu_nodes gauge\nvigil_healthcheck_kube_gpu_nodes {}\n",
       reporter_->gpu_nodes().synced() ? 1 : 0, reporter_->gpu_nodes().size());
+  // The server sends a bookmark about every minute: an age of minutes is a watch that is not
+  // being served (it is re-opened when its read times out, after five).
+  const absl::Time heard = reporter_->gpu_nodes().last_heard();
+  if (heard != absl::InfinitePast()) {
+    out += fmt::format(
+        "# HELP vigil_healthcheck_kube_watch_age_seconds Seconds since the API server was last "
+        "heard from on the GPU nodes' watch (an event, a bookmark or a list).\n"
+        "# TYPE vigil_healthcheck_kube_watch_age_seconds gauge\n"
+        "vigil_healthcheck_kube_watch_age_seconds {:.1f}\n",
+        absl::ToDoubleSeconds(options_.clock->Now() - heard));
+  }
   return out;
 }
 

@@ -163,21 +163,30 @@ absl::Status NodeReporter::ReconcileOnce() {
     LearnNode(*cached);  // changed by someone else since we last wrote it
   }
   if (!desired.has_value()) return absl::OkStatus();
+  // An Event not posted yet for a status the verdict has left since (an outage during which it
+  // changed back) is not posted: the node never carried that status.
+  if (pending_event_.has_value() && pending_event_->status != desired->status) {
+    pending_event_.reset();
+    pending_event_name_.clear();
+  }
   const bool transition = !on_node_.has_value() || on_node_->status != desired->status;
   // Written on a change of what the condition says (status, reason, the failing GPUs and
   // systems), and at the heartbeat; a new seq or figure in the message waits for either.
   const bool changed =
       transition || on_node_->reason != desired->reason || written_identity_ != desired->identity;
   if (changed || now - condition_written_ >= options_.heartbeat) {
+    // The transition's Event is due from before the write: a write the server applied but whose
+    // answer was lost shows up as the node's status (from the watch) and is no transition then.
+    if (transition) pending_event_ = *desired;
     if (absl::Status patched = PatchCondition(*desired, changed, now); !patched.ok()) {
       return patched;
     }
     written_identity_ = desired->identity;
-    if (transition) pending_event_ = *desired;
   }
   if (pending_event_.has_value()) {
     if (absl::Status posted = PostEvent(*pending_event_, now); !posted.ok()) return posted;
     pending_event_.reset();
+    pending_event_name_.clear();
   }
   if (options_.taint) return ReconcileTaint(*desired, now);
   return absl::OkStatus();
@@ -337,13 +346,15 @@ absl::Status NodeReporter::PostEvent(const DesiredCondition& desired, absl::Time
       return absl::OkStatus();
     }
   }
+  // Named once per pending Event, so a retry after a lost answer meets its own object (409).
+  if (pending_event_name_.empty()) {
+    pending_event_name_ =
+        fmt::format("{}.{:x}.{}", options_.node_name, absl::ToUnixNanos(now), ++events_posted_);
+  }
   const Json event = {
       {"apiVersion", "v1"},
       {"kind", "Event"},
-      {"metadata",
-       {{"name",
-         fmt::format("{}.{:x}.{}", options_.node_name, absl::ToUnixNanos(now), ++events_posted_)},
-        {"namespace", options_.event_namespace}}},
+      {"metadata", {{"name", pending_event_name_}, {"namespace", options_.event_namespace}}},
       {"involvedObject",
        {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", options_.node_name}, {"uid", uid_}}},
       {"reason", desired.reason},

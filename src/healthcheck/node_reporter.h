@@ -153,7 +153,8 @@ class NodeReporter {
   std::string resource_version_, uid_;
   std::optional<DesiredCondition> on_node_;  // our condition as the node carries it (no identity)
   std::string written_identity_;  // the identity of the condition this process last wrote
-  std::optional<DesiredCondition> pending_event_;
+  std::optional<DesiredCondition> pending_event_;  // a transition whose Event is not posted yet
+  std::string pending_event_name_;                 // its object's name, once first tried
   absl::Time condition_written_ = absl::InfinitePast();
   bool has_taint_ = false, owns_taint_ = false, has_annotations_ = false, has_taints_ = false;
   int taint_index_ = -1;

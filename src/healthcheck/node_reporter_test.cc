@@ -56,10 +56,10 @@ class NodeReporterTest : public ::testing::Test {
     options.node_name = "gpu-1";
     auto reporter = std::make_unique<NodeReporter>(options, kube_.get(), &clock_,
                                                    [this](absl::Time) { return desired_; });
-    const int watches = api_->open_watches();
+    const int watches = api_->watches_opened();
     reporter->StartWatching();
     EXPECT_TRUE(vigil::testing::Eventually(
-        [&] { return reporter->gpu_nodes().synced() && api_->open_watches() == watches + 1; }));
+        [&] { return reporter->gpu_nodes().synced() && api_->watches_opened() == watches + 1; }));
     return reporter;
   }
   // Waits until the reporter's informer has seen the fake's latest change.
@@ -496,6 +496,30 @@ TEST_F(NodeReporterTest, AFailedEventIsRetriedWithoutRewritingTheCondition) {
   ASSERT_EQ(api_->Events().size(), 1u);
   ASSERT_EQ(Writes().size(), 1u);
   EXPECT_EQ(Writes()[0].method, "POST");
+}
+
+// Writes the server carried out but whose answers were lost (a proxy's 504): the condition's
+// write shows up through the watch and still gets its Event; the Event's retry meets its own
+// object (409) instead of creating a second one.
+TEST_F(NodeReporterTest, LostAnswersLoseNoEventAndDuplicateNone) {
+  auto reporter = Reporter();
+  desired_ = kFailed;
+  api_->LoseAnswers(1, "/api/v1/nodes/gpu-1/status");
+  EXPECT_FALSE(reporter->ReconcileOnce().ok());
+  EXPECT_EQ(Condition()["status"], "True") << "carried out";
+  EXPECT_TRUE(api_->Events().empty());
+  ASSERT_TRUE(Seen(*reporter));
+  api_->LoseAnswers(1, "/api/v1/namespaces/");
+  EXPECT_FALSE(reporter->ReconcileOnce().ok());
+  ASSERT_EQ(api_->Events().size(), 1u) << "carried out";
+  api_->ClearRequests();
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  ASSERT_EQ(Writes().size(), 1u) << "the condition is not written again";
+  EXPECT_EQ(Writes()[0].method, "POST");
+  ASSERT_EQ(api_->Events().size(), 1u) << "the retry met its own Event";
+  EXPECT_EQ(api_->Events()[0]["reason"], "GpuFailed");
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_EQ(api_->Events().size(), 1u);
 }
 
 TEST_F(NodeReporterTest, WrongTokenIsPermissionDeniedAndARotatedTokenIsPickedUp) {

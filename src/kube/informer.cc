@@ -75,6 +75,11 @@ std::string Informer::resource_version() const {
   return resource_version_;
 }
 
+absl::Time Informer::last_heard() const {
+  absl::MutexLock lock(&mutex_);
+  return last_heard_;
+}
+
 void Informer::Notify(const std::vector<std::string>& names) {
   for (const std::string& name : names) {
     for (const Listener& listener : listeners_) listener(name);
@@ -101,10 +106,18 @@ Informer::Outcome Informer::Fail(std::string error) {
 void Informer::Loop() {
   Backoff backoff(options_.backoff);
   bool listed = false;
+  bool consistent = false;  // the first list may come from the watch cache; a re-list may not
+  int gone_in_a_row = 0;
   std::string last_error;
   while (!stopping()) {
-    Outcome outcome = listed ? Watch() : List();
+    Outcome outcome = listed ? Watch() : List(consistent);
     if (stopping()) return;
+    if (outcome == Outcome::kGone && ++gone_in_a_row > 1) {
+      // A re-list that is at once Gone again (a server that keeps answering 410): back off.
+      outcome = Fail(
+          fmt::format("listing {}: 410 Gone again right after a re-list", options_.description));
+    }
+    if (outcome != Outcome::kGone) gone_in_a_row = 0;
     if (outcome == Outcome::kDone) {
       if (!listed) {
         spdlog::info("kubernetes: watching {} ({} at resourceVersion {})", options_.description,
@@ -123,6 +136,7 @@ void Informer::Loop() {
       spdlog::info("kubernetes: the resourceVersion of {} expired (410 Gone); listing again",
                    options_.description);
       listed = false;
+      consistent = true;
       continue;
     }
     if (error_ != last_error) {
@@ -152,17 +166,22 @@ std::string HttpError(std::string_view what, std::string_view path, const KubeRe
 
 }  // namespace
 
-Informer::Outcome Informer::List() {
+Informer::Outcome Informer::List(bool consistent) {
   std::map<std::string, Json> listed;
   std::string continue_token, resource_version;
   const std::string what = fmt::format("listing {}", options_.description);
   do {
     std::string path = fmt::format("{}?limit={}{}", options_.path, options_.page_size, Query());
-    if (!continue_token.empty()) path += "&continue=" + kube::QueryEscape(continue_token);
+    if (!continue_token.empty()) {
+      path += "&continue=" + kube::QueryEscape(continue_token);
+    } else if (!consistent) {
+      path += "&resourceVersion=0";
+    }
     ++stats_.lists;
     auto response = api_->Call("GET", path, "", "");
     if (!response.ok()) return Fail(fmt::format("{}: {}", what, MessageOf(response.status())));
-    if (response->status == 410) return Outcome::kGone;  // the continue token expired
+    // The continue token expired (the list took longer than etcd keeps its revision).
+    if (response->status == 410 && !continue_token.empty()) return Outcome::kGone;
     if (response->status < 200 || response->status >= 300) {
       retry_after_ = response->retry_after;
       return Fail(HttpError(what, options_.path, *response));
@@ -195,6 +214,7 @@ Informer::Outcome Informer::List() {
     objects_ = std::move(listed);
     resource_version_ = resource_version;
     synced_ = true;
+    last_heard_ = clock_->Now();
   }
   Notify(changed);
   return Outcome::kDone;
@@ -243,20 +263,22 @@ bool Informer::Apply(std::string_view line, Outcome* outcome) {
   }
   if (type == "ERROR") {
     // A Status: 410 Expired/Gone when the watch fell too far behind; anything else is retried.
-    if (object.value("code", 0) == 410) {
+    const Json& code = kube::At(object, "code");
+    const int64_t status = code.is_number_integer() ? code.get<int64_t>() : 0;
+    if (status == 410) {
       *outcome = Outcome::kGone;
     } else {
-      *outcome =
-          Fail(fmt::format("watching {}: the server ended the watch: {} {}", options_.description,
-                           object.value("code", 0), kube::StringAt(object, "message")));
+      *outcome = Fail(fmt::format("watching {}: the server ended the watch: {} {}",
+                                  options_.description, status, kube::StringAt(object, "message")));
     }
     return false;
   }
   const std::string resource_version = kube::StringAt(metadata, "resourceVersion");
   if (type == "BOOKMARK") {
-    ++stats_.bookmarks;
     absl::MutexLock lock(&mutex_);
+    ++stats_.bookmarks;
     if (!resource_version.empty()) resource_version_ = resource_version;
+    last_heard_ = clock_->Now();
     return true;
   }
   const std::string name = kube::StringAt(metadata, "name");
@@ -275,8 +297,9 @@ bool Informer::Apply(std::string_view line, Outcome* outcome) {
       objects_.erase(name);
     }
     if (!resource_version.empty()) resource_version_ = resource_version;
+    last_heard_ = clock_->Now();
+    ++stats_.events;  // with the change, so a reader that sees the change sees the count
   }
-  ++stats_.events;
   Notify({name});
   return true;
 }

@@ -87,6 +87,9 @@ class Informer {
   size_t size() const;
   // The resourceVersion the next watch resumes from.
   std::string resource_version() const;
+  // When the server was last heard from (a LIST, an event or a bookmark); InfinitePast before.
+  // A watch whose connection died quietly shows as a growing age until the read times out.
+  absl::Time last_heard() const;
   const InformerStats& stats() const { return stats_; }
 
  private:
@@ -97,8 +100,11 @@ class Informer {
     kGone,   // 410: the resourceVersion (or a continue token) is too old: list again
     kError,  // retry after a backoff (`error_` says why)
   };
-  // One paginated LIST: replaces the cache when complete.
-  Outcome List();
+  // One LIST, paginated: replaces the cache when complete. `consistent`: from etcd (after a
+  // 410, so the cache cannot go back in time); otherwise resourceVersion=0, served from the API
+  // server's watch cache, as client-go's first list (a fleet starting together must not read
+  // every GPU node from etcd once per node).
+  Outcome List(bool consistent);
   // One WATCH from the cache's resourceVersion until the server ends it, 410, an error or Stop().
   Outcome Watch();
   // Applies one line of the watch stream; false ends the watch with `outcome`.
@@ -124,6 +130,7 @@ class Informer {
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   bool synced_ ABSL_GUARDED_BY(mutex_) = false;
   std::string resource_version_ ABSL_GUARDED_BY(mutex_);
+  absl::Time last_heard_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
   std::map<std::string, nlohmann::json> objects_ ABSL_GUARDED_BY(mutex_);
 };
 

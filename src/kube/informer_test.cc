@@ -111,6 +111,7 @@ TEST_F(InformerTest, ListsThenWatchesFromTheListsResourceVersion) {
   ASSERT_EQ(lists.size(), 1u);
   EXPECT_EQ(lists[0].params.at("labelSelector"), "nvidia.com/gpu.present=true");
   EXPECT_EQ(lists[0].params.at("limit"), "500");
+  EXPECT_EQ(lists[0].params.at("resourceVersion"), "0") << "the first list from the watch cache";
   EXPECT_THAT(lists[0].user_agent, HasSubstr("vigil/"));
   const std::vector<KubeRequest> watches = Watches();
   ASSERT_EQ(watches.size(), 1u);
@@ -127,6 +128,10 @@ TEST_F(InformerTest, ListsThenWatchesFromTheListsResourceVersion) {
   ASSERT_TRUE(Eventually([&] { return Tainted("gpu-2"); }));
   EXPECT_EQ(informer.resource_version(), api_->resource_version());
   EXPECT_TRUE(api_->Requests().empty());
+  ASSERT_TRUE(Eventually([&] {
+    absl::MutexLock lock(&mutex_);
+    return notified_.size() == 4;  // listeners run just after the change is visible
+  }));
   absl::MutexLock lock(&mutex_);
   EXPECT_THAT(notified_, ElementsAre("gpu-1", "gpu-2", "gpu-3", "gpu-2"));
 }
@@ -215,7 +220,9 @@ TEST_F(InformerTest, A410GoneReListsWithoutMissingATaint) {
   clock_.Advance(absl::Seconds(2));
   ASSERT_TRUE(Eventually([&] { return Tainted("gpu-1"); }));
   EXPECT_EQ(informer.stats().relists, 1u);
-  EXPECT_EQ(Lists().size(), 2u);
+  ASSERT_EQ(Lists().size(), 2u);
+  EXPECT_FALSE(Lists()[1].params.contains("resourceVersion"))
+      << "a re-list is a consistent read: the cache must not go back in time";
   ASSERT_TRUE(Watching());
   EXPECT_EQ(Watches().back().params.at("resourceVersion"), informer.resource_version());
 }

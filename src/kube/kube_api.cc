@@ -17,14 +17,12 @@
 namespace vigil {
 
 void StreamCanceller::Cancel() {
-  std::function<void()> interrupt;
-  {
-    absl::MutexLock lock(&mutex_);
-    cancelled_ = true;
-    interrupt = interrupt_;
-  }
-  // Outside the lock: the interrupt takes the HTTP client's own socket lock.
-  if (interrupt) interrupt();
+  // Under the lock: the interrupt refers to the stream's HTTP client, which lives until the
+  // stream clears the interrupt (SetInterrupt(nullptr) waits for this). The interrupt takes the
+  // client's socket lock, which the stream's thread does not hold while it reads and calls back.
+  absl::MutexLock lock(&mutex_);
+  cancelled_ = true;
+  if (interrupt_) interrupt_();
 }
 
 bool StreamCanceller::cancelled() const {
@@ -194,7 +192,8 @@ absl::StatusOr<KubeResponse> InClusterKube::SendStream(const std::string& path,
       path.c_str(), headers,
       [&](const httplib::Response& response) {
         status = response.status;
-        return true;
+        // A Cancel() that came before the connection was made found nothing to interrupt.
+        return cancel == nullptr || !cancel->cancelled();
       },
       [&](const char* data, size_t length) {
         if (cancel != nullptr && cancel->cancelled()) return false;

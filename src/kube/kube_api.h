@@ -25,8 +25,10 @@ struct KubeResponse {
   absl::Duration retry_after = absl::ZeroDuration();
 };
 
-// Ends a Stream() in progress from another thread. A stream that has not begun yet ends as soon
-// as it begins; one blocked in a read is interrupted (its socket shut down).
+// Ends a Stream() in progress from another thread. A stream that has not begun does not begin;
+// one blocked in a read is interrupted (its socket shut down); one connecting when Cancel() comes
+// ends at its first answer — or at the next Cancel(), which is why callers repeat it until the
+// stream has returned.
 class StreamCanceller {
  public:
   // Idempotent; may be called again (an interrupt that raced the stream's connect is repeated).
@@ -86,9 +88,10 @@ class InClusterKube : public KubeApi {
   absl::StatusOr<KubeResponse> Stream(const std::string& path, const LineHandler& on_line,
                                       StreamCanceller* cancel) override;
 
-  // How long a stream may go without a byte before it counts as dropped: longer than any
-  // watch's timeoutSeconds, so only a dead connection trips it.
-  static constexpr absl::Duration kStreamReadTimeout = absl::Minutes(30);
+  // How long a stream may go without a byte before it counts as dropped (a connection a NAT or
+  // load balancer forgot): the API server sends a watch a bookmark about every minute, so five
+  // minutes of silence is a dead connection, and the watch is opened again.
+  static constexpr absl::Duration kStreamReadTimeout = absl::Minutes(5);
 
  private:
   InClusterKube(Clock* clock, std::string_view component);

@@ -172,7 +172,8 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials, int threads) {
                           .content_type = http.get_header_value("Content-Type"),
                           .authorization = http.get_header_value("Authorization"),
                           .user_agent = http.get_header_value("User-Agent"),
-                          .body = http.body};
+                          .body = http.body,
+                          .received = absl::Now()};
       for (const auto& [key, value] : http.params) {
         request.query += (request.query.empty() ? "" : "&") + key + "=" + value;
         request.params[key] = value;
@@ -348,6 +349,15 @@ FakeKubeApi::Answer FakeKubeApi::Handle(const KubeRequest& request) {
                                                      : "InternalError";
     return {fail_status_, Status(fail_status_, reason, "injected failure"), fail_retry_after_};
   }
+  if (lose_count_ > 0 && request.path.starts_with(lose_prefix_) && !request.watch()) {
+    --lose_count_;
+    Route(request);  // done, but the answer is lost on the way back
+    return {504, Status(504, "Timeout", "the answer was lost (injected)")};
+  }
+  return Route(request);
+}
+
+FakeKubeApi::Answer FakeKubeApi::Route(const KubeRequest& request) {
   static const std::regex node_path("/api/v1/nodes/([a-z0-9.-]+)(/status)?");
   static const std::regex events_path("/api/v1/namespaces/([a-z0-9-]+)/events");
   std::smatch match;
@@ -687,6 +697,12 @@ void FakeKubeApi::FailNext(int status, int count, const std::string& path_prefix
   fail_count_ = count;
   fail_prefix_ = path_prefix;
   fail_retry_after_ = retry_after;
+}
+
+void FakeKubeApi::LoseAnswers(int count, const std::string& path_prefix) {
+  absl::MutexLock lock(&mutex_);
+  lose_count_ = count;
+  lose_prefix_ = path_prefix;
 }
 
 void FakeKubeApi::ChangeBefore(const std::string& method, const std::string& path,

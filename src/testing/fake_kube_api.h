@@ -36,6 +36,7 @@ namespace vigil::testing {
 struct KubeRequest {
   std::string method, path, query, content_type, authorization, user_agent, body;
   std::map<std::string, std::string> params;  // the query, decoded
+  absl::Time received;                        // when it arrived (real time)
   bool watch() const { return params.contains("watch"); }
 };
 
@@ -93,6 +94,9 @@ class FakeKubeApi {
   // Fairness sends with a 429).
   void FailNext(int status, int count = 1, const std::string& path_prefix = "",
                 int retry_after = 0);
+  // Carries out the next `count` requests whose path starts with `path_prefix`, then answers
+  // 504 as a proxy that lost the answer would: the client cannot tell it was done.
+  void LoseAnswers(int count, const std::string& path_prefix);
   // Just before the next `method` request to exactly `path`, changes node `node` as another
   // client would (bumping its resourceVersion): a race between our read and our write.
   void ChangeBefore(const std::string& method, const std::string& path, const std::string& node,
@@ -106,7 +110,9 @@ class FakeKubeApi {
     nlohmann::json body;
     int retry_after = 0;  // seconds; 0: no header
   };
+  // Checks the token and injected failures, then routes.
   Answer Handle(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  Answer Route(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer GetNode(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer ListNodes(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Validates a watch request: nullopt to stream it, else the error answer.
@@ -147,6 +153,8 @@ class FakeKubeApi {
   int fail_count_ ABSL_GUARDED_BY(mutex_) = 0;
   std::string fail_prefix_ ABSL_GUARDED_BY(mutex_);
   int fail_retry_after_ ABSL_GUARDED_BY(mutex_) = 0;
+  int lose_count_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::string lose_prefix_ ABSL_GUARDED_BY(mutex_);
   struct ChangeBeforeRequest {
     std::string method, path, node;
     std::function<void(nlohmann::json&)> change;
