@@ -27,6 +27,7 @@ const std::map<std::string, Modules>& Allowed() {
       {"common", {}},
       {"fields", {"common"}},
       {"backend", {"common", "fields"}},
+      {"kmsg", {"common", "fields", "backend"}},
       {"sampling", {"common", "fields"}},
       {"health", {"common", "fields", "backend", "sampling"}},
       {"inject", {"common", "fields", "sampling"}},
@@ -39,14 +40,14 @@ const std::map<std::string, Modules>& Allowed() {
       {"healthcheck", {"common", "fields", "api", "client", "kube"}},
       {"cli", {"common", "fields", "api", "client", "exporter", "healthcheck", "kube"}},
       {"app",
-       {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api", "server",
+       {"common", "fields", "backend", "kmsg", "sampling", "health", "inject", "engine", "api", "server",
         "client", "kube", "exporter", "healthcheck", "cli"}},
       {"testing", {"common"}},
   };
   return *allowed;
 }
 
-const Modules kEngineSide = {"backend", "sampling", "health", "inject", "engine", "server"};
+const Modules kEngineSide = {"backend", "kmsg", "sampling", "health", "inject", "engine", "server"};
 const Modules kClients = {"client", "kube", "exporter", "healthcheck", "cli"};
 
 std::string Join(const Modules& modules) {
