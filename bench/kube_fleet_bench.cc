@@ -93,15 +93,15 @@ void BM_KubeFleet(benchmark::State& state) {
   const int steady_minutes = SteadyMinutes();
   testing::TempDir dir;
   std::string error;
-  const testing::KubeCredentials credentials =
-      testing::MakeKubeCredentials(dir.path().string(), &error);
-  if (!error.empty()) {
+  // One thread per open watch, and the rest.
+  const std::unique_ptr<FakeKubeApi> server =
+      FakeKubeApi::Start(dir.path().string(), &error, /*threads=*/nodes + 32);
+  if (server == nullptr) {
     state.SkipWithError(error.c_str());
     return;
   }
-  FakeKubeApi api(credentials, /*threads=*/nodes + 32);  // one per open watch, and the rest
-  setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
-  setenv("KUBERNETES_SERVICE_PORT", std::to_string(api.port()).c_str(), 1);
+  FakeKubeApi& api = *server;
+  const testing::KubeCredentials& credentials = api.credentials();
   std::vector<std::unique_ptr<testing::EngineProcess>> engines;
   std::vector<std::unique_ptr<testing::HttpDaemon>> checks;
   for (int i = 1; i <= nodes; ++i) {

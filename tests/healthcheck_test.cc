@@ -214,14 +214,12 @@ bool EventuallyInApi(const std::function<bool()>& predicate) {
 TEST(HealthcheckTest, KubernetesConditionTaintAndEventsFollowTheVerdict) {
   TempDir dir;
   std::string error;
-  const KubeCredentials credentials = MakeKubeCredentials(dir.path().string(), &error);
-  ASSERT_TRUE(error.empty()) << error;
-  FakeKubeApi api(credentials);
-  ASSERT_GT(api.port(), 0);
+  // The in-cluster environment the pod would have is set for the daemon to inherit.
+  const std::unique_ptr<FakeKubeApi> server = FakeKubeApi::Start(dir.path().string(), &error);
+  ASSERT_NE(server, nullptr) << error;
+  FakeKubeApi& api = *server;
+  const KubeCredentials& credentials = api.credentials();
   api.AddNode("n1", {{"nvidia.com/gpu.present", "true"}});
-  // The in-cluster environment the pod would have (inherited by the daemon).
-  setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
-  setenv("KUBERNETES_SERVICE_PORT", std::to_string(api.port()).c_str(), 1);
 
   auto engine = std::make_unique<EngineProcess>(dir.path(), "n1", 4);
   ASSERT_FALSE(engine->tcp_address.empty()) << engine->process->Stderr();

@@ -4,8 +4,6 @@
 // Time is a FakeClock; each pass is one ReconcileOnce() call.
 #include "healthcheck/node_reporter.h"
 
-#include <stdlib.h>
-
 #include <fstream>
 
 #include "fmt/format.h"
@@ -38,12 +36,9 @@ class NodeReporterTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string error;
-    credentials_ = testing::MakeKubeCredentials(dir_.path().string(), &error);
-    ASSERT_TRUE(error.empty()) << error;
-    api_ = std::make_unique<FakeKubeApi>(credentials_);
-    ASSERT_GT(api_->port(), 0);
-    setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
-    setenv("KUBERNETES_SERVICE_PORT", std::to_string(api_->port()).c_str(), 1);
+    api_ = FakeKubeApi::Start(dir_.path().string(), &error);
+    ASSERT_NE(api_, nullptr) << error;
+    credentials_ = api_->credentials();
     auto kube = InClusterKube::Create(credentials_.service_account_dir, "healthcheck", &clock_);
     ASSERT_TRUE(kube.ok()) << kube.status();
     kube_ = std::move(*kube);

@@ -6,8 +6,6 @@
 // effects with Eventually().
 #include "kube/informer.h"
 
-#include <stdlib.h>
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kube/kube_api.h"
@@ -31,13 +29,9 @@ class InformerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string error;
-    credentials_ = testing::MakeKubeCredentials(dir_.path().string(), &error);
-    ASSERT_TRUE(error.empty()) << error;
-    api_ = std::make_unique<FakeKubeApi>(credentials_);
-    ASSERT_GT(api_->port(), 0);
-    setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
-    setenv("KUBERNETES_SERVICE_PORT", std::to_string(api_->port()).c_str(), 1);
-    auto kube = InClusterKube::Create(credentials_.service_account_dir, "test", &clock_);
+    api_ = FakeKubeApi::Start(dir_.path().string(), &error);
+    ASSERT_NE(api_, nullptr) << error;
+    auto kube = InClusterKube::Create(api_->credentials().service_account_dir, "test", &clock_);
     ASSERT_TRUE(kube.ok()) << kube.status();
     kube_ = std::move(*kube);
     for (const char* name : {"gpu-1", "gpu-2", "gpu-3"}) {
@@ -93,7 +87,6 @@ class InformerTest : public ::testing::Test {
   }
 
   vigil::testing::TempDir dir_;
-  testing::KubeCredentials credentials_;
   std::unique_ptr<FakeKubeApi> api_;
   FakeClock clock_;
   std::unique_ptr<InClusterKube> kube_;

@@ -156,7 +156,22 @@ std::string WatchLine(std::string_view type, const Json& object) {
 
 }  // namespace
 
-FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials, int threads) {
+std::unique_ptr<FakeKubeApi> FakeKubeApi::Start(const std::string& dir, std::string* error,
+                                                int threads) {
+  const KubeCredentials credentials = MakeKubeCredentials(dir, error);
+  if (!error->empty()) return nullptr;
+  auto api = std::make_unique<FakeKubeApi>(credentials, threads);
+  if (api->port() == 0) {
+    *error = "the fake API server could not listen on 127.0.0.1";
+    return nullptr;
+  }
+  setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+  setenv("KUBERNETES_SERVICE_PORT", std::to_string(api->port()).c_str(), 1);
+  return api;
+}
+
+FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials, int threads)
+    : credentials_(credentials) {
   {
     absl::MutexLock lock(&mutex_);
     token_ = credentials.token;

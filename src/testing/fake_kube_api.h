@@ -54,6 +54,13 @@ class FakeKubeApi {
   explicit FakeKubeApi(const KubeCredentials& credentials, int threads = 16);
   ~FakeKubeApi();
 
+  // Makes credentials under `dir`, starts a server with them, and points this process's
+  // in-cluster environment (KUBERNETES_SERVICE_HOST and _PORT, inherited by the daemons a test
+  // starts) at it. Null, with `*error` saying why, when it could not.
+  static std::unique_ptr<FakeKubeApi> Start(const std::string& dir, std::string* error,
+                                            int threads = 16);
+  const KubeCredentials& credentials() const { return credentials_; }
+
   // 0 when it could not start.
   int port() const { return port_; }
 
@@ -139,6 +146,7 @@ class FakeKubeApi {
     nlohmann::json before, after;  // null: none (added / deleted)
   };
 
+  KubeCredentials credentials_;
   std::unique_ptr<httplib::SSLServer> server_;
   std::thread thread_;
   int port_ = 0;
