@@ -12,7 +12,7 @@ ASAN_BUILD_FLAGS ?= -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: all deps build test asan asan-build bench demo format clean package
+.PHONY: all deps build test asan asan-build bench fuzz demo format clean package
 
 all: build
 
@@ -42,6 +42,14 @@ bench: build
 	$(BUILD_DIR)/bench/vigil_bench --benchmark_filter=-Rss $(BENCH_ARGS)
 	scripts/bench-scrape $(BUILD_DIR)/vigil
 	scripts/bench-healthcheck $(BUILD_DIR)/vigil
+
+# A longer run of the kernel log parsers' fuzz test (`make test` runs it over 1,000,000 inputs),
+# under the sanitizers: FUZZ_ITERATIONS inputs (default 20,000,000).
+FUZZ_ITERATIONS ?= 20000000
+fuzz: asan-build
+	VIGIL_FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  $(ASAN_DIR)/src/kmsg_test --gtest_filter='KmsgFuzzTest.*'
 
 # The Debian package (CPack): build/vigil_<version>_<arch>.deb.
 package: build

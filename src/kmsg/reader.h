@@ -1,0 +1,92 @@
+// Follows the kernel log: /dev/kmsg (a character device: one record per read(), EPIPE when the
+// ring buffer overwrote records the reader had not read yet), or a regular file or FIFO in the
+// same format (a saved log being replayed, or a test), followed as `tail -f` follows a file. Every
+// record goes to the handler, from the start of the log: a fresh open of /dev/kmsg reads the
+// ring buffer from its oldest record, which is how XIDs from before the engine started are
+// found. A log that is absent or unreadable at start is one WARN line and a state, never an
+// error; a log that ends (a FIFO's writer went away), breaks or is replaced (a new inode) is
+// reopened, with a backoff on the injected clock.
+// Threads: one of its own (`vigil-kmsg`) after Start(); the handler runs on it. stats() from any
+// thread; Start()/Stop() from the owner.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "kmsg/record.h"
+
+namespace vigil::kmsg {
+
+enum class LogState {
+  kNotStarted,
+  kReading,     // open and followed
+  kAbsent,      // no such file (retried)
+  kUnreadable,  // permission denied or another error (retried): CAP_SYSLOG, dmesg_restrict
+};
+std::string_view LogStateName(LogState state);
+
+struct ReaderStats {
+  std::atomic<uint64_t> records{0};      // parsed and handed on
+  std::atomic<uint64_t> bad_records{0};  // not in the record format (each logged at debug)
+  std::atomic<uint64_t> overwritten{0};  // EPIPE: the ring buffer moved past unread records
+  std::atomic<uint64_t> reopens{0};
+  std::atomic<LogState> state{LogState::kNotStarted};
+};
+
+struct ReaderOptions {
+  std::string path;  // "/dev/kmsg", or a file or FIFO in its format
+  // How often a regular file at its end is looked at again (it has no way to wake a reader).
+  absl::Duration follow_interval = absl::Milliseconds(100);
+  // Reopening after the log ended or failed: 1 s doubling to 30 s.
+  absl::Duration reopen_initial = absl::Seconds(1);
+  absl::Duration reopen_max = absl::Seconds(30);
+  Clock* clock = Clock::Real();
+};
+
+class Reader {
+ public:
+  using Handler = std::function<void(const Record& record)>;
+
+  Reader(ReaderOptions options, Handler handler);
+  ~Reader();  // Stop()
+
+  void Start();
+  // Wakes the thread (also from a blocking wait) and joins it. Idempotent.
+  void Stop();
+  const ReaderStats& stats() const { return stats_; }
+
+ private:
+  void Loop();
+  // Opens the log; false (and the state set, logged once per state) when it cannot.
+  bool Open();
+  // Reads until the log ends or fails or Stop(): true when it should be reopened at once (a
+  // replaced file), false to back off first.
+  bool Follow();
+  void Deliver(std::string_view text);
+  // Waits up to `timeout` (real time) for the fd to be readable or the reader to be stopped;
+  // false when stopped.
+  bool WaitReadable(absl::Duration timeout);
+  bool stopping() const;
+
+  const ReaderOptions options_;
+  const Handler handler_;
+  ReaderStats stats_;
+  std::thread thread_;
+  int fd_ = -1;
+  bool device_ = false;  // a character device: one record per read()
+  bool fifo_ = false;
+  uint64_t inode_ = 0;
+  int wake_[2] = {-1, -1};                   // a pipe: Stop() writes to it to end a poll()
+  LogState logged_ = LogState::kNotStarted;  // the last state logged
+
+  mutable absl::Mutex mutex_;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+};
+
+}  // namespace vigil::kmsg
