@@ -82,6 +82,10 @@ void AddEngineFlags(CLI::App* command, EngineFlags* flags) {
       ->envname("VIGIL_NVML_LIBRARY");
   command->add_option("--inject-token-file", flags->inject_token_file,
                       "Token that allows injection over TCP (off without it)");
+  command->add_option("--kmsg", flags->kmsg,
+                      "Kernel log to read the driver's XIDs from: /dev/kmsg, or a file or FIFO in "
+                      "its format; '' for none (default: /dev/kmsg with --backend nvml, none with "
+                      "sim)");
   command->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
 }
@@ -117,6 +121,20 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
                                 .boot_id = CurrentBootId()},
                                std::move(*backend));
   if (!engine.ok()) return engine.status();
+  // The kernel log: what it holds since boot is applied before the first tick, so an XID from
+  // before this start is in the first verdict.
+  const std::string kmsg_path =
+      flags.kmsg.has_value() ? *flags.kmsg : (flags.backend == "nvml" ? "/dev/kmsg" : "");
+  std::unique_ptr<kmsg::KernelLogXids> kernel_log;
+  if (!kmsg_path.empty()) {
+    kernel_log = std::make_unique<kmsg::KernelLogXids>(
+        kmsg::KernelLogXidsOptions{.path = kmsg_path,
+                                   .state_path = flags.state_dir + "/kmsg.state",
+                                   .boot_id = CurrentBootId()},
+        (*engine)->gpus(), engine->get());
+    kernel_log->CatchUp();
+    kernel_log->Start();
+  }
   auto server = EngineServer::Start(engine->get(), {.unix_socket_path = flags.socket,
                                                     .tcp_address = flags.listen,
                                                     .inject_token = inject_token});
@@ -129,10 +147,11 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
                                          (*server)->tcp_port());
   spdlog::info(
       "engine ready: node={} instance_id={} backend={} gpus={} unix={} tcp={} tick={} "
-      "history={} version={}{}",
+      "history={} kmsg={} version={}{}",
       node_name, (*engine)->identity().instance_id, (*engine)->identity().backend, gpu_count,
       flags.socket.empty() ? "off" : flags.socket, tcp, absl::FormatDuration(config.tick_interval),
-      absl::FormatDuration(config.history_max_age), (*engine)->identity().version,
+      absl::FormatDuration(config.history_max_age), kmsg_path.empty() ? "off" : kmsg_path,
+      (*engine)->identity().version,
       flags.backend == "nvml"
           ? " gpu_read_timeout=" + absl::FormatDuration(config.EffectiveGpuReadTimeout())
           : "");
@@ -147,6 +166,7 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
   std::unique_ptr<RunningEngine> running(new RunningEngine());
   running->node_name_ = node_name;
   running->engine_ = std::move(*engine);
+  running->kernel_log_ = std::move(kernel_log);
   running->server_ = std::move(*server);
   running->loop_ = std::move(loop);
   return running;
@@ -157,8 +177,10 @@ RunningEngine::~RunningEngine() { Stop(); }
 void RunningEngine::Stop() {
   if (engine_ == nullptr) return;
   loop_->Stop();
+  if (kernel_log_ != nullptr) kernel_log_->Stop();  // it delivers to the engine
   server_->Shutdown(absl::Seconds(2));
   server_.reset();
+  kernel_log_.reset();
   engine_.reset();
   spdlog::info("engine stopped");
 }

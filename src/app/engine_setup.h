@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "CLI/CLI.hpp"
@@ -11,6 +12,7 @@
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "engine/tick_loop.h"
+#include "kmsg/kernel_log_xids.h"
 #include "server/server.h"
 
 namespace vigil::cli {
@@ -27,13 +29,15 @@ struct EngineFlags {
   std::string nvml_library;
   std::string inject_token_file;
   std::string log_level = "info";
+  // The kernel log to read XIDs from; unset: /dev/kmsg with --backend nvml, none with sim.
+  std::optional<std::string> kmsg;
   // Set by CLI11 when given, to refuse sim-only flags with --backend nvml.
   CLI::Option* gpus_option = nullptr;
   CLI::Option* seed_option = nullptr;
 };
 
 // Registers the engine's flags (--backend, --gpus, --seed, --socket, --listen, --node-name,
-// --state-dir, --config, --nvml-library, --inject-token-file, --log-level) on `command`.
+// --state-dir, --config, --nvml-library, --inject-token-file, --kmsg, --log-level) on `command`.
 void AddEngineFlags(CLI::App* command, EngineFlags* flags);
 
 // `vigil engine` and `vigil node`, the commands that host an engine in this process (see
@@ -59,6 +63,7 @@ class RunningEngine {
   RunningEngine() = default;
   std::string node_name_;
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<kmsg::KernelLogXids> kernel_log_;  // null with --kmsg ''
   std::unique_ptr<EngineServer> server_;
   std::unique_ptr<TickLoop> loop_;
 };

@@ -32,12 +32,18 @@ struct GpuIdentity {
   std::string device;  // "nvidia0"
 };
 
+// Where a real XID was seen: NVML's event API (the backend's event thread) or the kernel log.
+// The driver reports one XID to both; the engine counts it once.
+enum class XidSource { kDriverEvents, kKernelLog };
+
 // An XID reported by the driver (or injected into the engine).
 struct XidEvent {
   uint32_t gpu = 0;
   uint32_t xid = 0;
   absl::Time time;
   bool injected = false;
+  XidSource source = XidSource::kDriverEvents;
+  std::string detail;  // the driver's words, when the source has them (the kernel log)
 };
 
 // Receives a backend's asynchronous events. Implementations must be thread-safe and must not

@@ -58,7 +58,7 @@ void SimBackend::RaiseXid(uint32_t gpu, uint32_t xid, absl::Time time) {
   VIGIL_CHECK(gpu < identities_.size());
   // Held while delivering so that StopEvents() returning means no delivery is in progress.
   absl::MutexLock lock(&mutex_);
-  if (sink_ != nullptr) sink_->OnXid(XidEvent{gpu, xid, time, /*injected=*/false});
+  if (sink_ != nullptr) sink_->OnXid(XidEvent{.gpu = gpu, .xid = xid, .time = time});
 }
 
 }  // namespace vigil

@@ -82,6 +82,7 @@ int RunInfo(const ClientFlags& flags, bool list_fields) {
           {"gpu_read_failures", info->counters().gpu_read_failures()},
           {"gpu_read_timeouts", info->counters().gpu_read_timeouts()},
           {"xid_events", info->counters().xid_events()},
+          {"xid_duplicates", info->counters().xid_duplicates()},
           {"persistence_pending", info->counters().persistence_pending()},
           {"persistence_lag_seconds", info->counters().persistence_lag_us() / 1e6},
           {"persistence_failures", info->counters().persistence_failures()}}},
@@ -133,7 +134,9 @@ int RunInfo(const ClientFlags& flags, bool list_fields) {
   table.AddRow(
       {"gpu reads failed", fmt::format("{} ({} timed out)", info->counters().gpu_read_failures(),
                                        info->counters().gpu_read_timeouts())});
-  table.AddRow({"xid events", std::to_string(info->counters().xid_events())});
+  table.AddRow({"xid events",
+                fmt::format("{} ({} reported by both NVML and the kernel log)",
+                            info->counters().xid_events(), info->counters().xid_duplicates())});
   table.AddRow(
       {"health state", fmt::format("{} record(s) pending (oldest {:.1f} s), {} failed write(s)",
                                    info->counters().persistence_pending(),

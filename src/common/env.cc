@@ -94,6 +94,18 @@ class PosixEnv final : public Env {
 
 }  // namespace
 
+absl::Status WriteFileAtomically(Env* env, const std::string& path, std::string_view contents) {
+  const std::string temporary = path + ".tmp";
+  auto file = env->NewWritableFile(temporary);
+  if (!file.ok()) return file.status();
+  if (absl::Status s = (*file)->Append(contents); !s.ok()) return s;
+  if (absl::Status s = (*file)->Sync(); !s.ok()) return s;
+  file->reset();
+  if (absl::Status s = env->RenameFile(temporary, path); !s.ok()) return s;
+  const size_t slash = path.rfind('/');
+  return env->SyncDir(slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash));
+}
+
 Env* Env::Default() {
   static PosixEnv* const env = new PosixEnv();
   return env;

@@ -45,4 +45,8 @@ class Env {
   virtual absl::Status SyncDir(const std::string& dir) = 0;
 };
 
+// Replaces `path` with `contents` so that a crash leaves either the old file or the new one:
+// written to `path`.tmp, synced, renamed over `path`, and the directory synced.
+absl::Status WriteFileAtomically(Env* env, const std::string& path, std::string_view contents);
+
 }  // namespace vigil

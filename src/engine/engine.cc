@@ -298,7 +298,8 @@ Snapshot::Counters Engine::Counters() const {
       .ticks = stats_.ticks.load(std::memory_order_relaxed),
       .gpu_read_failures = stats_.gpu_read_failures.load(std::memory_order_relaxed),
       .gpu_read_timeouts = stats_.gpu_read_timeouts.load(std::memory_order_relaxed),
-      .xid_events = stats_.xid_events.load(std::memory_order_relaxed)};
+      .xid_events = stats_.xid_events.load(std::memory_order_relaxed),
+      .xid_duplicates = stats_.xid_duplicates.load(std::memory_order_relaxed)};
   if (incident_store_ != nullptr) {
     const IncidentStore::Stats persisted = incident_store_->stats();
     counters.persistence_pending = persisted.pending;
@@ -313,9 +314,26 @@ void Engine::OnXid(const XidEvent& event) {
     spdlog::error("XID {} reported for unknown GPU {}; ignored", event.xid, event.gpu);
     return;
   }
+  const bool from_log = event.source == XidSource::kKernelLog;
+  if (!event.injected) {
+    absl::MutexLock lock(&xid_mutex_);
+    auto [seen, first] =
+        seen_xids_.try_emplace({event.gpu, event.xid}, SeenXid{event.time, event.source});
+    if (!first && seen->second.source != event.source &&
+        absl::AbsDuration(event.time - seen->second.time) <= kXidMergeWindow) {
+      // The other source's report of an XID already counted.
+      stats_.xid_duplicates.fetch_add(1, std::memory_order_relaxed);
+      spdlog::debug("GPU {}: XID {} also reported by {}; counted once", event.gpu, event.xid,
+                    from_log ? "the kernel log" : "NVML's events");
+      seen_xids_.erase(seen);  // merged: the next report, from either source, is a new XID
+      return;
+    }
+    seen->second = SeenXid{event.time, event.source};
+  }
   ApplyXid(event.gpu, event.xid, event.time, event.injected,
-           {.message =
-                fmt::format("GPU {} ({}): XID {}", event.gpu, gpus()[event.gpu].uuid, event.xid)});
+           {.message = fmt::format("GPU {} ({}): XID {}{}{}", event.gpu, gpus()[event.gpu].uuid,
+                                   event.xid, from_log ? " (kernel log)" : "",
+                                   event.detail.empty() ? "" : ": " + event.detail)});
 }
 
 void Engine::ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected,
@@ -328,6 +346,7 @@ void Engine::ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected
   }
   health_->RecordXid(gpu, xid, time, injected);
   event.kind = EventKind::kXid;
+  event.time = time;  // when the driver reported it: earlier than now for one from the log
   event.gpu = static_cast<int>(gpu);
   event.xid = xid;
   event.xid_rule = options_.config.health.RuleFor(xid);

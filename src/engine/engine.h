@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,12 +86,17 @@ inline constexpr size_t kMaxRequestFields = 4096;
 inline constexpr size_t kMaxHistorySamplesPerSeries = 100'000;
 inline constexpr size_t kMaxHistoryResponseSamples = 500'000;
 
+// NVML's event and the kernel log's line for one XID arrive within milliseconds of each other;
+// the same code on the same GPU from the other source within this window is that XID again.
+inline constexpr absl::Duration kXidMergeWindow = absl::Seconds(10);
+
 // Counters for the engine's own health; read with relaxed ordering.
 struct EngineStats {
   std::atomic<uint64_t> ticks{0};
   std::atomic<uint64_t> gpu_read_failures{0};  // GPU reads that failed as a whole
   std::atomic<uint64_t> gpu_read_timeouts{0};  // ... of which the driver did not answer in time
   std::atomic<uint64_t> xid_events{0};
+  std::atomic<uint64_t> xid_duplicates{0};  // a real XID from the second source, not counted
   std::atomic<uint64_t> last_tick_duration_ns{0};
 };
 
@@ -215,6 +221,13 @@ class Engine : public EventSink, private ScenarioTarget {
 
   absl::Mutex xid_mutex_ ABSL_ACQUIRED_BEFORE(latest_mutex_);
   std::vector<FieldValue> last_xid_ ABSL_GUARDED_BY(xid_mutex_);  // per GPU, for field 230
+  // The last real XID of each (GPU, code) and where it was seen: the same XID from the other
+  // source within kXidMergeWindow is the same XID.
+  struct SeenXid {
+    absl::Time time;
+    XidSource source;
+  };
+  std::map<std::pair<uint32_t, uint32_t>, SeenXid> seen_xids_ ABSL_GUARDED_BY(xid_mutex_);
 
   InjectionTable injections_;
   EventLog events_;

@@ -139,6 +139,54 @@ TEST_F(EngineTest, XidShowsInField230FromTheNextTick) {
   EXPECT_EQ(engine_->stats().xid_events.load(), 1u);
 }
 
+// The driver reports one XID through NVML's events and the kernel log: one XID for the engine.
+// Two XIDs of the same code, each seen by both, are two; the same source twice is two as well.
+TEST_F(EngineTest, AnXidFromBothSourcesIsCountedOnce) {
+  Tick();
+  auto xid_events = [&] {
+    size_t count = 0;
+    for (const EventPtr& event : engine_->RecentEvents(100))
+      count += event->kind == EventKind::kXid;
+    return count;
+  };
+  sim_->RaiseXid(1, 79, clock_.Now());  // NVML's event
+  engine_->OnXid({.gpu = 1,
+                  .xid = 79,
+                  .time = clock_.Now() + absl::Milliseconds(3),
+                  .source = XidSource::kKernelLog,
+                  .detail = "GPU has fallen off the bus."});
+  EXPECT_EQ(engine_->stats().xid_events.load(), 1u);
+  EXPECT_EQ(engine_->stats().xid_duplicates.load(), 1u);
+  EXPECT_EQ(xid_events(), 1u);
+
+  // The kernel log first this time, then NVML's event: again one.
+  clock_.Advance(absl::Seconds(30));
+  engine_->OnXid({.gpu = 1, .xid = 79, .time = clock_.Now(), .source = XidSource::kKernelLog});
+  sim_->RaiseXid(1, 79, clock_.Now() + absl::Milliseconds(1));
+  EXPECT_EQ(engine_->stats().xid_events.load(), 2u);
+  EXPECT_EQ(engine_->stats().xid_duplicates.load(), 2u);
+
+  // Outside the window, or from the same source, or another GPU or code: separate XIDs.
+  engine_->OnXid({.gpu = 1,
+                  .xid = 79,
+                  .time = clock_.Now() + kXidMergeWindow + absl::Seconds(1),
+                  .source = XidSource::kKernelLog});
+  engine_->OnXid({.gpu = 1,
+                  .xid = 79,
+                  .time = clock_.Now() + kXidMergeWindow + absl::Seconds(2),
+                  .source = XidSource::kKernelLog});
+  sim_->RaiseXid(2, 79, clock_.Now());
+  sim_->RaiseXid(1, 48, clock_.Now());
+  EXPECT_EQ(engine_->stats().xid_events.load(), 6u);
+  EXPECT_EQ(engine_->stats().xid_duplicates.load(), 2u);
+  const std::vector<EventPtr> recent = engine_->RecentEvents(100);
+  bool said_kernel_log = false;
+  for (const EventPtr& event : recent) {
+    said_kernel_log |= event->message.find("(kernel log)") != std::string::npos;
+  }
+  EXPECT_TRUE(said_kernel_log);
+}
+
 TEST_F(EngineTest, HistoryServesTicksAndValidatesRequests) {
   const absl::Time start = clock_.Now();
   Tick(10);

@@ -272,6 +272,9 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
     Header(&out, "vigil_engine_xid_events_total", "counter",
            "XIDs the engine received (injected ones included).");
     out += fmt::format("vigil_engine_xid_events_total {}\n", counters.xid_events());
+    Header(&out, "vigil_engine_xid_duplicates_total", "counter",
+           "Real XIDs that both NVML's events and the kernel log reported, counted once.");
+    out += fmt::format("vigil_engine_xid_duplicates_total {}\n", counters.xid_duplicates());
     Header(&out, "vigil_engine_persistence_pending_records", "gauge",
            "Health state records (FAIL incidents) not yet durable in the engine's state dir.");
     out += fmt::format("vigil_engine_persistence_pending_records {}\n",

@@ -129,16 +129,7 @@ absl::StatusOr<std::unique_ptr<IncidentStore>> IncidentStore::Open(const Options
     fresh += Frame(ToJson(incident).dump());
     loaded->incidents.push_back(incident);
   }
-  const std::string temporary = path + ".tmp";
-  absl::Status compacted = [&]() -> absl::Status {
-    auto file = env->NewWritableFile(temporary);
-    if (!file.ok()) return file.status();
-    if (absl::Status s = (*file)->Append(fresh); !s.ok()) return s;
-    if (absl::Status s = (*file)->Sync(); !s.ok()) return s;
-    file->reset();
-    if (absl::Status s = env->RenameFile(temporary, path); !s.ok()) return s;
-    return env->SyncDir(options.state_dir);
-  }();
+  absl::Status compacted = WriteFileAtomically(env, path, fresh);
   bool tail_dirty = false;
   if (!compacted.ok()) {
     // The old log is intact: keep appending to it rather than lose what it holds. Its end may

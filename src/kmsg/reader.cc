@@ -42,6 +42,7 @@ Reader::Reader(ReaderOptions options, Handler handler)
 
 Reader::~Reader() {
   Stop();
+  if (fd_ >= 0) close(fd_);  // caught up but never started
   close(wake_[0]);
   close(wake_[1]);
 }
@@ -133,7 +134,7 @@ void Reader::Deliver(std::string_view text) {
   handler_(*record);
 }
 
-bool Reader::Follow() {
+Reader::FollowEnd Reader::Follow(bool until_caught_up) {
   Splitter splitter([this](std::string_view record) { Deliver(record); });
   // One record of the device is at most about 8 KiB (CONSOLE_EXT_LOG_MAX); a smaller buffer
   // would lose the record (EINVAL).
@@ -155,6 +156,7 @@ bool Reader::Follow() {
     }
     if (got < 0 && errno == EAGAIN) {
       splitter.Finish();  // nothing more for now: the record read last is whole
+      if (until_caught_up) return FollowEnd::kCaughtUp;
       if (!WaitReadable(device_ || fifo_ ? absl::InfiniteDuration() : options_.follow_interval)) {
         break;
       }
@@ -162,20 +164,31 @@ bool Reader::Follow() {
     }
     if (got == 0) {
       splitter.Finish();
-      if (device_) return false;
+      if (device_) return FollowEnd::kBackOff;
       struct stat now {};
-      if (stat(options_.path.c_str(), &now) == 0 && now.st_ino != inode_) return true;  // replaced
-      if (fifo_) return false;  // opened read-only after all, and its writer went away
+      if (stat(options_.path.c_str(), &now) == 0 && now.st_ino != inode_) {
+        return FollowEnd::kReopenNow;  // replaced
+      }
+      if (fifo_) return FollowEnd::kBackOff;  // opened read-only after all; its writer left
+      if (until_caught_up) return FollowEnd::kCaughtUp;
       // A regular file at its end: look again later, as `tail -f`.
       pollfd wake = {.fd = wake_[0], .events = POLLIN, .revents = 0};
       poll(&wake, 1, static_cast<int>(absl::ToInt64Milliseconds(options_.follow_interval)));
       continue;
     }
     spdlog::warn("kmsg: reading {} failed: {}; reopening", options_.path, std::strerror(errno));
-    return false;
+    return FollowEnd::kBackOff;
   }
   splitter.Finish();
-  return false;
+  return FollowEnd::kBackOff;
+}
+
+void Reader::CatchUp() {
+  if (!Open()) return;
+  if (Follow(/*until_caught_up=*/true) != FollowEnd::kCaughtUp) {
+    close(fd_);
+    fd_ = -1;
+  }
 }
 
 void Reader::Loop() {
@@ -183,15 +196,16 @@ void Reader::Loop() {
   bool first = true;
   while (!stopping()) {
     if (!first) ++stats_.reopens;
+    const bool open = (first && fd_ >= 0) || Open();  // CatchUp() may have opened it
     first = false;
-    bool again = false;
-    if (Open()) {
+    FollowEnd end = FollowEnd::kBackOff;
+    if (open) {
       backoff.Reset();
-      again = Follow();
+      end = Follow(/*until_caught_up=*/false);
       close(fd_);
       fd_ = -1;
     }
-    if (again) continue;
+    if (end == FollowEnd::kReopenNow) continue;
     absl::MutexLock lock(&mutex_);
     options_.clock->AwaitWithTimeout(&mutex_, absl::Condition(&stopping_), backoff.Next());
   }

@@ -56,6 +56,10 @@ class Reader {
   Reader(ReaderOptions options, Handler handler);
   ~Reader();  // Stop()
 
+  // Reads what the log holds now, on the caller's thread, and returns: the handler has seen every
+  // record logged so far (a fresh /dev/kmsg starts at the oldest the ring buffer holds). Start()
+  // then goes on from there. Call before Start(), at most once.
+  void CatchUp();
   void Start();
   // Wakes the thread (also from a blocking wait) and joins it. Idempotent.
   void Stop();
@@ -65,9 +69,10 @@ class Reader {
   void Loop();
   // Opens the log; false (and the state set, logged once per state) when it cannot.
   bool Open();
-  // Reads until the log ends or fails or Stop(): true when it should be reopened at once (a
-  // replaced file), false to back off first.
-  bool Follow();
+  enum class FollowEnd { kReopenNow, kBackOff, kCaughtUp };
+  // Reads until the log ends or fails or Stop() — or, with `until_caught_up`, until there is
+  // nothing more to read for now (the fd stays open). kReopenNow: a replaced file.
+  FollowEnd Follow(bool until_caught_up);
   void Deliver(std::string_view text);
   // Waits up to `timeout` (real time) for the fd to be readable or the reader to be stopped;
   // false when stopped.

@@ -56,6 +56,8 @@ struct Snapshot {
     uint64_t gpu_read_failures = 0;
     uint64_t gpu_read_timeouts = 0;
     uint64_t xid_events = 0;
+    // Real XIDs seen by both sources (NVML's events and the kernel log) and counted once.
+    uint64_t xid_duplicates = 0;
     // Health state persistence (the incident store): records not yet durable, how long the
     // oldest has waited, failed write attempts.
     uint64_t persistence_pending = 0;

@@ -92,6 +92,7 @@ void ToProto(const Snapshot::Counters& counters, v1::EngineCounters* out) {
   out->set_gpu_read_failures(counters.gpu_read_failures);
   out->set_gpu_read_timeouts(counters.gpu_read_timeouts);
   out->set_xid_events(counters.xid_events);
+  out->set_xid_duplicates(counters.xid_duplicates);
   out->set_persistence_pending(counters.persistence_pending);
   out->set_persistence_lag_us(absl::ToInt64Microseconds(counters.persistence_lag));
   out->set_persistence_failures(counters.persistence_failures);

@@ -1,0 +1,83 @@
+// XIDs from the kernel log, for the engine: follows the log (Reader), keeps the kernel's own lines
+// (facility 0: a process cannot write those), parses the driver's (driver_line.h), maps each bus
+// id to the engine's GPU and hands XIDs to the engine's EventSink as XidSource::kKernelLog. A bus
+// id that is none of the engine's GPUs is logged (once per bus id) and counted, never dropped
+// silently and never given to another GPU. SXids are parsed and counted (the nvswitch health
+// system comes later).
+//
+// At start, CatchUp() reads what the log already holds — the ring buffer since boot — on the
+// caller's thread, so XIDs logged before the engine (re)started are judged by its first
+// evaluation. What was applied is remembered in `state_path` (the boot id and the sequence
+// number of the last record applied, written atomically after each XID): a restart in the same
+// boot applies only later records, a new boot starts afresh.
+// Threads: the Reader's (`vigil-kmsg`) after Start(); CatchUp() on the caller's thread before it.
+// stats() from any thread.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "common/clock.h"
+#include "common/env.h"
+#include "kmsg/driver_line.h"
+#include "kmsg/reader.h"
+
+namespace vigil::kmsg {
+
+struct KernelLogXidsStats {
+  std::atomic<uint64_t> xids{0};             // handed to the engine
+  std::atomic<uint64_t> replayed{0};         // ... of which from before the engine started
+  std::atomic<uint64_t> already_applied{0};  // skipped: applied by an earlier run in this boot
+  std::atomic<uint64_t> sxids{0};            // SXid errors (not their follow-up lines)
+  std::atomic<uint64_t> unknown_bus{0};      // XIDs for a bus id that is none of the engine's GPUs
+  std::atomic<uint64_t> not_kernel{0};       // driver-looking lines written by a process
+  std::atomic<uint64_t> state_failures{0};   // the applied sequence could not be saved
+};
+
+struct KernelLogXidsOptions {
+  std::string path;        // the kernel log (/dev/kmsg, a file or a FIFO)
+  std::string state_path;  // where the applied sequence is kept; "" keeps none
+  std::string boot_id;     // this boot's id
+  Clock* clock = Clock::Real();
+  Env* env = Env::Default();
+  // The time of a record: `now` minus how long before now it was logged. The default reads
+  // CLOCK_MONOTONIC, the kernel log's clock; tests pass their own.
+  std::function<absl::Duration()> monotonic_now;
+};
+
+class KernelLogXids {
+ public:
+  // `gpus` are the engine's; `sink` (not owned) must outlive the source.
+  KernelLogXids(KernelLogXidsOptions options, const std::vector<GpuIdentity>& gpus,
+                EventSink* sink);
+  ~KernelLogXids();
+
+  // Reads what the log holds now (on this thread) and applies the XIDs not applied before.
+  void CatchUp();
+  // Follows the log from there on its own thread.
+  void Start();
+  void Stop();
+  const KernelLogXidsStats& stats() const { return stats_; }
+  const ReaderStats& reader_stats() const { return reader_->stats(); }
+
+ private:
+  void OnRecord(const Record& record);
+  void SaveApplied(uint64_t sequence);
+
+  const KernelLogXidsOptions options_;
+  EventSink* const sink_;
+  std::map<std::string, uint32_t> gpu_by_bus_;  // "00000000:3B:00.0" -> index
+  KernelLogXidsStats stats_;
+  std::unique_ptr<Reader> reader_;
+  // Reader thread (or CatchUp's caller before Start): replay state and what was logged once.
+  uint64_t applied_ = 0;  // records up to this sequence were applied by an earlier run
+  bool catching_up_ = false;
+  std::set<std::string> unknown_logged_;
+};
+
+}  // namespace vigil::kmsg

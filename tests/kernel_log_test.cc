@@ -1,0 +1,100 @@
+// End-to-end tests of XIDs from the kernel log with the real binary: an engine started on a log
+// (a file in /dev/kmsg's format) that already holds an XID 79 for GPU 2 reports GPU 2 FAIL in
+// its first verdict; restarted on the same log and state dir in the same boot it does not count
+// that XID again; a line appended later is followed; a line for a bus id of no GPU changes no
+// GPU. The boot id comes from $VIGIL_BOOT_ID_FILE.
+#include <signal.h>
+#include <stdlib.h>
+
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "process.h"
+#include "testing/temp_dir.h"
+
+namespace vigil::testing {
+namespace {
+
+using Json = nlohmann::json;
+
+Json VigilJson(const std::vector<std::string>& args) {
+  return Json::parse(Vigil(args).out, nullptr, /*allow_exceptions=*/false);
+}
+
+// The health verdict once the engine has ticked.
+Json FirstVerdict(const EngineProcess& engine) {
+  Json verdict;
+  Eventually([&] {
+    verdict = VigilJson({"health", "--json", "--engine", engine.unix_address});
+    return verdict.is_object() && verdict.value("seq", 0) >= 1;
+  });
+  return verdict;
+}
+
+TEST(KernelLogTest, AnXidFromBeforeTheStartFailsTheFirstVerdictAndCountsOnce) {
+  TempDir dir;
+  const std::string log = (dir.path() / "kmsg").string();
+  std::ofstream(dir.path() / "boot_id") << "2f0b7c2e-boot-one\n";
+  setenv("VIGIL_BOOT_ID_FILE", (dir.path() / "boot_id").c_str(), 1);
+  // The simulated GPUs sit at the buses of a DGX H100: GPU 2 at 3a:00, GPU 0 at 18:00.
+  std::ofstream(log) << "6,1,1000,-;Linux version 6.1.0-18-amd64\n"
+                        "6,2,4000000,-;NVRM: GPU at PCI:0000:3a:00: GPU-whatever\n"
+                        "4,3,5000000,c;NVRM: Xid (PCI:0000:3a:00): 79, pid='<unknown>', "
+                        "name=<unknown>, GPU has fallen off the bus.\n"
+                        "4,4,5000100,c;NVRM: Xid (PCI:0000:77:00): 79, a GPU this node does not "
+                        "have\n";
+  const std::vector<std::string> kmsg = {"--kmsg", log};
+  auto engine = std::make_unique<EngineProcess>(dir.path(), "n1", 4, kmsg);
+  ASSERT_FALSE(engine->unix_address.empty()) << engine->process->Stderr();
+
+  // The first tick's verdict already fails (the engine logs its first verdict).
+  EXPECT_TRUE(engine->process->WaitForStderr("health baseline at seq 1: overall FAIL"))
+      << engine->process->Stderr();
+  const Json first = FirstVerdict(*engine);
+  ASSERT_TRUE(first.is_object());
+  EXPECT_EQ(first["gpus"][2]["status"], "FAIL") << first.dump();
+  EXPECT_EQ(first["gpus"][2]["systems"]["driver"]["status"], "FAIL");
+  for (int gpu : {0, 1, 3}) EXPECT_EQ(first["gpus"][gpu]["status"], "PASS") << gpu;
+  Json info = VigilJson({"info", "--json", "--engine", engine->unix_address});
+  EXPECT_EQ(info["counters"]["xid_events"], 1) << "the line of a GPU it does not have is not one";
+  EXPECT_TRUE(engine->process->WaitForStderr("none of this engine's GPUs"));
+
+  // Restarted (kill -9) on the same log and state dir, same boot: the XID is not applied again;
+  // GPU 2 is still FAIL from the persisted incident, not from a second count.
+  engine->process->Signal(SIGKILL);
+  engine->process->Wait();
+  engine = std::make_unique<EngineProcess>(dir.path(), "n1", 4, kmsg);
+  ASSERT_FALSE(engine->unix_address.empty()) << engine->process->Stderr();
+  const Json again = FirstVerdict(*engine);
+  EXPECT_EQ(again["gpus"][2]["status"], "FAIL");
+  info = VigilJson({"info", "--json", "--engine", engine->unix_address});
+  EXPECT_EQ(info["counters"]["xid_events"], 0);
+  EXPECT_TRUE(engine->process->WaitForStderr("1 already applied before a restart"));
+
+  // A line logged now is followed: XID 48 (a double-bit ECC error) on GPU 0.
+  std::ofstream(log, std::ios::app)
+      << "4,5,9000000,c;NVRM: Xid (PCI:0000:18:00): 48, pid=4242, name=python3, An uncorrectable "
+         "double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, "
+         "subpartition 0.\n";
+  EXPECT_TRUE(Eventually([&] {
+    const Json verdict = VigilJson({"health", "--json", "--engine", engine->unix_address});
+    return verdict.is_object() && verdict["gpus"][0]["status"] == "FAIL";
+  }));
+  info = VigilJson({"info", "--json", "--engine", engine->unix_address});
+  EXPECT_EQ(info["counters"]["xid_events"], 1);
+  unsetenv("VIGIL_BOOT_ID_FILE");
+}
+
+TEST(KernelLogTest, AnAbsentLogIsAWarningNotAFailure) {
+  TempDir dir;
+  auto engine = std::make_unique<EngineProcess>(
+      dir.path(), "n1", 2, std::vector<std::string>{"--kmsg", (dir.path() / "none").string()});
+  ASSERT_FALSE(engine->unix_address.empty()) << engine->process->Stderr();
+  EXPECT_THAT(engine->process->Stderr(), ::testing::HasSubstr("cannot read the kernel log"));
+  EXPECT_EQ(FirstVerdict(*engine)["overall"], "PASS");
+}
+
+}  // namespace
+}  // namespace vigil::testing
