@@ -139,6 +139,13 @@ void CheckLayout(const Rendered& rendered, const std::string& namespace_name) {
   }
   EXPECT_EQ(host_paths["state"], "/var/lib/vigil");
   EXPECT_EQ(host_paths["socket"], "/run/vigil");
+  // The kernel log, read-only, with the one capability reading it may need.
+  EXPECT_EQ(host_paths["kmsg"], "/dev/kmsg");
+  EXPECT_THAT(args, Contains("--kmsg=/dev/kmsg"));
+  EXPECT_EQ(Strings(container["securityContext"]["capabilities"]["add"]),
+            std::vector<std::string>{"SYSLOG"});
+  EXPECT_EQ(Strings(container["securityContext"]["capabilities"]["drop"]),
+            std::vector<std::string>{"ALL"});
   bool tolerates_own_taint = false;
   for (const YAML::Node& toleration : pod["tolerations"]) {
     tolerates_own_taint |= toleration["key"].as<std::string>() == "vigil.dev/gpu-problem";
