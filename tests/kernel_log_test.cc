@@ -59,6 +59,9 @@ TEST(KernelLogTest, AnXidFromBeforeTheStartFailsTheFirstVerdictAndCountsOnce) {
   for (int gpu : {0, 1, 3}) EXPECT_EQ(first["gpus"][gpu]["status"], "PASS") << gpu;
   Json info = VigilJson({"info", "--json", "--engine", engine->unix_address});
   EXPECT_EQ(info["counters"]["xid_events"], 1) << "the line of a GPU it does not have is not one";
+  EXPECT_EQ(info["counters"]["kernel_log"], "reading");
+  EXPECT_EQ(info["counters"]["kernel_log_xids"], 1);
+  EXPECT_EQ(info["counters"]["kernel_log_unknown_gpu"], 1);
   EXPECT_TRUE(engine->process->WaitForStderr("none of this engine's GPUs"));
 
   // Restarted (kill -9) on the same log and state dir, same boot: the XID is not applied again;
@@ -94,6 +97,8 @@ TEST(KernelLogTest, AnAbsentLogIsAWarningNotAFailure) {
   ASSERT_FALSE(engine->unix_address.empty()) << engine->process->Stderr();
   EXPECT_THAT(engine->process->Stderr(), ::testing::HasSubstr("cannot read the kernel log"));
   EXPECT_EQ(FirstVerdict(*engine)["overall"], "PASS");
+  const Json info = VigilJson({"info", "--json", "--engine", engine->unix_address});
+  EXPECT_EQ(info["counters"]["kernel_log"], "absent");
 }
 
 }  // namespace

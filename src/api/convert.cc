@@ -120,6 +120,21 @@ std::string_view ScenarioStateText(v1::Scenario::State state) {
   }
 }
 
+std::string_view KernelLogStateText(v1::KernelLogState state) {
+  switch (state) {
+    case v1::KERNEL_LOG_OFF:
+      return "off";
+    case v1::KERNEL_LOG_READING:
+      return "reading";
+    case v1::KERNEL_LOG_ABSENT:
+      return "absent";
+    case v1::KERNEL_LOG_UNREADABLE:
+      return "unreadable";
+    default:
+      return "unknown";
+  }
+}
+
 std::string_view XidSeverityText(v1::XidSeverity severity) {
   switch (severity) {
     case v1::XID_SEVERITY_IGNORE:

@@ -29,6 +29,8 @@ int HealthStatusNumber(v1::HealthStatus status);
 // "running", "done", "cancelled", "failed" ("unknown" for an unset or newer value).
 std::string_view InjectionModeText(v1::InjectionMode mode);
 std::string_view ScenarioStateText(v1::Scenario::State state);
+// "off", "reading", "absent", "unreadable".
+std::string_view KernelLogStateText(v1::KernelLogState state);
 // An XID severity as the engine's policy names it: "ignore", "warn", "fail", "count" ("unknown"
 // for an unset or newer value).
 std::string_view XidSeverityText(v1::XidSeverity severity);

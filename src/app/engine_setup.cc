@@ -132,6 +132,26 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
                                    .state_path = flags.state_dir + "/kmsg.state",
                                    .boot_id = CurrentBootId()},
         (*engine)->gpus(), engine->get());
+    kmsg::KernelLogXids* source = kernel_log.get();
+    (*engine)->SetExternalCounters([source](Snapshot::Counters* counters) {
+      using KernelLog = Snapshot::Counters::KernelLog;
+      switch (source->reader_stats().state.load()) {
+        case kmsg::LogState::kReading:
+          counters->kernel_log = KernelLog::kReading;
+          break;
+        case kmsg::LogState::kAbsent:
+          counters->kernel_log = KernelLog::kAbsent;
+          break;
+        case kmsg::LogState::kUnreadable:
+          counters->kernel_log = KernelLog::kUnreadable;
+          break;
+        case kmsg::LogState::kNotStarted:  // not after CatchUp()
+          break;
+      }
+      counters->kernel_log_xids = source->stats().xids;
+      counters->kernel_log_unknown_gpu = source->stats().unknown_bus;
+      counters->kernel_log_overwritten = source->reader_stats().overwritten;
+    });
     kernel_log->CatchUp();
     kernel_log->Start();
   }

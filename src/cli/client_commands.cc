@@ -1,6 +1,7 @@
 // The shared client flags and the read-only commands `vigil info` and `vigil discovery`.
 #include <iostream>
 
+#include "api/convert.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "common/duration.h"
@@ -83,6 +84,10 @@ int RunInfo(const ClientFlags& flags, bool list_fields) {
           {"gpu_read_timeouts", info->counters().gpu_read_timeouts()},
           {"xid_events", info->counters().xid_events()},
           {"xid_duplicates", info->counters().xid_duplicates()},
+          {"kernel_log", std::string(KernelLogStateText(info->counters().kernel_log()))},
+          {"kernel_log_xids", info->counters().kernel_log_xids()},
+          {"kernel_log_unknown_gpu", info->counters().kernel_log_unknown_gpu()},
+          {"kernel_log_overwritten", info->counters().kernel_log_overwritten()},
           {"persistence_pending", info->counters().persistence_pending()},
           {"persistence_lag_seconds", info->counters().persistence_lag_us() / 1e6},
           {"persistence_failures", info->counters().persistence_failures()}}},
@@ -137,6 +142,15 @@ int RunInfo(const ClientFlags& flags, bool list_fields) {
   table.AddRow({"xid events",
                 fmt::format("{} ({} reported by both NVML and the kernel log)",
                             info->counters().xid_events(), info->counters().xid_duplicates())});
+  table.AddRow(
+      {"kernel log", info->counters().kernel_log() == v1::KERNEL_LOG_OFF
+                         ? "off"
+                         : fmt::format("{}: {} XID(s), {} for no GPU of this engine, {} record(s) "
+                                       "overwritten unread",
+                                       KernelLogStateText(info->counters().kernel_log()),
+                                       info->counters().kernel_log_xids(),
+                                       info->counters().kernel_log_unknown_gpu(),
+                                       info->counters().kernel_log_overwritten())});
   table.AddRow(
       {"health state", fmt::format("{} record(s) pending (oldest {:.1f} s), {} failed write(s)",
                                    info->counters().persistence_pending(),

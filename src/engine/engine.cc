@@ -306,6 +306,7 @@ Snapshot::Counters Engine::Counters() const {
     counters.persistence_lag = persisted.lag;
     counters.persistence_failures = persisted.failures;
   }
+  if (external_counters_) external_counters_(&counters);
   return counters;
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -120,6 +121,12 @@ class Engine : public EventSink, private ScenarioTarget {
   const EngineStats& stats() const { return stats_; }
   // stats() as plain numbers, as snapshots and EngineInfo carry them.
   Snapshot::Counters Counters() const;
+  // Counters kept outside the engine (the kernel log's reader, which app composes with it):
+  // `fill` adds them to every Counters(). Set before the first tick; `fill` runs on the tick
+  // thread and on gRPC threads, so it reads only thread-safe state (atomics).
+  void SetExternalCounters(std::function<void(Snapshot::Counters*)> fill) {
+    external_counters_ = std::move(fill);
+  }
   size_t subscriber_queue_depth() const { return options_.config.subscriber_queue_depth; }
 
   // The latest snapshot; never null (seq 0 with kNoData values before the first tick).
@@ -238,6 +245,7 @@ class Engine : public EventSink, private ScenarioTarget {
   std::vector<FieldValue> real_values_ ABSL_GUARDED_BY(real_mutex_);
 
   ScenarioRunner scenarios_;
+  std::function<void(Snapshot::Counters*)> external_counters_;  // set before the first tick
 
   // Opens the incident store and the health evaluator (Create).
   absl::Status StartHealth();

@@ -275,6 +275,20 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
     Header(&out, "vigil_engine_xid_duplicates_total", "counter",
            "Real XIDs that both NVML's events and the kernel log reported, counted once.");
     out += fmt::format("vigil_engine_xid_duplicates_total {}\n", counters.xid_duplicates());
+    if (counters.kernel_log() != v1::KERNEL_LOG_OFF) {
+      Header(&out, "vigil_engine_kernel_log_up", "gauge",
+             "Whether the engine reads the kernel log for the driver's XIDs (1) or cannot (0: "
+             "absent or unreadable, e.g. no CAP_SYSLOG).");
+      out += fmt::format("vigil_engine_kernel_log_up {}\n",
+                         counters.kernel_log() == v1::KERNEL_LOG_READING ? 1 : 0);
+      Header(&out, "vigil_engine_kernel_log_xids_total", "counter",
+             "XIDs the engine took from the kernel log.");
+      out += fmt::format("vigil_engine_kernel_log_xids_total {}\n", counters.kernel_log_xids());
+      Header(&out, "vigil_engine_kernel_log_unknown_gpu_total", "counter",
+             "Kernel log XIDs for a PCI bus id that is none of the engine's GPUs.");
+      out += fmt::format("vigil_engine_kernel_log_unknown_gpu_total {}\n",
+                         counters.kernel_log_unknown_gpu());
+    }
     Header(&out, "vigil_engine_persistence_pending_records", "gauge",
            "Health state records (FAIL incidents) not yet durable in the engine's state dir.");
     out += fmt::format("vigil_engine_persistence_pending_records {}\n",

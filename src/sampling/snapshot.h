@@ -58,6 +58,12 @@ struct Snapshot {
     uint64_t xid_events = 0;
     // Real XIDs seen by both sources (NVML's events and the kernel log) and counted once.
     uint64_t xid_duplicates = 0;
+    // The kernel log (--kmsg): whether it is read, XIDs taken from it, XIDs for a bus id of no
+    // GPU, records the ring buffer overwrote before they were read.
+    enum class KernelLog { kOff, kReading, kAbsent, kUnreadable } kernel_log = KernelLog::kOff;
+    uint64_t kernel_log_xids = 0;
+    uint64_t kernel_log_unknown_gpu = 0;
+    uint64_t kernel_log_overwritten = 0;
     // Health state persistence (the incident store): records not yet durable, how long the
     // oldest has waited, failed write attempts.
     uint64_t persistence_pending = 0;

@@ -93,6 +93,24 @@ void ToProto(const Snapshot::Counters& counters, v1::EngineCounters* out) {
   out->set_gpu_read_timeouts(counters.gpu_read_timeouts);
   out->set_xid_events(counters.xid_events);
   out->set_xid_duplicates(counters.xid_duplicates);
+  using KernelLog = Snapshot::Counters::KernelLog;
+  switch (counters.kernel_log) {
+    case KernelLog::kOff:
+      out->set_kernel_log(v1::KERNEL_LOG_OFF);
+      break;
+    case KernelLog::kReading:
+      out->set_kernel_log(v1::KERNEL_LOG_READING);
+      break;
+    case KernelLog::kAbsent:
+      out->set_kernel_log(v1::KERNEL_LOG_ABSENT);
+      break;
+    case KernelLog::kUnreadable:
+      out->set_kernel_log(v1::KERNEL_LOG_UNREADABLE);
+      break;
+  }
+  out->set_kernel_log_xids(counters.kernel_log_xids);
+  out->set_kernel_log_unknown_gpu(counters.kernel_log_unknown_gpu);
+  out->set_kernel_log_overwritten(counters.kernel_log_overwritten);
   out->set_persistence_pending(counters.persistence_pending);
   out->set_persistence_lag_us(absl::ToInt64Microseconds(counters.persistence_lag));
   out->set_persistence_failures(counters.persistence_failures);
