@@ -131,6 +131,37 @@ TEST(NvmlTest, ValuesUnitsAndUnsupportedFields) {
   EXPECT_TRUE(engine.process->WaitForStderr("Insufficient Permissions"));
 }
 
+// NVML's known quirks, as the fake reproduces them, and what the backend answers (DCGM guards
+// against the same in DcgmCacheManager.cpp): GPM answering success with NaN, ECC counters
+// answered with values never set while ECC is off, a field typed as a double where an integer
+// is expected, and a temperature no GPU reaches.
+TEST(NvmlTest, TheDriversKnownQuirksAreHandled) {
+  TempDir dir;
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 4);
+  fake.gpu(0)["gpm"]["20"] = nullptr;                // PCIe TX bytes per second: NaN
+  fake.gpu(1)["values"]["ecc_mode"] = 0;             // ECC off
+  fake.gpu(2)["fields"]["82"] = {{"double", 48.0}};  // memory temperature as a double
+  fake.gpu(3)["fields"]["82"] = 4294967295u;         // memory temperature: a wrapped unsigned
+  fake.Write();
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  std::map<int, json> gpm;
+  ASSERT_TRUE(Eventually([&] {
+    gpm = Values(engine, 0, "1002,1009");
+    return gpm.count(1002) && gpm[1002]["status"] == "ok";  // two GPM samples taken
+  }));
+  EXPECT_EQ(gpm[1009]["status"], "no_data") << "NaN is no value, never -9223372036854775808";
+  const std::map<int, json> ecc_off = Values(engine, 1, "310,311,312,313,140");
+  for (int field : {310, 311, 312, 313}) {
+    EXPECT_EQ(ecc_off.at(field)["status"], "not_supported") << field;
+  }
+  const std::map<int, json> ecc_on = Values(engine, 0, "310");
+  EXPECT_EQ(ecc_on.at(310)["status"], "ok");
+  EXPECT_EQ(Values(engine, 2, "140")[140]["value"], 48);
+  EXPECT_EQ(Values(engine, 3, "140")[140]["status"], "read_error");
+  EXPECT_TRUE(engine.process->WaitForStderr("ignored as implausible"));
+}
+
 TEST(NvmlTest, AnOlderDriverWithoutSomeSymbolsStillServes) {
   TempDir dir;
   FakeNvmlScript fake(dir.File("fake-nvml.json"), 4);

@@ -284,6 +284,9 @@ class NvmlBackend::Reader {
     const size_t first = next_answer_;
     next_answer_ += source.count;
     if (batched_error_ != nvml::kSuccess) return Result(field, batched_error_, {});
+    // With ECC off the driver answers the ECC counters with success and values it never set
+    // (DCGM checks the mode first too): not supported, not garbage.
+    if (IsEccCounter(field) && EccOff()) return Unsupported();
     int64_t sum_int = 0;
     double sum_double = 0;
     const FieldType type = TypeOf(field);
@@ -299,7 +302,40 @@ class NvmlBackend::Reader {
       sum_int += type == FieldType::kDouble ? 0 : converted.as_int();
       sum_double += type == FieldType::kDouble ? converted.as_double() : 0;
     }
-    return type == FieldType::kDouble ? FieldValue::Double(sum_double) : FieldValue::Int(sum_int);
+    return Plausible(field, type == FieldType::kDouble ? FieldValue::Double(sum_double)
+                                                       : FieldValue::Int(sum_int));
+  }
+
+  static bool IsEccCounter(FieldId field) {
+    return field == fid::kEccSbeVolTotal || field == fid::kEccDbeVolTotal ||
+           field == fid::kEccSbeAggTotal || field == fid::kEccDbeAggTotal;
+  }
+
+  // Whether ECC is known to be off on this GPU (asked once per read).
+  bool EccOff() {
+    if (!ecc_off_.has_value()) {
+      int current = 0, pending = 0;
+      ecc_off_ = api_.DeviceGetEccMode != nullptr &&
+                 api_.DeviceGetEccMode(state_.device, &current, &pending) == nvml::kSuccess &&
+                 current != nvml::kFeatureEnabled;
+    }
+    return *ecc_off_;
+  }
+
+  // A temperature no GPU or HBM stack reaches (some drivers answer memory temperature with an
+  // unset double or a wrapped unsigned) is a read error, logged once, not a reading that would
+  // trip the thermal rules.
+  FieldValue Plausible(FieldId field, FieldValue value) {
+    if ((field != fid::kGpuTemp && field != fid::kMemoryTemp) || !value.ok()) return value;
+    const int64_t celsius = value.as_int();
+    if (celsius >= -40 && celsius <= 200) return value;
+    if (state_.logged.insert((uint64_t{field} << 32) | 0xffffffffu).second) {
+      spdlog::warn(
+          "GPU {}: the driver reports a temperature of {} °C for field {}; ignored as "
+          "implausible",
+          gpu_, celsius, field);
+    }
+    return FieldValue::Error(ValueStatus::kReadError);
   }
 
   FieldValue Gpm(FieldId field, const GpmSource& source) {
@@ -309,6 +345,9 @@ class NvmlBackend::Reader {
       const nvml::GpmMetric& metric = state_.gpm_request->metrics[i];
       if (metric.metric_id != source.metric) continue;
       if (metric.nvml_return != nvml::kSuccess) return Result(field, metric.nvml_return, {});
+      // GPM can answer success with NaN (DCGM checks for it too): no value this tick, rather
+      // than llround(NaN) turning a byte rate into -9223372036854775808.
+      if (!std::isfinite(metric.value)) return FieldValue::Error(ValueStatus::kNoData);
       const double value = metric.value * source.scale;
       return TypeOf(field) == FieldType::kDouble
                  ? FieldValue::Double(value)
@@ -436,7 +475,8 @@ class NvmlBackend::Reader {
         // NVML's clocks event reason bits are DCGM's (both follow nvmlClocksEventReason*).
         return Call<unsigned long long>(field, api_.DeviceGetClocksEventReasons, as_int);
       case fid::kGpuTemp:
-        return Call<unsigned int>(field, api_.DeviceGetTemperature, as_int, nvml::kTemperatureGpu);
+        return Plausible(field, Call<unsigned int>(field, api_.DeviceGetTemperature, as_int,
+                                                   nvml::kTemperatureGpu));
       case fid::kPowerUsage:
         return Milliwatts(field, api_.DeviceGetPowerUsage);
       case fid::kPowerMgmtLimit:
@@ -505,6 +545,7 @@ class NvmlBackend::Reader {
   size_t next_answer_ = 0;  // the next batched field's first answer in state_.field_values
   nvml::Return gpm_error_ = nvml::kErrorNotSupported;
   bool gpm_computed_ = false;
+  std::optional<bool> ecc_off_;
   std::optional<nvml::Utilization> utilization_;
   nvml::Return utilization_code_ = nvml::kSuccess;
   std::optional<nvml::MemoryV2> memory_;

@@ -7,8 +7,11 @@
 //    "gpus": [{"name": "...", "uuid": "GPU-...", "serial": "...", "pci_bus_id": "...",
 //              "minor": 0, "brand": 2,
 //              "values": {"temperature": 40, "power_mw": 300000, ...},   // see Value() uses
-//              "fields": {"82": 45, ...},    // nvmlDeviceGetFieldValues, by NVML field ID
-//              "gpm": {"2": 50.0, ...},      // GPM metrics by ID; no key: GPM unsupported
+//              "fields": {"82": 45, ...},    // nvmlDeviceGetFieldValues, by NVML field ID;
+//                                            // {"double": 48.0}: typed as a double; with
+//                                            // values.ecc_mode 0 the ECC counters answer
+//                                            // success with a value never set (the quirk)
+//              "gpm": {"2": 50.0, ...},      // GPM metrics by ID (null: NaN); none: unsupported
 //              "errors": {"nvmlDeviceGetFanSpeed": 3},   // a call's NVML error code
 //              "hang": ["nvmlDeviceGetTemperature"],     // calls that block while listed
 //              "lost": false,                             // every call: GPU_IS_LOST
@@ -25,6 +28,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -468,13 +472,29 @@ nv::Return nvmlDeviceGetFieldValues(nv::Device device, int count, nv::FieldValue
       nv::FieldValue& value = values[i];
       const std::string key = std::to_string(value.field_id);
       value.timestamp = NowNanos() / 1000;
+      const bool ecc_counter =
+          value.field_id >= nv::kFiEccSbeVolTotal && value.field_id <= nv::kFiEccDbeAggTotal;
+      if (ecc_counter && gpu.contains("values") && gpu["values"].value("ecc_mode", 1) == 0) {
+        // The driver's quirk with ECC off: success, and a value it never set.
+        value.nvml_return = nv::kSuccess;
+        value.value_type = nv::kValueTypeUnsignedLongLong;
+        value.value.ull_val = 0xdeadbeefdeadbeefull;
+        continue;
+      }
       if (!gpu.contains("fields") || !gpu["fields"].contains(key)) {
         value.nvml_return = nv::kErrorNotSupported;
         continue;
       }
       value.nvml_return = nv::kSuccess;
+      const json& scripted = gpu["fields"][key];
+      if (scripted.is_object() && scripted.contains("double")) {
+        // Typed as a double where an integer is expected (some drivers, some fields).
+        value.value_type = nv::kValueTypeDouble;
+        value.value.d_val = scripted["double"].get<double>();
+        continue;
+      }
       value.value_type = nv::kValueTypeUnsignedLongLong;
-      value.value.ull_val = gpu["fields"][key].get<unsigned long long>();
+      value.value.ull_val = scripted.get<unsigned long long>();
     }
     return nv::kSuccess;
   });
@@ -578,7 +598,8 @@ nv::Return nvmlGpmMetricsGet(nv::GpmMetricsGet* request) {
       continue;
     }
     metric.nvml_return = nv::kSuccess;
-    metric.value = (*metrics)[key].get<double>();
+    // null: NaN, which real drivers return for some metrics at times (DCGM guards against it).
+    metric.value = (*metrics)[key].is_null() ? std::nan("") : (*metrics)[key].get<double>();
   }
   return nv::kSuccess;
 }
