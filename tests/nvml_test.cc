@@ -121,7 +121,7 @@ TEST(NvmlTest, ValuesUnitsAndUnsupportedFields) {
   EXPECT_TRUE(Eventually([&] { return Values(engine, 2, "150")[150]["value"] == 71; }));
 
   // NVML's own errors per call: NO_PERMISSION and UNKNOWN are per field, not per GPU.
-  fake.gpu(2)["errors"] = {{"nvmlDeviceGetPowerUsage", 4}, {"nvmlDeviceGetTemperature", 999}};
+  fake.gpu(2)["errors"] = {{"nvmlDeviceGetPowerUsage", 4}, {"nvmlDeviceGetTemperatureV", 999}};
   fake.Write();
   EXPECT_TRUE(Eventually([&] {
     auto now = Values(engine, 2, "155,150,203");
@@ -134,7 +134,7 @@ TEST(NvmlTest, ValuesUnitsAndUnsupportedFields) {
 // NVML's known quirks, as the fake reproduces them, and what the backend answers (DCGM guards
 // against the same in DcgmCacheManager.cpp): GPM answering success with NaN, ECC counters
 // answered with values never set while ECC is off, a field typed as a double where an integer
-// is expected, and a temperature no GPU reaches.
+// is expected, a temperature no GPU reaches, and the deprecated temperature call.
 TEST(NvmlTest, TheDriversKnownQuirksAreHandled) {
   TempDir dir;
   FakeNvmlScript fake(dir.File("fake-nvml.json"), 4);
@@ -142,6 +142,9 @@ TEST(NvmlTest, TheDriversKnownQuirksAreHandled) {
   fake.gpu(1)["values"]["ecc_mode"] = 0;             // ECC off
   fake.gpu(2)["fields"]["82"] = {{"double", 48.0}};  // memory temperature as a double
   fake.gpu(3)["fields"]["82"] = 4294967295u;         // memory temperature: a wrapped unsigned
+  // NVML 13 deprecates nvmlDeviceGetTemperature: a driver that has its successor is read
+  // through it.
+  fake.gpu(0)["errors"] = {{"nvmlDeviceGetTemperature", 3}};
   fake.Write();
   EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
   ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
@@ -157,6 +160,7 @@ TEST(NvmlTest, TheDriversKnownQuirksAreHandled) {
   }
   const std::map<int, json> ecc_on = Values(engine, 0, "310");
   EXPECT_EQ(ecc_on.at(310)["status"], "ok");
+  EXPECT_EQ(Values(engine, 0, "150")[150]["value"], 40);
   EXPECT_EQ(Values(engine, 2, "140")[140]["value"], 48);
   EXPECT_EQ(Values(engine, 3, "140")[140]["status"], "read_error");
   EXPECT_TRUE(engine.process->WaitForStderr("ignored as implausible"));
@@ -211,7 +215,7 @@ TEST(NvmlTest, AHungCallTimesOutThatGpuWhileTheOthersKeepUpdating) {
   ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
   ASSERT_TRUE(Eventually([&] { return Health(engine)["gpus"][3]["status"] == "PASS"; }));
 
-  fake.gpu(3)["hang"] = {"nvmlDeviceGetTemperature"};
+  fake.gpu(3)["hang"] = {"nvmlDeviceGetTemperatureV"};
   fake.Write();
   ASSERT_TRUE(Eventually([&] { return Values(engine, 3, "150")[150]["status"] == "timeout"; }));
   EXPECT_TRUE(engine.process->WaitForStderr("did not answer within 100ms"));
@@ -243,6 +247,26 @@ TEST(NvmlTest, AHungCallTimesOutThatGpuWhileTheOthersKeepUpdating) {
   fake.Write();
   EXPECT_TRUE(Eventually([&] { return Values(engine, 3, "150")[150]["status"] == "ok"; }));
   EXPECT_TRUE(engine.process->WaitForStderr("answers again"));
+}
+
+// nvmlDeviceRegisterEvents answering UNKNOWN for one GPU leaves the event set undefined (the
+// fake's set then delivers nothing, as the driver's may): the engine makes a new set and
+// registers the other GPUs again, so their XIDs still arrive.
+TEST(NvmlTest, ARegistrationAnsweringUnknownGetsANewEventSet) {
+  TempDir dir;
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 4);
+  fake.gpu(1)["errors"] = {{"nvmlDeviceRegisterEvents", 999}};
+  fake.Write();
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  EXPECT_TRUE(engine.process->WaitForStderr("registering the others again on a new event set"));
+  fake.gpu(0)["xids"] = {79};
+  fake.gpu(3)["xids"] = {48};
+  fake.Write();
+  EXPECT_TRUE(Eventually([&] {
+    const json health = Health(engine);
+    return health["gpus"][0]["status"] == "FAIL" && health["gpus"][3]["status"] == "FAIL";
+  }));
 }
 
 TEST(NvmlTest, XidsFromTheDriverReachEventsField230AndHealth) {

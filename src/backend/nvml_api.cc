@@ -44,6 +44,7 @@ void ResolveApi(void* library, Api* api) {
   Resolve(library, &api->DeviceGetClocksEventReasons,
           {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
   Resolve(library, &api->DeviceGetTemperature, {"nvmlDeviceGetTemperature"});
+  Resolve(library, &api->DeviceGetTemperatureV, {"nvmlDeviceGetTemperatureV"});
   Resolve(library, &api->DeviceGetPowerUsage, {"nvmlDeviceGetPowerUsage"});
   Resolve(library, &api->DeviceGetTotalEnergyConsumption, {"nvmlDeviceGetTotalEnergyConsumption"});
   Resolve(library, &api->DeviceGetPowerManagementLimit, {"nvmlDeviceGetPowerManagementLimit"});

@@ -77,6 +77,15 @@ struct MemoryV2 {  // nvmlMemory_v2_t, bytes
 inline constexpr unsigned int kMemoryV2Version =
     static_cast<unsigned int>(sizeof(MemoryV2)) | (2u << 24);
 
+struct TemperatureV1 {   // nvmlTemperature_v1_t (nvml.h 12.6+)
+  unsigned int version;  // kTemperatureV1Version
+  int sensor_type;       // nvmlTemperatureSensors_t: kTemperatureGpu
+  int temperature;       // °C
+};
+// NVML_STRUCT_VERSION(Temperature, 1).
+inline constexpr unsigned int kTemperatureV1Version =
+    static_cast<unsigned int>(sizeof(TemperatureV1)) | (1u << 24);
+
 struct UnrepairableMemoryStatusV1 {  // nvmlUnrepairableMemoryStatus_v1_t
   unsigned int unrepairable_memory;
 };
@@ -222,8 +231,9 @@ struct Api {
   Return (*DeviceGetMaxClockInfo)(Device, int, unsigned int*) = nullptr;
   // nvmlDeviceGetCurrentClocksEventReasons (R535+), else ...ThrottleReasons.
   Return (*DeviceGetClocksEventReasons)(Device, unsigned long long*) = nullptr;
-  Return (*DeviceGetTemperature)(Device, int, unsigned int*) = nullptr;
-  Return (*DeviceGetPowerUsage)(Device, unsigned int*) = nullptr;                    // mW
+  Return (*DeviceGetTemperature)(Device, int, unsigned int*) = nullptr;  // deprecated in NVML 13
+  Return (*DeviceGetTemperatureV)(Device, TemperatureV1*) = nullptr;     // its successor
+  Return (*DeviceGetPowerUsage)(Device, unsigned int*) = nullptr;        // mW
   Return (*DeviceGetTotalEnergyConsumption)(Device, unsigned long long*) = nullptr;  // mJ
   Return (*DeviceGetPowerManagementLimit)(Device, unsigned int*) = nullptr;          // mW
   Return (*DeviceGetEnforcedPowerLimit)(Device, unsigned int*) = nullptr;            // mW

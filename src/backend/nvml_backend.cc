@@ -474,9 +474,18 @@ class NvmlBackend::Reader {
       case fid::kClocksEventReasons:
         // NVML's clocks event reason bits are DCGM's (both follow nvmlClocksEventReason*).
         return Call<unsigned long long>(field, api_.DeviceGetClocksEventReasons, as_int);
-      case fid::kGpuTemp:
-        return Plausible(field, Call<unsigned int>(field, api_.DeviceGetTemperature, as_int,
-                                                   nvml::kTemperatureGpu));
+      case fid::kGpuTemp: {
+        // nvmlDeviceGetTemperature is deprecated in NVML 13: its versioned successor first.
+        if (api_.DeviceGetTemperatureV == nullptr) {
+          return Plausible(field, Call<unsigned int>(field, api_.DeviceGetTemperature, as_int,
+                                                     nvml::kTemperatureGpu));
+        }
+        nvml::TemperatureV1 temperature{.version = nvml::kTemperatureV1Version,
+                                        .sensor_type = nvml::kTemperatureGpu,
+                                        .temperature = 0};
+        const nvml::Return code = api_.DeviceGetTemperatureV(state_.device, &temperature);
+        return Plausible(field, Result(field, code, FieldValue::Int(temperature.temperature)));
+      }
       case fid::kPowerUsage:
         return Milliwatts(field, api_.DeviceGetPowerUsage);
       case fid::kPowerMgmtLimit:
@@ -663,9 +672,10 @@ void NvmlBackend::StartEvents(EventSink* sink) {
     return;
   }
   size_t registered = 0;
+  std::vector<bool> refused(gpu_state_.size(), false);
   for (uint32_t gpu = 0; gpu < gpu_state_.size(); ++gpu) {
     const nvml::Device device = gpu_state_[gpu]->device;
-    if (device == nullptr) continue;
+    if (device == nullptr || refused[gpu]) continue;
     unsigned long long supported = nvml::kEventTypeXidCriticalError;
     if (api_.DeviceGetSupportedEventTypes != nullptr &&
         api_.DeviceGetSupportedEventTypes(device, &supported) != nvml::kSuccess) {
@@ -677,6 +687,25 @@ void NvmlBackend::StartEvents(EventSink* sink) {
     }
     const nvml::Return code =
         api_.DeviceRegisterEvents(device, nvml::kEventTypeXidCriticalError, set);
+    if (code == nvml::kErrorUnknown) {
+      // The driver leaves the set undefined after an UNKNOWN (DCGM works around it the same
+      // way): a new set, and every GPU but this one registered again.
+      spdlog::error(
+          "GPU {}: cannot register for XID events: {}; registering the others again "
+          "on a new event set",
+          gpu, library_->ErrorString(code));
+      refused[gpu] = true;
+      api_.EventSetFree(set);
+      set = nullptr;
+      if (const nvml::Return again = api_.EventSetCreate(&set); again != nvml::kSuccess) {
+        spdlog::error("NVML cannot create an event set ({}): XIDs cannot be seen",
+                      library_->ErrorString(again));
+        return;
+      }
+      registered = 0;
+      gpu = static_cast<uint32_t>(-1);  // from the first GPU again (++ makes it 0)
+      continue;
+    }
     if (code != nvml::kSuccess) {
       spdlog::error("GPU {}: cannot register for XID events: {}", gpu, library_->ErrorString(code));
       continue;

@@ -19,7 +19,7 @@
 //
 // A value or field the script omits answers NOT_SUPPORTED. Built twice: as a current driver, and
 // with FAKE_NVML_OLD_DRIVER as an older one that lacks some entry points (GPM, memory info v2,
-// clocks event reasons, the unrepairable-memory flag).
+// clocks event reasons, the unrepairable-memory flag, the versioned temperature).
 //
 // Thread-safety: every entry point may be called from any thread (as NVML's may); one mutex
 // guards the script, and a hanging call waits without holding it.
@@ -49,6 +49,9 @@ struct vigil::nvml::nvmlDevice_st {
 };
 struct vigil::nvml::nvmlEventSet_st {
   std::vector<int> devices;
+  // A registration that answered UNKNOWN leaves the set undefined (the driver's quirk): it
+  // delivers nothing any more.
+  bool broken = false;
 };
 struct vigil::nvml::nvmlGpmSample_st {
   int unused;
@@ -367,6 +370,19 @@ nv::Return nvmlDeviceGetTemperature(nv::Device device, int sensor, unsigned int*
   });
 }
 
+#ifndef FAKE_NVML_OLD_DRIVER
+nv::Return nvmlDeviceGetTemperatureV(nv::Device device, nv::TemperatureV1* temperature) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    if (temperature->version != nv::kTemperatureV1Version) {
+      return nv::kErrorArgumentVersionMismatch;
+    }
+    if (temperature->sensor_type != nv::kTemperatureGpu) return nv::kErrorInvalidArgument;
+    return Value(gpu, "temperature", &temperature->temperature);
+  });
+}
+#endif
+
 nv::Return nvmlDeviceGetPowerUsage(nv::Device device, unsigned int* milliwatts) {
   return ScriptedValue(__func__, device, "power_mw", milliwatts);
 }
@@ -513,11 +529,13 @@ nv::Return nvmlDeviceGetSupportedEventTypes(nv::Device device, unsigned long lon
 }
 
 nv::Return nvmlDeviceRegisterEvents(nv::Device device, unsigned long long types, nv::EventSet set) {
-  return DeviceCall(__func__, device, [&](const json&) {
+  const nv::Return code = DeviceCall(__func__, device, [&](const json&) {
     if (types != nv::kEventTypeXidCriticalError) return nv::kErrorNotSupported;
     set->devices.push_back(device->index);
     return nv::kSuccess;
   });
+  if (code == nv::kErrorUnknown) set->broken = true;
+  return code;
 }
 
 nv::Return nvmlEventSetWait_v2(nv::EventSet set, nv::EventData* data, unsigned int timeout_ms) {
@@ -526,7 +544,7 @@ nv::Return nvmlEventSetWait_v2(nv::EventSet set, nv::EventData* data, unsigned i
     {
       std::lock_guard<std::mutex> lock(g_mutex);
       MaybeReload();
-      for (int index : set->devices) {
+      for (int index : set->broken ? std::vector<int>() : set->devices) {
         const json& gpu = Gpus()[index];
         if (!gpu.contains("xids") || g_xids_delivered[index] >= gpu["xids"].size()) continue;
         *data = {};
