@@ -8,6 +8,7 @@
 
 #include <fstream>
 
+#include "common/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -64,6 +65,11 @@ TEST(KernelLogTest, AnXidFromBeforeTheStartFailsTheFirstVerdictAndCountsOnce) {
   EXPECT_EQ(info["counters"]["kernel_log_unknown_gpu"], 1);
   EXPECT_TRUE(engine->process->WaitForStderr("none of this engine's GPUs"));
 
+  // Once the XID has settled (evaluated, its incident persisted) the engine writes it down.
+  ASSERT_TRUE(Eventually([&] {
+    auto state = ReadFile((dir.path() / "state-n1" / "kmsg.state").string());
+    return state.ok() && state->find("\"sequence\":3") != std::string::npos;
+  })) << engine->process->Stderr();
   // Restarted (kill -9) on the same log and state dir, same boot: the XID is not applied again;
   // GPU 2 is still FAIL from the persisted incident, not from a second count.
   engine->process->Signal(SIGKILL);

@@ -25,8 +25,9 @@ const std::string kFakeDir = FakeNvmlDir();
 const std::string kCurrentDriver = kFakeDir + "/current/libnvidia-ml.so.1";
 const std::string kOldDriver = kFakeDir + "/old/libnvidia-ml.so.1";
 
+// Without the host's kernel log: its XIDs (on a GPU host) would meet the fake's GPUs.
 std::vector<std::string> NvmlArgs(const std::string& library = kCurrentDriver) {
-  return {"--backend", "nvml", "--nvml-library", library};
+  return {"--backend", "nvml", "--nvml-library", library, "--kmsg", ""};
 }
 
 // The values of GPU `gpu` in one dmon tick, by field ID; *seq gets that tick's seq.

@@ -196,8 +196,10 @@ RunningEngine::~RunningEngine() { Stop(); }
 
 void RunningEngine::Stop() {
   if (engine_ == nullptr) return;
+  // The kernel log first: an XID it hands on after the last tick would never be evaluated, and
+  // one not yet settled is not written down (the next start applies it).
+  if (kernel_log_ != nullptr) kernel_log_->Stop();
   loop_->Stop();
-  if (kernel_log_ != nullptr) kernel_log_->Stop();  // it delivers to the engine
   server_->Shutdown(absl::Seconds(2));
   server_.reset();
   kernel_log_.reset();

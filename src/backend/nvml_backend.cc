@@ -484,6 +484,12 @@ class NvmlBackend::Reader {
                                         .sensor_type = nvml::kTemperatureGpu,
                                         .temperature = 0};
         const nvml::Return code = api_.DeviceGetTemperatureV(state_.device, &temperature);
+        if ((code == nvml::kErrorNotSupported || code == nvml::kErrorArgumentVersionMismatch) &&
+            api_.DeviceGetTemperature != nullptr) {
+          // A driver with the symbol but another struct version, or not for this GPU.
+          return Plausible(field, Call<unsigned int>(field, api_.DeviceGetTemperature, as_int,
+                                                     nvml::kTemperatureGpu));
+        }
         return Plausible(field, Result(field, code, FieldValue::Int(temperature.temperature)));
       }
       case fid::kPowerUsage:

@@ -318,18 +318,23 @@ void Engine::OnXid(const XidEvent& event) {
   const bool from_log = event.source == XidSource::kKernelLog;
   if (!event.injected) {
     absl::MutexLock lock(&xid_mutex_);
-    auto [seen, first] =
-        seen_xids_.try_emplace({event.gpu, event.xid}, SeenXid{event.time, event.source});
-    if (!first && seen->second.source != event.source &&
-        absl::AbsDuration(event.time - seen->second.time) <= kXidMergeWindow) {
-      // The other source's report of an XID already counted.
-      stats_.xid_duplicates.fetch_add(1, std::memory_order_relaxed);
-      spdlog::debug("GPU {}: XID {} also reported by {}; counted once", event.gpu, event.xid,
-                    from_log ? "the kernel log" : "NVML's events");
-      seen_xids_.erase(seen);  // merged: the next report, from either source, is a new XID
-      return;
+    std::deque<SeenXid>& unmatched = unmatched_xids_[{event.gpu, event.xid}];
+    while (!unmatched.empty() && event.time - unmatched.front().time > kXidMergeWindow) {
+      unmatched.pop_front();
     }
-    seen->second = SeenXid{event.time, event.source};
+    for (auto it = unmatched.begin(); it != unmatched.end(); ++it) {
+      if (it->source != event.source &&
+          absl::AbsDuration(event.time - it->time) <= kXidMergeWindow) {
+        // The other source's report of an XID already counted.
+        unmatched.erase(it);
+        stats_.xid_duplicates.fetch_add(1, std::memory_order_relaxed);
+        spdlog::debug("GPU {}: XID {} also reported by {}; counted once", event.gpu, event.xid,
+                      from_log ? "the kernel log" : "NVML's events");
+        return;
+      }
+    }
+    unmatched.push_back({event.time, event.source});
+    if (unmatched.size() > 256) unmatched.pop_front();  // a storm from one source
   }
   ApplyXid(event.gpu, event.xid, event.time, event.injected,
            {.message = fmt::format("GPU {} ({}): XID {}{}{}", event.gpu, gpus()[event.gpu].uuid,

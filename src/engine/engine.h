@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -228,13 +229,15 @@ class Engine : public EventSink, private ScenarioTarget {
 
   absl::Mutex xid_mutex_ ABSL_ACQUIRED_BEFORE(latest_mutex_);
   std::vector<FieldValue> last_xid_ ABSL_GUARDED_BY(xid_mutex_);  // per GPU, for field 230
-  // The last real XID of each (GPU, code) and where it was seen: the same XID from the other
-  // source within kXidMergeWindow is the same XID.
+  // Real XIDs of each (GPU, code) that no report of the other source has matched yet, oldest
+  // first, within kXidMergeWindow: a report from the other source matches the oldest (a burst
+  // seen by both sources counts once per XID, not once per report).
   struct SeenXid {
     absl::Time time;
     XidSource source;
   };
-  std::map<std::pair<uint32_t, uint32_t>, SeenXid> seen_xids_ ABSL_GUARDED_BY(xid_mutex_);
+  std::map<std::pair<uint32_t, uint32_t>, std::deque<SeenXid>> unmatched_xids_
+      ABSL_GUARDED_BY(xid_mutex_);
 
   InjectionTable injections_;
   EventLog events_;

@@ -179,6 +179,19 @@ TEST_F(EngineTest, AnXidFromBothSourcesIsCountedOnce) {
   sim_->RaiseXid(1, 48, clock_.Now());
   EXPECT_EQ(engine_->stats().xid_events.load(), 6u);
   EXPECT_EQ(engine_->stats().xid_duplicates.load(), 2u);
+
+  // A burst seen by both: NVML reports two XID 13s, then the log reports the same two.
+  clock_.Advance(absl::Minutes(5));
+  sim_->RaiseXid(0, 13, clock_.Now());
+  sim_->RaiseXid(0, 13, clock_.Now() + absl::Milliseconds(1));
+  for (int i = 0; i < 2; ++i) {
+    engine_->OnXid({.gpu = 0,
+                    .xid = 13,
+                    .time = clock_.Now() + absl::Milliseconds(2 + i),
+                    .source = XidSource::kKernelLog});
+  }
+  EXPECT_EQ(engine_->stats().xid_events.load(), 8u) << "two XIDs, not three";
+  EXPECT_EQ(engine_->stats().xid_duplicates.load(), 4u);
   const std::vector<EventPtr> recent = engine_->RecentEvents(100);
   bool said_kernel_log = false;
   for (const EventPtr& event : recent) {

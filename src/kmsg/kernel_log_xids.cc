@@ -26,8 +26,10 @@ KernelLogXids::KernelLogXids(KernelLogXidsOptions options, const std::vector<Gpu
   for (const GpuIdentity& gpu : gpus) {
     if (auto bus = NormalizeBusId(gpu.pci_bus_id); bus.has_value()) gpu_by_bus_[*bus] = gpu.index;
   }
-  reader_ = std::make_unique<Reader>(ReaderOptions{.path = options_.path, .clock = options_.clock},
-                                     [this](const Record& record) { OnRecord(record); });
+  reader_ = std::make_unique<Reader>(
+      ReaderOptions{
+          .path = options_.path, .on_idle = [this] { SaveSettled(); }, .clock = options_.clock},
+      [this](const Record& record) { OnRecord(record); });
   if (options_.state_path.empty()) return;
   // What an earlier run in this boot applied.
   auto saved = options_.env->ReadFile(options_.state_path);
@@ -47,9 +49,12 @@ KernelLogXids::KernelLogXids(KernelLogXidsOptions options, const std::vector<Gpu
         options_.state_path);
     return;
   }
-  if (state["boot_id"].get<std::string>() == options_.boot_id) {
-    applied_ = state["sequence"].get<uint64_t>();
-  }  // else a reboot: the log starts afresh, and so does what was applied
+  // Another boot's, or another log's (a replayed file has sequences of its own): start afresh.
+  if (state["boot_id"].get<std::string>() == options_.boot_id &&
+      state.value("path", "") == options_.path) {
+    applied_before_ = state["sequence"].get<uint64_t>();
+    saved_ = applied_before_;
+  }
 }
 
 KernelLogXids::~KernelLogXids() { Stop(); }
@@ -68,13 +73,26 @@ void KernelLogXids::CatchUp() {
 
 void KernelLogXids::Start() { reader_->Start(); }
 
-void KernelLogXids::Stop() { reader_->Stop(); }
+void KernelLogXids::Stop() {
+  reader_->Stop();
+  SaveSettled();  // the reader's thread has ended: this thread owns the state now
+}
 
-void KernelLogXids::SaveApplied(uint64_t sequence) {
-  applied_ = sequence;
+void KernelLogXids::SaveSettled() {
+  const absl::Time settled = options_.clock->Now() - kSettle;
+  std::optional<uint64_t> sequence;
+  while (!unsettled_.empty() && unsettled_.front().second <= settled) {
+    sequence = unsettled_.front().first;
+    unsettled_.pop_front();
+  }
+  if (!sequence.has_value() || sequence == saved_) return;
+  saved_ = sequence;
   if (options_.state_path.empty()) return;
   const std::string state =
-      nlohmann::json{{"boot_id", options_.boot_id}, {"sequence", sequence}}.dump() + "\n";
+      nlohmann::json{
+          {"boot_id", options_.boot_id}, {"path", options_.path}, {"sequence", *sequence}}
+          .dump() +
+      "\n";
   if (absl::Status saved = WriteFileAtomically(options_.env, options_.state_path, state);
       !saved.ok()) {
     if (stats_.state_failures++ == 0) {
@@ -104,6 +122,18 @@ void KernelLogXids::OnRecord(const Record& record) {
   }
   const DriverXid& xid = std::get<DriverXid>(line);
   auto gpu = gpu_by_bus_.find(xid.bus_id);
+  if (applied_before_.has_value() && record.sequence <= *applied_before_) {
+    if (gpu != gpu_by_bus_.end()) ++stats_.already_applied;
+    return;  // seen by an earlier run (and, for a bus of no GPU, logged and counted by it)
+  }
+  if (xid.code == 79) {
+    // The Xid 79 line and "GPU has fallen off the bus." are one event, printed together.
+    auto last = last_79_us_.find(xid.bus_id);
+    const bool same =
+        last != last_79_us_.end() && std::abs(record.monotonic_us - last->second) <= 10'000'000;
+    last_79_us_[xid.bus_id] = record.monotonic_us;
+    if (same) return;
+  }
   if (gpu == gpu_by_bus_.end()) {
     ++stats_.unknown_bus;
     if (unknown_logged_.insert(xid.bus_id).second) {
@@ -114,15 +144,15 @@ void KernelLogXids::OnRecord(const Record& record) {
     }
     return;
   }
-  if (record.sequence <= applied_ && applied_ > 0) {
-    ++stats_.already_applied;
-    return;
+  // The time of an XID from before the start: its timestamp, on the kernel log's clock
+  // (CLOCK_MONOTONIC since boot). One followed live: now — that clock drifts from the wall clock
+  // by more than the engine's merge window over days of uptime.
+  absl::Duration ago = absl::ZeroDuration();
+  if (catching_up_) {
+    const absl::Duration now_monotonic =
+        options_.monotonic_now ? options_.monotonic_now() : MonotonicNow();
+    ago = std::max(absl::ZeroDuration(), now_monotonic - absl::Microseconds(record.monotonic_us));
   }
-  // The record's time: the kernel log's clock is CLOCK_MONOTONIC since boot.
-  const absl::Duration now_monotonic =
-      options_.monotonic_now ? options_.monotonic_now() : MonotonicNow();
-  const absl::Duration ago =
-      std::max(absl::ZeroDuration(), now_monotonic - absl::Microseconds(record.monotonic_us));
   std::string detail = xid.text.substr(0, 300);
   if (xid.pid.has_value()) detail += fmt::format(" (pid {} {})", *xid.pid, xid.process);
   sink_->OnXid(XidEvent{.gpu = gpu->second,
@@ -132,7 +162,7 @@ void KernelLogXids::OnRecord(const Record& record) {
                         .detail = detail});
   ++stats_.xids;
   if (catching_up_) ++stats_.replayed;
-  SaveApplied(record.sequence);
+  unsettled_.emplace_back(record.sequence, options_.clock->Now());
 }
 
 }  // namespace vigil::kmsg

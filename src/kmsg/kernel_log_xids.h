@@ -7,16 +7,23 @@
 //
 // At start, CatchUp() reads what the log already holds — the ring buffer since boot — on the
 // caller's thread, so XIDs logged before the engine (re)started are judged by its first
-// evaluation. What was applied is remembered in `state_path` (the boot id and the sequence
-// number of the last record applied, written atomically after each XID): a restart in the same
-// boot applies only later records, a new boot starts afresh.
+// evaluation. What was applied is remembered in `state_path` (the boot id, the log's path and
+// the sequence number of the last XID applied, written atomically): a restart in the same boot
+// applies only later records; a new boot, or another log, starts afresh. An XID is written down
+// as applied only once it has settled (kSettle: the engine has evaluated it at a tick and
+// persisted its incident), so a crash just after an XID applies it again on the restart rather
+// than losing it. The driver prints XID 79 twice (the Xid line and "GPU has fallen off the
+// bus."): one XID. Records followed live are timed by their arrival (the kernel log's clock
+// drifts from the wall clock over days); those from before the start by their timestamp.
 // Threads: the Reader's (`vigil-kmsg`) after Start(); CatchUp() on the caller's thread before it.
 // stats() from any thread.
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -38,6 +45,9 @@ struct KernelLogXidsStats {
   std::atomic<uint64_t> not_kernel{0};       // driver-looking lines written by a process
   std::atomic<uint64_t> state_failures{0};   // the applied sequence could not be saved
 };
+
+// How long after an XID was handed to the engine it counts as applied for good.
+inline constexpr absl::Duration kSettle = absl::Seconds(5);
 
 struct KernelLogXidsOptions {
   std::string path;        // the kernel log (/dev/kmsg, a file or a FIFO)
@@ -61,23 +71,29 @@ class KernelLogXids {
   void CatchUp();
   // Follows the log from there on its own thread.
   void Start();
+  // Ends following; writes down the XIDs that have settled. Idempotent.
   void Stop();
   const KernelLogXidsStats& stats() const { return stats_; }
   const ReaderStats& reader_stats() const { return reader_->stats(); }
 
  private:
   void OnRecord(const Record& record);
-  void SaveApplied(uint64_t sequence);
+  // Writes down the last XID that has settled, if it moved.
+  void SaveSettled();
 
   const KernelLogXidsOptions options_;
   EventSink* const sink_;
   std::map<std::string, uint32_t> gpu_by_bus_;  // "00000000:3B:00.0" -> index
   KernelLogXidsStats stats_;
   std::unique_ptr<Reader> reader_;
-  // Reader thread (or CatchUp's caller before Start): replay state and what was logged once.
-  uint64_t applied_ = 0;  // records up to this sequence were applied by an earlier run
+  // Reader thread (or CatchUp's caller before Start, or Stop's after the thread ended): replay
+  // state and what was logged once.
+  std::optional<uint64_t> applied_before_;  // XIDs up to this sequence: applied by an earlier run
+  std::optional<uint64_t> saved_;           // the sequence last written down
+  std::deque<std::pair<uint64_t, absl::Time>> unsettled_;  // applied XIDs: sequence, when
   bool catching_up_ = false;
   std::set<std::string> unknown_logged_;
+  std::map<std::string, int64_t> last_79_us_;  // bus id -> kernel time of its last XID 79
 };
 
 }  // namespace vigil::kmsg

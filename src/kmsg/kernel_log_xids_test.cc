@@ -5,6 +5,7 @@
 // are followed after Start().
 #include "kmsg/kernel_log_xids.h"
 
+#include <filesystem>
 #include <fstream>
 
 #include "gmock/gmock.h"
@@ -86,6 +87,10 @@ TEST_F(KernelLogXidsTest, XidsFromBeforeTheStartAreAppliedOnceToTheirGpu) {
   EXPECT_EQ(source->stats().unknown_bus, 1u);
   EXPECT_EQ(source->stats().sxids, 1u) << "the Severity line is the same SXid";
 
+  // Once the XID has settled (the engine evaluated and persisted it), it is written down.
+  clock_.Advance(kSettle);
+  source->Stop();
+
   // Restarted in the same boot: nothing is applied twice.
   RecordingSink again;
   auto restarted = Source("boot-1", &again);
@@ -114,6 +119,8 @@ TEST_F(KernelLogXidsTest, NewLinesAreFollowedAfterTheStart) {
   EXPECT_EQ(event.xid, 48u);
   EXPECT_THAT(event.detail, ::testing::HasSubstr("(pid 77 python3)"));
   EXPECT_EQ(source->stats().replayed, 1u) << "only the first was from before the start";
+  EXPECT_EQ(event.time, clock_.Now()) << "followed live: timed by its arrival";
+  clock_.Advance(kSettle);
   source->Stop();
   // What was followed is remembered too.
   RecordingSink again;
@@ -121,6 +128,53 @@ TEST_F(KernelLogXidsTest, NewLinesAreFollowedAfterTheStart) {
   restarted->CatchUp();
   EXPECT_TRUE(again.events().empty());
   EXPECT_EQ(restarted->stats().already_applied, 2u);
+}
+
+// A crash right after an XID (before it settled: its incident may not be on disk yet) applies
+// it again at the restart rather than losing it.
+TEST_F(KernelLogXidsTest, AnXidThatHadNotSettledIsAppliedAgainAfterACrash) {
+  RecordingSink sink;
+  auto source = Source("boot-1", &sink);
+  source->CatchUp();
+  source->Stop();  // as at a crash: no time has passed
+  RecordingSink again;
+  auto restarted = Source("boot-1", &again);
+  restarted->CatchUp();
+  EXPECT_EQ(again.events().size(), 1u);
+}
+
+// The driver prints "GPU has fallen off the bus." beside the Xid 79 line
+// (akash-network/support#209): one XID 79; the message alone (R570, the probe routine) is one too.
+TEST_F(KernelLogXidsTest, TheTwoLinesOfAnXid79AreOneXid) {
+  std::ofstream(log_) << "4,1,5000000,c;NVRM: Xid (PCI:0000:2a:00): 79, pid='<unknown>', "
+                         "name=<unknown>, GPU has fallen off the bus.\n"
+                         "3,2,5000010,-;NVRM: GPU 0000:2a:00.0: GPU has fallen off the bus.\n"
+                         "3,3,9000000,-;NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.\n";
+  RecordingSink sink;
+  auto source = Source("boot-1", &sink);
+  source->CatchUp();
+  const std::vector<XidEvent> events = sink.events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].gpu, 1u);
+  EXPECT_EQ(events[1].gpu, 0u);
+  EXPECT_EQ(events[1].xid, 79u);
+}
+
+// The state belongs to one log: a saved log replayed later (its own sequence numbers) is read
+// afresh, not skipped because /dev/kmsg's sequences went further.
+TEST_F(KernelLogXidsTest, AnotherLogStartsAfresh) {
+  RecordingSink sink;
+  auto source = Source("boot-1", &sink);
+  source->CatchUp();
+  clock_.Advance(kSettle);
+  source->Stop();
+  const std::string other = (dir_.path() / "other").string();
+  std::filesystem::copy_file(log_, other);
+  log_ = other;
+  RecordingSink again;
+  auto replay = Source("boot-1", &again);
+  replay->CatchUp();
+  EXPECT_EQ(again.events().size(), 1u);
 }
 
 TEST_F(KernelLogXidsTest, AnUnreadableStateFileMeansApplyingAgainNotFailing) {

@@ -73,8 +73,11 @@ bool Reader::WaitReadable(absl::Duration timeout) {
   const int ms = timeout == absl::InfiniteDuration()
                      ? -1
                      : static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout)));
-  const int ready = poll(fds, 2, ms);
-  if (ready < 0 && errno != EINTR) return !stopping();
+  if (poll(fds, 2, ms) < 0 && errno != EINTR) {
+    // Not expected (the fds are ours); do not spin on it.
+    pollfd wake = {.fd = wake_[0], .events = POLLIN, .revents = 0};
+    poll(&wake, 1, static_cast<int>(absl::ToInt64Milliseconds(options_.follow_interval)));
+  }
   return !stopping();
 }
 
@@ -155,25 +158,36 @@ Reader::FollowEnd Reader::Follow(bool until_caught_up) {
       continue;
     }
     if (got < 0 && errno == EAGAIN) {
-      splitter.Finish();  // nothing more for now: the record read last is whole
+      splitter.Pause();  // nothing more for now: the record read last is whole
       if (until_caught_up) return FollowEnd::kCaughtUp;
-      if (!WaitReadable(device_ || fifo_ ? absl::InfiniteDuration() : options_.follow_interval)) {
-        break;
-      }
+      const absl::Duration wait = !(device_ || fifo_)           ? options_.follow_interval
+                                  : options_.on_idle != nullptr ? options_.idle_interval
+                                                                : absl::InfiniteDuration();
+      if (!WaitReadable(wait)) break;
+      if (options_.on_idle != nullptr) options_.on_idle();
       continue;
     }
     if (got == 0) {
-      splitter.Finish();
+      splitter.Pause();
       if (device_) return FollowEnd::kBackOff;
       struct stat now {};
       if (stat(options_.path.c_str(), &now) == 0 && now.st_ino != inode_) {
+        splitter.Finish();
         return FollowEnd::kReopenNow;  // replaced
+      }
+      if (struct stat open_file{}; fstat(fd_, &open_file) == 0 && S_ISREG(open_file.st_mode) &&
+                                   open_file.st_size < lseek(fd_, 0, SEEK_CUR)) {
+        // Truncated in place (`: > log`, logrotate's copytruncate): read it again from its start.
+        lseek(fd_, 0, SEEK_SET);
+        splitter.Finish();
+        continue;
       }
       if (fifo_) return FollowEnd::kBackOff;  // opened read-only after all; its writer left
       if (until_caught_up) return FollowEnd::kCaughtUp;
       // A regular file at its end: look again later, as `tail -f`.
       pollfd wake = {.fd = wake_[0], .events = POLLIN, .revents = 0};
       poll(&wake, 1, static_cast<int>(absl::ToInt64Milliseconds(options_.follow_interval)));
+      if (options_.on_idle != nullptr) options_.on_idle();
       continue;
     }
     spdlog::warn("kmsg: reading {} failed: {}; reopening", options_.path, std::strerror(errno));

@@ -43,6 +43,10 @@ struct ReaderOptions {
   std::string path;  // "/dev/kmsg", or a file or FIFO in its format
   // How often a regular file at its end is looked at again (it has no way to wake a reader).
   absl::Duration follow_interval = absl::Milliseconds(100);
+  // Called on the reader's thread when it has waited `idle_interval` without a record (for work
+  // that must happen while the log is quiet). May be null.
+  std::function<void()> on_idle;
+  absl::Duration idle_interval = absl::Seconds(1);
   // Reopening after the log ended or failed: 1 s doubling to 30 s.
   absl::Duration reopen_initial = absl::Seconds(1);
   absl::Duration reopen_max = absl::Seconds(30);

@@ -141,6 +141,8 @@ void Splitter::Feed(std::string_view data) {
   }
 }
 
+void Splitter::Pause() { Flush(); }
+
 void Splitter::Finish() {
   if (!partial_.empty()) Feed("\n");
   Flush();

@@ -44,16 +44,19 @@ std::string Unescape(std::string_view text);
 
 // Cuts a stream of records (a saved log, read in pieces of any size) into whole records: a
 // record ends where the next line does not start with a space. Feed() calls `on_record` with
-// each record that is complete; Finish() with the one still open (the stream ended, or paused:
-// a live log is followed, and the kernel writes a record's dictionary lines with it, so a pause
-// ends a record; Finish() may be called any number of times). Lines longer than `max_record` are
-// cut there (a corrupt log must not grow memory without bound).
+// each record that is complete. Pause() says the stream has nothing more for now: the record
+// whose lines are all in is handed on (the kernel writes a record's dictionary lines with it),
+// while a line still without its newline waits for the rest (a writer may split a line across
+// writes). Finish() says the stream ended: everything left is handed on. Both may be called any
+// number of times. Lines longer than `max_record` are cut there (a corrupt log must not grow
+// memory without bound).
 class Splitter {
  public:
   using OnRecord = std::function<void(std::string_view record)>;
   explicit Splitter(OnRecord on_record, size_t max_record = 64 * 1024)
       : on_record_(std::move(on_record)), max_record_(max_record) {}
   void Feed(std::string_view data);
+  void Pause();
   void Finish();
 
  private:

@@ -89,10 +89,20 @@ TEST(KmsgRecordTest, APauseEndsARecordAndOverlongLinesAreCut) {
   Splitter splitter([&](std::string_view record) { records.emplace_back(record); }, 32);
   splitter.Feed("6,1,100,-;a live log\n");
   EXPECT_TRUE(records.empty()) << "a dictionary line may still follow";
-  splitter.Finish();  // the reader found nothing more to read for now
+  splitter.Pause();  // the reader found nothing more to read for now
   ASSERT_EQ(records.size(), 1u);
-  splitter.Finish();
+  splitter.Pause();
   EXPECT_EQ(records.size(), 1u) << "idempotent";
+  // A line split across writes waits for its end through a pause.
+  std::vector<std::string> whole;
+  Splitter patient([&](std::string_view record) { whole.emplace_back(record); });
+  patient.Feed("4,9,1,c;NVRM: Xid (PCI:0000:3b:00): 7");
+  patient.Pause();
+  EXPECT_TRUE(whole.empty()) << "not XID 7";
+  patient.Feed("9, GPU has fallen off the bus.\n");
+  patient.Pause();
+  EXPECT_THAT(whole,
+              ElementsAre("4,9,1,c;NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."));
   splitter.Feed("6,2,100,-;" + std::string(1000, 'x') + "\n6,3,1,-;next\n");
   splitter.Finish();
   ASSERT_EQ(records.size(), 3u);
