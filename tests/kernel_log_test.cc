@@ -2,13 +2,15 @@
 // (a file in /dev/kmsg's format) that already holds an XID 79 for GPU 2 reports GPU 2 FAIL in
 // its first verdict; restarted on the same log and state dir in the same boot it does not count
 // that XID again; a line appended later is followed; a line for a bus id of no GPU changes no
-// GPU. The boot id comes from $VIGIL_BOOT_ID_FILE.
+// GPU; an NVSwitch SXid reaches the event stream and the exporter. The boot id comes from
+// $VIGIL_BOOT_ID_FILE.
 #include <signal.h>
 #include <stdlib.h>
 
 #include <fstream>
 
 #include "common/files.h"
+#include "daemon.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -93,6 +95,43 @@ TEST(KernelLogTest, AnXidFromBeforeTheStartFailsTheFirstVerdictAndCountsOnce) {
   }));
   info = VigilJson({"info", "--json", "--engine", engine->unix_address});
   EXPECT_EQ(info["counters"]["xid_events"], 1);
+
+  // An NVSwitch error (and its Severity line, the same error) reaches the event stream.
+  std::ofstream(log, std::ios::app)
+      << "3,6,9500000,-;nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM "
+         "Fault Up\n"
+         "3,7,9500100,-;nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Severity 1 Engine "
+         "instance 48 Sub-engine instance 00\n";
+  Json sxid;
+  EXPECT_TRUE(Eventually([&] {
+    for (const Json& event : JsonLines(
+             Vigil({"events", "--json", "--no-follow", "--engine", engine->unix_address}).out)) {
+      if (event["kind"] == "SXID") sxid = event;
+    }
+    return !sxid.is_null();
+  }));
+  EXPECT_EQ(sxid["sxid"]["code"], 20034);
+  EXPECT_EQ(sxid["sxid"]["nvswitch"], 1);
+  EXPECT_EQ(sxid["sxid"]["pci_bus_id"], "00000000:06:00.0");
+  EXPECT_TRUE(sxid["sxid"]["fatal"].get<bool>());
+  EXPECT_EQ(sxid["sxid"]["link"], 48);
+  EXPECT_EQ(sxid["gpu"], -1);
+  int sxids = 0;
+  for (const Json& event : JsonLines(
+           Vigil({"events", "--json", "--no-follow", "--engine", engine->unix_address}).out)) {
+    sxids += event["kind"] == "SXID";
+  }
+  EXPECT_EQ(sxids, 1) << "the Severity line is the same error";
+  // And the exporter counts it.
+  HttpDaemon exporter("exporter", dir.path(), engine->unix_address, {"--node-name", "n1"});
+  ASSERT_GT(exporter.port(), 0) << exporter.process().Stderr();
+  EXPECT_THAT(exporter.GetUntil("/metrics",
+                                [](const std::string& body) {
+                                  return body.find("vigil_nvswitch_sxid_events_total{") !=
+                                         std::string::npos;
+                                }),
+              ::testing::HasSubstr("vigil_nvswitch_sxid_events_total{nvswitch=\"1\",pci_bus_id="
+                                   "\"00000000:06:00.0\",sxid=\"20034\",severity=\"fatal\"} 1\n"));
   unsetenv("VIGIL_BOOT_ID_FILE");
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,12 +47,25 @@ struct XidEvent {
   std::string detail;  // the driver's words, when the source has them (the kernel log)
 };
 
-// Receives a backend's asynchronous events. Implementations must be thread-safe and must not
-// block: they are called on the backend's event thread.
+// An error of an NVSwitch (an SXid), from the kernel log: the switch, not a GPU.
+struct SxidEvent {
+  uint32_t nvswitch = 0;   // N of nvidia-nvswitchN
+  std::string pci_bus_id;  // the switch's, "00000000:05:00.0"
+  uint32_t sxid = 0;
+  bool fatal = false;  // as the driver words it ("Fatal" vs "Non-fatal", "Correctable")
+  std::optional<uint32_t> link;
+  std::string detail;  // the driver's words
+  absl::Time time;
+};
+
+// Receives a backend's (and the kernel log's) asynchronous events. Implementations must be
+// thread-safe and must not block: they are called on the source's thread.
 class EventSink {
  public:
   virtual ~EventSink() = default;
   virtual void OnXid(const XidEvent& event) = 0;
+  // Only the kernel log reports these; a sink that has no use for them ignores them.
+  virtual void OnSxid(const SxidEvent& event) { (void)event; }
 };
 
 class Backend {

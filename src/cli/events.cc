@@ -41,6 +41,14 @@ void PrintEvent(const EventsFlags& flags, const v1::Event& e) {
                           {"code", xid.code()},
                           {"action", xid.action()}};
     }
+    if (e.has_sxid()) {
+      const v1::SxidInfo& sxid = e.sxid();
+      json["sxid"] = {{"nvswitch", sxid.nvswitch()},
+                      {"pci_bus_id", sxid.pci_bus_id()},
+                      {"code", sxid.code()},
+                      {"fatal", sxid.fatal()},
+                      {"link", sxid.link()}};
+    }
     std::cout << json.dump() << std::endl;
     return;
   }

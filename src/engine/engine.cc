@@ -342,6 +342,16 @@ void Engine::OnXid(const XidEvent& event) {
                                    event.detail.empty() ? "" : ": " + event.detail)});
 }
 
+void Engine::OnSxid(const SxidEvent& event) {
+  stats_.sxid_events.fetch_add(1, std::memory_order_relaxed);
+  Record({.time = event.time,
+          .kind = EventKind::kSxid,
+          .sxid = event,
+          .message = fmt::format("NVSwitch {} ({}): SXid {} ({}){}{}", event.nvswitch,
+                                 event.pci_bus_id, event.sxid, event.fatal ? "fatal" : "non-fatal",
+                                 event.detail.empty() ? "" : ": ", event.detail)});
+}
+
 void Engine::ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected,
                       EngineEvent event) {
   stats_.xid_events.fetch_add(1, std::memory_order_relaxed);

@@ -99,6 +99,7 @@ struct EngineStats {
   std::atomic<uint64_t> gpu_read_timeouts{0};  // ... of which the driver did not answer in time
   std::atomic<uint64_t> xid_events{0};
   std::atomic<uint64_t> xid_duplicates{0};  // a real XID from the second source, not counted
+  std::atomic<uint64_t> sxid_events{0};
   std::atomic<uint64_t> last_tick_duration_ns{0};
 };
 
@@ -149,6 +150,8 @@ class Engine : public EventSink, private ScenarioTarget {
   // EventSink: an XID from the backend. Thread-safe; shows in field 230 from the next tick and
   // on the event stream at once.
   void OnXid(const XidEvent& event) override;
+  // An NVSwitch error: counted and recorded as an event (the nvswitch health system is to come).
+  void OnSxid(const SxidEvent& event) override;
 
   // --- Fault injection (authorisation is the caller's job: see server/authz.h) ---
   // An injected value replaces (or raises) the reading from the next tick; see injection.h.

@@ -25,6 +25,8 @@ std::string_view EventKindName(EventKind kind) {
       return "HEALTH_TRANSITION";
     case EventKind::kHealthCleared:
       return "HEALTH_CLEARED";
+    case EventKind::kSxid:
+      return "SXID";
   }
   return "UNKNOWN";
 }
@@ -32,7 +34,8 @@ std::string_view EventKindName(EventKind kind) {
 EventPtr EventLog::Record(EngineEvent event) {
   absl::MutexLock lock(&mutex_);
   event.id = next_id_++;
-  const auto level = event.kind == EventKind::kXid || event.kind == EventKind::kHealthTransition
+  const auto level = event.kind == EventKind::kXid || event.kind == EventKind::kSxid ||
+                             event.kind == EventKind::kHealthTransition
                          ? spdlog::level::warn
                          : spdlog::level::info;
   spdlog::log(level, "event {} {}: {}{}", event.id, EventKindName(event.kind), event.message,

@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "backend/backend.h"
 #include "common/fanout.h"
 #include "common/principal.h"
 #include "health/policy.h"
@@ -32,6 +33,7 @@ enum class EventKind {
   kScenarioEnded,
   kHealthTransition,
   kHealthCleared,
+  kSxid,  // an NVSwitch error (gpu -1; `sxid` says which switch)
 };
 std::string_view EventKindName(EventKind kind);
 
@@ -49,7 +51,8 @@ struct EngineEvent {
   bool injected = false;
   std::optional<InjectionRecord> injection;
   std::optional<Principal> principal;
-  std::string message;  // one line for people
+  std::optional<SxidEvent> sxid;  // kSxid
+  std::string message;            // one line for people
 };
 
 using EventPtr = std::shared_ptr<const EngineEvent>;

@@ -216,6 +216,7 @@ void Exporter::FollowEvents() {
     absl::MutexLock lock(&mutex_);
     if (e.instance_id() != instance) {
       xids_.clear();  // the backlog of the new instance is replayed
+      view_.sxid_counts.clear();
       instance = e.instance_id();
       last_id = 0;
     }
@@ -224,6 +225,11 @@ void Exporter::FollowEvents() {
     if (e.kind() == v1::Event::XID && e.gpu() >= 0) {
       xids_[static_cast<uint32_t>(e.gpu())].emplace_back(absl::FromUnixMicros(e.time_us()),
                                                          e.xid());
+    }
+    if (e.kind() == v1::Event::SXID && e.has_sxid()) {
+      ++view_.sxid_counts[{e.sxid().nvswitch(), e.sxid().pci_bus_id(), e.sxid().code(),
+                           e.sxid().fatal()}];
+      RenderLocked();
     }
   }
   absl::MutexLock lock(&mutex_);

@@ -301,6 +301,17 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
            "Failed attempts to persist health state (a full or failing disk).");
     out += fmt::format("vigil_engine_persistence_failures_total {}\n",
                        counters.persistence_failures());
+    if (!view.sxid_counts.empty()) {
+      Header(&out, "vigil_nvswitch_sxid_events_total", "counter",
+             "NVSwitch errors (SXids) the engine took from the kernel log, by switch and code.");
+      for (const auto& [key, count] : view.sxid_counts) {
+        out += fmt::format(
+            "vigil_nvswitch_sxid_events_total{{nvswitch=\"{}\",pci_bus_id=\"{}\",sxid=\"{}\","
+            "severity=\"{}\"}} {}\n",
+            key.nvswitch, EscapeLabelValue(key.pci_bus_id), key.code,
+            key.fatal ? "fatal" : "non-fatal", count);
+      }
+    }
     Header(&out, "vigil_gpu_health_status", "gauge",
            "The engine's health verdict per GPU and system: 0 pass, 10 warn, 20 fail, -1 unknown "
            "(no fresh data).");

@@ -30,6 +30,15 @@ struct ExporterView {
   // clock-events window, by name.
   std::map<uint32_t, std::map<uint32_t, uint64_t>> xid_counts;
   std::map<uint32_t, std::map<std::string, uint64_t>> clock_event_counts;
+  // NVSwitch errors the followed engine instance reported, by switch and code.
+  struct SxidKey {
+    uint32_t nvswitch;
+    std::string pci_bus_id;
+    uint32_t code;
+    bool fatal;
+    auto operator<=>(const SxidKey&) const = default;
+  };
+  std::map<SxidKey, uint64_t> sxid_counts;
   std::map<std::string, PodInfo> pods;  // by GPU UUID
   // What each XID code means under the followed engine's policy (EngineInfo.xid_policy); codes
   // it does not list are "Unknown Error". Never from a table of the exporter's own.

@@ -181,6 +181,24 @@ TEST(RenderTest, LabelValuesAreEscapedAndHostnameSpellingSwitches) {
   EXPECT_EQ(EscapeLabelValue("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
 }
 
+TEST(RenderTest, NvswitchErrorsAreCountedBySwitchAndCode) {
+  const Counters counters = Parse("DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n");
+  ExporterView view = TwoGpus();
+  std::string text = RenderMetrics(counters, view, {});
+  EXPECT_THAT(text, Not(HasSubstr("vigil_nvswitch_sxid_events_total"))) << "none seen: no series";
+  view.sxid_counts[{
+      .nvswitch = 1, .pci_bus_id = "00000000:06:00.0", .code = 20034, .fatal = true}] = 2;
+  view.sxid_counts[{.nvswitch = 3, .pci_bus_id = "00000000:08:00.0", .code = 22013}] = 1;
+  text = RenderMetrics(counters, view, {});
+  EXPECT_THAT(text, HasSubstr("# TYPE vigil_nvswitch_sxid_events_total counter\n"));
+  EXPECT_THAT(text,
+              HasSubstr("vigil_nvswitch_sxid_events_total{nvswitch=\"1\",pci_bus_id=\"00000000:"
+                        "06:00.0\",sxid=\"20034\",severity=\"fatal\"} 2\n"));
+  EXPECT_THAT(text,
+              HasSubstr("vigil_nvswitch_sxid_events_total{nvswitch=\"3\",pci_bus_id=\"00000000:"
+                        "08:00.0\",sxid=\"22013\",severity=\"non-fatal\"} 1\n"));
+}
+
 TEST(RenderTest, EngineDownMeansNoGpuSeriesAtAll) {
   const Counters counters = Parse(DefaultCountersCsv());
   ExporterView view = TwoGpus();

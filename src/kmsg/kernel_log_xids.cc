@@ -102,6 +102,17 @@ void KernelLogXids::SaveSettled() {
   }
 }
 
+absl::Time KernelLogXids::RecordTime(const Record& record) const {
+  // The time of a record from before the start: its timestamp, on the kernel log's clock
+  // (CLOCK_MONOTONIC since boot). One followed live: now — that clock drifts from the wall clock
+  // by more than the engine's merge window over days of uptime.
+  if (!catching_up_) return options_.clock->Now();
+  const absl::Duration now_monotonic =
+      options_.monotonic_now ? options_.monotonic_now() : MonotonicNow();
+  return options_.clock->Now() -
+         std::max(absl::ZeroDuration(), now_monotonic - absl::Microseconds(record.monotonic_us));
+}
+
 void KernelLogXids::OnRecord(const Record& record) {
   const DriverLine line = ParseDriverLine(record.message);
   if (std::holds_alternative<std::monostate>(line)) return;
@@ -113,11 +124,18 @@ void KernelLogXids::OnRecord(const Record& record) {
     return;
   }
   if (const auto* sxid = std::get_if<DriverSxid>(&line)) {
-    if (sxid->kind == SxidLineKind::kError) {
-      ++stats_.sxids;
-      spdlog::warn("kmsg: NVSwitch {} ({}) SXid {}: {}", sxid->nvswitch, sxid->bus_id, sxid->code,
-                   sxid->text);
-    }
+    // The Severity and Data lines that follow an SXid are the same error.
+    if (sxid->kind != SxidLineKind::kError) return;
+    if (applied_before_.has_value() && record.sequence <= *applied_before_) return;
+    ++stats_.sxids;
+    sink_->OnSxid(SxidEvent{.nvswitch = sxid->nvswitch,
+                            .pci_bus_id = sxid->bus_id,
+                            .sxid = sxid->code,
+                            .fatal = sxid->severity == SxidSeverity::kFatal,
+                            .link = sxid->link,
+                            .detail = sxid->text.substr(0, 300),
+                            .time = RecordTime(record)});
+    unsettled_.emplace_back(record.sequence, options_.clock->Now());
     return;
   }
   const DriverXid& xid = std::get<DriverXid>(line);
@@ -144,20 +162,11 @@ void KernelLogXids::OnRecord(const Record& record) {
     }
     return;
   }
-  // The time of an XID from before the start: its timestamp, on the kernel log's clock
-  // (CLOCK_MONOTONIC since boot). One followed live: now — that clock drifts from the wall clock
-  // by more than the engine's merge window over days of uptime.
-  absl::Duration ago = absl::ZeroDuration();
-  if (catching_up_) {
-    const absl::Duration now_monotonic =
-        options_.monotonic_now ? options_.monotonic_now() : MonotonicNow();
-    ago = std::max(absl::ZeroDuration(), now_monotonic - absl::Microseconds(record.monotonic_us));
-  }
   std::string detail = xid.text.substr(0, 300);
   if (xid.pid.has_value()) detail += fmt::format(" (pid {} {})", *xid.pid, xid.process);
   sink_->OnXid(XidEvent{.gpu = gpu->second,
                         .xid = xid.code,
-                        .time = options_.clock->Now() - ago,
+                        .time = RecordTime(record),
                         .source = vigil::XidSource::kKernelLog,
                         .detail = detail});
   ++stats_.xids;

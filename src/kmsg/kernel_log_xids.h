@@ -2,8 +2,8 @@
 // (facility 0: a process cannot write those), parses the driver's (driver_line.h), maps each bus
 // id to the engine's GPU and hands XIDs to the engine's EventSink as XidSource::kKernelLog. A bus
 // id that is none of the engine's GPUs is logged (once per bus id) and counted, never dropped
-// silently and never given to another GPU. SXids are parsed and counted (the nvswitch health
-// system comes later).
+// silently and never given to another GPU. SXids (the error line, not its Severity and Data
+// follow-ups) go to the sink's OnSxid.
 //
 // At start, CatchUp() reads what the log already holds — the ring buffer since boot — on the
 // caller's thread, so XIDs logged before the engine (re)started are judged by its first
@@ -78,6 +78,7 @@ class KernelLogXids {
 
  private:
   void OnRecord(const Record& record);
+  absl::Time RecordTime(const Record& record) const;
   // Writes down the last XID that has settled, if it moved.
   void SaveSettled();
 

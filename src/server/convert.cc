@@ -202,6 +202,8 @@ v1::Event::Kind ToProto(EventKind kind) {
       return v1::Event::HEALTH_TRANSITION;
     case EventKind::kHealthCleared:
       return v1::Event::HEALTH_CLEARED;
+    case EventKind::kSxid:
+      return v1::Event::SXID;
   }
   return v1::Event::KIND_UNSPECIFIED;
 }
@@ -219,6 +221,14 @@ void ToProto(const EngineEvent& event, const std::string& instance_id, v1::Event
   if (event.principal) *out->mutable_principal() = ToProto(*event.principal);
   out->set_message(event.message);
   if (event.xid_rule) ToProto(*event.xid_rule, event.xid_known, out->mutable_xid_info());
+  if (event.sxid) {
+    v1::SxidInfo* sxid = out->mutable_sxid();
+    sxid->set_nvswitch(event.sxid->nvswitch);
+    sxid->set_pci_bus_id(event.sxid->pci_bus_id);
+    sxid->set_code(event.sxid->sxid);
+    sxid->set_fatal(event.sxid->fatal);
+    sxid->set_link(event.sxid->link.has_value() ? static_cast<int32_t>(*event.sxid->link) : -1);
+  }
 }
 
 v1::XidSeverity ToProto(XidRule::Severity severity) {
