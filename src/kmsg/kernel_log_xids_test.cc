@@ -66,6 +66,17 @@ class KernelLogXidsTest : public ::testing::Test {
         kGpus, sink);
   }
 
+  // Lets what `source` applied settle, stops it, and catches up another source on the same log
+  // and state, as a restart in the same boot does: what that one applies goes to `sink`.
+  std::unique_ptr<KernelLogXids> Restarted(std::unique_ptr<KernelLogXids> source,
+                                           RecordingSink* sink) {
+    clock_.Advance(kSettle);
+    source->Stop();
+    auto restarted = Source("boot-1", sink);
+    restarted->CatchUp();
+    return restarted;
+  }
+
   vigil::testing::TempDir dir_;
   std::string log_;
   FakeClock clock_;
@@ -87,14 +98,10 @@ TEST_F(KernelLogXidsTest, XidsFromBeforeTheStartAreAppliedOnceToTheirGpu) {
   EXPECT_EQ(source->stats().unknown_bus, 1u);
   EXPECT_EQ(source->stats().sxids, 1u) << "the Severity line is the same SXid";
 
-  // Once the XID has settled (the engine evaluated and persisted it), it is written down.
-  clock_.Advance(kSettle);
-  source->Stop();
-
-  // Restarted in the same boot: nothing is applied twice.
+  // Once the XID has settled (the engine evaluated and persisted it), it is written down:
+  // restarted in the same boot, nothing is applied twice.
   RecordingSink again;
-  auto restarted = Source("boot-1", &again);
-  restarted->CatchUp();
+  auto restarted = Restarted(std::move(source), &again);
   EXPECT_TRUE(again.events().empty());
   EXPECT_EQ(restarted->stats().already_applied, 1u);
 
@@ -120,12 +127,9 @@ TEST_F(KernelLogXidsTest, NewLinesAreFollowedAfterTheStart) {
   EXPECT_THAT(event.detail, ::testing::HasSubstr("(pid 77 python3)"));
   EXPECT_EQ(source->stats().replayed, 1u) << "only the first was from before the start";
   EXPECT_EQ(event.time, clock_.Now()) << "followed live: timed by its arrival";
-  clock_.Advance(kSettle);
-  source->Stop();
   // What was followed is remembered too.
   RecordingSink again;
-  auto restarted = Source("boot-1", &again);
-  restarted->CatchUp();
+  auto restarted = Restarted(std::move(source), &again);
   EXPECT_TRUE(again.events().empty());
   EXPECT_EQ(restarted->stats().already_applied, 2u);
 }
