@@ -103,7 +103,7 @@ TEST(NvmlTest, ValuesUnitsAndUnsupportedFields) {
   EXPECT_EQ(v[204]["value"], 41);
   EXPECT_EQ(v[112]["value"], 0);
   EXPECT_EQ(v[310]["value"], 0);
-  EXPECT_EQ(v[449]["value"], 3000);                       // raw TX + RX, KiB
+  EXPECT_EQ(v[449]["value"], 0);  // NVLink MB/s: the data counters do not move
   EXPECT_DOUBLE_EQ(v[1002]["value"].get<double>(), 0.5);  // GPM percent → ratio
   EXPECT_EQ(v[1009]["value"], 100 * 1024 * 1024);         // GPM MiB/s → B/s
   EXPECT_EQ(v[1523]["value"], 0);
@@ -162,6 +162,18 @@ TEST(NvmlTest, TheDriversKnownQuirksAreHandled) {
   const std::map<int, json> ecc_on = Values(engine, 0, "310");
   EXPECT_EQ(ecc_on.at(310)["status"], "ok");
   EXPECT_EQ(Values(engine, 0, "150")[150]["value"], 40);
+  // NVLink throughput as DCGM defines it: every link's data counters (asked with scopeId
+  // UINT_MAX; the fake refuses another scope), the rate between two ticks in KiB/s / 1000.
+  // 5,000,000 KiB/s on each of TX and RX is 10,000 MB/s.
+  fake.gpu(1)["fields"]["138"] = {{"per_second", 5'000'000}};
+  fake.gpu(1)["fields"]["139"] = {{"per_second", 5'000'000}};
+  fake.Write();
+  json nvlink;
+  // (The tick that sees the script change sees the counters jump from their old values.)
+  EXPECT_TRUE(Eventually([&] {
+    nvlink = Values(engine, 1, "449")[449];
+    return nvlink["status"] == "ok" && std::abs(nvlink["value"].get<double>() - 10'000) < 100;
+  })) << nvlink.dump();
   EXPECT_EQ(Values(engine, 2, "140")[140]["value"], 48);
   EXPECT_EQ(Values(engine, 3, "140")[140]["status"], "read_error");
   EXPECT_TRUE(engine.process->WaitForStderr("ignored as implausible"));

@@ -126,6 +126,9 @@ struct FieldValue {  // nvmlFieldValue_t
   Value value;
 };
 
+// nvmlFieldValue_t.scopeId for an NVLink field: the sum over every link (nvml.h).
+inline constexpr unsigned int kScopeAllLinks = 0xFFFFFFFFu;
+
 // NVML_FI_* field IDs of nvmlDeviceGetFieldValues.
 inline constexpr unsigned int kFiEccSbeVolTotal = 3;
 inline constexpr unsigned int kFiEccDbeVolTotal = 4;
@@ -147,8 +150,10 @@ inline constexpr unsigned int kFiPerfPolicyReliability = 79;
 inline constexpr unsigned int kFiMemoryTemp = 82;
 inline constexpr unsigned int kFiTotalEnergyConsumption = 83;  // mJ
 inline constexpr unsigned int kFiPcieReplayCounter = 94;
-inline constexpr unsigned int kFiNvlinkThroughputRawTx = 140;  // KiB
-inline constexpr unsigned int kFiNvlinkThroughputRawRx = 141;  // KiB
+inline constexpr unsigned int kFiNvlinkThroughputDataTx = 138;  // KiB, payload only
+inline constexpr unsigned int kFiNvlinkThroughputDataRx = 139;  // KiB
+inline constexpr unsigned int kFiNvlinkThroughputRawTx = 140;   // KiB
+inline constexpr unsigned int kFiNvlinkThroughputRawRx = 141;   // KiB
 inline constexpr unsigned int kFiRemappedCorrectable = 142;
 inline constexpr unsigned int kFiRemappedUncorrectable = 143;
 inline constexpr unsigned int kFiRemappedPending = 144;

@@ -25,6 +25,7 @@ struct BatchedSource {
   FieldId field;
   unsigned int nvml_fields[2];
   int count;
+  unsigned int scope = 0;  // nvmlFieldValue_t.scopeId (kScopeAllLinks: every NVLink summed)
 };
 constexpr BatchedSource kBatched[] = {
     {fid::kMemoryTemp, {nvml::kFiMemoryTemp}, 1},
@@ -51,9 +52,13 @@ constexpr BatchedSource kBatched[] = {
     {fid::kNvlinkCrcDataErrors, {nvml::kFiNvlinkCrcDataErrorTotal}, 1},
     {fid::kNvlinkReplayErrors, {nvml::kFiNvlinkReplayErrorTotal}, 1},
     {fid::kNvlinkRecoveryErrors, {nvml::kFiNvlinkRecoveryErrorTotal}, 1},
+    // DCGM's definition: payload TX + RX over every link (NVML sums them for kScopeAllLinks),
+    // published as the rate between two samples in KiB/s / 1000 (DcgmCacheManager.cpp,
+    // ReadAndCacheNvLinkBandwidth).
     {fid::kNvlinkBandwidthTotal,
-     {nvml::kFiNvlinkThroughputRawTx, nvml::kFiNvlinkThroughputRawRx},
-     2},
+     {nvml::kFiNvlinkThroughputDataTx, nvml::kFiNvlinkThroughputDataRx},
+     2,
+     nvml::kScopeAllLinks},
     {fid::kGpuRecoveryAction, {nvml::kFiGpuRecoveryAction}, 1},
 };
 
@@ -195,6 +200,7 @@ class NvmlBackend::Reader {
         for (int i = 0; i < source->count; ++i) {
           nvml::FieldValue request{};
           request.field_id = source->nvml_fields[i];
+          request.scope_id = source->scope;
           state_.field_values.push_back(request);
         }
       }
@@ -302,8 +308,24 @@ class NvmlBackend::Reader {
       sum_int += type == FieldType::kDouble ? 0 : converted.as_int();
       sum_double += type == FieldType::kDouble ? converted.as_double() : 0;
     }
+    if (field == fid::kNvlinkBandwidthTotal) {
+      return NvlinkRate(sum_int, state_.field_values[first].timestamp);
+    }
     return Plausible(field, type == FieldType::kDouble ? FieldValue::Double(sum_double)
                                                        : FieldValue::Int(sum_int));
+  }
+
+  // Field 449 from the NVLink data total (KiB) at NVML's timestamp (µs): the rate since the
+  // previous sample in KiB/s / 1000, as DCGM publishes it; 0 for the first sample, as DCGM.
+  FieldValue NvlinkRate(int64_t total_kib, int64_t timestamp_us) {
+    const std::optional<std::pair<int64_t, int64_t>> previous = state_.nvlink_previous;
+    state_.nvlink_previous = std::make_pair(total_kib, timestamp_us);
+    if (!previous.has_value() || timestamp_us <= previous->second || total_kib < previous->first) {
+      return FieldValue::Int(0);  // the first sample, no time between, or the counters reset
+    }
+    const double seconds = static_cast<double>(timestamp_us - previous->second) / 1e6;
+    return FieldValue::Int(static_cast<int64_t>(
+        std::llround(static_cast<double>(total_kib - previous->first) / seconds / 1000.0)));
   }
 
   static bool IsEccCounter(FieldId field) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,7 +53,10 @@ class NvmlBackend : public Backend {
     bool gpm_have_previous = false;
     std::unique_ptr<nvml::GpmMetricsGet> gpm_request;
     std::vector<nvml::FieldValue> field_values;  // scratch for the batched query
-    absl::flat_hash_set<uint64_t> logged;        // (field << 32 | NVML error) already logged
+    // The previous NVLink data total (KiB, all links) and its NVML timestamp (µs): field 449 is
+    // the rate between two samples, as DCGM computes it.
+    std::optional<std::pair<int64_t, int64_t>> nvlink_previous;
+    absl::flat_hash_set<uint64_t> logged;  // (field << 32 | NVML error) already logged
   };
   class Reader;
 

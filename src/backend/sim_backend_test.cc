@@ -147,7 +147,10 @@ TEST(SimBackendTest, PhysicallyPlausibleOverHours) {
         EXPECT_GT(v[3].as_int(), 1000) << "SM clock under load";
       }
       ASSERT_EQ(v[6].as_int() + v[7].as_int() + v[8].as_int(), 81559);
-      for (size_t c : {5u, 9u, 10u, 11u, 12u, 13u}) {
+      // Field 449 is a rate (MB/s, as DCGM defines it), within NVLink 4's 900 GB/s.
+      EXPECT_GE(v[13].as_int(), 0);
+      EXPECT_LE(v[13].as_int(), 900'000'000'000 / 1024 / 1000);
+      for (size_t c : {5u, 9u, 10u, 11u, 12u}) {
         const int64_t value = v[c].as_int();
         auto [it, fresh] = last_counter.emplace(fields[c], value);
         ASSERT_GE(value, it->second) << "counter " << fields[c] << " went back";

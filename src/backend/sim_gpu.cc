@@ -252,7 +252,6 @@ void SimGpu::Step() {
 
   // Counters.
   energy_mj_ += power_w_ * kStepSeconds * 1000;
-  nvlink_traffic_total_ += (nvlink_rx_bps_ + nvlink_tx_bps_) * kStepSeconds / 1024;  // KiB
   // Corrected errors happen on healthy hardware too, rarely: a PCIe replay every few hours and a
   // corrected single-bit ECC error a few times a day. Neither trips DCGM's health rules.
   if (Chance(kStepSeconds / (3 * 3600))) ++pcie_replays_;
@@ -368,8 +367,9 @@ FieldValue SimGpu::Read(FieldId field) const {
       return FieldValue::Int(0);
     case fid::kCorrectableRemappedRows:
       return FieldValue::Int(correctable_remapped_rows_);
-    case fid::kNvlinkBandwidthTotal:
-      return FieldValue::Int(static_cast<int64_t>(nvlink_traffic_total_));
+    case fid::kNvlinkBandwidthTotal:  // DCGM's unit: KiB/s divided by 1000
+      return FieldValue::Int(
+          static_cast<int64_t>(std::llround((nvlink_rx_bps_ + nvlink_tx_bps_) / 1024 / 1000)));
     case fid::kVgpuLicenseStatus:  // bare metal, not a vGPU
       return FieldValue::Error(ValueStatus::kNotSupported);
     case fid::kProfGrEngineActive:

@@ -79,7 +79,6 @@ class SimGpu {
   int64_t ecc_sbe_volatile_ = 0;
   int64_t ecc_sbe_aggregate_;
   int64_t correctable_remapped_rows_;
-  double nvlink_traffic_total_ = 0;
 };
 
 }  // namespace vigil

@@ -87,7 +87,7 @@ const FieldInfo kFields[] = {
   {419, "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_TOTAL", "", kI, "", "NVLDT", "Total number of NVLink data CRC errors.", kErrors, true, false},
   {429, "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_TOTAL", "", kI, "", "NVLRP", "Total number of NVLink retries.", kErrors, true, false},
   {439, "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_TOTAL", "", kI, "", "NVLRC", "Total number of NVLink recovery errors.", kErrors, true, false},
-  {449, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL", "", kI, "", "NVLTP", "Total number of NVLink bandwidth counters for all lanes.", kFast, true, false},
+  {449, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL", "", kI, "MB/s", "NVLTP", "NVLink data throughput of all links, received and transmitted (KiB/s / 1000, as DCGM computes it from two samples).", kFast, false, false},
   {526, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "", "", kI, "", "VGPUL", "vGPU License status", kSlow, false, false},
   {1001, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", "", kD, "ratio", "GRACT", "Ratio of time the graphics engine is active.", kFast, false, false},
   {1002, "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_UTIL_RATIO", "", kD, "ratio", "SMACT", "The ratio of cycles an SM has at least 1 warp assigned.", kFast, false, false},

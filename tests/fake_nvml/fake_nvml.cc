@@ -8,7 +8,8 @@
 //              "minor": 0, "brand": 2,
 //              "values": {"temperature": 40, "power_mw": 300000, ...},   // see Value() uses
 //              "fields": {"82": 45, ...},    // nvmlDeviceGetFieldValues, by NVML field ID;
-//                                            // {"double": 48.0}: typed as a double; with
+//                                            // {"double": 48.0}: typed as a double;
+//                                            // {"per_second": R}: a counter growing at R; with
 //                                            // values.ecc_mode 0 the ECC counters answer
 //                                            // success with a value never set (the quirk)
 //              "gpm": {"2": 50.0, ...},      // GPM metrics by ID (null: NaN); none: unsupported
@@ -497,12 +498,25 @@ nv::Return nvmlDeviceGetFieldValues(nv::Device device, int count, nv::FieldValue
         value.value.ull_val = 0xdeadbeefdeadbeefull;
         continue;
       }
-      if (!gpu.contains("fields") || !gpu["fields"].contains(key)) {
+      const bool nvlink_data = value.field_id == nv::kFiNvlinkThroughputDataTx ||
+                               value.field_id == nv::kFiNvlinkThroughputDataRx;
+      if (!gpu.contains("fields") || !gpu["fields"].contains(key) ||
+          (nvlink_data && value.scope_id != nv::kScopeAllLinks)) {
+        // The fake's NVLink data counters are the totals over all links: asked for one link
+        // (scopeId 0 is link 0 only), they are not what the script holds.
         value.nvml_return = nv::kErrorNotSupported;
         continue;
       }
       value.nvml_return = nv::kSuccess;
       const json& scripted = gpu["fields"][key];
+      if (scripted.is_object() && scripted.contains("per_second")) {
+        // A counter growing at that rate (KiB/s for the NVLink data counters), on the clock
+        // that stamps the answer.
+        value.value_type = nv::kValueTypeUnsignedLongLong;
+        value.value.ull_val = static_cast<unsigned long long>(
+            scripted["per_second"].get<double>() * static_cast<double>(value.timestamp) / 1e6);
+        continue;
+      }
       if (scripted.is_object() && scripted.contains("double")) {
         // Typed as a double where an integer is expected (some drivers, some fields).
         value.value_type = nv::kValueTypeDouble;
