@@ -83,6 +83,7 @@ int RunEvents(const EventsFlags& flags) {
   auto stream = (*client)->WatchEvents(request);
   int64_t printed = 0;
   bool disconnected = false;
+  ReplayedEvents replayed;  // a reconnect to the same engine replays what was printed
   while (flags.count == 0 || printed < flags.count) {
     auto event = stream->Next();
     if (event.kind == EventSubscription::Event::kRejected) return Fail("events", event.error);
@@ -95,6 +96,7 @@ int RunEvents(const EventsFlags& flags) {
       continue;
     }
     const v1::Event& e = *event.message;
+    if (!replayed.See(e).fresh) continue;
     if (disconnected || event.new_instance) {
       std::cerr << "vigil events: connected to engine instance " << e.instance_id()
                 << (event.new_instance ? " (the engine restarted)" : "") << std::endl;

@@ -39,6 +39,29 @@ TEST(AddressTest, RejectsWithTheAcceptedForms) {
   }
 }
 
+TEST(ReplayedEventsTest, AReconnectsBacklogIsNotNewButARestartedEnginesIs) {
+  auto event = [](const std::string& instance, uint64_t id) {
+    v1::Event e;
+    e.set_instance_id(instance);
+    e.set_id(id);
+    return e;
+  };
+  ReplayedEvents replayed;
+  const ReplayedEvents::Seen first = replayed.See(event("a", 1));
+  EXPECT_TRUE(first.fresh);
+  EXPECT_TRUE(first.new_instance);
+  EXPECT_TRUE(replayed.See(event("a", 2)).fresh);
+  // Reconnected to the same instance: its backlog again, then a new event.
+  EXPECT_FALSE(replayed.See(event("a", 1)).fresh);
+  EXPECT_FALSE(replayed.See(event("a", 2)).fresh);
+  EXPECT_FALSE(replayed.See(event("a", 2)).new_instance);
+  EXPECT_TRUE(replayed.See(event("a", 3)).fresh);
+  // The engine restarted: its ids start again, all of them new.
+  const ReplayedEvents::Seen restarted = replayed.See(event("b", 1));
+  EXPECT_TRUE(restarted.fresh);
+  EXPECT_TRUE(restarted.new_instance);
+}
+
 TEST(BackoffTest, GrowsToTheCapWithJitterAndResets) {
   Backoff backoff({}, 1);
   absl::Duration previous;

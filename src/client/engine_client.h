@@ -39,6 +39,33 @@ using TickSubscription = Subscription<v1::TickUpdate>;
 using EventSubscription = Subscription<v1::Event>;
 using HealthSubscription = Subscription<v1::HealthUpdate>;
 
+// An event stream reopened after a disconnect gets the `recent` backlog again: the events of
+// the same engine instance a reader has already seen. Tells them apart from new ones by id (ids
+// increase per instance), and says when the instance changed (a restarted engine's backlog is
+// all new). Not thread-safe: one per reader of a stream.
+class ReplayedEvents {
+ public:
+  struct Seen {
+    bool fresh = false;         // not seen before: act on it
+    bool new_instance = false;  // the first event of another engine instance
+  };
+  Seen See(const v1::Event& event) {
+    Seen seen;
+    if (event.instance_id() != instance_) {
+      instance_ = event.instance_id();
+      last_id_ = 0;
+      seen.new_instance = true;
+    }
+    seen.fresh = event.id() > last_id_;
+    if (seen.fresh) last_id_ = event.id();
+    return seen;
+  }
+
+ private:
+  std::string instance_;
+  uint64_t last_id_ = 0;
+};
+
 class EngineClient {
  public:
   // Validates the address; does not connect yet (gRPC connects on the first call).

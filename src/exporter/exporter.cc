@@ -206,22 +206,19 @@ void Exporter::FollowEvents() {
     if (stopping_) return;
     events_ = subscription.get();
   }
-  std::string instance;
-  uint64_t last_id = 0;  // of this instance: a reconnect replays what was already counted
+  ReplayedEvents replayed;  // a reconnect replays what was already counted
   while (true) {
     const EventSubscription::Event event = subscription->Next();
     if (event.kind == EventSubscription::Event::kCancelled) break;
     if (event.kind != EventSubscription::Event::kMessage) continue;  // reconnects by itself
     const v1::Event& e = *event.message;
     absl::MutexLock lock(&mutex_);
-    if (e.instance_id() != instance) {
+    const ReplayedEvents::Seen seen = replayed.See(e);
+    if (seen.new_instance) {
       xids_.clear();  // the backlog of the new instance is replayed
       view_.sxid_counts.clear();
-      instance = e.instance_id();
-      last_id = 0;
     }
-    if (e.id() <= last_id) continue;
-    last_id = e.id();
+    if (!seen.fresh) continue;
     if (e.kind() == v1::Event::XID && e.gpu() >= 0) {
       xids_[static_cast<uint32_t>(e.gpu())].emplace_back(absl::FromUnixMicros(e.time_us()),
                                                          e.xid());
