@@ -160,11 +160,18 @@ Reader::FollowEnd Reader::Follow(bool until_caught_up) {
     if (got < 0 && errno == EAGAIN) {
       splitter.Pause();  // nothing more for now: the record read last is whole
       if (until_caught_up) return FollowEnd::kCaughtUp;
-      const absl::Duration wait = !(device_ || fifo_)           ? options_.follow_interval
-                                  : options_.on_idle != nullptr ? options_.idle_interval
-                                                                : absl::InfiniteDuration();
+      // A FIFO is looked at every idle interval too: one replaced under us (a new mkfifo for
+      // the next replay) would never read as ended, since we hold it open for writing.
+      const absl::Duration wait = !(device_ || fifo_)                    ? options_.follow_interval
+                                  : fifo_ || options_.on_idle != nullptr ? options_.idle_interval
+                                                                         : absl::InfiniteDuration();
       if (!WaitReadable(wait)) break;
       if (options_.on_idle != nullptr) options_.on_idle();
+      if (struct stat now{};
+          fifo_ && stat(options_.path.c_str(), &now) == 0 && now.st_ino != inode_) {
+        splitter.Finish();
+        return FollowEnd::kReopenNow;
+      }
       continue;
     }
     if (got == 0) {

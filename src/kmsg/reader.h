@@ -4,8 +4,10 @@
 // record goes to the handler, from the start of the log: a fresh open of /dev/kmsg reads the
 // ring buffer from its oldest record, which is how XIDs from before the engine started are
 // found. A log that is absent or unreadable at start is one WARN line and a state, never an
-// error; a log that ends (a FIFO's writer went away), breaks or is replaced (a new inode) is
-// reopened, with a backoff on the injected clock.
+// error; a log that breaks is reopened with a backoff on the injected clock; one replaced (a new
+// inode: a rotated file, a new FIFO) or truncated in place is read again from its start. A FIFO
+// is opened for reading and writing, so its feeder may come and go. A line split across writes
+// waits for its newline.
 // Threads: one of its own (`vigil-kmsg`) after Start(); the handler runs on it. stats() from any
 // thread; Start()/Stop() from the owner.
 #pragma once

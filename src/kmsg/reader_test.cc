@@ -103,6 +103,22 @@ TEST_F(ReaderTest, AFifoIsFollowedWhileItsWriterComesAndGoes) {
   EXPECT_EQ(reader->stats().reopens, 0u);
 }
 
+TEST_F(ReaderTest, AFifoReplacedUnderTheReaderIsOpenedAgain) {
+  const std::string path = (dir_.path() / "kmsg.fifo").string();
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  auto reader = StartReader(path);
+  ASSERT_TRUE(Eventually([&] { return reader->stats().state == LogState::kReading; }));
+  std::filesystem::remove(path);
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);  // the next replay's FIFO
+  ASSERT_TRUE(Eventually([&] { return reader->stats().reopens == 1; }));
+  {
+    std::ofstream writer(path);
+    writer << "6,1,100,-;on the new fifo\n" << std::flush;
+  }
+  ASSERT_TRUE(Got(1));
+  EXPECT_EQ(Messages()[0], "on the new fifo");
+}
+
 TEST_F(ReaderTest, AnAbsentLogIsAStateAndIsOpenedWhenItAppears) {
   const std::string path = (dir_.path() / "later").string();
   auto reader = StartReader(path);
