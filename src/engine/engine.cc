@@ -343,7 +343,6 @@ void Engine::OnXid(const XidEvent& event) {
 }
 
 void Engine::OnSxid(const SxidEvent& event) {
-  stats_.sxid_events.fetch_add(1, std::memory_order_relaxed);
   Record({.time = event.time,
           .kind = EventKind::kSxid,
           .sxid = event,

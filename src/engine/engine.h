@@ -99,7 +99,6 @@ struct EngineStats {
   std::atomic<uint64_t> gpu_read_timeouts{0};  // ... of which the driver did not answer in time
   std::atomic<uint64_t> xid_events{0};
   std::atomic<uint64_t> xid_duplicates{0};  // a real XID from the second source, not counted
-  std::atomic<uint64_t> sxid_events{0};
   std::atomic<uint64_t> last_tick_duration_ns{0};
 };
 

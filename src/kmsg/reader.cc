@@ -17,20 +17,6 @@
 
 namespace vigil::kmsg {
 
-std::string_view LogStateName(LogState state) {
-  switch (state) {
-    case LogState::kNotStarted:
-      return "not started";
-    case LogState::kReading:
-      return "reading";
-    case LogState::kAbsent:
-      return "absent";
-    case LogState::kUnreadable:
-      return "unreadable";
-  }
-  return "unknown";
-}
-
 Reader::Reader(ReaderOptions options, Handler handler)
     : options_(std::move(options)), handler_(std::move(handler)) {
   // A broken invariant if it fails: the process is out of file descriptors at start.
@@ -133,7 +119,6 @@ void Reader::Deliver(std::string_view text) {
     spdlog::debug("kmsg: {}", MessageOf(record.status()));
     return;
   }
-  ++stats_.records;
   handler_(*record);
 }
 

@@ -31,10 +31,8 @@ enum class LogState {
   kAbsent,      // no such file (retried)
   kUnreadable,  // permission denied or another error (retried): CAP_SYSLOG, dmesg_restrict
 };
-std::string_view LogStateName(LogState state);
 
 struct ReaderStats {
-  std::atomic<uint64_t> records{0};      // parsed and handed on
   std::atomic<uint64_t> bad_records{0};  // not in the record format (each logged at debug)
   std::atomic<uint64_t> overwritten{0};  // EPIPE: the ring buffer moved past unread records
   std::atomic<uint64_t> reopens{0};

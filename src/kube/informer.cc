@@ -14,7 +14,12 @@ namespace vigil {
 using Json = nlohmann::json;
 
 Informer::Informer(KubeApi* api, InformerOptions options)
-    : api_(api), options_(std::move(options)), clock_(options_.clock) {}
+    : api_(api),
+      options_(std::move(options)),
+      clock_(options_.clock),
+      selector_query_(options_.label_selector.empty()
+                          ? ""
+                          : "&labelSelector=" + kube::QueryEscape(options_.label_selector)) {}
 
 Informer::~Informer() { Stop(); }
 
@@ -84,17 +89,6 @@ void Informer::Notify(const std::vector<std::string>& names) {
   for (const std::string& name : names) {
     for (const Listener& listener : listeners_) listener(name);
   }
-}
-
-std::string Informer::Query() const {
-  std::string query;
-  if (!options_.label_selector.empty()) {
-    query += "&labelSelector=" + kube::QueryEscape(options_.label_selector);
-  }
-  if (!options_.field_selector.empty()) {
-    query += "&fieldSelector=" + kube::QueryEscape(options_.field_selector);
-  }
-  return query;
 }
 
 Informer::Outcome Informer::Fail(std::string error) {
@@ -171,7 +165,8 @@ Informer::Outcome Informer::List(bool consistent) {
   std::string continue_token, resource_version;
   const std::string what = fmt::format("listing {}", options_.description);
   do {
-    std::string path = fmt::format("{}?limit={}{}", options_.path, options_.page_size, Query());
+    std::string path =
+        fmt::format("{}?limit={}{}", options_.path, options_.page_size, selector_query_);
     if (!continue_token.empty()) {
       path += "&continue=" + kube::QueryEscape(continue_token);
     } else if (!consistent) {
@@ -227,7 +222,7 @@ Informer::Outcome Informer::Watch() {
   const int64_t timeout = std::uniform_int_distribution<int64_t>(base, 2 * base - 1)(rng);
   const std::string path =
       fmt::format("{}?watch=true&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={}{}",
-                  options_.path, kube::QueryEscape(resource_version()), timeout, Query());
+                  options_.path, kube::QueryEscape(resource_version()), timeout, selector_query_);
   ++stats_.watches;
   const absl::Time opened = clock_->Now();
   const uint64_t events_before = stats_.events + stats_.bookmarks;

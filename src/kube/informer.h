@@ -33,7 +33,6 @@ struct InformerOptions {
   // The collection, e.g. "/api/v1/nodes".
   std::string path;
   std::string label_selector;  // "" for all
-  std::string field_selector;  // "" for all
   // Each watch asks the server to end it after a random time in [watch_timeout, 2 x
   // watch_timeout) (timeoutSeconds), so a fleet's re-watches do not come in lock-step. With
   // bookmarks the re-watch resumes; it is one request per 15 minutes on average.
@@ -111,12 +110,12 @@ class Informer {
   bool Apply(std::string_view line, Outcome* outcome);
   Outcome Fail(std::string error);
   void Notify(const std::vector<std::string>& names);
-  std::string Query() const;
   bool stopping() const;
 
   KubeApi* const api_;
   const InformerOptions options_;
   Clock* const clock_;
+  const std::string selector_query_;  // "&labelSelector=…", escaped, for every LIST and WATCH
   InformerStats stats_;
   std::vector<Listener> listeners_;  // set before Start()
   std::thread thread_;

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "absl/strings/numbers.h"
 #include "common/files.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -108,8 +107,7 @@ absl::StatusOr<KubeResponse> InClusterKube::WithToken(
 absl::StatusOr<KubeResponse> InClusterKube::Call(std::string_view method, const std::string& path,
                                                  std::string_view content_type,
                                                  const std::string& body) {
-  if (method != "GET" && method != "POST" && method != "PATCH" && method != "PUT" &&
-      method != "DELETE") {
+  if (method != "GET" && method != "POST" && method != "PATCH") {
     return absl::InvalidArgumentError(fmt::format("unsupported method {}", method));
   }
   return WithToken(
@@ -128,12 +126,10 @@ namespace {
 // Retry-After in seconds (APF sends those); an HTTP date or garbage is ignored: the caller's
 // backoff still applies.
 absl::Duration RetryAfter(const httplib::Response& response) {
-  int64_t seconds = 0;
-  if (response.has_header("Retry-After") &&
-      absl::SimpleAtoi(response.get_header_value("Retry-After"), &seconds) && seconds > 0) {
-    return absl::Seconds(std::min<int64_t>(seconds, 600));
-  }
-  return absl::ZeroDuration();
+  if (!response.has_header("Retry-After")) return absl::ZeroDuration();
+  const std::optional<uint64_t> seconds = ParseUint64(response.get_header_value("Retry-After"));
+  if (!seconds.has_value() || *seconds == 0) return absl::ZeroDuration();
+  return absl::Seconds(std::min<uint64_t>(*seconds, 600));
 }
 
 // Verifies the API server against the service account's CA; sends the bearer token.
@@ -164,8 +160,6 @@ absl::StatusOr<KubeResponse> InClusterKube::Send(std::string_view method, const 
   httplib::Result result = [&] {
     if (method == "POST") return client.Post(path.c_str(), headers, body, type.c_str());
     if (method == "PATCH") return client.Patch(path.c_str(), headers, body, type.c_str());
-    if (method == "PUT") return client.Put(path.c_str(), headers, body, type.c_str());
-    if (method == "DELETE") return client.Delete(path.c_str(), headers, body, type.c_str());
     return client.Get(path.c_str(), headers);
   }();
   if (!result) {

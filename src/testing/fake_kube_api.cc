@@ -110,6 +110,17 @@ bool Matches(const Json& labels, const std::string& selector) {
   return true;
 }
 
+// Whether `node` matches the label selector.
+bool Selected(const Json& node, const std::string& selector) {
+  return Matches(node["metadata"].value("labels", Json::object()), selector);
+}
+
+// A query parameter of the request, "" when absent.
+std::string Param(const KubeRequest& request, const std::string& key) {
+  auto it = request.params.find(key);
+  return it == request.params.end() ? std::string() : it->second;
+}
+
 }  // namespace
 
 KubeCredentials MakeKubeCredentials(const std::string& dir, std::string* error) {
@@ -134,18 +145,15 @@ KubeCredentials MakeKubeCredentials(const std::string& dir, std::string* error) 
 }
 
 struct FakeKubeApi::Watcher {
-  uint64_t cursor = 0;         // changes after this resourceVersion are still to be sent
-  std::string selector, name;  // labelSelector; fieldSelector metadata.name
+  uint64_t cursor = 0;   // changes after this resourceVersion are still to be sent
+  std::string selector;  // labelSelector
   bool bookmarks = false;
   absl::Time deadline;  // timeoutSeconds, on real time
   absl::Time next_bookmark;
   uint64_t drops = 0, expiries = 0, bookmark_calls = 0;  // the counts when it opened or last sent
   std::string first;  // what to send first: synthetic ADDED events, or an ERROR
   bool end_after_first = false;
-  bool Wants(const Json& node) const {
-    return Matches(node["metadata"].value("labels", Json::object()), selector) &&
-           (name.empty() || node["metadata"].value("name", "") == name);
-  }
+  bool Wants(const Json& node) const { return Selected(node, selector); }
 };
 
 namespace {
@@ -190,7 +198,6 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials, int threads)
                           .body = http.body,
                           .received = absl::Now()};
       for (const auto& [key, value] : http.params) {
-        request.query += (request.query.empty() ? "" : "&") + key + "=" + value;
         request.params[key] = value;
       }
       absl::Duration delay;
@@ -207,19 +214,16 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials, int threads)
         answer = Handle(request);
         if (answer.status == 0) {  // a watch to stream
           watcher = std::make_shared<Watcher>();
-          watcher->selector = request.params["labelSelector"];
-          const std::string field = request.params["fieldSelector"];
-          if (field.starts_with("metadata.name=")) watcher->name = field.substr(14);
-          watcher->bookmarks = request.params["allowWatchBookmarks"] == "true";
-          const int timeout = request.params.contains("timeoutSeconds")
-                                  ? std::atoi(request.params["timeoutSeconds"].c_str())
-                                  : 1800;
+          watcher->selector = Param(request, "labelSelector");
+          watcher->bookmarks = Param(request, "allowWatchBookmarks") == "true";
+          const std::string timeout_text = Param(request, "timeoutSeconds");
+          const int timeout = timeout_text.empty() ? 1800 : std::atoi(timeout_text.c_str());
           watcher->deadline = absl::Now() + absl::Seconds(timeout);
-          watcher->next_bookmark = absl::Now() + bookmark_interval_;
+          watcher->next_bookmark = absl::Now() + kBookmarkInterval;
           watcher->drops = drops_;
           watcher->expiries = expiries_;
           watcher->bookmark_calls = bookmarks_;
-          const std::string from = request.params["resourceVersion"];
+          const std::string from = Param(request, "resourceVersion");
           if (from.empty() || from == "0") {
             // No resourceVersion: every object now, as synthetic ADDED events, then changes.
             for (const auto& [name, node] : nodes_) {
@@ -334,7 +338,7 @@ bool FakeKubeApi::ServeWatch(Watcher& watcher, std::string* out, bool* drop) {
                        {"apiVersion", "v1"},
                        {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}}});
     watcher.cursor = std::max<uint64_t>(watcher.cursor, resource_version_);
-    watcher.next_bookmark = now + bookmark_interval_;
+    watcher.next_bookmark = now + kBookmarkInterval;
   }
   watcher.bookmark_calls = bookmarks_;
   return now < watcher.deadline;
@@ -378,17 +382,12 @@ FakeKubeApi::Answer FakeKubeApi::Route(const KubeRequest& request) {
   std::smatch match;
   if (request.path == "/api/v1/nodes") {
     if (request.method != "GET") return {405, Status(405, "MethodNotAllowed", "not allowed")};
-    if (const std::string field =
-            request.params.count("fieldSelector") ? request.params.at("fieldSelector") : "";
-        !field.empty() && !field.starts_with("metadata.name=")) {
+    if (const std::string field = Param(request, "fieldSelector"); !field.empty()) {
       return {400, Status(400, "BadRequest",
-                          fmt::format("\"{}\" is not a known field selector: only "
-                                      "\"metadata.name\" (the fake's subset)",
-                                      field))};
+                          fmt::format("field selector \"{}\": the fake serves none", field))};
     }
     if (request.watch()) {
-      const std::string from =
-          request.params.count("resourceVersion") ? request.params.at("resourceVersion") : "";
+      const std::string from = Param(request, "resourceVersion");
       if (!from.empty() && from.find_first_not_of("0123456789") != std::string::npos) {
         return {400, Status(400, "BadRequest", fmt::format("invalid resource version: {}", from))};
       }
@@ -423,22 +422,16 @@ FakeKubeApi::Answer FakeKubeApi::GetNode(const std::string& name) {
 }
 
 FakeKubeApi::Answer FakeKubeApi::ListNodes(const KubeRequest& request) {
-  auto param = [&](const char* key) {
-    auto it = request.params.find(key);
-    return it == request.params.end() ? std::string() : it->second;
-  };
-  const std::string selector = param("labelSelector");
-  const std::string field = param("fieldSelector");
-  const std::string name = field.starts_with("metadata.name=") ? field.substr(14) : "";
+  const std::string selector = Param(request, "labelSelector");
   size_t limit = std::numeric_limits<size_t>::max();
-  if (const std::string text = param("limit"); !text.empty()) {
+  if (const std::string text = Param(request, "limit"); !text.empty()) {
     limit = std::strtoull(text.c_str(), nullptr, 10);
     if (limit == 0) limit = std::numeric_limits<size_t>::max();
   }
   // A continue token: the list's resourceVersion and the last name served ("1234/node-9").
   uint64_t list_version = resource_version_;
   std::string after;
-  if (const std::string token = param("continue"); !token.empty()) {
+  if (const std::string token = Param(request, "continue"); !token.empty()) {
     const size_t slash = token.find('/');
     if (slash == std::string::npos) {
       return {400, Status(400, "BadRequest", "continue key is not valid")};
@@ -458,8 +451,7 @@ FakeKubeApi::Answer FakeKubeApi::ListNodes(const KubeRequest& request) {
   for (auto it = after.empty() ? nodes_.begin() : nodes_.upper_bound(after); it != nodes_.end();
        ++it) {
     const Json& node = it->second;
-    if (!Matches(node["metadata"].value("labels", Json::object()), selector)) continue;
-    if (!name.empty() && it->first != name) continue;
+    if (!Selected(node, selector)) continue;
     if (list["items"].size() == limit) {
       list["metadata"]["continue"] = fmt::format(
           "{}/{}", list_version, list["items"].back()["metadata"]["name"].get<std::string>());
@@ -658,11 +650,6 @@ int FakeKubeApi::watches_opened() const {
 void FakeKubeApi::Bookmark() {
   absl::MutexLock lock(&mutex_);
   ++bookmarks_;
-}
-
-void FakeKubeApi::SetBookmarkInterval(absl::Duration interval) {
-  absl::MutexLock lock(&mutex_);
-  bookmark_interval_ = interval;
 }
 
 void FakeKubeApi::DropWatches() {

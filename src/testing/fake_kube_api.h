@@ -34,7 +34,7 @@ class SSLServer;
 namespace vigil::testing {
 
 struct KubeRequest {
-  std::string method, path, query, content_type, authorization, user_agent, body;
+  std::string method, path, content_type, authorization, user_agent, body;
   std::map<std::string, std::string> params;  // the query, decoded
   absl::Time received;                        // when it arrived (real time)
   bool watch() const { return params.contains("watch"); }
@@ -77,9 +77,8 @@ class FakeKubeApi {
   int open_watches() const;
   int watches_opened() const;
   // Sends a BOOKMARK with the current resourceVersion to every open watch that allows them
-  // (the real server sends one about every minute; `bookmark_interval` sets the fake's period).
+  // (the real server, and the fake, send one about every minute anyway).
   void Bookmark();
-  void SetBookmarkInterval(absl::Duration interval);
   // Drops every open watch's connection without ending its body (a dead load balancer).
   void DropWatches();
   // Ends every open watch with an ERROR event carrying a 410 Expired Status, as the server does
@@ -122,9 +121,6 @@ class FakeKubeApi {
   Answer Route(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer GetNode(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer ListNodes(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Validates a watch request: nullopt to stream it, else the error answer.
-  std::optional<Answer> CheckWatch(const KubeRequest& request)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   struct Watcher;
   // Waits for what the watcher should be sent next and writes it; false ends the stream
   // (`*drop`: without the final chunk, a broken connection).
@@ -175,7 +171,7 @@ class FakeKubeApi {
   uint64_t drops_ ABSL_GUARDED_BY(mutex_) = 0;      // DropWatches() calls
   uint64_t expiries_ ABSL_GUARDED_BY(mutex_) = 0;   // ExpireWatches() calls
   uint64_t bookmarks_ ABSL_GUARDED_BY(mutex_) = 0;  // Bookmark() calls
-  absl::Duration bookmark_interval_ ABSL_GUARDED_BY(mutex_) = absl::Minutes(1);
+  static constexpr absl::Duration kBookmarkInterval = absl::Minutes(1);
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   absl::Duration delay_ ABSL_GUARDED_BY(mutex_) = absl::ZeroDuration();
 };
