@@ -112,14 +112,13 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
     if (!token.ok()) return WithContext(token.status(), "--inject-token-file");
     inject_token = *token;
   }
+  const std::string boot_id = CurrentBootId();
   auto backend = OpenBackend(flags, config);
   if (!backend.ok()) return backend.status();
   const size_t gpu_count = (*backend)->gpus().size();
-  auto engine = Engine::Create({.node_name = node_name,
-                                .config = config,
-                                .state_dir = flags.state_dir,
-                                .boot_id = CurrentBootId()},
-                               std::move(*backend));
+  auto engine = Engine::Create(
+      {.node_name = node_name, .config = config, .state_dir = flags.state_dir, .boot_id = boot_id},
+      std::move(*backend));
   if (!engine.ok()) return engine.status();
   // The kernel log: what it holds since boot is applied before the first tick, so an XID from
   // before this start is in the first verdict.
@@ -128,9 +127,8 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
   std::unique_ptr<kmsg::KernelLogXids> kernel_log;
   if (!kmsg_path.empty()) {
     kernel_log = std::make_unique<kmsg::KernelLogXids>(
-        kmsg::KernelLogXidsOptions{.path = kmsg_path,
-                                   .state_path = flags.state_dir + "/kmsg.state",
-                                   .boot_id = CurrentBootId()},
+        kmsg::KernelLogXidsOptions{
+            .path = kmsg_path, .state_path = flags.state_dir + "/kmsg.state", .boot_id = boot_id},
         (*engine)->gpus(), engine->get());
     kmsg::KernelLogXids* source = kernel_log.get();
     (*engine)->SetExternalCounters([source](Snapshot::Counters* counters) {

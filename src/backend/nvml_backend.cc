@@ -335,13 +335,20 @@ class NvmlBackend::Reader {
 
   // Whether ECC is known to be off on this GPU (asked once per read).
   bool EccOff() {
-    if (!ecc_off_.has_value()) {
+    const auto& [code, enabled] = EccMode();
+    return code == nvml::kSuccess && !enabled;
+  }
+
+  // The ECC mode, asked once per read (field 84 and the ECC counters' check share it).
+  const std::pair<nvml::Return, bool>& EccMode() {
+    if (!ecc_mode_.has_value()) {
       int current = 0, pending = 0;
-      ecc_off_ = api_.DeviceGetEccMode != nullptr &&
-                 api_.DeviceGetEccMode(state_.device, &current, &pending) == nvml::kSuccess &&
-                 current != nvml::kFeatureEnabled;
+      const nvml::Return code = api_.DeviceGetEccMode == nullptr
+                                    ? nvml::kErrorFunctionNotFound
+                                    : api_.DeviceGetEccMode(state_.device, &current, &pending);
+      ecc_mode_ = std::make_pair(code, current == nvml::kFeatureEnabled);
     }
-    return *ecc_off_;
+    return *ecc_mode_;
   }
 
   // A temperature no GPU or HBM stack reaches (some drivers answer memory temperature with an
@@ -497,18 +504,17 @@ class NvmlBackend::Reader {
         // NVML's clocks event reason bits are DCGM's (both follow nvmlClocksEventReason*).
         return Call<unsigned long long>(field, api_.DeviceGetClocksEventReasons, as_int);
       case fid::kGpuTemp: {
-        // nvmlDeviceGetTemperature is deprecated in NVML 13: its versioned successor first.
-        if (api_.DeviceGetTemperatureV == nullptr) {
-          return Plausible(field, Call<unsigned int>(field, api_.DeviceGetTemperature, as_int,
-                                                     nvml::kTemperatureGpu));
-        }
+        // nvmlDeviceGetTemperature is deprecated in NVML 13: its versioned successor first, the
+        // old call where the driver lacks it, has another struct version, or not for this GPU.
         nvml::TemperatureV1 temperature{.version = nvml::kTemperatureV1Version,
                                         .sensor_type = nvml::kTemperatureGpu,
                                         .temperature = 0};
-        const nvml::Return code = api_.DeviceGetTemperatureV(state_.device, &temperature);
-        if ((code == nvml::kErrorNotSupported || code == nvml::kErrorArgumentVersionMismatch) &&
-            api_.DeviceGetTemperature != nullptr) {
-          // A driver with the symbol but another struct version, or not for this GPU.
+        const nvml::Return code = api_.DeviceGetTemperatureV == nullptr
+                                      ? nvml::kErrorFunctionNotFound
+                                      : api_.DeviceGetTemperatureV(state_.device, &temperature);
+        if (code == nvml::kErrorFunctionNotFound ||
+            ((code == nvml::kErrorNotSupported || code == nvml::kErrorArgumentVersionMismatch) &&
+             api_.DeviceGetTemperature != nullptr)) {
           return Plausible(field, Call<unsigned int>(field, api_.DeviceGetTemperature, as_int,
                                                      nvml::kTemperatureGpu));
         }
@@ -555,10 +561,8 @@ class NvmlBackend::Reader {
         return Memory(field);
       case fid::kEccCurrent: {
         if (api_.DeviceGetEccMode == nullptr) return Unsupported();
-        int current = 0;
-        int pending = 0;
-        const nvml::Return code = api_.DeviceGetEccMode(state_.device, &current, &pending);
-        return Result(field, code, FieldValue::Int(current == nvml::kFeatureEnabled ? 1 : 0));
+        const auto& [code, enabled] = EccMode();
+        return Result(field, code, FieldValue::Int(enabled ? 1 : 0));
       }
       case fid::kMemoryUnrepairable: {
         if (api_.DeviceGetUnrepairableMemoryFlag == nullptr) return Unsupported();
@@ -582,7 +586,7 @@ class NvmlBackend::Reader {
   size_t next_answer_ = 0;  // the next batched field's first answer in state_.field_values
   nvml::Return gpm_error_ = nvml::kErrorNotSupported;
   bool gpm_computed_ = false;
-  std::optional<bool> ecc_off_;
+  std::optional<std::pair<nvml::Return, bool>> ecc_mode_;
   std::optional<nvml::Utilization> utilization_;
   nvml::Return utilization_code_ = nvml::kSuccess;
   std::optional<nvml::MemoryV2> memory_;

@@ -224,9 +224,9 @@ void Exporter::FollowEvents() {
                                                          e.xid());
     }
     if (e.kind() == v1::Event::SXID && e.has_sxid()) {
+      // Rendered with the next tick, as the XID counts are.
       ++view_.sxid_counts[{e.sxid().nvswitch(), e.sxid().pci_bus_id(), e.sxid().code(),
                            e.sxid().fatal()}];
-      RenderLocked();
     }
   }
   absl::MutexLock lock(&mutex_);

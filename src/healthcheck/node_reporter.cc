@@ -156,18 +156,16 @@ absl::Status NodeReporter::ReconcileOnce() {
   const std::optional<DesiredCondition> desired = desired_(now);
   if (!node_known_) {
     if (absl::Status read = ReadNode(); !read.ok()) return read;
-  } else if (const std::optional<Json> cached = gpu_nodes_.Get(options_.node_name);
-             cached.has_value() &&
-             kube::IsLaterResourceVersion(StringAt(At(*cached, "metadata"), "resourceVersion"),
-                                          resource_version_)) {
-    LearnNode(*cached);  // changed by someone else since we last wrote it
+  } else if (const std::string cached = gpu_nodes_.ResourceVersionOf(options_.node_name);
+             kube::IsLaterResourceVersion(cached, resource_version_)) {
+    // Changed by someone else since we last wrote it (copied only then: this runs every pass).
+    if (const std::optional<Json> node = gpu_nodes_.Get(options_.node_name)) LearnNode(*node);
   }
   if (!desired.has_value()) return absl::OkStatus();
   // An Event not posted yet for a status the verdict has left since (an outage during which it
   // changed back) is not posted: the node never carried that status.
-  if (pending_event_.has_value() && pending_event_->status != desired->status) {
+  if (pending_event_.has_value() && pending_event_->condition.status != desired->status) {
     pending_event_.reset();
-    pending_event_name_.clear();
   }
   const bool transition = !on_node_.has_value() || on_node_->status != desired->status;
   // Written on a change of what the condition says (status, reason, the failing GPUs and
@@ -177,7 +175,10 @@ absl::Status NodeReporter::ReconcileOnce() {
   if (changed || now - condition_written_ >= options_.heartbeat) {
     // The transition's Event is due from before the write: a write the server applied but whose
     // answer was lost shows up as the node's status (from the watch) and is no transition then.
-    if (transition) pending_event_ = *desired;
+    if (transition) {
+      if (!pending_event_.has_value()) pending_event_.emplace();
+      pending_event_->condition = *desired;
+    }
     if (absl::Status patched = PatchCondition(*desired, changed, now); !patched.ok()) {
       return patched;
     }
@@ -186,7 +187,6 @@ absl::Status NodeReporter::ReconcileOnce() {
   if (pending_event_.has_value()) {
     if (absl::Status posted = PostEvent(*pending_event_, now); !posted.ok()) return posted;
     pending_event_.reset();
-    pending_event_name_.clear();
   }
   if (options_.taint) return ReconcileTaint(*desired, now);
   return absl::OkStatus();
@@ -304,7 +304,8 @@ absl::Status NodeReporter::PatchCondition(const DesiredCondition& desired, bool 
   return absl::OkStatus();
 }
 
-absl::Status NodeReporter::PostEvent(const DesiredCondition& desired, absl::Time now) {
+absl::Status NodeReporter::PostEvent(PendingEvent& pending, absl::Time now) {
+  const DesiredCondition& desired = pending.condition;
   const std::string time = kube::Time(now);
   const std::string type = desired.status == "False" ? "Normal" : "Warning";
   const std::string message =
@@ -347,14 +348,14 @@ absl::Status NodeReporter::PostEvent(const DesiredCondition& desired, absl::Time
     }
   }
   // Named once per pending Event, so a retry after a lost answer meets its own object (409).
-  if (pending_event_name_.empty()) {
-    pending_event_name_ =
+  if (pending.name.empty()) {
+    pending.name =
         fmt::format("{}.{:x}.{}", options_.node_name, absl::ToUnixNanos(now), ++events_posted_);
   }
   const Json event = {
       {"apiVersion", "v1"},
       {"kind", "Event"},
-      {"metadata", {{"name", pending_event_name_}, {"namespace", options_.event_namespace}}},
+      {"metadata", {{"name", pending.name}, {"namespace", options_.event_namespace}}},
       {"involvedObject",
        {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", options_.node_name}, {"uid", uid_}}},
       {"reason", desired.reason},

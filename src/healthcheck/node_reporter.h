@@ -119,13 +119,20 @@ class NodeReporter {
   static nlohmann::json KeepWhatTheReporterReads(const nlohmann::json& node);
 
  private:
+  // A transition whose Event is not posted yet, and the Event's name once first tried (kept
+  // across retries, so a retry after a lost answer meets its own object).
+  struct PendingEvent {
+    DesiredCondition condition;
+    std::string name;
+  };
+
   void Loop();
   absl::Status ReadNode();
   // Takes resourceVersion, condition, taint and ownership from a Node object.
   void LearnNode(const nlohmann::json& node);
   // `changed`: what the condition says changed (else a heartbeat); logged when it did.
   absl::Status PatchCondition(const DesiredCondition& desired, bool changed, absl::Time now);
-  absl::Status PostEvent(const DesiredCondition& desired, absl::Time now);
+  absl::Status PostEvent(PendingEvent& pending, absl::Time now);
   absl::Status ReconcileTaint(const DesiredCondition& desired, absl::Time now);
   absl::Status AddTaint(absl::Time now);
   absl::Status RemoveTaint();
@@ -153,8 +160,7 @@ class NodeReporter {
   std::string resource_version_, uid_;
   std::optional<DesiredCondition> on_node_;  // our condition as the node carries it (no identity)
   std::string written_identity_;  // the identity of the condition this process last wrote
-  std::optional<DesiredCondition> pending_event_;  // a transition whose Event is not posted yet
-  std::string pending_event_name_;                 // its object's name, once first tried
+  std::optional<PendingEvent> pending_event_;  // see PendingEvent
   absl::Time condition_written_ = absl::InfinitePast();
   bool has_taint_ = false, owns_taint_ = false, has_annotations_ = false, has_taints_ = false;
   int taint_index_ = -1;

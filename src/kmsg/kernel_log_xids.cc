@@ -123,10 +123,11 @@ void KernelLogXids::OnRecord(const Record& record) {
                  record.facility, record.message.substr(0, 200));
     return;
   }
+  // Seen by an earlier run in this boot (and, for a bus of no GPU, logged and counted by it).
+  const bool applied_before = applied_before_.has_value() && record.sequence <= *applied_before_;
   if (const auto* sxid = std::get_if<DriverSxid>(&line)) {
     // The Severity and Data lines that follow an SXid are the same error.
-    if (sxid->kind != SxidLineKind::kError) return;
-    if (applied_before_.has_value() && record.sequence <= *applied_before_) return;
+    if (sxid->kind != SxidLineKind::kError || applied_before) return;
     ++stats_.sxids;
     sink_->OnSxid(SxidEvent{.nvswitch = sxid->nvswitch,
                             .pci_bus_id = sxid->bus_id,
@@ -140,9 +141,9 @@ void KernelLogXids::OnRecord(const Record& record) {
   }
   const DriverXid& xid = std::get<DriverXid>(line);
   auto gpu = gpu_by_bus_.find(xid.bus_id);
-  if (applied_before_.has_value() && record.sequence <= *applied_before_) {
+  if (applied_before) {
     if (gpu != gpu_by_bus_.end()) ++stats_.already_applied;
-    return;  // seen by an earlier run (and, for a bus of no GPU, logged and counted by it)
+    return;
   }
   if (xid.code == 79) {
     // The Xid 79 line and "GPU has fallen off the bus." are one event, printed together.

@@ -60,11 +60,19 @@ bool Reader::WaitReadable(absl::Duration timeout) {
                      ? -1
                      : static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout)));
   if (poll(fds, 2, ms) < 0 && errno != EINTR) {
-    // Not expected (the fds are ours); do not spin on it.
-    pollfd wake = {.fd = wake_[0], .events = POLLIN, .revents = 0};
-    poll(&wake, 1, static_cast<int>(absl::ToInt64Milliseconds(options_.follow_interval)));
+    Nap();  // not expected (the fds are ours); do not spin on it
   }
   return !stopping();
+}
+
+void Reader::Nap() {
+  pollfd wake = {.fd = wake_[0], .events = POLLIN, .revents = 0};
+  poll(&wake, 1, static_cast<int>(absl::ToInt64Milliseconds(options_.follow_interval)));
+}
+
+bool Reader::Replaced() const {
+  struct stat now {};
+  return stat(options_.path.c_str(), &now) == 0 && now.st_ino != inode_;
 }
 
 bool Reader::Open() {
@@ -152,8 +160,7 @@ Reader::FollowEnd Reader::Follow(bool until_caught_up) {
                                                                          : absl::InfiniteDuration();
       if (!WaitReadable(wait)) break;
       if (options_.on_idle != nullptr) options_.on_idle();
-      if (struct stat now{};
-          fifo_ && stat(options_.path.c_str(), &now) == 0 && now.st_ino != inode_) {
+      if (fifo_ && Replaced()) {
         splitter.Finish();
         return FollowEnd::kReopenNow;
       }
@@ -162,10 +169,9 @@ Reader::FollowEnd Reader::Follow(bool until_caught_up) {
     if (got == 0) {
       splitter.Pause();
       if (device_) return FollowEnd::kBackOff;
-      struct stat now {};
-      if (stat(options_.path.c_str(), &now) == 0 && now.st_ino != inode_) {
+      if (Replaced()) {
         splitter.Finish();
-        return FollowEnd::kReopenNow;  // replaced
+        return FollowEnd::kReopenNow;
       }
       if (struct stat open_file{}; fstat(fd_, &open_file) == 0 && S_ISREG(open_file.st_mode) &&
                                    open_file.st_size < lseek(fd_, 0, SEEK_CUR)) {
@@ -176,9 +182,7 @@ Reader::FollowEnd Reader::Follow(bool until_caught_up) {
       }
       if (fifo_) return FollowEnd::kBackOff;  // opened read-only after all; its writer left
       if (until_caught_up) return FollowEnd::kCaughtUp;
-      // A regular file at its end: look again later, as `tail -f`.
-      pollfd wake = {.fd = wake_[0], .events = POLLIN, .revents = 0};
-      poll(&wake, 1, static_cast<int>(absl::ToInt64Milliseconds(options_.follow_interval)));
+      Nap();  // a regular file at its end: look again later, as `tail -f`
       if (options_.on_idle != nullptr) options_.on_idle();
       continue;
     }

@@ -81,6 +81,10 @@ class Reader {
   // Waits up to `timeout` (real time) for the fd to be readable or the reader to be stopped;
   // false when stopped.
   bool WaitReadable(absl::Duration timeout);
+  // Waits `follow_interval` (real time), or less when Stop() wakes the thread.
+  void Nap();
+  // Whether the path now names another file than the one open (rotated, a new FIFO).
+  bool Replaced() const;
   bool stopping() const;
 
   const ReaderOptions options_;

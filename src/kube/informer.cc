@@ -64,6 +64,13 @@ std::optional<Json> Informer::Get(const std::string& name) const {
   return it->second;
 }
 
+std::string Informer::ResourceVersionOf(const std::string& name) const {
+  absl::MutexLock lock(&mutex_);
+  auto it = objects_.find(name);
+  if (it == objects_.end()) return "";
+  return kube::StringAt(kube::At(it->second, "metadata"), "resourceVersion");
+}
+
 void Informer::ForEach(
     const std::function<void(const std::string& name, const Json& object)>& visit) const {
   absl::MutexLock lock(&mutex_);

@@ -84,6 +84,8 @@ class Informer {
   void ForEach(const std::function<void(const std::string& name, const nlohmann::json& object)>&
                    visit) const;
   size_t size() const;
+  // The metadata.resourceVersion of the object `name` as cached; "" when the cache has none.
+  std::string ResourceVersionOf(const std::string& name) const;
   // The resourceVersion the next watch resumes from.
   std::string resource_version() const;
   // When the server was last heard from (a LIST, an event or a bookmark); InfinitePast before.

@@ -1,6 +1,7 @@
 // Implements the fake Kubernetes API server over cpp-httplib's TLS server.
 #include "testing/fake_kube_api.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -318,8 +319,12 @@ bool FakeKubeApi::ServeWatch(Watcher& watcher, std::string* out, bool* drop) {
     *out = WatchLine("ERROR", Status(410, "Expired", "the watch fell too far behind"));
     return false;
   }
-  for (const Change& change : history_) {
-    if (change.resource_version <= watcher.cursor) continue;
+  // The history is in resourceVersion order: start after the watcher's cursor.
+  const auto unsent = std::upper_bound(
+      history_.begin(), history_.end(), watcher.cursor,
+      [](uint64_t cursor, const Change& change) { return cursor < change.resource_version; });
+  for (auto it = unsent; it != history_.end(); ++it) {
+    const Change& change = *it;
     const bool was = !change.before.is_null() && watcher.Wants(change.before);
     const bool is = !change.after.is_null() && watcher.Wants(change.after);
     if (was && is) {
