@@ -35,17 +35,11 @@ int SteadyMinutes() {
 }
 
 bool HasCondition(const Json& node, const std::string& status) {
-  for (const Json& condition : node["status"].value("conditions", Json::array())) {
-    if (condition.value("type", "") == "GpuProblem") return condition.value("status", "") == status;
-  }
-  return false;
+  return testing::ConditionStatus(node, "GpuProblem") == status;
 }
 
 bool Tainted(const Json& node) {
-  for (const Json& taint : node["spec"].value("taints", Json::array())) {
-    if (taint.value("key", "") == "vigil.dev/gpu-problem") return true;
-  }
-  return false;
+  return testing::HasNoScheduleTaint(node, "vigil.dev/gpu-problem");
 }
 
 // Requests by kind: "watch", "list", "get node", "patch status", "patch node", "event".
@@ -56,8 +50,10 @@ std::map<std::string, int> ByKind(const std::vector<KubeRequest>& requests) {
       ++kinds["watch"];
     } else if (request.path.find("/events") != std::string::npos) {
       ++kinds["event"];
+    } else if (request.list()) {
+      ++kinds["list"];
     } else if (request.method == "GET") {
-      ++kinds[request.path == "/api/v1/nodes" ? "list" : "get node"];
+      ++kinds["get node"];
     } else if (request.path.ends_with("/status")) {
       ++kinds["patch status"];
     } else {

@@ -191,19 +191,11 @@ TEST(HealthcheckTest, LostEngineIsUnknownAndTheTrueVerdictReturns) {
 
 // The GpuProblem condition of `node` on the fake API server ("" when absent).
 std::string ConditionStatus(const FakeKubeApi& api, const std::string& node_name) {
-  const Json node = api.Node(node_name);
-  for (const Json& condition : node["status"].value("conditions", Json::array())) {
-    if (condition["type"] == "GpuProblem") return condition["status"];
-  }
-  return "";
+  return testing::ConditionStatus(api.Node(node_name), "GpuProblem");
 }
 
 bool Tainted(const FakeKubeApi& api, const std::string& node_name) {
-  const Json node = api.Node(node_name);
-  for (const Json& taint : node["spec"].value("taints", Json::array())) {
-    if (taint["key"] == "vigil.dev/gpu-problem" && taint["effect"] == "NoSchedule") return true;
-  }
-  return false;
+  return HasNoScheduleTaint(api.Node(node_name), "vigil.dev/gpu-problem");
 }
 
 // The fake API server is another thread's state: poll it often.
@@ -245,7 +237,7 @@ TEST(HealthcheckTest, KubernetesConditionTaintAndEventsFollowTheVerdict) {
   // watch open, no LIST for the taint decision.
   int lists = 0;
   for (const KubeRequest& request : api.Requests()) {
-    lists += request.method == "GET" && request.path == "/api/v1/nodes" && !request.watch();
+    lists += request.list();
   }
   EXPECT_EQ(lists, 1);
   EXPECT_EQ(api.open_watches(), 1);

@@ -65,7 +65,7 @@ class InformerTest : public ::testing::Test {
   std::vector<KubeRequest> Lists() {
     std::vector<KubeRequest> lists;
     for (const KubeRequest& request : api_->Requests()) {
-      if (request.method == "GET" && request.path == "/api/v1/nodes" && !request.watch()) {
+      if (request.list()) {
         lists.push_back(request);
       }
     }

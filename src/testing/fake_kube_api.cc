@@ -124,6 +124,22 @@ std::string Param(const KubeRequest& request, const std::string& key) {
 
 }  // namespace
 
+std::string ConditionStatus(const Json& node, const std::string& type) {
+  if (!node.is_object() || !node.contains("status")) return "";
+  for (const Json& condition : node["status"].value("conditions", Json::array())) {
+    if (condition.value("type", "") == type) return condition.value("status", "");
+  }
+  return "";
+}
+
+bool HasNoScheduleTaint(const Json& node, const std::string& key) {
+  if (!node.is_object() || !node.contains("spec")) return false;
+  for (const Json& taint : node["spec"].value("taints", Json::array())) {
+    if (taint.value("key", "") == key && taint.value("effect", "") == "NoSchedule") return true;
+  }
+  return false;
+}
+
 KubeCredentials MakeKubeCredentials(const std::string& dir, std::string* error) {
   KubeCredentials credentials{.cert_path = dir + "/apiserver.crt",
                               .key_path = dir + "/apiserver.key",
@@ -359,11 +375,7 @@ FakeKubeApi::Answer FakeKubeApi::Handle(const KubeRequest& request) {
   }
   if (change_before_.has_value() && change_before_->method == request.method &&
       change_before_->path == request.path) {
-    Json& node = nodes_.at(change_before_->node);
-    const Json before = node;
-    change_before_->change(node);
-    Bump(node);
-    Record(before, node);
+    ModifyNodeLocked(change_before_->node, change_before_->change);
     change_before_.reset();
   }
   if (fail_count_ > 0 && request.path.starts_with(fail_prefix_)) {
@@ -520,8 +532,7 @@ FakeKubeApi::Answer FakeKubeApi::PatchNode(const std::string& name, bool status_
     return {422, Status(422, "Invalid", fmt::format("Node \"{}\" is invalid: {}", name, invalid))};
   }
   if (updated != it->second) {
-    Bump(updated);
-    Record(it->second, updated);
+    Changed(it->second, updated);
   }
   it->second = updated;
   return {200, updated};
@@ -596,6 +607,19 @@ void FakeKubeApi::Bump(Json& node) {
   node["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
 }
 
+void FakeKubeApi::Changed(const Json& before, Json& node) {
+  Bump(node);
+  Record(before, node);
+}
+
+void FakeKubeApi::ModifyNodeLocked(const std::string& name,
+                                   const std::function<void(Json&)>& change) {
+  Json& node = nodes_.at(name);
+  const Json before = node;
+  change(node);
+  Changed(before, node);
+}
+
 void FakeKubeApi::AddNode(const std::string& name, const std::map<std::string, std::string>& labels,
                           const Json& taints, const Json& annotations) {
   absl::MutexLock lock(&mutex_);
@@ -611,8 +635,7 @@ void FakeKubeApi::AddNode(const std::string& name, const std::map<std::string, s
                                      {"lastTransitionTime", "2026-01-01T00:00:00Z"}}})}}}};
   if (!taints.empty()) node["spec"]["taints"] = taints;
   if (!annotations.is_null()) node["metadata"]["annotations"] = annotations;
-  Bump(node);
-  Record(nodes_.contains(name) ? nodes_[name] : Json(), node);
+  Changed(nodes_.contains(name) ? nodes_[name] : Json(), node);
   nodes_[name] = node;
 }
 
@@ -624,20 +647,15 @@ Json FakeKubeApi::Node(const std::string& name) const {
 
 void FakeKubeApi::ModifyNode(const std::string& name, const std::function<void(Json&)>& change) {
   absl::MutexLock lock(&mutex_);
-  Json& node = nodes_.at(name);
-  const Json before = node;
-  change(node);
-  Bump(node);
-  Record(before, node);
+  ModifyNodeLocked(name, change);
 }
 
 void FakeKubeApi::DeleteNode(const std::string& name) {
   absl::MutexLock lock(&mutex_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return;
-  ++resource_version_;
   Json deleted = it->second;
-  deleted["metadata"]["resourceVersion"] = std::to_string(resource_version_);
+  Bump(deleted);  // the DELETED event carries the deletion's resourceVersion
   Record(deleted, Json());
   nodes_.erase(it);
 }

@@ -38,7 +38,13 @@ struct KubeRequest {
   std::map<std::string, std::string> params;  // the query, decoded
   absl::Time received;                        // when it arrived (real time)
   bool watch() const { return params.contains("watch"); }
+  bool list() const { return method == "GET" && path == "/api/v1/nodes" && !watch(); }
 };
+
+// What tests and benchmarks look at on the fake's nodes: the status of the condition `type`
+// ("" when the node has none), and whether the node carries a NoSchedule taint with `key`.
+std::string ConditionStatus(const nlohmann::json& node, const std::string& type);
+bool HasNoScheduleTaint(const nlohmann::json& node, const std::string& key);
 
 // A self-signed certificate for 127.0.0.1 (made with the openssl command), its key, and a
 // service-account directory (token, ca.crt, namespace) as a pod would have it mounted.
@@ -136,6 +142,11 @@ class FakeKubeApi {
   Answer PatchEvent(const std::string& ns, const std::string& name, const KubeRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void Bump(nlohmann::json& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A node changed from `before` to `node`: a new resourceVersion for it, recorded for watchers.
+  void Changed(const nlohmann::json& before, nlohmann::json& node)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void ModifyNodeLocked(const std::string& name, const std::function<void(nlohmann::json&)>& change)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   struct Change {
     uint64_t resource_version;
