@@ -4,6 +4,7 @@
 
 #include <cctype>
 
+#include "common/strings.h"
 #include "fmt/format.h"
 
 namespace vigil::kmsg {
@@ -54,12 +55,6 @@ bool IsHex(std::string_view text) {
     if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
   }
   return true;
-}
-
-std::string Upper(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
 }
 
 // The parenthesised location after "Xid" / "SXid": "(PCI:0000:3b:00)", "(0000:01:00)" (old
@@ -188,7 +183,7 @@ std::optional<std::string> NormalizeBusId(std::string_view bus_id) {
       function[0] > '7') {
     return std::nullopt;
   }
-  return fmt::format("{:0>8}:{}:{}.{}", Upper(domain), Upper(bus), Upper(device), function);
+  return fmt::format("{:0>8}:{}:{}.{}", ToUpper(domain), ToUpper(bus), ToUpper(device), function);
 }
 
 // "NVRM: GPU 0000:a1:00.0: GPU has fallen off the bus." (printed beside the Xid line, and alone

@@ -3,23 +3,11 @@
 // fast with a reason, not backtrack.
 #include "kmsg/record.h"
 
+#include "common/strings.h"
 #include "fmt/format.h"
 
 namespace vigil::kmsg {
 namespace {
-
-// Parses an unsigned decimal number from the start of `text` up to `end` (exclusive);
-// false when empty, not all digits, or too large.
-bool ParseDecimal(std::string_view text, uint64_t* value) {
-  if (text.empty() || text.size() > 19) return false;
-  uint64_t parsed = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return false;
-    parsed = parsed * 10 + static_cast<uint64_t>(c - '0');
-  }
-  *value = parsed;
-  return true;
-}
 
 int HexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -74,22 +62,23 @@ absl::StatusOr<Record> ParseRecord(std::string_view text) {
       start = i + 1;
     }
   }
-  uint64_t priority = 0, sequence = 0, timestamp = 0;
-  if (count < 4 || !ParseDecimal(fields[0], &priority) || !ParseDecimal(fields[1], &sequence) ||
-      !ParseDecimal(fields[2], &timestamp) || fields[3].empty()) {
+  const std::optional<uint64_t> priority = count == 4 ? ParseUint64(fields[0]) : std::nullopt;
+  const std::optional<uint64_t> sequence = count == 4 ? ParseUint64(fields[1]) : std::nullopt;
+  const std::optional<uint64_t> timestamp = count == 4 ? ParseUint64(fields[2]) : std::nullopt;
+  if (!priority || !sequence || !timestamp || fields[3].empty()) {
     return absl::InvalidArgumentError(fmt::format(
         "not a kernel log record (the header is not PRIORITY,SEQUENCE,TIMESTAMP,FLAGS): '{}'",
         Shown(header)));
   }
-  if (priority > 8 * 1024 || timestamp > static_cast<uint64_t>(INT64_MAX)) {
+  if (*priority > 8 * 1024 || *timestamp > static_cast<uint64_t>(INT64_MAX)) {
     return absl::InvalidArgumentError(fmt::format(
         "not a kernel log record (priority or time out of range): '{}'", Shown(header)));
   }
   Record record;
-  record.facility = static_cast<int>(priority >> 3);
-  record.level = static_cast<int>(priority & 7);
-  record.sequence = sequence;
-  record.monotonic_us = static_cast<int64_t>(timestamp);
+  record.facility = static_cast<int>(*priority >> 3);
+  record.level = static_cast<int>(*priority & 7);
+  record.sequence = *sequence;
+  record.monotonic_us = static_cast<int64_t>(*timestamp);
   record.continued = fields[3][0] == 'c';
   record.message = Unescape(first.substr(semicolon + 1));
   if (header_end == std::string_view::npos) return record;
