@@ -2,10 +2,12 @@
 // (a file in /dev/kmsg's format) that already holds an XID 79 for GPU 2 reports GPU 2 FAIL in
 // its first verdict; restarted on the same log and state dir in the same boot it does not count
 // that XID again; a line appended later is followed; a line for a bus id of no GPU changes no
-// GPU; an NVSwitch SXid reaches the event stream and the exporter. The boot id comes from
-// $VIGIL_BOOT_ID_FILE.
+// GPU; an NVSwitch SXid reaches the event stream, the node's nvswitch health system, the health
+// check's status and the exporter; what an operator cleared does not come back when the log is
+// replayed from the start (its replay state lost). The boot id comes from $VIGIL_BOOT_ID_FILE.
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -132,6 +134,59 @@ TEST(KernelLogTest, AnXidFromBeforeTheStartFailsTheFirstVerdictAndCountsOnce) {
                                 }),
               ::testing::HasSubstr("vigil_nvswitch_sxid_events_total{nvswitch=\"1\",pci_bus_id="
                                    "\"00000000:06:00.0\",sxid=\"20034\",severity=\"fatal\"} 1\n"));
+  // A fatal SXid fails the node's nvswitch system; the GPUs themselves are as they were.
+  Json node_failed;
+  ASSERT_TRUE(Eventually([&] {
+    node_failed = VigilJson({"health", "--json", "--engine", engine->unix_address});
+    return node_failed.is_object() &&
+           node_failed["node"]["systems"]["nvswitch"]["status"] == "FAIL";
+  })) << node_failed.dump();
+  ASSERT_EQ(node_failed["node"]["systems"]["nvswitch"]["incidents"].size(), 1u);
+  EXPECT_EQ(node_failed["node"]["systems"]["nvswitch"]["incidents"][0]["code"],
+            "DCGM_FR_NVSWITCH_FATAL_ERROR");
+  EXPECT_EQ(node_failed["gpus"][1]["status"], "PASS");
+  EXPECT_THAT(exporter.GetUntil("/metrics",
+                                [](const std::string& body) {
+                                  return body.find(
+                                             "vigil_node_health_status{system=\"nvswitch\"} "
+                                             "20") != std::string::npos;
+                                }),
+              ::testing::HasSubstr("vigil_node_health_status{system=\"nvswitch\"} 20\n"));
+  HttpDaemon healthcheck("healthcheck", dir.path(), engine->unix_address, {"--node-name", "n1"});
+  ASSERT_GT(healthcheck.port(), 0) << healthcheck.process().Stderr();
+  const Json status =
+      Json::parse(healthcheck.GetUntil("/status",
+                                       [](const std::string& body) {
+                                         return body.find("\"node_systems\"") != std::string::npos;
+                                       }),
+                  nullptr, false);
+  EXPECT_EQ(status["status"], "FAIL") << status.dump();
+  EXPECT_EQ(status["node_systems"]["systems"]["nvswitch"], "FAIL");
+  ASSERT_EQ(status["node_systems"]["incidents"].size(), 1u);
+  EXPECT_THAT(status["node_systems"]["incidents"][0]["message"].get<std::string>(),
+              ::testing::HasSubstr("SXid 20034"));
+
+  // The operator clears GPU 0 and the node; then the replay state is lost (the state dir's
+  // kmsg.state removed) and the engine restarts on the same log: every line is read again, but
+  // what was cleared does not come back. GPU 2's XID 79 was never cleared: it still fails.
+  EXPECT_EQ(Vigil({"health", "clear", "--gpu", "0", "--engine", engine->unix_address}).exit_code,
+            0);
+  const CommandResult cleared =
+      Vigil({"health", "clear", "--node", "--engine", engine->unix_address});
+  EXPECT_EQ(cleared.exit_code, 0) << cleared.err;
+  EXPECT_THAT(cleared.out, ::testing::HasSubstr("Cleared 1 incident(s) on the node"));
+  EXPECT_THAT(cleared.out, ::testing::HasSubstr("The node is now PASS"));
+  engine->process->Signal(SIGTERM);
+  engine->process->Wait();
+  ASSERT_EQ(::unlink((dir.path() / "state-n1" / "kmsg.state").c_str()), 0);
+  engine = std::make_unique<EngineProcess>(dir.path(), "n1", 4, kmsg);
+  ASSERT_FALSE(engine->unix_address.empty()) << engine->process->Stderr();
+  const Json replayed = FirstVerdict(*engine);
+  EXPECT_EQ(replayed["gpus"][0]["status"], "PASS") << replayed.dump();
+  EXPECT_EQ(replayed["node"]["systems"]["nvswitch"]["status"], "PASS");
+  EXPECT_EQ(replayed["gpus"][2]["status"], "FAIL");
+  EXPECT_TRUE(engine->process->WaitForStderr("before the last `vigil health clear`"))
+      << engine->process->Stderr();
   unsetenv("VIGIL_BOOT_ID_FILE");
 }
 
@@ -141,7 +196,13 @@ TEST(KernelLogTest, AnAbsentLogIsAWarningNotAFailure) {
       dir.path(), "n1", 2, std::vector<std::string>{"--kmsg", (dir.path() / "none").string()});
   ASSERT_FALSE(engine->unix_address.empty()) << engine->process->Stderr();
   EXPECT_THAT(engine->process->Stderr(), ::testing::HasSubstr("cannot read the kernel log"));
-  EXPECT_EQ(FirstVerdict(*engine)["overall"], "PASS");
+  // The GPUs are judged as ever; the node's nvswitch system cannot be: never PASS unseen.
+  const Json verdict = FirstVerdict(*engine);
+  for (const Json& gpu : verdict["gpus"]) EXPECT_EQ(gpu["status"], "PASS") << verdict.dump();
+  EXPECT_EQ(verdict["node"]["systems"]["nvswitch"]["status"], "UNKNOWN");
+  EXPECT_THAT(verdict["node"]["systems"]["nvswitch"]["unknown_reason"].get<std::string>(),
+              ::testing::HasSubstr("the kernel log is absent"));
+  EXPECT_EQ(verdict["overall"], "UNKNOWN");
   const Json info = VigilJson({"info", "--json", "--engine", engine->unix_address});
   EXPECT_EQ(info["counters"]["kernel_log"], "absent");
 }

@@ -1,6 +1,7 @@
-// `vigil health [--gpu N]`: the engine's verdict per GPU and system, with incidents and what to
-// do; exit 0 PASS/WARN, 1 FAIL, 2 cannot tell. `vigil health clear --gpu N [--system S]` clears
-// incidents (privileged, audited) and shows the verdict that follows.
+// `vigil health [--gpu N]`: the engine's verdict per GPU and system, and for the node's own
+// systems (nvswitch), with incidents and what to do; exit 0 PASS/WARN, 1 FAIL, 2 cannot tell.
+// `vigil health clear (--gpu N | --node) [--system S]` clears incidents (privileged, audited) and
+// shows the verdict that follows. Single-threaded.
 #include <iostream>
 
 #include "absl/time/clock.h"
@@ -17,6 +18,7 @@ namespace {
 struct HealthFlags {
   ClientFlags client;
   int64_t gpu = -1;
+  bool node = false;  // clear: the node-level systems
   std::string system;
 };
 
@@ -43,7 +45,39 @@ nlohmann::json IncidentJson(const v1::HealthIncident& incident) {
           {"first_seen", FormatTimeUs(incident.first_seen_us())},
           {"last_seen", FormatTimeUs(incident.last_seen_us())},
           {"count", incident.count()},
-          {"injected", incident.injected()}};
+          {"injected", incident.injected()},
+          {"node", incident.node()}};
+}
+
+nlohmann::json SystemJson(const v1::SystemHealth& system) {
+  nlohmann::json json = {{"status", std::string(HealthStatusText(system.status()))},
+                         {"incidents", nlohmann::json::array()}};
+  if (!system.unknown_reason().empty()) json["unknown_reason"] = system.unknown_reason();
+  for (const auto& incident : system.incidents())
+    json["incidents"].push_back(IncidentJson(incident));
+  return json;
+}
+
+// "GPU 2 driver FAIL DCGM_FR_…: … (seen 1x, first …, last …)\n    action: …"
+std::string IncidentLine(std::string_view subject, const v1::SystemHealth& system,
+                         const v1::HealthIncident& incident) {
+  return fmt::format("{} {} {} {}{}: {} (seen {}x, first {}, last {})\n    action: {}", subject,
+                     system.system(), HealthStatusText(incident.status()), incident.code(),
+                     incident.injected() ? " [injected]" : "", incident.message(), incident.count(),
+                     FormatTimeUs(incident.first_seen_us()), FormatTimeUs(incident.last_seen_us()),
+                     incident.action());
+}
+
+// The unknown reason and the incidents of one system, as detail lines.
+void AddDetails(std::string_view subject, const v1::SystemHealth& system,
+                std::vector<std::string>* details) {
+  if (!system.unknown_reason().empty()) {
+    details->push_back(
+        fmt::format("{} {} UNKNOWN: {}", subject, system.system(), system.unknown_reason()));
+  }
+  for (const auto& incident : system.incidents()) {
+    details->push_back(IncidentLine(subject, system, incident));
+  }
 }
 
 nlohmann::json VerdictJson(const v1::HealthVerdict& verdict) {
@@ -57,16 +91,15 @@ nlohmann::json VerdictJson(const v1::HealthVerdict& verdict) {
                                {"uuid", gpu.uuid()},
                                {"status", std::string(HealthStatusText(gpu.status()))},
                                {"systems", nlohmann::json::object()}};
-    for (const auto& system : gpu.systems()) {
-      nlohmann::json system_json = {{"status", std::string(HealthStatusText(system.status()))},
-                                    {"incidents", nlohmann::json::array()}};
-      if (!system.unknown_reason().empty()) system_json["unknown_reason"] = system.unknown_reason();
-      for (const auto& incident : system.incidents()) {
-        system_json["incidents"].push_back(IncidentJson(incident));
-      }
-      gpu_json["systems"][system.system()] = system_json;
-    }
+    for (const auto& system : gpu.systems())
+      gpu_json["systems"][system.system()] = SystemJson(system);
     json["gpus"].push_back(gpu_json);
+  }
+  if (verdict.node_systems_size() > 0) {
+    json["node"] = {{"systems", nlohmann::json::object()}};
+    for (const auto& system : verdict.node_systems()) {
+      json["node"]["systems"][system.system()] = SystemJson(system);
+    }
   }
   return json;
 }
@@ -87,22 +120,19 @@ void PrintVerdict(const v1::HealthVerdict& verdict) {
                                     std::string(HealthStatusText(gpu.status()))};
     for (const auto& system : gpu.systems()) {
       row.emplace_back(HealthStatusText(system.status()));
-      if (!system.unknown_reason().empty()) {
-        details.push_back(fmt::format("GPU {} {} UNKNOWN: {}", gpu.gpu(), system.system(),
-                                      system.unknown_reason()));
-      }
-      for (const auto& incident : system.incidents()) {
-        details.push_back(fmt::format(
-            "GPU {} {} {} {}{}: {} (seen {}x, first {}, last {})\n    action: {}", gpu.gpu(),
-            system.system(), HealthStatusText(incident.status()), incident.code(),
-            incident.injected() ? " [injected]" : "", incident.message(), incident.count(),
-            FormatTimeUs(incident.first_seen_us()), FormatTimeUs(incident.last_seen_us()),
-            incident.action()));
-      }
+      AddDetails(fmt::format("GPU {}", gpu.gpu()), system, &details);
     }
     table.AddRow(row);
   }
   table.Print(std::cout);
+  if (verdict.node_systems_size() > 0) {
+    std::string line = "\nNode:";
+    for (const auto& system : verdict.node_systems()) {
+      line += fmt::format(" {} {}", system.system(), HealthStatusText(system.status()));
+      AddDetails("node", system, &details);
+    }
+    std::cout << line << '\n';
+  }
   if (!details.empty()) {
     std::cout << "\nIncidents:\n";
     for (const std::string& line : details) std::cout << "  " << line << '\n';
@@ -125,7 +155,7 @@ int RunHealth(const HealthFlags& flags) {
     PrintVerdict(*verdict);
   }
   if (verdict->overall() == v1::HEALTH_STATUS_UNKNOWN) {
-    std::cerr << "vigil health: cannot tell: the engine has no fresh data for some GPU systems "
+    std::cerr << "vigil health: cannot tell: the engine has no fresh data for some systems "
                  "(see the reasons above)"
               << std::endl;
   }
@@ -133,18 +163,26 @@ int RunHealth(const HealthFlags& flags) {
 }
 
 int RunClear(const HealthFlags& flags) {
+  if (!flags.node && flags.gpu < 0) {
+    return Fail("health clear",
+                "say what to clear: --gpu N (a GPU's systems) or --node (the node's nvswitch)");
+  }
   auto client = ConnectFromFlags(flags.client);
   if (!client.ok()) return Fail("health clear", client.status());
   v1::ClearHealthRequest request;
-  request.set_gpu(static_cast<uint32_t>(flags.gpu));
+  if (flags.node) {
+    request.set_node(true);
+  } else {
+    request.set_gpu(static_cast<uint32_t>(flags.gpu));
+  }
   request.set_system(flags.system);
   auto before = (*client)->GetEngineInfo();
   if (!before.ok()) return Fail("health clear", before.status());
   auto cleared = (*client)->ClearHealth(request);
   if (!cleared.ok()) return Fail("health clear", cleared.status());
   // The verdict reflects the clear from the next tick: wait for it, so what is printed is true.
-  v1::GetHealthRequest health_request;
-  health_request.add_gpus(static_cast<uint32_t>(flags.gpu));
+  v1::GetHealthRequest health_request;  // the node's systems come with any GPU's verdict
+  if (!flags.node) health_request.add_gpus(static_cast<uint32_t>(flags.gpu));
   absl::StatusOr<v1::HealthVerdict> verdict;
   const absl::Time deadline =
       absl::Now() + absl::Microseconds(before->tick_interval_us()) * 3 + absl::Seconds(1);
@@ -162,7 +200,8 @@ int RunClear(const HealthFlags& flags) {
     std::cout << json.dump() << std::endl;
     return kExitOk;
   }
-  std::cout << fmt::format("Cleared {} incident(s) on GPU {}{}", cleared->cleared_size(), flags.gpu,
+  const std::string subject = flags.node ? "the node" : fmt::format("GPU {}", flags.gpu);
+  std::cout << fmt::format("Cleared {} incident(s) on {}{}", cleared->cleared_size(), subject,
                            flags.system.empty() ? "" : " (" + flags.system + ")")
             << '\n';
   for (const auto& incident : cleared->cleared()) {
@@ -170,8 +209,17 @@ int RunClear(const HealthFlags& flags) {
                              HealthStatusText(incident.status()), incident.code(),
                              incident.message());
   }
-  std::cout << fmt::format("GPU {} is now {} (seq {}); a fault that still holds is raised again.\n",
-                           flags.gpu, HealthStatusText(verdict->overall()), verdict->seq());
+  v1::HealthStatus now = verdict->overall();
+  if (flags.node) {
+    now = v1::HEALTH_STATUS_PASS;
+    for (const auto& system : verdict->node_systems()) {
+      if (flags.system.empty() || system.system() == flags.system) now = system.status();
+    }
+  }
+  std::cout << fmt::format(
+      "{} is now {} (seq {}); a fault that still holds is raised again, one from before this clear "
+      "is not.\n",
+      flags.node ? "The node" : subject, HealthStatusText(now), verdict->seq());
   return kExitOk;
 }
 
@@ -188,10 +236,17 @@ CommandRunner AddHealthCommand(CLI::App* parent) {
   AddClientFlags(clear, &flags->client);
   clear->add_option("--token-file", flags->client.token_file,
                     "File with the engine's injection token (needed over TCP)");
-  clear->add_option("--gpu", flags->gpu, "GPU index")->required()->check(CLI::Range(0, 1023));
+  CLI::Option* gpu =
+      clear->add_option("--gpu", flags->gpu, "GPU index")->check(CLI::Range(0, 1023));
+  CLI::Option* node =
+      clear->add_flag("--node", flags->node, "The node's own systems (nvswitch), not a GPU's");
+  gpu->excludes(node);
   std::vector<std::string> systems;
   for (const HealthSystemInfo& info : kHealthSystems) systems.emplace_back(info.name);
-  clear->add_option("--system", flags->system, "Only this system (" + HealthSystemChoices() + ")")
+  clear
+      ->add_option(
+          "--system", flags->system,
+          "Only this system (" + HealthSystemChoices() + " for a GPU; nvswitch for the node)")
       ->check(CLI::IsMember(systems));
   return [=] { return clear->parsed() ? RunClear(*flags) : RunHealth(*flags); };
 }

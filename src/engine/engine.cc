@@ -66,7 +66,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options,
 }
 
 absl::Status Engine::StartHealth() {
-  std::vector<Incident> restored;
+  RestoredHealth restored;
   if (!options_.state_dir.empty()) {
     IncidentStore::Loaded loaded;
     auto store = IncidentStore::Open({.state_dir = options_.state_dir,
@@ -87,6 +87,13 @@ absl::Status Engine::StartHealth() {
     }
     // Incidents follow the GPU's UUID, not its index, which can change between runs.
     for (Incident& incident : loaded.incidents) {
+      if (incident.node_level) {
+        spdlog::warn("health state: the node's {} is still FAIL since {}: {} {}",
+                     HealthSystemName(incident.system), absl::FormatTime(incident.first_seen),
+                     incident.code, incident.message);
+        restored.incidents.push_back(std::move(incident));
+        continue;
+      }
       auto gpu = std::find_if(gpus().begin(), gpus().end(),
                               [&](const GpuIdentity& g) { return g.uuid == incident.uuid; });
       if (gpu == gpus().end()) {
@@ -98,8 +105,9 @@ absl::Status Engine::StartHealth() {
       spdlog::warn("health state: GPU {} ({}) is still FAIL since {}: {} {}", incident.gpu,
                    incident.uuid, absl::FormatTime(incident.first_seen), incident.code,
                    incident.message);
-      restored.push_back(std::move(incident));
+      restored.incidents.push_back(std::move(incident));
     }
+    restored.clears = std::move(loaded.clears);
   }
   health_ = std::make_unique<HealthEvaluator>(options_.config.health, layout_, gpus(), intervals_,
                                               incident_store_.get(), std::move(restored));
@@ -246,13 +254,13 @@ void Engine::RunTick() {
     history_.Trim(now);
   }
 
+  stats_.ticks.fetch_add(1, std::memory_order_relaxed);
+  next->counters = Counters();  // before health: the kernel log's state is an input
   // Health from the same snapshot, so the verdict carries this tick's seq.
   auto transitions = std::make_shared<std::vector<HealthTransition>>();
   next->health = health_->Evaluate(*next, now, transitions.get());
   next->health_transitions = transitions;
 
-  stats_.ticks.fetch_add(1, std::memory_order_relaxed);
-  next->counters = Counters();
   std::shared_ptr<const Snapshot> published = std::move(next);
   {
     absl::MutexLock lock(&latest_mutex_);
@@ -260,12 +268,14 @@ void Engine::RunTick() {
   }
   fanout_.Publish(published);
   for (const HealthTransition& transition : *transitions) {
+    const std::string subject = transition.node_level
+                                    ? "node"
+                                    : fmt::format("GPU {} ({})", transition.gpu, transition.uuid);
     Record(
         {.kind = EventKind::kHealthTransition,
-         .gpu = static_cast<int>(transition.gpu),
+         .gpu = transition.node_level ? -1 : static_cast<int>(transition.gpu),
          .injected = transition.injected,
-         .message = fmt::format("GPU {} ({}) {}: {} -> {}{}{}", transition.gpu, transition.uuid,
-                                HealthSystemName(transition.system),
+         .message = fmt::format("{} {}: {} -> {}{}{}", subject, HealthSystemName(transition.system),
                                 HealthStatusName(transition.from), HealthStatusName(transition.to),
                                 transition.summary.empty() ? "" : ": ", transition.summary)});
   }
@@ -343,6 +353,7 @@ void Engine::OnXid(const XidEvent& event) {
 }
 
 void Engine::OnSxid(const SxidEvent& event) {
+  health_->RecordSxid(event);
   Record({.time = event.time,
           .kind = EventKind::kSxid,
           .sxid = event,
@@ -477,25 +488,39 @@ std::shared_ptr<const HealthVerdict> Engine::Health() const {
   return latest->health != nullptr ? latest->health : health_->Latest();
 }
 
-absl::StatusOr<std::vector<Incident>> Engine::ClearHealth(uint32_t gpu,
+absl::StatusOr<std::vector<Incident>> Engine::ClearHealth(std::optional<uint32_t> gpu,
                                                           std::optional<HealthSystem> system,
                                                           const Principal& principal) {
-  if (gpu >= gpus().size()) {
+  if (gpu && *gpu >= gpus().size()) {
     return absl::InvalidArgumentError(
-        fmt::format("GPU {} does not exist: this engine has {} GPU{} (0-{})", gpu, gpus().size(),
+        fmt::format("GPU {} does not exist: this engine has {} GPU{} (0-{})", *gpu, gpus().size(),
                     gpus().size() == 1 ? "" : "s", gpus().size() - 1));
   }
-  const std::string what = system ? fmt::format("GPU {} {}", gpu, HealthSystemName(*system))
-                                  : fmt::format("GPU {}", gpu);
+  if (system && gpu && IsNodeLevel(*system)) {
+    return absl::InvalidArgumentError(
+        fmt::format("{} is a node-level system, not a GPU's: clear it for the node (vigil "
+                    "health clear --node)",
+                    HealthSystemName(*system)));
+  }
+  if (system && !gpu && !IsNodeLevel(*system)) {
+    return absl::InvalidArgumentError(
+        fmt::format("{} is a GPU's system: clear it for a GPU (vigil health clear --gpu N)",
+                    HealthSystemName(*system)));
+  }
+  const std::string subject = gpu ? fmt::format("GPU {}", *gpu) : "node";
+  const std::string what =
+      system ? fmt::format("{} {}", subject, HealthSystemName(*system)) : subject;
+  const std::string reason = fmt::format("cleared by {}", principal.description);
+  const absl::Time now = options_.clock->Now();
   std::vector<Incident> cleared =
-      health_->Clear(gpu, system, fmt::format("cleared by {}", principal.description));
+      gpu ? health_->Clear(*gpu, system, reason, now) : health_->ClearNode(system, reason, now);
   std::string list;
   for (const Incident& incident : cleared) {
     list += fmt::format("{}{} {} ({})", list.empty() ? "" : ", ", HealthStatusName(incident.status),
                         incident.code, incident.message);
   }
   Record({.kind = EventKind::kHealthCleared,
-          .gpu = static_cast<int>(gpu),
+          .gpu = gpu ? static_cast<int>(*gpu) : -1,
           .principal = principal,
           .message = fmt::format("{}: {} incident(s) cleared{}{}", what, cleared.size(),
                                  list.empty() ? "" : ": ", list)});

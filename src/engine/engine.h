@@ -171,9 +171,11 @@ class Engine : public EventSink, private ScenarioTarget {
   // --- Health ---
   // The verdict of the latest tick (UNKNOWN everywhere before the first).
   std::shared_ptr<const HealthVerdict> Health() const;
-  // Clears the incidents of `gpu` (one system or all), sticky FAILs included; audited.
-  // InvalidArgument for a bad GPU. The verdict reflects it from the next tick.
-  absl::StatusOr<std::vector<Incident>> ClearHealth(uint32_t gpu,
+  // Clears the incidents of `gpu` (one system or all), sticky FAILs included, or with no GPU
+  // those of the node-level systems; audited. What happened before it is not raised again.
+  // InvalidArgument for a bad GPU or a system of the other level. The verdict reflects it from
+  // the next tick.
+  absl::StatusOr<std::vector<Incident>> ClearHealth(std::optional<uint32_t> gpu,
                                                     std::optional<HealthSystem> system,
                                                     const Principal& principal);
   // Running scenarios and the most recent ended ones.

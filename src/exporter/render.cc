@@ -322,6 +322,15 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
                            HealthStatusNumber(system.status()));
       }
     }
+    if (view.tick.health().node_systems_size() > 0) {
+      Header(&out, "vigil_node_health_status", "gauge",
+             "The engine's health verdict per node-level system (nvswitch: the NVSwitches' SXids): "
+             "0 pass, 10 warn, 20 fail, -1 unknown (the kernel log cannot be read).");
+      for (const v1::SystemHealth& system : view.tick.health().node_systems()) {
+        out += fmt::format("vigil_node_health_status{{system=\"{}\"}} {}\n", system.system(),
+                           HealthStatusNumber(system.status()));
+      }
+    }
   }
   return out;
 }

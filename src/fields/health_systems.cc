@@ -15,6 +15,11 @@ std::optional<HealthSystem> ParseHealthSystem(std::string_view name) {
   return std::nullopt;
 }
 
+bool IsNodeLevel(HealthSystem system) {
+  const auto index = static_cast<size_t>(system);
+  return index < std::size(kHealthSystems) && kHealthSystems[index].node_level;
+}
+
 std::string_view HealthSystemWatchName(std::string_view name) {
   for (const HealthSystemInfo& info : kHealthSystems) {
     if (info.name == name) return info.dcgm_watch;
@@ -24,9 +29,9 @@ std::string_view HealthSystemWatchName(std::string_view name) {
 
 std::string HealthSystemChoices() {
   std::string out;
-  for (size_t i = 0; i < std::size(kHealthSystems); ++i) {
-    if (i > 0) out += i + 1 == std::size(kHealthSystems) ? " or " : ", ";
-    out += kHealthSystems[i].name;
+  for (size_t i = 0; i < std::size(kGpuHealthSystems); ++i) {
+    if (i > 0) out += i + 1 == std::size(kGpuHealthSystems) ? " or " : ", ";
+    out += HealthSystemName(kGpuHealthSystems[i]);
   }
   return out;
 }

@@ -2,7 +2,9 @@
 // names, as the engine, the API and every client spell them ("pcie", ...) and as DCGM's health
 // watches and dcgm-exporter name them ("PCIE", "MEM", ...). Everything that lists systems —
 // the evaluator, config and request validation, the CLI's choices, the exporter's labels —
-// derives from it. Constant data; thread-safe.
+// derives from it. Most systems are judged per GPU; a node-level system (`nvswitch`: the
+// NVSwitches' SXids) belongs to no one GPU and is judged once for the node. Constant data;
+// thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -12,30 +14,52 @@
 
 namespace vigil {
 
-enum class HealthSystem : uint8_t { kPcie, kMemory, kInforom, kThermal, kPower, kNvlink, kDriver };
+enum class HealthSystem : uint8_t {
+  kPcie,
+  kMemory,
+  kInforom,
+  kThermal,
+  kPower,
+  kNvlink,
+  kDriver,
+  kNvswitch,  // node level
+};
 
 struct HealthSystemInfo {
   HealthSystem system;
   std::string_view name;        // "pcie": Vigil's API, config and CLI
   std::string_view dcgm_watch;  // "PCIE": DCGM's health watch, dcgm-exporter's health label
+  bool node_level = false;      // judged once for the node, not per GPU
 };
 
 // In enum order.
 inline constexpr HealthSystemInfo kHealthSystems[] = {
-    {HealthSystem::kPcie, "pcie", "PCIE"},          {HealthSystem::kMemory, "memory", "MEM"},
-    {HealthSystem::kInforom, "inforom", "INFOROM"}, {HealthSystem::kThermal, "thermal", "THERMAL"},
-    {HealthSystem::kPower, "power", "POWER"},       {HealthSystem::kNvlink, "nvlink", "NVLINK"},
+    {HealthSystem::kPcie, "pcie", "PCIE"},
+    {HealthSystem::kMemory, "memory", "MEM"},
+    {HealthSystem::kInforom, "inforom", "INFOROM"},
+    {HealthSystem::kThermal, "thermal", "THERMAL"},
+    {HealthSystem::kPower, "power", "POWER"},
+    {HealthSystem::kNvlink, "nvlink", "NVLINK"},
     {HealthSystem::kDriver, "driver", "DRIVER"},
+    {HealthSystem::kNvswitch, "nvswitch", "NVSWITCH", true},
 };
-inline constexpr HealthSystem kAllHealthSystems[] = {
+// The systems judged per GPU, in the order a GPU's verdict lists them.
+inline constexpr HealthSystem kGpuHealthSystems[] = {
     HealthSystem::kPcie,  HealthSystem::kMemory, HealthSystem::kInforom, HealthSystem::kThermal,
     HealthSystem::kPower, HealthSystem::kNvlink, HealthSystem::kDriver};
-// HealthSystemName() indexes the table by the enum: rows in enum order, one per system.
+// The node-level systems, in the order the node's verdict lists them.
+inline constexpr HealthSystem kNodeHealthSystems[] = {HealthSystem::kNvswitch};
+// HealthSystemName() indexes the table by the enum: rows in enum order, one per system; the GPU
+// systems come first (their index is their place in a GPU's verdict), then the node's.
 constexpr bool HealthSystemsInEnumOrder() {
-  if (std::size(kHealthSystems) != std::size(kAllHealthSystems)) return false;
+  if (std::size(kHealthSystems) != std::size(kGpuHealthSystems) + std::size(kNodeHealthSystems))
+    return false;
   for (size_t i = 0; i < std::size(kHealthSystems); ++i) {
-    if (static_cast<size_t>(kHealthSystems[i].system) != i ||
-        kAllHealthSystems[i] != kHealthSystems[i].system) {
+    const bool node_level = i >= std::size(kGpuHealthSystems);
+    const HealthSystem listed =
+        node_level ? kNodeHealthSystems[i - std::size(kGpuHealthSystems)] : kGpuHealthSystems[i];
+    if (static_cast<size_t>(kHealthSystems[i].system) != i || listed != kHealthSystems[i].system ||
+        kHealthSystems[i].node_level != node_level) {
       return false;
     }
   }
@@ -44,10 +68,13 @@ constexpr bool HealthSystemsInEnumOrder() {
 static_assert(HealthSystemsInEnumOrder());
 
 std::string_view HealthSystemName(HealthSystem system);  // "pcie", "memory", ...
+// Any system, GPU or node level, by its name.
 std::optional<HealthSystem> ParseHealthSystem(std::string_view name);
+bool IsNodeLevel(HealthSystem system);
 // The DCGM watch name of a system given by its name ("memory" -> "MEM"); "UNKNOWN" otherwise.
 std::string_view HealthSystemWatchName(std::string_view name);
-// "pcie, memory, inforom, thermal, power, nvlink or driver", for messages that list the choices.
+// The GPU systems: "pcie, memory, inforom, thermal, power, nvlink or driver", for messages that
+// list the choices where a GPU's system is meant.
 std::string HealthSystemChoices();
 
 }  // namespace vigil

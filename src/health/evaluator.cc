@@ -17,12 +17,26 @@ std::string Ago(absl::Duration age) {
   return absl::FormatDuration(absl::Trunc(age, absl::Seconds(1)));
 }
 
+// " (3 in the last 1h, warning at 4)" for a count rule, "" otherwise.
+std::string Repeats(const XidRule& rule, size_t recent) {
+  if (rule.severity != XidRule::Severity::kCount) return "";
+  return fmt::format(" ({} in the last {}, warning at {})", recent,
+                     absl::FormatDuration(rule.window), rule.count);
+}
+
+// A warning (or a count) whose window had passed before the engine saw it — an old line of the
+// kernel log, replayed at start — would already have expired: it is history, not health. A
+// failure is sticky, so it counts however old.
+bool ExpiredBeforeSeen(const XidRule& rule, absl::Time time, absl::Time now) {
+  return rule.severity != XidRule::Severity::kFail && time < now - rule.window;
+}
+
 }  // namespace
 
 HealthEvaluator::HealthEvaluator(HealthPolicy policy, std::shared_ptr<const FieldLayout> layout,
                                  std::vector<GpuIdentity> gpus,
                                  std::vector<absl::Duration> intervals, IncidentSink* sink,
-                                 std::vector<Incident> restored)
+                                 RestoredHealth restored)
     : policy_(std::move(policy)),
       layout_(std::move(layout)),
       gpus_(std::move(gpus)),
@@ -36,15 +50,32 @@ HealthEvaluator::HealthEvaluator(HealthPolicy policy, std::shared_ptr<const Fiel
     index_of_[id] = static_cast<int32_t>(i);
   }
   absl::MutexLock lock(&mutex_);
-  incidents_.resize(gpus_.size());
-  active_.resize(gpus_.size());
+  const size_t slots = gpus_.size() + 1;  // the GPUs, then the node
+  incidents_.resize(slots);
+  active_.resize(slots);
+  cleared_at_.assign(slots,
+                     std::vector<absl::Time>(std::size(kHealthSystems), absl::InfinitePast()));
   counters_.resize(gpus_.size());
   xid_times_.resize(gpus_.size());
   unknown_.assign(gpus_.size(),
-                  std::vector<std::string>(std::size(kAllHealthSystems), "not evaluated yet"));
-  for (Incident& incident : restored) {
-    VIGIL_CHECK(incident.gpu < gpus_.size());
-    incidents_[incident.gpu][incident.key] = std::move(incident);
+                  std::vector<std::string>(std::size(kGpuHealthSystems), "not evaluated yet"));
+  for (Incident& incident : restored.incidents) {
+    VIGIL_CHECK(incident.node_level || incident.gpu < gpus_.size());
+    const size_t slot = incident.node_level ? node_slot() : incident.gpu;
+    incidents_[slot][incident.key] = std::move(incident);
+  }
+  for (const OperatorClear& clear : restored.clears) {
+    size_t slot = node_slot();
+    if (!clear.uuid.empty()) {
+      auto gpu = std::find_if(gpus_.begin(), gpus_.end(),
+                              [&](const GpuIdentity& g) { return g.uuid == clear.uuid; });
+      if (gpu == gpus_.end()) continue;
+      slot = static_cast<size_t>(gpu - gpus_.begin());
+    }
+    for (size_t s = 0; s < std::size(kHealthSystems); ++s) {
+      if (clear.system && static_cast<size_t>(*clear.system) != s) continue;
+      cleared_at_[slot][s] = std::max(cleared_at_[slot][s], clear.time);
+    }
   }
   latest_ = BuildVerdict(0, absl::UnixEpoch());
 }
@@ -58,6 +89,23 @@ void HealthEvaluator::RecordXid(uint32_t gpu, uint32_t xid, absl::Time time, boo
   if (gpu >= gpus_.size()) return;
   absl::MutexLock lock(&mutex_);
   pending_xids_.push_back({gpu, xid, time, injected});
+}
+
+void HealthEvaluator::RecordSxid(const SxidEvent& sxid) {
+  absl::MutexLock lock(&mutex_);
+  pending_sxids_.push_back(sxid);
+}
+
+bool HealthEvaluator::ClearedSince(size_t slot, HealthSystem system, absl::Time time,
+                                   std::string_view what) const {
+  const absl::Time cleared = cleared_at_[slot][static_cast<size_t>(system)];
+  if (time > cleared) return false;
+  spdlog::info(
+      "{} at {} happened before the last `vigil health clear` of {} {} ({}): not raised "
+      "again",
+      what, absl::FormatTime(time), slot == node_slot() ? "the node's" : "its GPU's",
+      HealthSystemName(system), absl::FormatTime(cleared));
+  return true;
 }
 
 std::optional<int64_t> HealthEvaluator::WindowDelta(uint32_t gpu, FieldId field,
@@ -155,32 +203,64 @@ void HealthEvaluator::EvaluateXids(absl::Time now) {
   for (const PendingXid& xid : xids) {
     const XidRule& rule = policy_.RuleFor(xid.xid);
     if (rule.severity == XidRule::Severity::kIgnore) continue;
+    if (ClearedSince(xid.gpu, rule.system, xid.time,
+                     fmt::format("GPU {}: XID {}", xid.gpu, xid.xid))) {
+      continue;
+    }
+    if (ExpiredBeforeSeen(rule, xid.time, now)) continue;
     std::deque<absl::Time>& times = xid_times_[xid.gpu][xid.xid];
     times.push_back(xid.time);
     while (!times.empty() && times.front() < now - rule.window) times.pop_front();
     if (rule.severity == XidRule::Severity::kCount && times.size() < rule.count) continue;
     const HealthStatus status =
         rule.severity == XidRule::Severity::kFail ? HealthStatus::kFail : HealthStatus::kWarn;
-    const std::string repeats =
-        rule.severity == XidRule::Severity::kCount
-            ? fmt::format(" ({} in the last {}, warning at {})", times.size(),
-                          absl::FormatDuration(rule.window), rule.count)
-            : "";
     Upsert(xid.gpu,
            {rule.system, status, fmt::format("xid.{}", xid.xid), rule.code,
-            fmt::format("XID {}: {}{}", xid.xid, rule.meaning, repeats), rule.action, xid.injected},
+            fmt::format("XID {}: {}{}", xid.xid, rule.meaning, Repeats(rule, times.size())),
+            rule.action, xid.injected},
            now, /*onset=*/true, rule.window);
   }
 }
 
-void HealthEvaluator::Upsert(uint32_t gpu, const Condition& condition, absl::Time now, bool onset,
+void HealthEvaluator::EvaluateSxids(absl::Time now) {
+  std::vector<SxidEvent> sxids;
+  sxids.swap(pending_sxids_);
+  for (const SxidEvent& sxid : sxids) {
+    const XidRule& rule = policy_.SxidRuleFor(sxid.sxid, sxid.fatal);
+    if (rule.severity == XidRule::Severity::kIgnore) continue;
+    const std::string what =
+        fmt::format("NVSwitch {} ({}): SXid {}", sxid.nvswitch, sxid.pci_bus_id, sxid.sxid);
+    if (ClearedSince(node_slot(), HealthSystem::kNvswitch, sxid.time, what)) continue;
+    // One incident per switch and code: the same code on another switch is another fault.
+    const std::string key = fmt::format("sxid.{}.{}", sxid.sxid, sxid.pci_bus_id);
+    if (ExpiredBeforeSeen(rule, sxid.time, now)) continue;
+    std::deque<absl::Time>& times = sxid_times_[key];
+    times.push_back(sxid.time);
+    while (!times.empty() && times.front() < now - rule.window) times.pop_front();
+    if (rule.severity == XidRule::Severity::kCount && times.size() < rule.count) continue;
+    const HealthStatus status =
+        rule.severity == XidRule::Severity::kFail ? HealthStatus::kFail : HealthStatus::kWarn;
+    std::string message =
+        fmt::format("{}{}: {}{}", what, sxid.link ? fmt::format(", link {}", *sxid.link) : "",
+                    rule.meaning, Repeats(rule, times.size()));
+    if (!sxid.detail.empty()) message += fmt::format(" ({})", sxid.detail);
+    Upsert(node_slot(),
+           {HealthSystem::kNvswitch, status, key, rule.code, std::move(message), rule.action,
+            /*injected=*/false},
+           now, /*onset=*/true, rule.window);
+  }
+}
+
+void HealthEvaluator::Upsert(size_t slot, const Condition& condition, absl::Time now, bool onset,
                              absl::Duration expire_after) {
-  auto [it, created] = incidents_[gpu].try_emplace(condition.key);
+  auto [it, created] = incidents_[slot].try_emplace(condition.key);
   Incident& incident = it->second;
   const uint64_t old_count = incident.count;
   if (created) {
-    incident = Incident{.gpu = gpu,
-                        .uuid = gpus_[gpu].uuid,
+    const bool node_level = slot == node_slot();
+    incident = Incident{.gpu = node_level ? 0 : static_cast<uint32_t>(slot),
+                        .uuid = node_level ? "" : gpus_[slot].uuid,
+                        .node_level = node_level,
                         .system = condition.system,
                         .status = condition.status,
                         .key = condition.key,
@@ -271,19 +351,38 @@ std::shared_ptr<const HealthVerdict> HealthEvaluator::Evaluate(
       active[condition.key] = true;
     }
     active_[gpu] = std::move(active);
-    for (size_t s = 0; s < std::size(kAllHealthSystems); ++s) {
-      unknown_[gpu][s] = UnknownReason(gpu, kAllHealthSystems[s], snapshot, now);
+    for (size_t s = 0; s < std::size(kGpuHealthSystems); ++s) {
+      unknown_[gpu][s] = UnknownReason(gpu, kGpuHealthSystems[s], snapshot, now);
     }
   }
   EvaluateXids(now);
+  // The node-level systems: SXids come only from the kernel log.
+  using KernelLog = Snapshot::Counters::KernelLog;
+  switch (snapshot.counters.kernel_log) {
+    case KernelLog::kOff:
+      node_unknown_.reset();
+      break;
+    case KernelLog::kReading:
+      node_unknown_ = "";
+      break;
+    case KernelLog::kAbsent:
+      node_unknown_ = "the kernel log is absent: NVSwitch errors (SXids) cannot be seen";
+      break;
+    case KernelLog::kUnreadable:
+      node_unknown_ =
+          "the kernel log cannot be read (the engine needs read access to /dev/kmsg, and "
+          "CAP_SYSLOG where kernel.dmesg_restrict=1): NVSwitch errors (SXids) cannot be seen";
+      break;
+  }
+  EvaluateSxids(now);
   // WARN incidents that stopped holding expire; FAIL incidents stay until cleared.
-  for (uint32_t gpu = 0; gpu < gpus_.size(); ++gpu) {
-    for (auto it = incidents_[gpu].begin(); it != incidents_[gpu].end();) {
+  for (size_t slot = 0; slot < incidents_.size(); ++slot) {
+    for (auto it = incidents_[slot].begin(); it != incidents_[slot].end();) {
       const Incident& incident = it->second;
       const bool expired = incident.status != HealthStatus::kFail &&
-                           !active_[gpu].contains(incident.key) &&
+                           !active_[slot].contains(incident.key) &&
                            now - incident.last_seen >= incident.expire_after;
-      it = expired ? incidents_[gpu].erase(it) : std::next(it);
+      it = expired ? incidents_[slot].erase(it) : std::next(it);
     }
   }
   std::shared_ptr<const HealthVerdict> verdict = BuildVerdict(snapshot.seq, snapshot.time);
@@ -293,25 +392,44 @@ std::shared_ptr<const HealthVerdict> HealthEvaluator::Evaluate(
   if (baseline) {
     spdlog::info("health baseline at seq {}: overall {}", verdict->seq,
                  HealthStatusName(verdict->overall));
-  }
-  for (size_t g = 0; !baseline && g < verdict->gpus.size(); ++g) {
-    for (size_t s = 0; s < verdict->gpus[g].systems.size(); ++s) {
-      const SystemHealth& now_system = verdict->gpus[g].systems[s];
-      const SystemHealth& before = latest_->gpus[g].systems[s];
-      if (now_system.status == before.status) continue;
-      std::string summary = now_system.unknown_reason;
-      bool injected = false;
-      for (const Incident& incident : now_system.incidents) {
-        summary +=
-            fmt::format("{}{}: {}", summary.empty() ? "" : "; ", incident.code, incident.message);
-        injected |= incident.injected;
+  } else {
+    for (size_t g = 0; g < verdict->gpus.size(); ++g) {
+      for (size_t s = 0; s < verdict->gpus[g].systems.size(); ++s) {
+        Compare(latest_->gpus[g].systems[s], verdict->gpus[g].systems[s], g, gpus_[g].uuid,
+                /*node_level=*/false, transitions);
       }
-      transitions->push_back({static_cast<uint32_t>(g), gpus_[g].uuid, now_system.system,
-                              before.status, now_system.status, std::move(summary), injected});
+    }
+    // The node-level systems are listed for the engine's whole life or not at all.
+    if (latest_->node_systems.size() == verdict->node_systems.size()) {
+      for (size_t s = 0; s < verdict->node_systems.size(); ++s) {
+        Compare(latest_->node_systems[s], verdict->node_systems[s], 0, "", /*node_level=*/true,
+                transitions);
+      }
     }
   }
   latest_ = verdict;
   return verdict;
+}
+
+void HealthEvaluator::Compare(const SystemHealth& before, const SystemHealth& now, size_t slot,
+                              const std::string& uuid, bool node_level,
+                              std::vector<HealthTransition>* transitions) {
+  if (now.status == before.status) return;
+  std::string summary = now.unknown_reason;
+  bool injected = false;
+  for (const Incident& incident : now.incidents) {
+    summary +=
+        fmt::format("{}{}: {}", summary.empty() ? "" : "; ", incident.code, incident.message);
+    injected |= incident.injected;
+  }
+  transitions->push_back({.gpu = static_cast<uint32_t>(slot),
+                          .uuid = uuid,
+                          .node_level = node_level,
+                          .system = now.system,
+                          .from = before.status,
+                          .to = now.status,
+                          .summary = std::move(summary),
+                          .injected = injected});
 }
 
 std::shared_ptr<const HealthVerdict> HealthEvaluator::BuildVerdict(uint64_t seq,
@@ -320,34 +438,43 @@ std::shared_ptr<const HealthVerdict> HealthEvaluator::BuildVerdict(uint64_t seq,
   verdict->seq = seq;
   verdict->time = time;
   verdict->overall = HealthStatus::kPass;
+  // One system's incidents from a slot, and its status with `unknown_reason`.
+  const auto system_health = [&](size_t slot, HealthSystem which, std::string unknown_reason) {
+    SystemHealth system;
+    system.system = which;
+    for (const auto& [key, incident] : incidents_[slot]) {
+      if (incident.system != which) continue;
+      system.incidents.push_back(incident);
+      system.status = Worst(system.status, incident.status);
+    }
+    system.unknown_reason = std::move(unknown_reason);
+    if (!system.unknown_reason.empty())
+      system.status = Worst(system.status, HealthStatus::kUnknown);
+    return system;
+  };
   for (uint32_t gpu = 0; gpu < gpus_.size(); ++gpu) {
     GpuHealth& health = verdict->gpus.emplace_back();
     health.gpu = gpu;
     health.uuid = gpus_[gpu].uuid;
-    for (size_t s = 0; s < std::size(kAllHealthSystems); ++s) {
-      SystemHealth& system = health.systems.emplace_back();
-      system.system = kAllHealthSystems[s];
-      for (const auto& [key, incident] : incidents_[gpu]) {
-        if (incident.system != system.system) continue;
-        system.incidents.push_back(incident);
-        system.status = Worst(system.status, incident.status);
-      }
-      system.unknown_reason = unknown_[gpu][s];
-      if (!system.unknown_reason.empty())
-        system.status = Worst(system.status, HealthStatus::kUnknown);
-      health.status = Worst(health.status, system.status);
+    for (size_t s = 0; s < std::size(kGpuHealthSystems); ++s) {
+      health.systems.push_back(system_health(gpu, kGpuHealthSystems[s], unknown_[gpu][s]));
+      health.status = Worst(health.status, health.systems.back().status);
     }
     verdict->overall = Worst(verdict->overall, health.status);
+  }
+  if (node_unknown_.has_value()) {
+    for (HealthSystem which : kNodeHealthSystems) {
+      verdict->node_systems.push_back(system_health(node_slot(), which, *node_unknown_));
+      verdict->overall = Worst(verdict->overall, verdict->node_systems.back().status);
+    }
   }
   return verdict;
 }
 
-std::vector<Incident> HealthEvaluator::Clear(uint32_t gpu, std::optional<HealthSystem> system,
-                                             const std::string& reason) {
+std::vector<Incident> HealthEvaluator::ClearSlot(size_t slot, std::optional<HealthSystem> system,
+                                                 const std::string& reason, absl::Time now) {
   std::vector<Incident> cleared;
-  if (gpu >= gpus_.size()) return cleared;
-  absl::MutexLock lock(&mutex_);
-  for (auto it = incidents_[gpu].begin(); it != incidents_[gpu].end();) {
+  for (auto it = incidents_[slot].begin(); it != incidents_[slot].end();) {
     if (system && it->second.system != *system) {
       ++it;
       continue;
@@ -355,11 +482,35 @@ std::vector<Incident> HealthEvaluator::Clear(uint32_t gpu, std::optional<HealthS
     if (sink_ != nullptr && it->second.status == HealthStatus::kFail) {
       sink_->Cleared(it->second, reason);
     }
-    active_[gpu].erase(it->first);
+    active_[slot].erase(it->first);
     cleared.push_back(std::move(it->second));
-    it = incidents_[gpu].erase(it);
+    it = incidents_[slot].erase(it);
+  }
+  const bool node_level = slot == node_slot();
+  for (size_t s = 0; s < std::size(kHealthSystems); ++s) {
+    if (kHealthSystems[s].node_level != node_level) continue;
+    if (system && static_cast<size_t>(*system) != s) continue;
+    cleared_at_[slot][s] = std::max(cleared_at_[slot][s], now);
+  }
+  if (sink_ != nullptr) {
+    sink_->OperatorCleared(
+        {.uuid = node_level ? "" : gpus_[slot].uuid, .system = system, .time = now});
   }
   return cleared;
+}
+
+std::vector<Incident> HealthEvaluator::Clear(uint32_t gpu, std::optional<HealthSystem> system,
+                                             const std::string& reason, absl::Time now) {
+  if (gpu >= gpus_.size() || (system && IsNodeLevel(*system))) return {};
+  absl::MutexLock lock(&mutex_);
+  return ClearSlot(gpu, system, reason, now);
+}
+
+std::vector<Incident> HealthEvaluator::ClearNode(std::optional<HealthSystem> system,
+                                                 const std::string& reason, absl::Time now) {
+  if (system && !IsNodeLevel(*system)) return {};
+  absl::MutexLock lock(&mutex_);
+  return ClearSlot(node_slot(), system, reason, now);
 }
 
 std::shared_ptr<const HealthVerdict> HealthEvaluator::Latest() const {

@@ -4,16 +4,21 @@
 //
 // Per GPU and system (pcie, memory, inforom, thermal, power, nvlink, driver) a status:
 // PASS, WARN, FAIL, or UNKNOWN when the data behind the system is missing or stale (never PASS
-// then). Findings are incidents (DCGM_FR_* codes, a message an on-call engineer can act on, first
-// and last seen, a count): a repeat updates the incident instead of adding another. WARN
-// incidents expire a window after they were last seen; FAIL incidents are sticky and persisted
-// (IncidentStore) until their clear condition: a GPU reset seen (volatile ECC counters or the
-// energy counter going back, which only a reset or driver reload does), a reboot (boot id
-// changed), or an operator's `vigil health clear`.
+// then). Node-level systems (nvswitch: the NVSwitches' SXids, from the kernel log) are judged
+// once for the node, where the engine has their source: with no kernel log there are none, and
+// while the kernel log cannot be read nvswitch is UNKNOWN. Findings are incidents (DCGM_FR_* codes,
+// a message an on-call engineer can act on, first and last seen, a count): a repeat updates the
+// incident instead of adding another. WARN incidents expire a window after they were last seen;
+// FAIL incidents are sticky and persisted (IncidentStore) until their clear condition: a GPU reset
+// seen (volatile ECC counters or the energy counter going back, which only a reset or driver reload
+// does), a reboot (boot id changed), or an operator's `vigil health clear`. An XID or SXid that
+// happened before the last clear of its GPU (or the node) and system is not raised again — a kernel
+// log replayed after its replay state was lost brings old lines back.
 //
-// Threading: Evaluate() on the tick thread; RecordXid() from any thread (the backend's event
-// thread, gRPC threads injecting); Clear() and Latest() from gRPC threads. One mutex guards the
-// incident table; evaluation is short (see bench: well under 20 us for 8 GPUs).
+// Threading: Evaluate() on the tick thread; RecordXid() and RecordSxid() from any thread (the
+// backend's event thread, the kernel log's, gRPC threads injecting); Clear() and Latest() from gRPC
+// threads. One mutex guards the incident table; evaluation is short (see bench: well under 20 us
+// for 8 GPUs).
 #pragma once
 
 #include <deque>
@@ -34,8 +39,9 @@
 namespace vigil {
 
 struct Incident {
-  uint32_t gpu = 0;
-  std::string uuid;
+  uint32_t gpu = 0;         // the GPU's index; 0 and unused for a node-level incident
+  std::string uuid;         // the GPU's; "" for a node-level incident
+  bool node_level = false;  // about the node (its NVSwitches), not one GPU
   HealthSystem system = HealthSystem::kDriver;
   HealthStatus status = HealthStatus::kWarn;
   std::string key;      // identity for de-duplication: "memory.volatile_dbe", "xid.79", ...
@@ -61,19 +67,22 @@ struct GpuHealth {
   uint32_t gpu = 0;
   std::string uuid;
   HealthStatus status = HealthStatus::kPass;
-  std::vector<SystemHealth> systems;  // in kAllHealthSystems order
+  std::vector<SystemHealth> systems;  // in kGpuHealthSystems order
 };
 
 struct HealthVerdict {
   uint64_t seq = 0;
   absl::Time time;
-  HealthStatus overall = HealthStatus::kUnknown;
+  HealthStatus overall = HealthStatus::kUnknown;  // of the GPUs and the node-level systems
   std::vector<GpuHealth> gpus;
+  // In kNodeHealthSystems order; empty when the engine reads no kernel log (no source).
+  std::vector<SystemHealth> node_systems;
 };
 
 struct HealthTransition {
-  uint32_t gpu = 0;
-  std::string uuid;
+  uint32_t gpu = 0;         // unused when node_level
+  std::string uuid;         // "" when node_level
+  bool node_level = false;  // a node-level system changed
   HealthSystem system = HealthSystem::kPcie;
   HealthStatus from = HealthStatus::kUnknown;
   HealthStatus to = HealthStatus::kUnknown;
@@ -81,22 +90,38 @@ struct HealthTransition {
   bool injected = false;
 };
 
-// Receives incident changes that must survive a restart (FAIL incidents). Implemented by
-// IncidentStore; tests use fakes.
+// An operator's `vigil health clear` of a GPU's (or the node's) systems: what happened before it
+// is not raised again.
+struct OperatorClear {
+  std::string uuid;                    // the GPU's; "" for the node-level systems
+  std::optional<HealthSystem> system;  // nullopt: every system
+  absl::Time time;
+};
+
+// Receives the changes that must survive a restart: FAIL incidents and operator clears.
+// Implemented by IncidentStore; tests use fakes.
 class IncidentSink {
  public:
   virtual ~IncidentSink() = default;
   virtual void Raised(const Incident& incident) = 0;  // new or updated
   virtual void Cleared(const Incident& incident, std::string_view reason) = 0;
+  virtual void OperatorCleared(const OperatorClear& clear) = 0;
+};
+
+// What a previous run left in the state dir.
+struct RestoredHealth {
+  std::vector<Incident> incidents;  // FAIL incidents, with the GPU index of this run
+  std::vector<OperatorClear> clears;
 };
 
 class HealthEvaluator {
  public:
   // `intervals[i]` is the sampling interval of field index i (for staleness). `sink` may be null
-  // and must outlive the evaluator. `restored` are FAIL incidents loaded from the state dir.
+  // and must outlive the evaluator. `restored` is what the state dir held (a clear of a GPU
+  // not present is ignored).
   HealthEvaluator(HealthPolicy policy, std::shared_ptr<const FieldLayout> layout,
                   std::vector<GpuIdentity> gpus, std::vector<absl::Duration> intervals,
-                  IncidentSink* sink, std::vector<Incident> restored);
+                  IncidentSink* sink, RestoredHealth restored);
 
   // Tick thread: evaluates `snapshot` at `now`; returns the verdict (stamped with the snapshot's
   // seq) and appends what changed to *transitions.
@@ -105,10 +130,16 @@ class HealthEvaluator {
 
   // An XID, to be judged at the next Evaluate(). Thread-safe.
   void RecordXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected);
+  // An NVSwitch error, judged at the next Evaluate() against the node's nvswitch system.
+  void RecordSxid(const SxidEvent& sxid);
 
-  // Removes the incidents of `gpu` (one system, or all); returns what was removed.
+  // An operator's clear at `now`: removes the incidents of `gpu` (one system, or all) and
+  // remembers the time; returns what was removed. A GPU out of range clears nothing.
   std::vector<Incident> Clear(uint32_t gpu, std::optional<HealthSystem> system,
-                              const std::string& reason);
+                              const std::string& reason, absl::Time now);
+  // The same for the node-level systems (`system`, if given, is one of them).
+  std::vector<Incident> ClearNode(std::optional<HealthSystem> system, const std::string& reason,
+                                  absl::Time now);
 
   // The latest verdict; UNKNOWN for every GPU before the first evaluation.
   std::shared_ptr<const HealthVerdict> Latest() const;
@@ -131,6 +162,8 @@ class HealthEvaluator {
     absl::Time time;
     bool injected;
   };
+  // Incident tables are per "slot": one per GPU (its index), then one for the node.
+  size_t node_slot() const { return gpus_.size(); }
 
   // Field index for a catalogue ID (every rule's input is in the layout).
   size_t Index(FieldId field) const;
@@ -143,15 +176,26 @@ class HealthEvaluator {
                      std::vector<Condition>* conditions, bool* reset_seen)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void EvaluateXids(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void EvaluateSxids(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether a finding of `time` precedes the last operator clear of (slot, system); logs it.
+  bool ClearedSince(size_t slot, HealthSystem system, absl::Time time, std::string_view what) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  std::vector<Incident> ClearSlot(size_t slot, std::optional<HealthSystem> system,
+                                  const std::string& reason, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Why (GPU, system) cannot be judged now, or "" when its inputs are fresh.
   std::string UnknownReason(uint32_t gpu, HealthSystem system, const Snapshot& snapshot,
                             absl::Time now) const;
-  // Records a finding: `onset` counts a new occurrence (an XID, or a condition that was not
-  // holding at the previous evaluation).
-  void Upsert(uint32_t gpu, const Condition& condition, absl::Time now, bool onset,
+  // Records a finding in a slot: `onset` counts a new occurrence (an XID, or a condition that
+  // was not holding at the previous evaluation).
+  void Upsert(size_t slot, const Condition& condition, absl::Time now, bool onset,
               absl::Duration expire_after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   std::shared_ptr<const HealthVerdict> BuildVerdict(uint64_t seq, absl::Time time) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Appends to *transitions what changed from `before` to `now` in one system.
+  static void Compare(const SystemHealth& before, const SystemHealth& now, size_t slot,
+                      const std::string& uuid, bool node_level,
+                      std::vector<HealthTransition>* transitions);
 
   const HealthPolicy policy_;
   const std::shared_ptr<const FieldLayout> layout_;
@@ -164,14 +208,22 @@ class HealthEvaluator {
   std::vector<int32_t> index_of_;
 
   mutable absl::Mutex mutex_;
-  // Per GPU: incidents by key.
+  // Per slot: incidents by key.
   std::vector<std::map<std::string, Incident>> incidents_ ABSL_GUARDED_BY(mutex_);
-  // Per GPU: keys of condition incidents that held at the previous evaluation.
+  // Per slot: keys of condition incidents that held at the previous evaluation.
   std::vector<std::map<std::string, bool>> active_ ABSL_GUARDED_BY(mutex_);
+  // Per slot and system (kHealthSystems index): the last operator clear.
+  std::vector<std::vector<absl::Time>> cleared_at_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::map<FieldId, CounterWindow>> counters_ ABSL_GUARDED_BY(mutex_);
   // Per GPU and XID code: recent occurrence times (for count rules).
   std::vector<std::map<uint32_t, std::deque<absl::Time>>> xid_times_ ABSL_GUARDED_BY(mutex_);
   std::vector<PendingXid> pending_xids_ ABSL_GUARDED_BY(mutex_);
+  std::vector<SxidEvent> pending_sxids_ ABSL_GUARDED_BY(mutex_);
+  // Per SXid incident key: recent occurrence times (for count rules).
+  std::map<std::string, std::deque<absl::Time>> sxid_times_ ABSL_GUARDED_BY(mutex_);
+  // Why the node-level systems cannot be judged ("" if they can); nullopt: no source (no kernel
+  // log), so the verdict leaves them out.
+  std::optional<std::string> node_unknown_ ABSL_GUARDED_BY(mutex_);
   // Per GPU and system: why it could not be judged at the last evaluation ("" if it could).
   std::vector<std::vector<std::string>> unknown_ ABSL_GUARDED_BY(mutex_);
   std::shared_ptr<const HealthVerdict> latest_ ABSL_GUARDED_BY(mutex_);

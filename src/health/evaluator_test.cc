@@ -7,6 +7,7 @@
 #include <cctype>
 #include <set>
 
+#include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "health/rules.h"
@@ -22,8 +23,7 @@ class HealthTest : public ::testing::Test {
  protected:
   void SetUp() override { Make(DefaultHealthPolicy()); }
 
-  void Make(HealthPolicy policy, IncidentSink* sink = nullptr,
-            std::vector<Incident> restored = {}) {
+  void Make(HealthPolicy policy, IncidentSink* sink = nullptr, RestoredHealth restored = {}) {
     std::vector<const FieldInfo*> fields;
     std::vector<absl::Duration> intervals;
     for (const FieldInfo& field : AllFields()) {
@@ -68,6 +68,7 @@ class HealthTest : public ::testing::Test {
       }
     }
     snapshot.gpu_read = gpu_read_;
+    snapshot.counters.kernel_log = kernel_log_;
     if (stale_field_) {
       snapshot.values[*layout_->IndexOf(*stale_field_)].sample_time = now_ - absl::Minutes(5);
     }
@@ -95,6 +96,7 @@ class HealthTest : public ::testing::Test {
   uint64_t seq_ = 0;
   std::optional<FieldId> stale_field_;
   std::vector<ValueStatus> gpu_read_ = {ValueStatus::kOk, ValueStatus::kOk};
+  Snapshot::Counters::KernelLog kernel_log_ = Snapshot::Counters::KernelLog::kOff;
   std::shared_ptr<const HealthVerdict> verdict_;
   std::vector<HealthTransition> transitions_;
 };
@@ -410,7 +412,7 @@ INSTANTIATE_TEST_SUITE_P(EveryRule, HealthRuleInputTest, ::testing::ValuesIn(Eve
                          });
 
 TEST(HealthRulesTest, EverySystemHasRulesAndItsInputsAreTheirs) {
-  for (HealthSystem system : kAllHealthSystems) {
+  for (HealthSystem system : kGpuHealthSystems) {
     std::set<FieldId> from_rules;
     bool has_rule = false;
     for (const HealthRule& rule : HealthRules()) {
@@ -489,6 +491,11 @@ class RecordingSink : public IncidentSink {
   void Cleared(const Incident& incident, std::string_view reason) override {
     events.push_back(incident.key + " cleared: " + std::string(reason));
   }
+  void OperatorCleared(const OperatorClear& clear) override {
+    events.push_back(fmt::format("operator clear of {} {}",
+                                 clear.uuid.empty() ? "node" : clear.uuid,
+                                 clear.system ? HealthSystemName(*clear.system) : "all"));
+  }
   std::vector<std::string> events;
 };
 
@@ -506,8 +513,9 @@ TEST_F(HealthTest, FailuresReachTheSinkWhenRaisedRepeatedAndCleared) {
   Tick();
   EXPECT_THAT(sink.events,
               ::testing::ElementsAre("xid.79 raised x1", "xid.79 raised x2", "xid.48 raised x1"));
-  health_->Clear(0, HealthSystem::kDriver, "cleared by uid 0");
-  EXPECT_THAT(sink.events, ::testing::IsSupersetOf({"xid.79 cleared: cleared by uid 0"}));
+  health_->Clear(0, HealthSystem::kDriver, "cleared by uid 0", now_);
+  EXPECT_THAT(sink.events, ::testing::IsSupersetOf({"xid.79 cleared: cleared by uid 0",
+                                                    "operator clear of GPU-0 driver"}));
   Add(fid::kEccSbeVolTotal, 5);
   Tick();
   health_->RecordXid(0, 79, now_, false);
@@ -525,8 +533,8 @@ TEST_F(HealthTest, ClearRemovesIncidentsAndConditionsComeBack) {
   health_->RecordXid(0, 79, now_, false);
   Set(fid::kInforomConfigValid, 0);
   Tick();
-  EXPECT_EQ(health_->Clear(0, HealthSystem::kDriver, "test").size(), 1u);
-  EXPECT_EQ(health_->Clear(0, std::nullopt, "test").size(), 1u);
+  EXPECT_EQ(health_->Clear(0, HealthSystem::kDriver, "test", now_).size(), 1u);
+  EXPECT_EQ(health_->Clear(0, std::nullopt, "test", now_).size(), 1u);
   Tick();
   EXPECT_EQ(System(HealthSystem::kDriver), HealthStatus::kPass);
   EXPECT_EQ(System(HealthSystem::kInforom), HealthStatus::kWarn) << "still corrupt";
@@ -557,7 +565,7 @@ TEST_F(HealthTest, RestoredFailuresShowFromTheFirstVerdict) {
                     .key = "xid.48",
                     .code = "DCGM_FR_VOLATILE_DBE_DETECTED",
                     .first_seen = kT0 - absl::Hours(3)};
-  Make(DefaultHealthPolicy(), nullptr, {incident});
+  Make(DefaultHealthPolicy(), nullptr, {.incidents = {incident}});
   Tick();
   EXPECT_EQ(System(HealthSystem::kMemory, 1), HealthStatus::kFail);
   EXPECT_EQ(Incidents(HealthSystem::kMemory, 1)[0].first_seen, kT0 - absl::Hours(3));
@@ -591,6 +599,166 @@ xid:
     HealthPolicy p = DefaultHealthPolicy();
     EXPECT_FALSE(ApplyHealthConfig(YAML::Load(bad), "e.yaml", &p).ok()) << bad;
   }
+}
+
+SxidEvent Sxid(uint32_t code, bool fatal, absl::Time time, uint32_t nvswitch = 1) {
+  return {.nvswitch = nvswitch,
+          .pci_bus_id = fmt::format("00000000:0{}:00.0", nvswitch + 5),
+          .sxid = code,
+          .fatal = fatal,
+          .link = 48,
+          .detail = "Link 48 LTSSM Fault Up",
+          .time = time};
+}
+
+TEST_F(HealthTest, TheNvswitchSystemIsJudgedWhereTheKernelLogIsRead) {
+  Tick();
+  EXPECT_TRUE(verdict_->node_systems.empty()) << "no kernel log: no source, no system";
+  kernel_log_ = Snapshot::Counters::KernelLog::kReading;
+  Tick();
+  ASSERT_EQ(verdict_->node_systems.size(), 1u);
+  EXPECT_EQ(verdict_->node_systems[0].system, HealthSystem::kNvswitch);
+  EXPECT_EQ(verdict_->node_systems[0].status, HealthStatus::kPass);
+  EXPECT_EQ(verdict_->overall, HealthStatus::kPass);
+  kernel_log_ = Snapshot::Counters::KernelLog::kUnreadable;
+  Tick();
+  EXPECT_EQ(verdict_->node_systems[0].status, HealthStatus::kUnknown);
+  EXPECT_THAT(verdict_->node_systems[0].unknown_reason, HasSubstr("CAP_SYSLOG"));
+  EXPECT_EQ(verdict_->overall, HealthStatus::kUnknown) << "never healthy what cannot be seen";
+  ASSERT_EQ(transitions_.size(), 1u);
+  EXPECT_TRUE(transitions_[0].node_level);
+  EXPECT_EQ(transitions_[0].from, HealthStatus::kPass);
+  EXPECT_EQ(transitions_[0].to, HealthStatus::kUnknown);
+  for (const GpuHealth& gpu : verdict_->gpus) EXPECT_EQ(gpu.status, HealthStatus::kPass);
+}
+
+TEST_F(HealthTest, AFatalSxidFailsTheNodeAndANonFatalOneWarnsUntilItsWindowEnds) {
+  RecordingSink sink;
+  Make(DefaultHealthPolicy(), &sink);
+  kernel_log_ = Snapshot::Counters::KernelLog::kReading;
+  Tick();
+  health_->RecordSxid(Sxid(22013, /*fatal=*/false, now_, /*nvswitch=*/3));
+  Tick();
+  ASSERT_EQ(verdict_->node_systems[0].incidents.size(), 1u);
+  const Incident& warning = verdict_->node_systems[0].incidents[0];
+  EXPECT_EQ(warning.status, HealthStatus::kWarn);
+  EXPECT_EQ(warning.code, "DCGM_FR_NVSWITCH_NON_FATAL_ERROR");
+  EXPECT_TRUE(warning.node_level);
+  EXPECT_EQ(warning.uuid, "");
+  EXPECT_THAT(warning.message, HasSubstr("NVSwitch 3 (00000000:08:00.0): SXid 22013, link 48"));
+  EXPECT_EQ(verdict_->overall, HealthStatus::kWarn);
+  EXPECT_TRUE(sink.events.empty()) << "a warning is not persisted";
+
+  health_->RecordSxid(Sxid(20034, /*fatal=*/true, now_));
+  Tick();
+  EXPECT_EQ(verdict_->node_systems[0].status, HealthStatus::kFail);
+  EXPECT_EQ(verdict_->overall, HealthStatus::kFail);
+  for (const GpuHealth& gpu : verdict_->gpus) EXPECT_EQ(gpu.status, HealthStatus::kPass);
+  EXPECT_THAT(sink.events, ::testing::ElementsAre("sxid.20034.00000000:06:00.0 raised x1"));
+  ASSERT_FALSE(transitions_.empty());
+  EXPECT_TRUE(transitions_.back().node_level);
+  EXPECT_THAT(transitions_.back().summary, HasSubstr("DCGM_FR_NVSWITCH_FATAL_ERROR"));
+
+  Tick(absl::Hours(1));  // the warning's window passed; the failure is sticky
+  ASSERT_EQ(verdict_->node_systems[0].incidents.size(), 1u);
+  EXPECT_EQ(verdict_->node_systems[0].incidents[0].code, "DCGM_FR_NVSWITCH_FATAL_ERROR");
+
+  EXPECT_TRUE(health_->ClearNode(HealthSystem::kDriver, "test", now_).empty())
+      << "driver is a GPU's system";
+  EXPECT_TRUE(health_->Clear(0, HealthSystem::kNvswitch, "test", now_).empty())
+      << "nvswitch is the node's";
+  EXPECT_EQ(health_->ClearNode(std::nullopt, "cleared by uid 0", now_).size(), 1u);
+  Tick();
+  EXPECT_EQ(verdict_->node_systems[0].status, HealthStatus::kPass);
+  EXPECT_THAT(sink.events,
+              ::testing::IsSupersetOf({"sxid.20034.00000000:06:00.0 cleared: cleared by uid 0",
+                                       "operator clear of node all"}));
+}
+
+TEST_F(HealthTest, WhatHappenedBeforeAnOperatorsClearIsNotRaisedAgain) {
+  kernel_log_ = Snapshot::Counters::KernelLog::kReading;
+  Tick();
+  const absl::Time xid_time = now_;
+  health_->RecordXid(0, 79, xid_time, false);
+  health_->RecordSxid(Sxid(20034, true, xid_time));
+  Tick();
+  ASSERT_EQ(System(HealthSystem::kDriver), HealthStatus::kFail);
+  const absl::Time cleared = now_;
+  health_->Clear(0, std::nullopt, "test", cleared);
+  health_->ClearNode(HealthSystem::kNvswitch, "test", cleared);
+  // The same lines again, as a kernel log replayed after its replay state was lost brings them.
+  health_->RecordXid(0, 79, xid_time, false);
+  health_->RecordSxid(Sxid(20034, true, xid_time));
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kDriver), HealthStatus::kPass);
+  EXPECT_EQ(verdict_->node_systems[0].status, HealthStatus::kPass);
+  // A new one after the clear counts.
+  health_->RecordXid(0, 79, now_, false);
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kDriver), HealthStatus::kFail);
+
+  // The clears survive a restart (the store hands them back).
+  Make(DefaultHealthPolicy(), nullptr,
+       {.clears = {{.uuid = "GPU-0", .system = HealthSystem::kDriver, .time = cleared},
+                   {.uuid = "", .system = std::nullopt, .time = cleared},
+                   {.uuid = "GPU-gone", .system = std::nullopt, .time = cleared}}});
+  kernel_log_ = Snapshot::Counters::KernelLog::kReading;
+  now_ = cleared + absl::Seconds(30);
+  Tick();
+  health_->RecordXid(0, 79, xid_time, false);
+  health_->RecordXid(1, 79, xid_time, false);  // GPU 1 was never cleared
+  health_->RecordXid(0, 48, xid_time, false);  // memory: the clear was of driver only
+  health_->RecordSxid(Sxid(20034, true, xid_time));
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kDriver, 0), HealthStatus::kPass);
+  EXPECT_EQ(System(HealthSystem::kMemory, 0), HealthStatus::kFail);
+  EXPECT_EQ(System(HealthSystem::kDriver, 1), HealthStatus::kFail);
+  EXPECT_EQ(verdict_->node_systems[0].status, HealthStatus::kPass);
+}
+
+TEST_F(HealthTest, AnOldWarningReplayedAtStartIsHistoryButAnOldFailureCounts) {
+  Tick();
+  health_->RecordXid(0, 94, now_ - absl::Hours(2), false);  // WARN, its 1 h window long over
+  health_->RecordXid(1, 79, now_ - absl::Hours(2), false);  // FAIL: sticky however old
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kMemory, 0), HealthStatus::kPass);
+  EXPECT_EQ(System(HealthSystem::kDriver, 1), HealthStatus::kFail);
+  health_->RecordXid(0, 94, now_ - absl::Minutes(20), false);  // within its window
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kMemory, 0), HealthStatus::kWarn);
+}
+
+TEST(HealthPolicyTest, SxidRulesFollowTheDriversWordUnlessConfigured) {
+  HealthPolicy policy = DefaultHealthPolicy();
+  EXPECT_EQ(policy.SxidRuleFor(20034, true).severity, XidRule::Severity::kFail);
+  EXPECT_EQ(policy.SxidRuleFor(20034, false).severity, XidRule::Severity::kWarn);
+  const YAML::Node node = YAML::Load(R"(
+sxid:
+  "20034": {severity: warn}
+  "12028": {severity: fail, action: "call the switch vendor"}
+  "22013": {severity: count, count: 5, window: 10m}
+)");
+  ASSERT_TRUE(ApplyHealthConfig(node, "e.yaml", &policy).ok());
+  EXPECT_EQ(policy.SxidRuleFor(20034, true).severity, XidRule::Severity::kWarn);
+  EXPECT_EQ(policy.SxidRuleFor(20034, true).code, "DCGM_FR_NVSWITCH_NON_FATAL_ERROR");
+  EXPECT_EQ(policy.SxidRuleFor(20034, true).system, HealthSystem::kNvswitch);
+  EXPECT_EQ(policy.SxidRuleFor(12028, false).severity, XidRule::Severity::kFail);
+  EXPECT_EQ(policy.SxidRuleFor(12028, false).code, "DCGM_FR_NVSWITCH_FATAL_ERROR");
+  EXPECT_EQ(policy.SxidRuleFor(12028, false).action, "call the switch vendor");
+  EXPECT_EQ(policy.SxidRuleFor(22013, false).count, 5u);
+  EXPECT_EQ(policy.SxidRuleFor(1, true).severity, XidRule::Severity::kFail) << "not listed";
+
+  for (const char* bad :
+       {"sxid: {\"20034\": {action: x}}", "sxid: {\"0\": {severity: warn}}",
+        "sxid: {\"100000\": {severity: warn}}", "sxid: {\"20034\": {severity: warn, system: pcie}}",
+        "xid: {\"79\": {system: nvswitch}}", "sxid: [1]"}) {
+    HealthPolicy p = DefaultHealthPolicy();
+    EXPECT_FALSE(ApplyHealthConfig(YAML::Load(bad), "e.yaml", &p).ok()) << bad;
+  }
+  HealthPolicy p = DefaultHealthPolicy();
+  const absl::Status missing =
+      ApplyHealthConfig(YAML::Load("sxid: {\"20034\": {action: x}}"), "e.yaml", &p);
+  EXPECT_THAT(missing.message(), HasSubstr("health.sxid.20034.severity: required"));
 }
 
 }  // namespace

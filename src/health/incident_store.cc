@@ -26,6 +26,7 @@ nlohmann::json ToJson(const Incident& incident) {
   return {{"op", "raise"},
           {"gpu", incident.gpu},
           {"uuid", incident.uuid},
+          {"node", incident.node_level},
           {"system", std::string(HealthSystemName(incident.system))},
           {"status", std::string(HealthStatusName(incident.status))},
           {"key", incident.key},
@@ -44,6 +45,8 @@ std::optional<Incident> FromJson(const nlohmann::json& json) {
   Incident incident;
   incident.gpu = json.at("gpu").get<uint32_t>();
   incident.uuid = json.at("uuid").get<std::string>();
+  incident.node_level = json.value("node", false);
+  if (incident.node_level != IsNodeLevel(*system)) return std::nullopt;
   incident.system = *system;
   incident.status = HealthStatus::kFail;  // only failures are persisted
   incident.key = json.at("key").get<std::string>();
@@ -55,6 +58,23 @@ std::optional<Incident> FromJson(const nlohmann::json& json) {
   incident.count = json.at("count").get<uint64_t>();
   incident.injected = json.value("injected", false);
   return incident;
+}
+
+nlohmann::json ToJson(const OperatorClear& clear) {
+  return {{"op", "operator_clear"},
+          {"uuid", clear.uuid},
+          {"system", clear.system ? std::string(HealthSystemName(*clear.system)) : ""},
+          {"time_us", absl::ToUnixMicros(clear.time)}};
+}
+
+std::optional<OperatorClear> ClearFromJson(const nlohmann::json& json) {
+  OperatorClear clear{.uuid = json.at("uuid").get<std::string>(),
+                      .time = absl::FromUnixMicros(json.at("time_us").get<int64_t>())};
+  if (const std::string system = json.at("system").get<std::string>(); !system.empty()) {
+    clear.system = ParseHealthSystem(system);
+    if (!clear.system) return std::nullopt;
+  }
+  return clear;
 }
 
 }  // namespace
@@ -73,6 +93,8 @@ absl::StatusOr<std::unique_ptr<IncidentStore>> IncidentStore::Open(const Options
   *loaded = Loaded();
   // Replay the existing log, if any.
   std::map<std::pair<std::string, std::string>, Incident> incidents;  // (uuid, key)
+  // (uuid, system name or "") -> the latest clear
+  std::map<std::pair<std::string, std::string>, OperatorClear> clears;
   std::string recorded_boot;
   bool existed = false;
   if (auto text = env->ReadFile(path); text.ok()) {
@@ -99,7 +121,10 @@ absl::StatusOr<std::unique_ptr<IncidentStore>> IncidentStore::Open(const Options
           // A log that was appended to across a reboot (compaction failed then): what came
           // before the later boot was cleared by it.
           const std::string boot = json.at("boot_id").get<std::string>();
-          if (!recorded_boot.empty() && boot != recorded_boot) incidents.clear();
+          if (!recorded_boot.empty() && boot != recorded_boot) {
+            incidents.clear();
+            clears.clear();
+          }
           recorded_boot = boot;
         } else if (op == "raise") {
           if (auto incident = FromJson(json)) {
@@ -107,6 +132,11 @@ absl::StatusOr<std::unique_ptr<IncidentStore>> IncidentStore::Open(const Options
           }
         } else if (op == "clear") {
           incidents.erase({json.at("uuid").get<std::string>(), json.at("key").get<std::string>()});
+        } else if (op == "operator_clear") {
+          if (auto clear = ClearFromJson(json)) {
+            OperatorClear& latest = clears[{clear->uuid, json.at("system").get<std::string>()}];
+            if (clear->time >= latest.time) latest = std::move(*clear);
+          }
         }
       } catch (const nlohmann::json::exception& e) {
         loaded->problems.push_back(
@@ -120,6 +150,7 @@ absl::StatusOr<std::unique_ptr<IncidentStore>> IncidentStore::Open(const Options
     loaded->rebooted = true;
     loaded->dropped = incidents.size();
     incidents.clear();
+    clears.clear();  // the kernel log starts afresh with the boot
   }
   // Compact: the current boot and the surviving incidents, replacing the old log atomically.
   const std::string boot_record =
@@ -128,6 +159,10 @@ absl::StatusOr<std::unique_ptr<IncidentStore>> IncidentStore::Open(const Options
   for (auto& [key, incident] : incidents) {
     fresh += Frame(ToJson(incident).dump());
     loaded->incidents.push_back(incident);
+  }
+  for (auto& [key, clear] : clears) {
+    fresh += Frame(ToJson(clear).dump());
+    loaded->clears.push_back(clear);
   }
   absl::Status compacted = WriteFileAtomically(env, path, fresh);
   bool tail_dirty = false;
@@ -187,6 +222,8 @@ void IncidentStore::Cleared(const Incident& incident, std::string_view reason) {
                        {"reason", std::string(reason)}}
             .dump());
 }
+
+void IncidentStore::OperatorCleared(const OperatorClear& clear) { Queue(ToJson(clear).dump()); }
 
 IncidentStore::Stats IncidentStore::stats() const {
   absl::MutexLock lock(&mutex_);

@@ -8,13 +8,14 @@
 //
 // Format: an append-only log, one record per line: 8 hex digits of CRC-32, a space, a JSON
 // object — {"op":"boot","boot_id":…}, {"op":"raise", incident…}, {"op":"clear","uuid":…,
-// "key":…,"reason":…}. On open, the log is replayed (a torn or corrupted record is reported and
-// skipped; the others are kept), incidents from before a reboot (a boot record other than the
-// current boot) are dropped, and the survivors are written to a fresh log (temporary file, sync,
-// rename, sync of the directory) so it does not grow without bound. When compaction fails (a full
-// disk, a failed rename), the old log stays as it was and new records are appended to it. A
-// write that failed part-way may leave a partial record: the next one starts on a new line, so
-// replay skips only the fragment.
+// "key":…,"reason":…}, {"op":"operator_clear","uuid":…,"system":…,"time_us":…} (uuid "" for the
+// node's systems, system "" for all; the latest per GPU and system is kept). On open, the log is
+// replayed (a torn or corrupted record is reported and skipped; the others are kept), incidents
+// from before a reboot (a boot record other than the current boot) are dropped, and the survivors
+// are written to a fresh log (temporary file, sync, rename, sync of the directory) so it does not
+// grow without bound. When compaction fails (a full disk, a failed rename), the old log stays as it
+// was and new records are appended to it. A write that failed part-way may leave a partial record:
+// the next one starts on a new line, so replay skips only the fragment.
 //
 // All file access goes through an Env, so tests inject every failure (testing/fault_env.h).
 // Thread-safety: Raised(), Cleared(), stats() and Flush() may be called from any thread; they
@@ -47,6 +48,7 @@ class IncidentStore : public IncidentSink {
   };
   struct Loaded {
     std::vector<Incident> incidents;    // surviving FAIL incidents (gpu index as recorded)
+    std::vector<OperatorClear> clears;  // the operator clears of this boot
     std::vector<std::string> problems;  // corrupt or torn records, a failed compaction: for the log
     bool rebooted = false;              // incidents were dropped: the node rebooted since
     size_t dropped = 0;
@@ -70,6 +72,7 @@ class IncidentStore : public IncidentSink {
   // Queue a record; never wait for the disk.
   void Raised(const Incident& incident) override;
   void Cleared(const Incident& incident, std::string_view reason) override;
+  void OperatorCleared(const OperatorClear& clear) override;
 
   Stats stats() const;
   // Waits (real time, at most `timeout`) until every record queued before the call is durable.

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 
 #include "common/files.h"
@@ -85,6 +86,40 @@ TEST(IncidentStoreTest, RaisedFailuresSurviveAReopenAndClearsStick) {
   int lines = 0;
   for (std::string line; std::getline(file, line);) ++lines;
   EXPECT_EQ(lines, 2);
+}
+
+TEST(IncidentStoreTest, NodeFailuresAndOperatorClearsSurviveAReopenButNotAReboot) {
+  testing::TempDir dir;
+  IncidentStore::Loaded loaded;
+  Incident nvswitch = Failure("", "sxid.20034.00000000:06:00.0");
+  nvswitch.node_level = true;
+  nvswitch.system = HealthSystem::kNvswitch;
+  nvswitch.gpu = 0;
+  {
+    auto store = Open(dir, "boot-a", &loaded);
+    ASSERT_TRUE(store.ok()) << store.status();
+    (*store)->Raised(nvswitch);
+    (*store)->OperatorCleared({.uuid = "GPU-a", .system = HealthSystem::kDriver, .time = kT0});
+    (*store)->OperatorCleared(
+        {.uuid = "GPU-a", .system = HealthSystem::kDriver, .time = kT0 + absl::Minutes(5)});
+    (*store)->OperatorCleared({.uuid = "", .system = std::nullopt, .time = kT0});
+  }
+  for (int reopen = 0; reopen < 2; ++reopen) {  // the second reads the compacted log
+    auto store = Open(dir, "boot-a", &loaded);
+    ASSERT_TRUE(store.ok());
+    ASSERT_EQ(loaded.incidents.size(), 1u);
+    EXPECT_TRUE(loaded.incidents[0].node_level);
+    EXPECT_EQ(loaded.incidents[0].system, HealthSystem::kNvswitch);
+    ASSERT_EQ(loaded.clears.size(), 2u) << "the latest per GPU and system";
+    std::map<std::string, absl::Time> latest;
+    for (const OperatorClear& clear : loaded.clears) latest[clear.uuid] = clear.time;
+    EXPECT_EQ(latest["GPU-a"], kT0 + absl::Minutes(5));
+    EXPECT_EQ(latest[""], kT0);
+  }
+  auto store = Open(dir, "boot-b", &loaded);
+  ASSERT_TRUE(store.ok());
+  EXPECT_TRUE(loaded.incidents.empty());
+  EXPECT_TRUE(loaded.clears.empty()) << "a reboot starts the kernel log afresh";
 }
 
 TEST(IncidentStoreTest, TornAndCorruptRecordsAreReportedAndSkipped) {

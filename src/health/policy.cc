@@ -9,6 +9,10 @@
 // they repeat. 154 announces a recovery-action change, which the driver system reads from field
 // 1523 itself. Codes not in the table warn (not fail: an unknown code is not evidence of a dead
 // GPU, but it deserves a look).
+//
+// SXids (NVSwitch errors) follow the driver's own word, as DCGM's NVSwitch watches do (fatal and
+// non-fatal): a fatal SXid stops the fabric traffic of the GPUs behind the switch until the
+// switch and its GPUs are reset (fabric manager) or the node reboots, so it FAILs; the rest warn.
 #include "health/policy.h"
 
 #include "common/status.h"
@@ -25,6 +29,106 @@ XidRule Rule(Severity severity, HealthSystem system, std::string code, std::stri
              std::string action, uint32_t count = 1, absl::Duration window = absl::Hours(1)) {
   return XidRule{severity,           system,           count, window, std::move(code),
                  std::move(meaning), std::move(action)};
+}
+
+enum class CodeKind { kXid, kSxid };
+
+// Applies `health.xid` or `health.sxid`: per code, overrides of the rule it has now.
+absl::Status ApplyCodeRules(const yaml::Reader& reader, const YAML::Node& rules, CodeKind kind,
+                            HealthPolicy* policy) {
+  if (!rules) return absl::OkStatus();
+  const bool xid = kind == CodeKind::kXid;
+  const std::string section = xid ? "health.xid" : "health.sxid";
+  const char* const noun = xid ? "XID" : "SXid";
+  const uint64_t max_code = xid ? 999 : 99'999;
+  if (!rules.IsMap()) {
+    return reader.Error(rules, section, fmt::format("expected a mapping of {} codes", noun));
+  }
+  std::map<uint32_t, XidRule>& table = xid ? policy->xids : policy->sxids;
+  for (const auto& entry : rules) {
+    const std::string key = entry.first.Scalar();
+    const std::string path = section + "." + key;
+    const std::optional<uint64_t> code = ParseUint64(key);
+    if (!code || *code == 0 || *code > max_code) {
+      return reader.Error(entry.first, path,
+                          fmt::format("{} codes are numbers from 1 to {}", noun, max_code));
+    }
+    const YAML::Node rule_node = entry.second;
+    if (auto status =
+            xid ? reader.ExpectMap(rule_node, path,
+                                   {"severity", "system", "count", "window", "action", "meaning"})
+                : reader.ExpectMap(rule_node, path,
+                                   {"severity", "count", "window", "action", "meaning"});
+        !status.ok()) {
+      return status;
+    }
+    std::optional<Severity> severity;
+    if (rule_node["severity"]) {
+      auto severity_name = reader.String(rule_node["severity"], path + ".severity");
+      if (!severity_name.ok()) return severity_name.status();
+      for (Severity known :
+           {Severity::kIgnore, Severity::kWarn, Severity::kFail, Severity::kCount}) {
+        if (XidSeverityName(known) == *severity_name) severity = known;
+      }
+      if (!severity) {
+        return reader.Error(rule_node["severity"], path + ".severity",
+                            "use ignore, warn, fail or count");
+      }
+    } else if (!xid) {
+      // Without it the rule would silently turn the driver's "Fatal" into a warning.
+      return reader.Error(rule_node, path + ".severity",
+                          "required: an SXid rule sets the code's severity (fail, warn, count or "
+                          "ignore); codes not listed follow the driver's word");
+    }
+    // An SXid rule starts from the built-in texts of its severity.
+    XidRule rule = xid ? policy->RuleFor(static_cast<uint32_t>(*code))
+                       : policy->SxidRuleFor(static_cast<uint32_t>(*code),
+                                             /*fatal=*/*severity == Severity::kFail);
+    if (severity) rule.severity = *severity;
+    if (rule_node["system"]) {
+      auto name = reader.String(rule_node["system"], path + ".system");
+      if (!name.ok()) return name.status();
+      const auto system = ParseHealthSystem(*name);
+      if (!system || IsNodeLevel(*system)) {
+        return reader.Error(rule_node["system"], path + ".system", "use " + HealthSystemChoices());
+      }
+      rule.system = *system;
+    }
+    if (rule_node["count"]) {
+      auto count = reader.Int(rule_node["count"], path + ".count");
+      if (!count.ok()) return count.status();
+      if (*count < 1 || *count > 1'000'000) {
+        return reader.Error(rule_node["count"], path + ".count", "out of range (1 .. 1000000)");
+      }
+      rule.count = static_cast<uint32_t>(*count);
+    }
+    if (rule_node["window"]) {
+      auto window = reader.Duration(rule_node["window"], path + ".window");
+      if (!window.ok()) return window.status();
+      if (*window < absl::Seconds(1) || *window > absl::Hours(24 * 7)) {
+        return reader.Error(rule_node["window"], path + ".window", "out of range (1s .. 168h)");
+      }
+      rule.window = *window;
+    }
+    if (rule_node["action"]) {
+      auto action = reader.String(rule_node["action"], path + ".action");
+      if (!action.ok()) return action.status();
+      rule.action = *action;
+    }
+    if (rule_node["meaning"]) {
+      auto meaning = reader.String(rule_node["meaning"], path + ".meaning");
+      if (!meaning.ok()) return meaning.status();
+      if (meaning->empty()) {
+        return reader.Error(rule_node["meaning"], path + ".meaning",
+                            "must not be empty: leave it out to keep the built-in text");
+      }
+      rule.meaning = *meaning;
+    } else if (rule.meaning.empty() || !table.contains(static_cast<uint32_t>(*code))) {
+      rule.meaning = fmt::format("{} {} (configured)", noun, *code);
+    }
+    table[static_cast<uint32_t>(*code)] = rule;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -62,6 +166,11 @@ std::string_view XidSeverityName(XidRule::Severity severity) {
 const XidRule& HealthPolicy::RuleFor(uint32_t xid) const {
   auto it = xids.find(xid);
   return it != xids.end() ? it->second : unknown_xid;
+}
+
+const XidRule& HealthPolicy::SxidRuleFor(uint32_t sxid, bool fatal) const {
+  auto it = sxids.find(sxid);
+  return it != sxids.end() ? it->second : fatal ? fatal_sxid : nonfatal_sxid;
 }
 
 HealthPolicy DefaultHealthPolicy() {
@@ -139,6 +248,15 @@ HealthPolicy DefaultHealthPolicy() {
                             "an XID this policy does not know",
                             "look the code up in NVIDIA's XID catalogue and add it to "
                             "health.xid in the engine config");
+  policy.fatal_sxid =
+      Rule(Severity::kFail, HealthSystem::kNvswitch, "DCGM_FR_NVSWITCH_FATAL_ERROR",
+           "fatal NVSwitch error",
+           "drain the node: the GPUs behind the switch lost their NVLink fabric; reset the "
+           "NVSwitches and GPUs (fabric manager) or reboot the node; inspect the link or the "
+           "switch tray if it recurs");
+  policy.nonfatal_sxid = Rule(Severity::kWarn, HealthSystem::kNvswitch,
+                              "DCGM_FR_NVSWITCH_NON_FATAL_ERROR", "non-fatal NVSwitch error",
+                              "watch the switch's SXid rate; inspect the link if it recurs");
   return policy;
 }
 
@@ -148,7 +266,7 @@ absl::Status ApplyHealthConfig(const YAML::Node& node, const std::string& source
   if (auto status = reader.ExpectMap(
           node, "health",
           {"window", "power_violation_fraction", "thermal_violation_fraction",
-           "nvlink_crc_warn_count", "nvlink_crc_fail_rate", "stale_intervals", "xid"});
+           "nvlink_crc_warn_count", "nvlink_crc_fail_rate", "stale_intervals", "xid", "sxid"});
       !status.ok()) {
     return status;
   }
@@ -184,82 +302,13 @@ absl::Status ApplyHealthConfig(const YAML::Node& node, const std::string& source
                           "must be at least 1");
     policy->nvlink_crc_warn_count = *count;
   }
-  if (const YAML::Node xids = node["xid"]) {
-    if (!xids.IsMap()) return reader.Error(xids, "health.xid", "expected a mapping of XID codes");
-    for (const auto& entry : xids) {
-      const std::string key = entry.first.Scalar();
-      const std::string path = "health.xid." + key;
-      const std::optional<uint64_t> code = ParseUint64(key);
-      if (!code || *code == 0 || *code > 999) {
-        return reader.Error(entry.first, path, "XID codes are numbers from 1 to 999");
-      }
-      const YAML::Node rule_node = entry.second;
-      if (auto status = reader.ExpectMap(
-              rule_node, path, {"severity", "system", "count", "window", "action", "meaning"});
-          !status.ok()) {
-        return status;
-      }
-      XidRule rule = policy->RuleFor(static_cast<uint32_t>(*code));
-      if (rule_node["severity"]) {
-        auto name = reader.String(rule_node["severity"], path + ".severity");
-        if (!name.ok()) return name.status();
-        bool known = false;
-        for (Severity severity :
-             {Severity::kIgnore, Severity::kWarn, Severity::kFail, Severity::kCount}) {
-          if (XidSeverityName(severity) == *name) {
-            rule.severity = severity;
-            known = true;
-          }
-        }
-        if (!known) {
-          return reader.Error(rule_node["severity"], path + ".severity",
-                              "use ignore, warn, fail or count");
-        }
-      }
-      if (rule_node["system"]) {
-        auto name = reader.String(rule_node["system"], path + ".system");
-        if (!name.ok()) return name.status();
-        const auto system = ParseHealthSystem(*name);
-        if (!system) {
-          return reader.Error(rule_node["system"], path + ".system",
-                              "use " + HealthSystemChoices());
-        }
-        rule.system = *system;
-      }
-      if (rule_node["count"]) {
-        auto count = reader.Int(rule_node["count"], path + ".count");
-        if (!count.ok()) return count.status();
-        if (*count < 1 || *count > 1'000'000) {
-          return reader.Error(rule_node["count"], path + ".count", "out of range (1 .. 1000000)");
-        }
-        rule.count = static_cast<uint32_t>(*count);
-      }
-      if (rule_node["window"]) {
-        auto window = reader.Duration(rule_node["window"], path + ".window");
-        if (!window.ok()) return window.status();
-        if (*window < absl::Seconds(1) || *window > absl::Hours(24 * 7)) {
-          return reader.Error(rule_node["window"], path + ".window", "out of range (1s .. 168h)");
-        }
-        rule.window = *window;
-      }
-      if (rule_node["action"]) {
-        auto action = reader.String(rule_node["action"], path + ".action");
-        if (!action.ok()) return action.status();
-        rule.action = *action;
-      }
-      if (rule_node["meaning"]) {
-        auto meaning = reader.String(rule_node["meaning"], path + ".meaning");
-        if (!meaning.ok()) return meaning.status();
-        if (meaning->empty()) {
-          return reader.Error(rule_node["meaning"], path + ".meaning",
-                              "must not be empty: leave it out to keep the built-in text");
-        }
-        rule.meaning = *meaning;
-      } else if (rule.meaning.empty() || !policy->xids.contains(static_cast<uint32_t>(*code))) {
-        rule.meaning = fmt::format("XID {} (configured)", *code);
-      }
-      policy->xids[static_cast<uint32_t>(*code)] = rule;
-    }
+  if (absl::Status status = ApplyCodeRules(reader, node["xid"], CodeKind::kXid, policy);
+      !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = ApplyCodeRules(reader, node["sxid"], CodeKind::kSxid, policy);
+      !status.ok()) {
+    return status;
   }
   return absl::OkStatus();
 }

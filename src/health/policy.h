@@ -24,7 +24,8 @@ enum class HealthStatus : uint8_t { kPass, kWarn, kUnknown, kFail };
 std::string_view HealthStatusName(HealthStatus status);  // "PASS", "WARN", "UNKNOWN", "FAIL"
 HealthStatus Worst(HealthStatus a, HealthStatus b);
 
-// How one XID code is treated.
+// How one XID code is treated; also the rule for one NVSwitch SXid code (its system is then
+// always nvswitch).
 struct XidRule {
   enum class Severity { kIgnore, kWarn, kFail, kCount };
   Severity severity = Severity::kWarn;
@@ -61,7 +62,14 @@ struct HealthPolicy {
   std::map<uint32_t, XidRule> xids;
   XidRule unknown_xid;
 
+  // SXid (NVSwitch) rules by code; a code not listed gets `fatal_sxid` or `nonfatal_sxid` by
+  // the driver's own word on the line ("Fatal", else "Non-fatal"/"Correctable").
+  std::map<uint32_t, XidRule> sxids;
+  XidRule fatal_sxid;
+  XidRule nonfatal_sxid;
+
   const XidRule& RuleFor(uint32_t xid) const;
+  const XidRule& SxidRuleFor(uint32_t sxid, bool fatal) const;
 };
 
 // The built-in policy (see policy.cc for the XID table and its sources).

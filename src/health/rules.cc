@@ -261,7 +261,7 @@ const std::vector<HealthRule>& HealthRules() {
 
 const std::vector<FieldId>& InputsOf(HealthSystem system) {
   static const auto* const inputs = [] {
-    auto* by_system = new std::vector<std::vector<FieldId>>(std::size(kAllHealthSystems));
+    auto* by_system = new std::vector<std::vector<FieldId>>(std::size(kHealthSystems));
     for (const HealthRule& rule : HealthRules()) {
       std::vector<FieldId>& fields = (*by_system)[static_cast<size_t>(rule.system)];
       for (FieldId field : rule.inputs) {

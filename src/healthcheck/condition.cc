@@ -21,6 +21,27 @@ struct Described {
 
 Described Describe(const v1::HealthVerdict& verdict, v1::HealthStatus status) {
   Described out;
+  // The node's own systems first: an NVSwitch failure is every GPU behind it.
+  for (const v1::SystemHealth& system : verdict.node_systems()) {
+    if (system.status() != status) continue;
+    out.identity += fmt::format("node: {}", system.system());
+    bool described = false;
+    for (const v1::HealthIncident& incident : system.incidents()) {
+      if (incident.status() != status) continue;
+      out.identity += fmt::format("/{}", incident.code());
+      std::string part = fmt::format("node {}: {} {}: {}", HealthStatusText(status),
+                                     incident.system(), incident.code(), incident.message());
+      if (!incident.action().empty()) part += fmt::format(" (action: {})", incident.action());
+      out.parts.push_back(std::move(part));
+      described = true;
+    }
+    out.identity += ";";
+    if (!described) {
+      out.parts.push_back(fmt::format(
+          "node {} in {}{}", HealthStatusText(status), system.system(),
+          system.unknown_reason().empty() ? "" : fmt::format(" ({})", system.unknown_reason())));
+    }
+  }
   for (const v1::GpuHealth& gpu : verdict.gpus()) {
     if (gpu.status() != status) continue;
     out.identity += fmt::format("{}:", gpu.uuid());
@@ -54,6 +75,18 @@ Described Describe(const v1::HealthVerdict& verdict, v1::HealthStatus status) {
     }
   }
   return out;
+}
+
+// `gpu_reason` when a GPU is at `status`; `node_reason` when only a node-level system is.
+std::string ReasonFor(const v1::HealthVerdict& verdict, v1::HealthStatus status,
+                      std::string gpu_reason, std::string node_reason) {
+  for (const v1::GpuHealth& gpu : verdict.gpus()) {
+    if (gpu.status() == status) return gpu_reason;
+  }
+  for (const v1::SystemHealth& system : verdict.node_systems()) {
+    if (system.status() == status) return node_reason;
+  }
+  return gpu_reason;
 }
 
 std::string Join(const std::string& prefix, const std::vector<std::string>& parts) {
@@ -112,15 +145,20 @@ std::optional<DesiredCondition> ConditionFromView(const HealthView& view, absl::
       fmt::format("engine {} seq {}: ", view.engine_instance_id, verdict.seq());
   switch (verdict.overall()) {
     case v1::HEALTH_STATUS_FAIL:
-      return Condition("True", "GpuFailed", prefix, Describe(verdict, v1::HEALTH_STATUS_FAIL));
+      return Condition("True",
+                       ReasonFor(verdict, v1::HEALTH_STATUS_FAIL, "GpuFailed", "NvswitchFailed"),
+                       prefix, Describe(verdict, v1::HEALTH_STATUS_FAIL));
     case v1::HEALTH_STATUS_WARN:
-      return Condition("False", "GpuWarning", prefix + "no GPU fails; warnings: ",
-                       Describe(verdict, v1::HEALTH_STATUS_WARN));
+      return Condition(
+          "False", ReasonFor(verdict, v1::HEALTH_STATUS_WARN, "GpuWarning", "NvswitchWarning"),
+          prefix + "nothing fails; warnings: ", Describe(verdict, v1::HEALTH_STATUS_WARN));
     case v1::HEALTH_STATUS_PASS:
       return DesiredCondition{
           .status = "False",
           .reason = "GpusHealthy",
-          .message = fmt::format("{}all {} GPUs pass", prefix, verdict.gpus_size()),
+          .message =
+              fmt::format("{}all {} GPUs pass{}", prefix, verdict.gpus_size(),
+                          verdict.node_systems_size() > 0 ? ", and the node's NVSwitches" : ""),
           .identity = std::to_string(verdict.gpus_size())};
     default:
       return Condition("Unknown", "GpuHealthUnknown", prefix + "the engine cannot tell: ",

@@ -94,6 +94,59 @@ TEST(ConditionTest, FreshVerdictsMapToTrueFalseAndUnknown) {
   EXPECT_THAT(unknown->message, HasSubstr("GPU 1 (GPU-1) UNKNOWN in pcie (no PCIe replay"));
 }
 
+// A fatal NVSwitch error (the node's nvswitch system) is a GPU problem of the whole node: the
+// condition turns True and says so, while every GPU passes.
+TEST(ConditionTest, TheNodesNvswitchSystemIsPartOfTheCondition) {
+  HealthView view = FreshView();
+  v1::SystemHealth* nvswitch = view.verdict.add_node_systems();
+  nvswitch->set_system("nvswitch");
+  nvswitch->set_status(v1::HEALTH_STATUS_PASS);
+  auto pass = At(view, absl::Seconds(2));
+  EXPECT_EQ(pass->reason, "GpusHealthy");
+  EXPECT_THAT(pass->message, HasSubstr("and the node's NVSwitches"));
+
+  view.verdict.set_overall(v1::HEALTH_STATUS_FAIL);
+  nvswitch->set_status(v1::HEALTH_STATUS_FAIL);
+  v1::HealthIncident* incident = nvswitch->add_incidents();
+  incident->set_system("nvswitch");
+  incident->set_status(v1::HEALTH_STATUS_FAIL);
+  incident->set_code("DCGM_FR_NVSWITCH_FATAL_ERROR");
+  incident->set_message("NVSwitch 1 (00000000:06:00.0): SXid 20034");
+  incident->set_action("drain the node");
+  incident->set_node(true);
+  auto fail = At(view, absl::Seconds(2));
+  ASSERT_TRUE(fail.has_value());
+  EXPECT_EQ(fail->status, "True");
+  EXPECT_EQ(fail->reason, "NvswitchFailed");
+  EXPECT_EQ(fail->message,
+            "engine abc seq 42: node FAIL: nvswitch DCGM_FR_NVSWITCH_FATAL_ERROR: NVSwitch 1 "
+            "(00000000:06:00.0): SXid 20034 (action: drain the node)");
+  const std::string identity = fail->identity;
+  EXPECT_THAT(identity, HasSubstr("node: nvswitch/DCGM_FR_NVSWITCH_FATAL_ERROR;"));
+
+  // A GPU failing too: the reason names the GPUs, the message both.
+  v1::GpuHealth* gpu = view.verdict.mutable_gpus(2);
+  gpu->set_status(v1::HEALTH_STATUS_FAIL);
+  AddIncident(gpu, "driver", v1::HEALTH_STATUS_FAIL, "DCGM_FR_FALLEN_OFF_BUS");
+  auto both = At(view, absl::Seconds(2));
+  EXPECT_EQ(both->reason, "GpuFailed");
+  EXPECT_THAT(both->message, HasSubstr("node FAIL: nvswitch"));
+  EXPECT_THAT(both->message, HasSubstr("GPU 2 (GPU-2) FAIL: driver"));
+  EXPECT_NE(both->identity, identity);
+
+  // Unreadable kernel log: UNKNOWN with its reason.
+  HealthView blind = FreshView();
+  blind.verdict.set_overall(v1::HEALTH_STATUS_UNKNOWN);
+  v1::SystemHealth* unseen = blind.verdict.add_node_systems();
+  unseen->set_system("nvswitch");
+  unseen->set_status(v1::HEALTH_STATUS_UNKNOWN);
+  unseen->set_unknown_reason("the kernel log cannot be read");
+  auto unknown = At(blind, absl::Seconds(2));
+  EXPECT_EQ(unknown->status, "Unknown");
+  EXPECT_THAT(unknown->message,
+              HasSubstr("node UNKNOWN in nvswitch (the kernel log cannot be read)"));
+}
+
 // The identity — what makes a node write worth it — follows the failing GPUs, systems and codes,
 // not the seq or an incident's running figures.
 TEST(ConditionTest, IdentityIgnoresSeqAndFiguresButNotWhatFails) {

@@ -119,6 +119,25 @@ void HealthMonitor::Follow() {
   stream_ = nullptr;
 }
 
+namespace {
+
+// One system's incidents, as /status lists them.
+void AppendIncidents(const v1::SystemHealth& system, nlohmann::json* out) {
+  for (const v1::HealthIncident& incident : system.incidents()) {
+    out->push_back({{"system", incident.system()},
+                    {"status", std::string(HealthStatusText(incident.status()))},
+                    {"code", incident.code()},
+                    {"message", incident.message()},
+                    {"action", incident.action()},
+                    {"count", incident.count()},
+                    {"injected", incident.injected()},
+                    {"first_seen_us", incident.first_seen_us()},
+                    {"last_seen_us", incident.last_seen_us()}});
+  }
+}
+
+}  // namespace
+
 HealthView HealthMonitor::View() const {
   absl::MutexLock lock(&mutex_);
   return view_;
@@ -183,20 +202,24 @@ nlohmann::json HealthMonitor::StatusJson() const {
           {"incidents", nlohmann::json::array()}};
       for (const v1::SystemHealth& system : gpu.systems()) {
         gpu_json["systems"][system.system()] = std::string(HealthStatusText(system.status()));
-        for (const v1::HealthIncident& incident : system.incidents()) {
-          gpu_json["incidents"].push_back(
-              {{"system", incident.system()},
-               {"status", std::string(HealthStatusText(incident.status()))},
-               {"code", incident.code()},
-               {"message", incident.message()},
-               {"action", incident.action()},
-               {"count", incident.count()},
-               {"injected", incident.injected()},
-               {"first_seen_us", incident.first_seen_us()},
-               {"last_seen_us", incident.last_seen_us()}});
-        }
+        AppendIncidents(system, &gpu_json["incidents"]);
       }
       json["gpus"].push_back(gpu_json);
+    }
+    // The node's own systems (nvswitch), as the verdict has them.
+    if (view.verdict.node_systems_size() > 0) {
+      nlohmann::json node_json = {{"systems", nlohmann::json::object()},
+                                  {"incidents", nlohmann::json::array()}};
+      for (const v1::SystemHealth& system : view.verdict.node_systems()) {
+        nlohmann::json& system_json = node_json["systems"][system.system()];
+        system_json =
+            std::string(HealthStatusText(fresh ? system.status() : v1::HEALTH_STATUS_UNKNOWN));
+        if (!system.unknown_reason().empty()) {
+          node_json["unknown_reasons"][system.system()] = system.unknown_reason();
+        }
+        AppendIncidents(system, &node_json["incidents"]);
+      }
+      json["node_systems"] = std::move(node_json);
     }
   }
   return json;
@@ -224,6 +247,15 @@ std::string HealthMonitor::Metrics() const {
     out += fmt::format(
         "vigil_healthcheck_gpu_status{{gpu=\"{}\",UUID=\"{}\"}} {}\n", gpu.gpu(), gpu.uuid(),
         HealthStatusNumber(view.fresh(now) ? gpu.status() : v1::HEALTH_STATUS_UNKNOWN));
+  }
+  if (view.verdict.node_systems_size() > 0) {
+    header("vigil_healthcheck_node_system_status", "gauge",
+           "Per node-level system (nvswitch): 0 pass, 10 warn, 20 fail, -1 unknown.");
+    for (const v1::SystemHealth& system : view.verdict.node_systems()) {
+      out += fmt::format(
+          "vigil_healthcheck_node_system_status{{system=\"{}\"}} {}\n", system.system(),
+          HealthStatusNumber(view.fresh(now) ? system.status() : v1::HEALTH_STATUS_UNKNOWN));
+    }
   }
   header("vigil_healthcheck_verdict_age_seconds", "gauge",
          "Time since the last fresh verdict from the engine (-1: none yet).");

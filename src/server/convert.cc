@@ -33,6 +33,14 @@ void ToProto(const Incident& incident, v1::HealthIncident* out) {
   out->set_last_seen_us(absl::ToUnixMicros(incident.last_seen));
   out->set_count(incident.count);
   out->set_injected(incident.injected);
+  out->set_node(incident.node_level);
+}
+
+void ToProto(const SystemHealth& system, v1::SystemHealth* out) {
+  out->set_system(std::string(HealthSystemName(system.system)));
+  out->set_status(ToProto(system.status));
+  out->set_unknown_reason(system.unknown_reason);
+  for (const Incident& incident : system.incidents) ToProto(incident, out->add_incidents());
 }
 
 void ToProto(const HealthVerdict& verdict, const std::string& instance_id,
@@ -48,14 +56,11 @@ void ToProto(const HealthVerdict& verdict, const std::string& instance_id,
     gpu_out->set_gpu(gpu.gpu);
     gpu_out->set_uuid(gpu.uuid);
     gpu_out->set_status(ToProto(gpu.status));
-    for (const SystemHealth& system : gpu.systems) {
-      v1::SystemHealth* system_out = gpu_out->add_systems();
-      system_out->set_system(std::string(HealthSystemName(system.system)));
-      system_out->set_status(ToProto(system.status));
-      system_out->set_unknown_reason(system.unknown_reason);
-      for (const Incident& incident : system.incidents)
-        ToProto(incident, system_out->add_incidents());
-    }
+    for (const SystemHealth& system : gpu.systems) ToProto(system, gpu_out->add_systems());
+  }
+  for (const SystemHealth& system : verdict.node_systems) {
+    overall = Worst(overall, system.status);
+    ToProto(system, out->add_node_systems());
   }
   out->set_overall(ToProto(overall));
 }
@@ -68,6 +73,7 @@ void ToProto(const HealthTransition& transition, v1::HealthTransition* out) {
   out->set_to(ToProto(transition.to));
   out->set_summary(transition.summary);
   out->set_injected(transition.injected);
+  out->set_node(transition.node_level);
 }
 
 void AppendValues(const Snapshot& snapshot, const std::vector<uint32_t>& gpus,

@@ -120,7 +120,8 @@ class HealthReactor final : public TickStreamReactor<v1::HealthUpdate> {
     ToProto(*snapshot->health, engine_->identity().instance_id, gpus_, wire->mutable_verdict());
     if (snapshot->health_transitions != nullptr) {
       for (const HealthTransition& transition : *snapshot->health_transitions) {
-        if (gpus_.empty() || std::find(gpus_.begin(), gpus_.end(), transition.gpu) != gpus_.end()) {
+        if (gpus_.empty() || transition.node_level ||
+            std::find(gpus_.begin(), gpus_.end(), transition.gpu) != gpus_.end()) {
           ToProto(transition, wire->add_transitions());
         }
       }
@@ -415,12 +416,14 @@ grpc::ServerUnaryReactor* EngineService::ClearHealth(grpc::CallbackServerContext
   if (!request->system().empty()) {
     system = ParseHealthSystem(request->system());
     if (!system) {
-      return Finish(context, absl::InvalidArgumentError(
-                                 fmt::format("unknown health system '{}': use {}",
-                                             request->system(), HealthSystemChoices())));
+      return Finish(context, absl::InvalidArgumentError(fmt::format(
+                                 "unknown health system '{}': use {} (a GPU's) or nvswitch (the "
+                                 "node's)",
+                                 request->system(), HealthSystemChoices())));
     }
   }
-  auto cleared = engine_->ClearHealth(request->gpu(), system, *principal);
+  auto cleared = engine_->ClearHealth(
+      request->node() ? std::nullopt : std::optional<uint32_t>(request->gpu()), system, *principal);
   if (!cleared.ok()) return Finish(context, cleared.status());
   for (const Incident& incident : *cleared) ToProto(incident, response->add_cleared());
   return Finish(context, absl::OkStatus());
