@@ -38,7 +38,8 @@ const std::map<std::string, Modules>& Allowed() {
       {"exporter", {"common", "fields", "api", "client"}},
       {"kube", {"common"}},
       {"healthcheck", {"common", "fields", "api", "client", "kube"}},
-      {"cli", {"common", "fields", "api", "client", "exporter", "healthcheck", "kube"}},
+      {"drill", {"common", "fields", "api", "client", "kube"}},
+      {"cli", {"common", "fields", "api", "client", "exporter", "healthcheck", "kube", "drill"}},
       {"app",
        {"common", "fields", "backend", "kmsg", "sampling", "health", "inject", "engine", "api", "server",
         "client", "kube", "exporter", "healthcheck", "cli"}},
@@ -48,7 +49,7 @@ const std::map<std::string, Modules>& Allowed() {
 }
 
 const Modules kEngineSide = {"backend", "kmsg", "sampling", "health", "inject", "engine", "server"};
-const Modules kClients = {"client", "kube", "exporter", "healthcheck", "cli"};
+const Modules kClients = {"client", "kube", "exporter", "healthcheck", "drill", "cli"};
 
 std::string Join(const Modules& modules) {
   std::string out;

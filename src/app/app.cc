@@ -39,6 +39,7 @@ int Main(int argc, char** argv) {
       {"events", AddEventsCommand(&app)},
       {"health", AddHealthCommand(&app)},
       {"healthcheck", AddHealthcheckCommand(&app)},
+      {"drill", AddDrillCommand(&app)},
       {"node", AddNodeCommand(&app)},
   };
   try {

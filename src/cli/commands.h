@@ -23,6 +23,7 @@ CommandRunner AddEventsCommand(CLI::App* parent);
 CommandRunner AddHealthCommand(CLI::App* parent);
 CommandRunner AddExporterCommand(CLI::App* parent);
 CommandRunner AddHealthcheckCommand(CLI::App* parent);
+CommandRunner AddDrillCommand(CLI::App* parent);
 
 // $NODE_NAME (the downward API on Kubernetes), else the host name; "" if neither is known.
 std::string DefaultNodeName();

@@ -1,0 +1,181 @@
+// Implements the Kubernetes stages over GETs of the node.
+#include "drill/node_links.h"
+
+#include "api/convert.h"
+#include "common/strings.h"
+#include "fmt/format.h"
+#include "kube/object.h"
+#include "nlohmann/json.hpp"
+
+namespace vigil::drill {
+namespace {
+
+using Json = nlohmann::json;
+using kube::ApiMessage;
+using kube::At;
+using kube::QueryEscape;
+using kube::StringAt;
+
+absl::StatusOr<Json> GetNode(KubeApi* kube, const std::string& node) {
+  auto response = kube->Call("GET", "/api/v1/nodes/" + QueryEscape(node), "", "");
+  if (!response.ok()) return response.status();
+  if (response->status == 404) {
+    return absl::NotFoundError(
+        fmt::format("the Kubernetes node {} does not exist: check --node", node));
+  }
+  if (response->status != 200) {
+    return absl::FailedPreconditionError(fmt::format("GET node {}: HTTP {}: {}", node,
+                                                     response->status, ApiMessage(response->body)));
+  }
+  Json json = Json::parse(response->body, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) {
+    return absl::FailedPreconditionError(fmt::format("GET node {}: not JSON", node));
+  }
+  return json;
+}
+
+struct GpuCondition {
+  bool present = false;
+  std::string status, reason, message;
+  std::string instance_id;  // from the message's "engine ID seq N:"
+  uint64_t seq = 0;
+};
+
+GpuCondition ReadCondition(const Json& node) {
+  GpuCondition out;
+  for (const Json& condition : At(At(node, "status"), "conditions")) {
+    if (StringAt(condition, "type") != "GpuProblem") continue;
+    out.present = true;
+    out.status = StringAt(condition, "status");
+    out.reason = StringAt(condition, "reason");
+    out.message = StringAt(condition, "message");
+  }
+  // "engine 3f2a… seq 1234: …" (healthcheck/condition.cc).
+  std::string_view message = out.message;
+  if (message.starts_with("engine ")) {
+    message.remove_prefix(7);
+    const size_t space = message.find(' ');
+    if (space != std::string_view::npos && message.substr(space).starts_with(" seq ")) {
+      out.instance_id = std::string(message.substr(0, space));
+      const std::string_view rest = message.substr(space + 5);
+      out.seq = ParseUint64(rest.substr(0, rest.find(':'))).value_or(0);
+    }
+  }
+  return out;
+}
+
+class NodeConditionLink final : public Link {
+ public:
+  NodeConditionLink(KubeApi* kube, std::string node) : kube_(kube), node_(std::move(node)) {}
+  Stage stage() const override { return Stage::kNodeCondition; }
+  std::string name() const override {
+    return fmt::format("the GpuProblem condition of node {}", node_);
+  }
+
+  absl::Status Preflight(const Target& target, bool force) override {
+    auto node = GetNode(kube_, node_);
+    if (!node.ok()) return node.status();
+    const GpuCondition condition = ReadCondition(*node);
+    if (!condition.present) {
+      return absl::FailedPreconditionError(
+          fmt::format("node {} has no GpuProblem condition: is the health check running there with "
+                      "--kubernetes?",
+                      node_));
+    }
+    if (auto follows = CheckFollows(name(), condition.instance_id, "", target); !follows.ok()) {
+      return follows;
+    }
+    if (condition.status == "True" && !force) {
+      return absl::FailedPreconditionError(fmt::format(
+          "node {} is already quarantined (GpuProblem=True: {}): resolve it first, or drill "
+          "anyway with --force",
+          node_, condition.message));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Observation> Look(const Target& target, Want want, const Mark&) override {
+    auto node = GetNode(kube_, node_);
+    if (!node.ok()) return node.status();
+    const GpuCondition condition = ReadCondition(*node);
+    Observation seen{.instance_id = condition.instance_id, .seq = condition.seq};
+    seen.detail = fmt::format("GpuProblem={} {}", condition.status, condition.reason);
+    const bool names_gpu =
+        condition.message.find(fmt::format("GPU {} (", target.gpu)) != std::string::npos;
+    const v1::HealthStatus wanted = want == Want::kRecovered ? target.baseline : target.fault;
+    switch (wanted) {
+      case v1::HEALTH_STATUS_FAIL:
+        seen.shown = condition.status == "True" && names_gpu;
+        break;
+      case v1::HEALTH_STATUS_WARN:
+        seen.shown = condition.status == "False" &&
+                     (want == Want::kRecovered || (condition.reason == "GpuWarning" && names_gpu));
+        break;
+      case v1::HEALTH_STATUS_PASS:
+        seen.shown = condition.status == "False" && condition.reason == "GpusHealthy";
+        break;
+      default:  // the engine has not shown the fault yet
+        seen.shown = false;
+    }
+    if (seen.shown && want == Want::kFault &&
+        condition.message.find("[injected]") != std::string::npos) {
+      seen.detail += " [injected]";
+    }
+    return seen;
+  }
+
+ private:
+  KubeApi* const kube_;
+  const std::string node_;
+};
+
+class TaintLink final : public Link {
+ public:
+  TaintLink(KubeApi* kube, std::string node, std::string key)
+      : kube_(kube), node_(std::move(node)), key_(std::move(key)) {}
+  Stage stage() const override { return Stage::kTaint; }
+  std::string name() const override { return fmt::format("the taint {} of node {}", key_, node_); }
+
+  absl::Status Preflight(const Target&, bool force) override {
+    auto node = GetNode(kube_, node_);
+    if (!node.ok()) return node.status();
+    if (Tainted(*node) && !force) {
+      return absl::FailedPreconditionError(
+          fmt::format("node {} already has the taint {}: resolve it first, or drill anyway with "
+                      "--force",
+                      node_, key_));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Observation> Look(const Target&, Want want, const Mark&) override {
+    auto node = GetNode(kube_, node_);
+    if (!node.ok()) return node.status();
+    const bool tainted = Tainted(*node);
+    return Observation{.shown = want == Want::kFault ? tainted : !tainted,
+                       .detail = tainted ? fmt::format("{}:NoSchedule", key_) : "no taint"};
+  }
+
+ private:
+  bool Tainted(const Json& node) const {
+    for (const Json& taint : At(At(node, "spec"), "taints")) {
+      if (StringAt(taint, "key") == key_ && StringAt(taint, "effect") == "NoSchedule") return true;
+    }
+    return false;
+  }
+
+  KubeApi* const kube_;
+  const std::string node_;
+  const std::string key_;
+};
+
+}  // namespace
+
+std::unique_ptr<Link> NewNodeConditionLink(KubeApi* kube, std::string node) {
+  return std::make_unique<NodeConditionLink>(kube, std::move(node));
+}
+std::unique_ptr<Link> NewTaintLink(KubeApi* kube, std::string node, std::string key) {
+  return std::make_unique<TaintLink>(kube, std::move(node), std::move(key));
+}
+
+}  // namespace vigil::drill
