@@ -1,0 +1,239 @@
+// End-to-end tests of `vigil drill` with the real binary: a passing drill (engine, exporter,
+// health check) whose --json carries every stage and leaves nothing injected and the GPU as it
+// was; preflight refusals — an exporter that follows another node's engine, a GPU already FAIL —
+// that inject nothing (exit 2); a real Prometheus without the rules failing the alert stage
+// (exit 1).
+#include <signal.h>
+
+#include <fstream>
+
+#include "daemon.h"
+#include "fmt/format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "process.h"
+#include "testing/temp_dir.h"
+
+namespace vigil::testing {
+namespace {
+
+using Json = nlohmann::json;
+using ::testing::HasSubstr;
+
+Json VigilJson(const std::vector<std::string>& args) {
+  return Json::parse(Vigil(args).out, nullptr, /*allow_exceptions=*/false);
+}
+
+// The GPU's status once the engine has ticked.
+std::string GpuStatus(const EngineProcess& engine, int gpu) {
+  std::string status;
+  Eventually([&] {
+    const Json verdict = VigilJson(
+        {"health", "--json", "--gpu", std::to_string(gpu), "--engine", engine.unix_address});
+    if (!verdict.is_object() || verdict.value("seq", 0) < 1) return false;
+    status = verdict["gpus"][0]["status"].get<std::string>();
+    return true;
+  });
+  return status;
+}
+
+// A GPU of the simulation that passes (the simulated GPUs may warn, e.g. for power).
+int PassingGpu(const EngineProcess& engine, int gpus) {
+  for (int gpu = 0; gpu < gpus; ++gpu) {
+    if (GpuStatus(engine, gpu) == "PASS") return gpu;
+  }
+  return -1;
+}
+
+// What the drill left behind: the engine's active injections and scenarios, and the XIDs and
+// injections it was sent.
+int ActiveInjections(const EngineProcess& engine) {
+  const Json list = VigilJson({"inject", "list", "--json", "--engine", engine.unix_address});
+  return list.is_object() ? static_cast<int>(list["injections"].size() + list["scenarios"].size())
+                          : -1;
+}
+int InjectedFaults(const EngineProcess& engine) {
+  int injected = 0;
+  for (const Json& event :
+       JsonLines(Vigil({"events", "--json", "--no-follow", "--engine", engine.unix_address}).out)) {
+    injected += event.value("injected", false) &&
+                (event["kind"] == "XID" || event["kind"] == "INJECTION_STARTED");
+  }
+  return injected;
+}
+
+struct Chain {
+  explicit Chain(const TempDir& dir, const std::string& node = "n1")
+      : engine(dir.path(), node, 4),
+        exporter("exporter", dir.path(), engine.unix_address, {"--node-name", node}),
+        healthcheck("healthcheck", dir.path(), engine.unix_address, {"--node-name", node}) {}
+  std::string exporter_url() const { return fmt::format("http://127.0.0.1:{}", exporter.port()); }
+  std::string healthcheck_url() const {
+    return fmt::format("http://127.0.0.1:{}", healthcheck.port());
+  }
+  EngineProcess engine;
+  HttpDaemon exporter;
+  HttpDaemon healthcheck;
+};
+
+TEST(DrillTest, APassingDrillCarriesEveryStageAndLeavesNothingBehind) {
+  TempDir dir;
+  Chain chain(dir);
+  ASSERT_GT(chain.exporter.port(), 0) << chain.exporter.process().Stderr();
+  ASSERT_GT(chain.healthcheck.port(), 0) << chain.healthcheck.process().Stderr();
+  const int gpu = PassingGpu(chain.engine, 4);
+  ASSERT_GE(gpu, 0);
+  // The health check needs a fresh verdict before a drill can use it.
+  chain.healthcheck.GetUntil("/status", [](const std::string& body) {
+    return body.find("\"fresh\":true") != std::string::npos;
+  });
+
+  const CommandResult run =
+      Vigil({"drill", "--engine", chain.engine.unix_address, "--xid", "79", "--gpu",
+             std::to_string(gpu), "--exporter", chain.exporter_url(), "--healthcheck",
+             chain.healthcheck_url(), "--deadline", "20s", "--json"});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  const Json report = Json::parse(run.out, nullptr, false);
+  ASSERT_TRUE(report.is_object()) << run.out;
+  EXPECT_EQ(report["outcome"], "passed");
+  EXPECT_EQ(report["target"]["node"], "n1");
+  EXPECT_EQ(report["target"]["fault_status"], "FAIL");
+  const std::string instance = report["target"]["instance_id"];
+  std::map<std::string, std::string> there, back;
+  for (const Json& stage : report["stages"]) {
+    const std::string name = stage["stage"];
+    (stage["phase"] == "fault" ? there : back)[name] = stage["result"];
+    if (stage["result"] == "PASS") {
+      EXPECT_GE(stage["seen_after_ms"].get<int64_t>(), 0) << name;
+      EXPECT_LT(stage["seen_after_ms"].get<int64_t>(), 20'000) << name;
+      EXPECT_EQ(stage["instance_id"], instance) << name;
+      EXPECT_GT(stage["seq"].get<uint64_t>(), 0u) << name;
+    }
+  }
+  EXPECT_EQ(there, (std::map<std::string, std::string>{{"engine", "PASS"},
+                                                       {"exporter", "PASS"},
+                                                       {"healthcheck", "PASS"},
+                                                       {"node-condition", "SKIP"},
+                                                       {"taint", "SKIP"},
+                                                       {"alert", "SKIP"},
+                                                       {"alertmanager", "SKIP"}}));
+  EXPECT_EQ(back, (std::map<std::string, std::string>{
+                      {"engine", "PASS"}, {"exporter", "PASS"}, {"healthcheck", "PASS"}}));
+  // Nothing stays injected, and the GPU passes again.
+  EXPECT_EQ(ActiveInjections(chain.engine), 0);
+  EXPECT_EQ(GpuStatus(chain.engine, gpu), "PASS");
+
+  // The table says the same for people.
+  const CommandResult table =
+      Vigil({"drill", "--engine", chain.engine.unix_address, "--xid", "79", "--gpu",
+             std::to_string(gpu), "--exporter", chain.exporter_url(), "--deadline", "20s"});
+  EXPECT_EQ(table.exit_code, 0) << table.out << table.err;
+  EXPECT_THAT(table.out, HasSubstr("The way there (since the injection):"));
+  EXPECT_THAT(table.out, HasSubstr("Drill passed"));
+}
+
+TEST(DrillTest, AnExporterOfAnotherNodesEngineIsRefusedAtPreflight) {
+  TempDir dir;
+  Chain here(dir, "n1");
+  EngineProcess there(dir.path(), "n2", 4);
+  HttpDaemon wrong("exporter", dir.path(), there.unix_address, {"--node-name", "n1"});
+  ASSERT_GT(wrong.port(), 0) << wrong.process().Stderr();
+  wrong.GetUntil("/metrics", [](const std::string& body) {
+    return body.find("vigil_engine_up 1") != std::string::npos;
+  });
+  const std::string there_instance =
+      VigilJson({"info", "--json", "--engine", there.unix_address})["instance_id"];
+  const std::string url = fmt::format("http://127.0.0.1:{}", wrong.port());
+  const CommandResult run = Vigil({"drill", "--engine", here.engine.unix_address, "--xid", "79",
+                                   "--gpu", "0", "--exporter", url});
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_THAT(run.err, HasSubstr(fmt::format("the exporter at {} follows engine {} of node n2, "
+                                             "not this node's engine",
+                                             url, there_instance)));
+  EXPECT_THAT(run.err, HasSubstr("nothing was injected"));
+  EXPECT_EQ(InjectedFaults(here.engine), 0);
+  EXPECT_EQ(ActiveInjections(here.engine), 0);
+}
+
+TEST(DrillTest, AGpuThatAlreadyFailsIsRefusedAtPreflight) {
+  TempDir dir;
+  EngineProcess engine(dir.path(), "n1", 2);
+  ASSERT_EQ(Vigil({"inject", "xid", "--gpu", "1", "--xid", "79", "--engine", engine.unix_address})
+                .exit_code,
+            0);
+  ASSERT_TRUE(Eventually([&] { return GpuStatus(engine, 1) == "FAIL"; }));
+  const CommandResult run =
+      Vigil({"drill", "--engine", engine.unix_address, "--xid", "48", "--gpu", "1", "--json"});
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  const Json report = Json::parse(run.out, nullptr, false);
+  ASSERT_TRUE(report.is_object()) << run.out;
+  EXPECT_EQ(report["outcome"], "refused");
+  ASSERT_EQ(report["problems"].size(), 1u);
+  EXPECT_THAT(report["problems"][0].get<std::string>(), HasSubstr("GPU 1 already FAILs (driver)"));
+  EXPECT_EQ(InjectedFaults(engine), 1) << "only the XID injected before the drill";
+  // Bad flags are usage errors, before anything is reached.
+  const CommandResult usage = Vigil({"drill", "--engine", engine.unix_address, "--gpu", "0"});
+  EXPECT_EQ(usage.exit_code, 2);
+  EXPECT_THAT(usage.err, HasSubstr("give one fault"));
+  const CommandResult stage = Vigil({"drill", "--engine", engine.unix_address, "--xid", "79",
+                                     "--gpu", "0", "--stage-deadline", "alert=1m"});
+  EXPECT_EQ(stage.exit_code, 2);
+  EXPECT_THAT(stage.err, HasSubstr("the alert stage is not part of this drill"));
+}
+
+TEST(DrillTest, APrometheusWithoutTheRulesFailsTheAlertStage) {
+  TempDir dir;
+  Chain chain(dir);
+  ASSERT_GT(chain.exporter.port(), 0) << chain.exporter.process().Stderr();
+  const int prometheus_port = FreePort();
+  const std::string config = dir.File("prometheus.yml");
+  std::ofstream(config) << fmt::format(R"(global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: vigil-exporter
+    static_configs:
+      - targets: ['127.0.0.1:{}']
+        labels: {{node: n1}}
+)",
+                                       chain.exporter.port());
+  Process prometheus(
+      {"/usr/bin/prometheus", "--config.file=" + config, "--storage.tsdb.path=" + dir.File("tsdb"),
+       fmt::format("--web.listen-address=127.0.0.1:{}", prometheus_port)},
+      dir.path());
+  httplib::Client client("127.0.0.1", prometheus_port);
+  ASSERT_TRUE(Eventually([&] {
+    auto ready = client.Get("/-/ready");
+    return ready && ready->status == 200;
+  })) << prometheus.Stderr();
+  const int gpu = PassingGpu(chain.engine, 4);
+  ASSERT_GE(gpu, 0);
+  const CommandResult run =
+      Vigil({"drill", "--engine", chain.engine.unix_address, "--xid", "79", "--gpu",
+             std::to_string(gpu), "--exporter", chain.exporter_url(), "--prometheus",
+             fmt::format("http://127.0.0.1:{}", prometheus_port), "--deadline", "20s",
+             "--stage-deadline", "alert=4s", "--json"},
+            /*uid=*/-1);
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  const Json report = Json::parse(run.out, nullptr, false);
+  ASSERT_TRUE(report.is_object()) << run.out;
+  EXPECT_EQ(report["outcome"], "stage_failed");
+  for (const Json& stage : report["stages"]) {
+    if (stage["phase"] != "fault") continue;
+    if (stage["stage"] == "alert") {
+      EXPECT_EQ(stage["result"], "FAIL");
+      EXPECT_THAT(stage["detail"].get<std::string>(), HasSubstr("no alerting rules loaded"));
+    } else if (stage["stage"] == "engine" || stage["stage"] == "exporter") {
+      EXPECT_EQ(stage["result"], "PASS") << stage.dump();
+    }
+  }
+  EXPECT_EQ(ActiveInjections(chain.engine), 0) << "a failed drill cleans up too";
+  EXPECT_EQ(GpuStatus(chain.engine, gpu), "PASS");
+  prometheus.Signal(SIGTERM);
+  prometheus.Wait();
+}
+
+}  // namespace
+}  // namespace vigil::testing
