@@ -12,7 +12,7 @@ ASAN_BUILD_FLAGS ?= -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: all deps build test asan asan-build bench fuzz demo format clean package
+.PHONY: all deps build test asan asan-build bench fuzz demo drill format clean package
 
 all: build
 
@@ -50,6 +50,11 @@ fuzz: asan-build
 	VIGIL_FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $(ASAN_DIR)/src/kmsg_test --gtest_filter='KmsgFuzzTest.*'
+
+# The whole alerting chain on one machine, proven by `vigil drill` (scripts/drill): vigil node on
+# simulated GPUs, a real Prometheus with the project's rules and a real Alertmanager.
+drill: build
+	scripts/drill $(BUILD_DIR)/vigil
 
 # The Debian package (CPack): build/vigil_<version>_<arch>.deb.
 package: build
