@@ -41,8 +41,8 @@ const std::map<std::string, Modules>& Allowed() {
       {"drill", {"common", "fields", "api", "client", "kube"}},
       {"cli", {"common", "fields", "api", "client", "exporter", "healthcheck", "kube", "drill"}},
       {"app",
-       {"common", "fields", "backend", "kmsg", "sampling", "health", "inject", "engine", "api", "server",
-        "client", "kube", "exporter", "healthcheck", "cli"}},
+       {"common", "fields", "backend", "kmsg", "sampling", "health", "inject", "engine", "api",
+        "server", "client", "kube", "exporter", "healthcheck", "drill", "cli"}},
       {"testing", {"common"}},
   };
   return *allowed;

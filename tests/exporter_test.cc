@@ -200,14 +200,15 @@ DCGM_EXP_GPU_HEALTH_STATUS, gauge, Health.
   const std::string message = "err_code=\"43\",err_msg=\"site policy: XID 43 means a reset\"}";
   const std::string body = exporter.ScrapeUntil([&](const std::string& b) {
     return b.find(message) != std::string::npos &&
-           b.find("system=\"driver\"} 20") != std::string::npos;
+           b.find("system=\"driver\",injected=\"true\"} 20") != std::string::npos;
   });
   EXPECT_THAT(body, HasSubstr(message));
   // The verdict: GPU 1's driver system FAIL in the exporter's own series and in DCGM's health
   // metric, GPU 0 untouched — as the engine itself says.
-  EXPECT_THAT(body,
-              ::testing::ContainsRegex(
-                  R"re(vigil_gpu_health_status\{gpu="1",UUID="[^"]+",system="driver"\} 20)re"));
+  EXPECT_THAT(
+      body,
+      ::testing::ContainsRegex(
+          R"re(vigil_gpu_health_status\{gpu="1",UUID="[^"]+",system="driver",injected="true"\} 20)re"));
   EXPECT_THAT(body,
               ::testing::ContainsRegex(
                   R"re(vigil_gpu_health_status\{gpu="0",UUID="[^"]+",system="driver"\} 0)re"));

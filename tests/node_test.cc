@@ -74,7 +74,9 @@ TEST(NodeTest, OneProcessServesEngineExporterAndHealthcheckThatAgree) {
   EXPECT_EQ(status["engine"]["instance_id"], instance);
   EXPECT_EQ(status["engine"]["address"], "in-process");
   EXPECT_TRUE(std::regex_search(
-      metrics, std::regex("vigil_gpu_health_status\\{gpu=\"2\",[^}]*system=\"driver\"\\} 20")));
+      metrics, std::regex("vigil_gpu_health_status\\{gpu=\"2\",[^}]*system=\"driver\","
+                          "injected=\"true\"\\} 20")))
+      << "an injected FAIL says so";
   EXPECT_THAT(metrics, HasSubstr("instance_id=\"" + instance + "\""));
   EXPECT_THAT(metrics, HasSubstr("Hostname=\"n1\""));
 

@@ -119,7 +119,8 @@ TEST(TwoNodeTest, EachNodesClientsSeeOnlyTheirOwnEngine) {
   EXPECT_TRUE(Eventually([&] {
     return a.Get(9400, "/metrics").second.find("vigil_gpu_health_status{gpu=\"1\",") !=
                std::string::npos &&
-           a.Get(9400, "/metrics").second.find("system=\"driver\"} 20") != std::string::npos;
+           a.Get(9400, "/metrics").second.find("system=\"driver\",injected=\"true\"} 20") !=
+               std::string::npos;
   }));
   // Node B stays healthy.
   EXPECT_EQ(GpuStatus(b, 1), "PASS");

@@ -314,12 +314,20 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
     }
     Header(&out, "vigil_gpu_health_status", "gauge",
            "The engine's health verdict per GPU and system: 0 pass, 10 warn, 20 fail, -1 unknown "
-           "(no fresh data).");
+           "(no fresh data); injected=\"true\" while an injected fault (a drill) drives it.");
     for (const v1::GpuHealth& gpu : view.tick.health().gpus()) {
       for (const v1::SystemHealth& system : gpu.systems()) {
-        out += fmt::format("vigil_gpu_health_status{{gpu=\"{}\",UUID=\"{}\",system=\"{}\"}} {}\n",
-                           gpu.gpu(), EscapeLabelValue(gpu.uuid()), system.system(),
-                           HealthStatusNumber(system.status()));
+        // A status that an injected incident drives (a drill) says so, so that alerts on it
+        // carry injected="true" and an operator's routing can send them to a test receiver.
+        const bool injected =
+            std::any_of(system.incidents().begin(), system.incidents().end(),
+                        [&](const v1::HealthIncident& incident) {
+                          return incident.injected() && incident.status() == system.status();
+                        });
+        out +=
+            fmt::format("vigil_gpu_health_status{{gpu=\"{}\",UUID=\"{}\",system=\"{}\"{}}} {}\n",
+                        gpu.gpu(), EscapeLabelValue(gpu.uuid()), system.system(),
+                        injected ? ",injected=\"true\"" : "", HealthStatusNumber(system.status()));
       }
     }
     if (view.tick.health().node_systems_size() > 0) {

@@ -162,7 +162,8 @@ DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error encountered.
       "# TYPE vigil_engine_persistence_failures_total counter\n"
       "vigil_engine_persistence_failures_total 4\n"
       "# HELP vigil_gpu_health_status The engine's health verdict per GPU and system: 0 pass, 10 "
-      "warn, 20 fail, -1 unknown (no fresh data).\n"
+      "warn, 20 fail, -1 unknown (no fresh data); injected=\"true\" while an injected fault (a "
+      "drill) drives it.\n"
       "# TYPE vigil_gpu_health_status gauge\n";
   EXPECT_EQ(text, expected);
 }
