@@ -345,7 +345,7 @@ void BM_Xid79ToHealthFail(benchmark::State& state) {
       // Inject at a different point of the tick each time.
       absl::SleepFor(absl::Milliseconds(137 * (gpu + 1)));
       const absl::Time injected = absl::Now();
-      (void)(*engine)->InjectXid(gpu, 79, principal);
+      (void)(*engine)->InjectXid({.gpu = gpu, .xid = 79}, principal);
       while (true) {
         auto event = stream->Next();
         if (event.kind != HealthSubscription::Event::kMessage) break;

@@ -2,7 +2,8 @@
 // health check) whose --json carries every stage and leaves nothing injected and the GPU as it
 // was; preflight refusals — an exporter that follows another node's engine, a GPU already FAIL —
 // that inject nothing (exit 2); a real Prometheus without the rules failing the alert stage
-// (exit 1).
+// (exit 1); the Kubernetes stages against the fake API server, as a dry run (the health check
+// withholds the taint) and with --allow-actions (the taint follows, and goes after the cleanup).
 #include <signal.h>
 
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "process.h"
+#include "testing/fake_kube_api.h"
 #include "testing/temp_dir.h"
 
 namespace vigil::testing {
@@ -233,6 +235,69 @@ scrape_configs:
   EXPECT_EQ(GpuStatus(chain.engine, gpu), "PASS");
   prometheus.Signal(SIGTERM);
   prometheus.Wait();
+}
+
+TEST(DrillTest, TheKubernetesStagesAreADryRunUnlessActionsAreAllowed) {
+  TempDir dir;
+  std::string error;
+  // The in-cluster environment (KUBERNETES_SERVICE_HOST/PORT) is set for the processes to inherit.
+  const std::unique_ptr<FakeKubeApi> server = FakeKubeApi::Start(dir.path().string(), &error);
+  ASSERT_NE(server, nullptr) << error;
+  FakeKubeApi& api = *server;
+  api.AddNode("n1", {{"nvidia.com/gpu.present", "true"}});
+  const std::string accounts = api.credentials().service_account_dir;
+  EngineProcess engine(dir.path(), "n1", 2);
+  HttpDaemon check("healthcheck", dir.path(), engine.unix_address,
+                   {"--node-name", "n1", "--kubernetes", "--taint", "--service-account-dir",
+                    accounts, "--untaint-after", "1s"});
+  ASSERT_GT(check.port(), 0) << check.process().Stderr();
+  ASSERT_TRUE(Eventually([&] { return ConditionStatus(api.Node("n1"), "GpuProblem") != ""; }))
+      << check.process().Stderr();
+  const int gpu = PassingGpu(engine, 2);
+  ASSERT_GE(gpu, 0);
+  const std::vector<std::string> drill = {"drill",
+                                          "--engine",
+                                          engine.unix_address,
+                                          "--xid",
+                                          "79",
+                                          "--gpu",
+                                          std::to_string(gpu),
+                                          "--kubernetes",
+                                          "--taint",
+                                          "--service-account-dir",
+                                          accounts,
+                                          "--deadline",
+                                          "20s",
+                                          "--json"};
+  const auto results = [](const Json& report) {
+    std::map<std::string, std::string> out;
+    for (const Json& stage : report["stages"]) {
+      out[fmt::format("{} {}", stage["phase"].get<std::string>(),
+                      stage["stage"].get<std::string>())] =
+          stage["result"].get<std::string>() + " " + stage["detail"].get<std::string>();
+    }
+    return out;
+  };
+
+  // A dry run: the condition shows the fault, the taint is only reported.
+  const CommandResult dry = Vigil(drill);
+  EXPECT_EQ(dry.exit_code, 0) << dry.out << dry.err;
+  auto rows = results(Json::parse(dry.out, nullptr, false));
+  EXPECT_THAT(rows["fault node-condition"], ::testing::StartsWith("PASS GpuProblem=True"));
+  EXPECT_THAT(rows["fault taint"], ::testing::StartsWith("PASS would taint (dry run"));
+  EXPECT_THAT(rows["recovery node-condition"], ::testing::StartsWith("PASS"));
+  EXPECT_FALSE(HasNoScheduleTaint(api.Node("n1"), "vigil.dev/gpu-problem"));
+
+  // With --allow-actions the taint follows; --wait-recovery follows its removal too.
+  std::vector<std::string> acting = drill;
+  acting.push_back("--allow-actions");
+  acting.push_back("--wait-recovery");
+  const CommandResult act = Vigil(acting, /*uid=*/-1);
+  EXPECT_EQ(act.exit_code, 0) << act.out << act.err;
+  rows = results(Json::parse(act.out, nullptr, false));
+  EXPECT_THAT(rows["fault taint"], ::testing::StartsWith("PASS vigil.dev/gpu-problem:NoSchedule"));
+  EXPECT_THAT(rows["recovery taint"], ::testing::StartsWith("PASS no taint"));
+  EXPECT_FALSE(HasNoScheduleTaint(api.Node("n1"), "vigil.dev/gpu-problem"));
 }
 
 }  // namespace

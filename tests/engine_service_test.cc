@@ -296,7 +296,7 @@ TEST(EngineServiceTest, HealthStreamShowsAnInjectedFailureAtTheTickThatCarriesIt
   ASSERT_EQ(first.kind, HealthSubscription::Event::kMessage) << first.error;
   EXPECT_EQ(first.message->verdict().instance_id(), fixture.engine().identity().instance_id);
   Principal root{.transport = "unix", .uid = 0, .description = "test"};
-  ASSERT_TRUE(fixture.engine().InjectXid(3, 79, root).ok());
+  ASSERT_TRUE(fixture.engine().InjectXid({.gpu = 3, .xid = 79}, root).ok());
   // The XID's tick: field 230 shows 79 and the verdict is FAIL, at the same seq.
   while (true) {
     auto event = stream->Next();

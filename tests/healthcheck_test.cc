@@ -224,8 +224,23 @@ TEST(HealthcheckTest, KubernetesConditionTaintAndEventsFollowTheVerdict) {
       << check.process().Stderr();
   EXPECT_FALSE(Tainted(api, "n1"));
 
+  // A drill without --allow-actions: the condition turns True and says why nothing acts on it;
+  // the taint is withheld.
   ASSERT_EQ(RunCommand({VigilBinary(), "inject", "xid", "--gpu", "3", "--xid", "79", "--engine",
                         engine->unix_address})
+                .exit_code,
+            0);
+  ASSERT_TRUE(EventuallyInApi([&] { return ConditionStatus(api, "n1") == "True"; }))
+      << check.process().Stderr();
+  EXPECT_TRUE(check.process().WaitForStderr("would taint node n1"));
+  EXPECT_FALSE(Tainted(api, "n1"));
+  EXPECT_THAT(ConditionMessage(api.Node("n1"), "GpuProblem"),
+              HasSubstr("(no automatic action: every failure is a drill's, injected without "
+                        "--allow-actions)"));
+  EXPECT_THAT(check.Get("/metrics"), HasSubstr("vigil_healthcheck_kube_taints_withheld_total 1\n"));
+  // The same fault from a drill that allows actions: the taint follows.
+  ASSERT_EQ(RunCommand({VigilBinary(), "inject", "xid", "--gpu", "3", "--xid", "79",
+                        "--allow-actions", "--engine", engine->unix_address})
                 .exit_code,
             0);
   ASSERT_TRUE(EventuallyInApi([&] {

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "api/convert.h"
+#include "api/node_condition.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "common/duration.h"
@@ -38,13 +39,14 @@ struct DrillFlags {
   bool kubernetes = false;
   bool taint = false;
   std::string node;
-  std::string taint_key = "vigil.dev/gpu-problem";
+  std::string taint_key = std::string(kDefaultTaintKey);
   std::string service_account_dir = std::string(InClusterKube::kServiceAccountDir);
   std::string deadline = "2m";
   std::vector<std::string> stage_deadlines;
   bool no_cleanup = false;
   bool wait_recovery = false;
   bool force = false;
+  bool allow_actions = false;
 };
 
 // The plan from the flags; the error names the flag.
@@ -125,6 +127,11 @@ absl::StatusOr<drill::DrillPlan> PlanFrom(const DrillFlags& flags) {
   plan.cleanup = !flags.no_cleanup;
   plan.wait_recovery = flags.wait_recovery;
   plan.force = flags.force;
+  fault.allow_actions = flags.allow_actions;
+  if (flags.allow_actions && fault.kind == drill::Fault::Kind::kScenario) {
+    return absl::InvalidArgumentError(
+        "--allow-actions goes with --xid or --field: a scenario's injections never drive actions");
+  }
   return plan;
 }
 
@@ -183,7 +190,9 @@ int RunDrill(const DrillFlags& flags) {
   if (!flags.healthcheck.empty()) links.push_back(drill::NewHealthcheckLink(flags.healthcheck));
   if (flags.kubernetes) {
     links.push_back(drill::NewNodeConditionLink(kube.get(), node));
-    if (flags.taint) links.push_back(drill::NewTaintLink(kube.get(), node, flags.taint_key));
+    if (flags.taint) {
+      links.push_back(drill::NewTaintLink(kube.get(), node, flags.taint_key, flags.allow_actions));
+    }
   }
   if (!flags.prometheus.empty()) {
     links.push_back(drill::NewPrometheusLink(flags.prometheus, flags.alerts));
@@ -259,6 +268,9 @@ CommandRunner AddDrillCommand(CLI::App* parent) {
   command->add_flag("--wait-recovery", flags->wait_recovery,
                     "Follow the taint's removal and the alerts' resolution to the end");
   command->add_flag("--force", flags->force, "Drill a node that is already quarantined");
+  command->add_flag("--allow-actions", flags->allow_actions,
+                    "Let the health check act on the fault (taint the node); without it the "
+                    "drill proves the chain up to the decision and reports \"would taint\"");
   return [=] { return RunDrill(*flags); };
 }
 

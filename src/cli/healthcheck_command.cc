@@ -1,5 +1,6 @@
 // `vigil healthcheck`: the passive health check daemon (a client of its node's engine), with the
 // Kubernetes node condition and taint behind --kubernetes / --taint. SIGTERM/SIGINT stop it.
+#include "api/node_condition.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "common/duration.h"
@@ -19,7 +20,7 @@ struct HealthcheckFlags {
   std::string node_name;
   bool kubernetes = false;
   bool taint = false;
-  std::string taint_key = "vigil.dev/gpu-problem";
+  std::string taint_key = std::string(kDefaultTaintKey);
   std::string untaint_after = "5m";
   std::string heartbeat = "5m";
   double max_tainted_share = 0.5;

@@ -25,6 +25,7 @@ struct InjectFlags {
   std::string add;
   std::string duration;
   int64_t xid = 0;
+  bool allow_actions = false;  // field / xid: let the health check's taint follow
   // scenario
   std::string scenario_file;
   // clear
@@ -102,6 +103,7 @@ int RunField(const InjectFlags& flags) {
   v1::InjectFieldRequest request;
   request.set_gpu(static_cast<uint32_t>(flags.gpu));
   request.set_field_id((*field)->id);
+  request.set_allow_actions(flags.allow_actions);
   if (!flags.value.empty()) {
     char* end = nullptr;
     const double value = std::strtod(flags.value.c_str(), &end);
@@ -138,6 +140,7 @@ int RunXid(const InjectFlags& flags) {
   v1::InjectXidRequest request;
   request.set_gpu(static_cast<uint32_t>(flags.gpu));
   request.set_xid(static_cast<uint32_t>(flags.xid));
+  request.set_allow_actions(flags.allow_actions);
   auto response = (*client)->InjectXid(request);
   if (!response.ok()) return Fail("inject xid", response.status());
   PrintInjection(flags.client, response->injection());
@@ -262,11 +265,16 @@ CommandRunner AddInjectCommand(CLI::App* parent) {
   field->add_option("--add", flags->add,
                     "Raise a cumulative counter by N on top of its real reading");
   field->add_option("--for", flags->duration, "How long (default 60s, e.g. 5s, 10m)");
+  const std::string allow_actions_help =
+      "Let automatic actions (the health check's taint) follow this fault; without it they are "
+      "only reported";
+  field->add_flag("--allow-actions", flags->allow_actions, allow_actions_help);
 
   CLI::App* xid = inject->add_subcommand("xid", "Raise an XID as if the driver had reported it");
   AddInjectClientFlags(xid, flags.get());
   xid->add_option("--gpu", flags->gpu, "GPU index")->required()->check(CLI::Range(0, 1023));
   xid->add_option("--xid", flags->xid, "XID code, e.g. 79")->required()->check(CLI::Range(1, 999));
+  xid->add_flag("--allow-actions", flags->allow_actions, allow_actions_help);
 
   CLI::App* scenario = inject->add_subcommand(
       "scenario", "Run a timeline of injections from a YAML file (see scenarios/)");

@@ -13,9 +13,10 @@ namespace vigil::drill {
 namespace {
 
 // Stages whose way back the health check or Prometheus times on their own clocks: shown as
-// pending unless the drill is asked to wait for them.
-bool SlowWayBack(Stage stage) {
-  return stage == Stage::kTaint || stage == Stage::kAlert || stage == Stage::kAlertmanager;
+// pending unless the drill is asked to wait for them. (A taint withheld has no way back.)
+bool SlowWayBack(Stage stage, bool actions_allowed) {
+  return (stage == Stage::kTaint && actions_allowed) || stage == Stage::kAlert ||
+         stage == Stage::kAlertmanager;
 }
 
 std::string PendingWhy(Stage stage) {
@@ -184,6 +185,7 @@ bool Drill::Inject(DrillReport* report, Mark* mark, absl::Time* engine_time) {
       v1::InjectXidRequest request;
       request.set_gpu(fault.gpu);
       request.set_xid(fault.xid);
+      request.set_allow_actions(fault.allow_actions);
       auto response = engine_->InjectXid(request);
       injection = response.ok() ? absl::StatusOr<v1::Injection>(response->injection())
                                 : absl::StatusOr<v1::Injection>(response.status());
@@ -194,6 +196,7 @@ bool Drill::Inject(DrillReport* report, Mark* mark, absl::Time* engine_time) {
       request.set_gpu(fault.gpu);
       request.set_field_id(fault.field->id);
       request.set_value(fault.value);
+      request.set_allow_actions(fault.allow_actions);
       // Long enough for every stage to see it; the cleanup ends it as soon as they have.
       request.set_duration_us(absl::ToInt64Microseconds(longest + absl::Seconds(30)));
       injection = engine_->InjectField(request);
@@ -249,6 +252,10 @@ void Drill::Watch(Want want, const Mark& since, std::optional<absl::Time> engine
       bool decided = false;
       if (!seen.ok()) {
         last[stage->stage] = std::string(MessageOf(seen.status()));
+      } else if (seen->failed) {
+        stage->result = StageReport::Result::kFail;
+        stage->detail = seen->detail;
+        decided = true;
       } else if (absl::Status follows =
                      CheckFollows(link->name(), seen->instance_id, seen->node, target);
                  !follows.ok()) {
@@ -400,7 +407,7 @@ DrillReport Drill::Run() {
       if (row.result != StageReport::Result::kPass) {
         way_back.result = StageReport::Result::kSkip;
         way_back.detail = "the fault never showed here";
-      } else if (SlowWayBack(row.stage) && !plan_.wait_recovery) {
+      } else if (SlowWayBack(row.stage, plan_.fault.allow_actions) && !plan_.wait_recovery) {
         way_back.result = StageReport::Result::kPending;
         way_back.detail = PendingWhy(row.stage);
       } else {

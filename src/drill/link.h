@@ -50,6 +50,9 @@ struct Observation {
   // The GPU's status as the link shows it (UNSPECIFIED where it does not say in those terms).
   v1::HealthStatus status = v1::HEALTH_STATUS_UNSPECIFIED;
   std::string detail;  // what it shows, for the report
+  // The link shows something that waiting cannot mend (an action taken that the drill did not
+  // allow): the stage fails at once, with `detail`.
+  bool failed = false;
   // When the engine computed what it shows (the engine's own verdict time); unset: when seen.
   std::optional<absl::Time> at;
 };

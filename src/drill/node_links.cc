@@ -2,6 +2,7 @@
 #include "drill/node_links.h"
 
 #include "api/convert.h"
+#include "api/node_condition.h"
 #include "common/strings.h"
 #include "fmt/format.h"
 #include "kube/object.h"
@@ -44,7 +45,7 @@ struct GpuCondition {
 GpuCondition ReadCondition(const Json& node) {
   GpuCondition out;
   for (const Json& condition : At(At(node, "status"), "conditions")) {
-    if (StringAt(condition, "type") != "GpuProblem") continue;
+    if (StringAt(condition, "type") != kConditionType) continue;
     out.present = true;
     out.status = StringAt(condition, "status");
     out.reason = StringAt(condition, "reason");
@@ -108,11 +109,12 @@ class NodeConditionLink final : public Link {
         seen.shown = condition.status == "True" && names_gpu;
         break;
       case v1::HEALTH_STATUS_WARN:
-        seen.shown = condition.status == "False" &&
-                     (want == Want::kRecovered || (condition.reason == "GpuWarning" && names_gpu));
+        seen.shown =
+            condition.status == "False" &&
+            (want == Want::kRecovered || (condition.reason == kReasonGpuWarning && names_gpu));
         break;
       case v1::HEALTH_STATUS_PASS:
-        seen.shown = condition.status == "False" && condition.reason == "GpusHealthy";
+        seen.shown = condition.status == "False" && condition.reason == kReasonGpusHealthy;
         break;
       default:  // the engine has not shown the fault yet
         seen.shown = false;
@@ -131,8 +133,8 @@ class NodeConditionLink final : public Link {
 
 class TaintLink final : public Link {
  public:
-  TaintLink(KubeApi* kube, std::string node, std::string key)
-      : kube_(kube), node_(std::move(node)), key_(std::move(key)) {}
+  TaintLink(KubeApi* kube, std::string node, std::string key, bool actions_allowed)
+      : kube_(kube), node_(std::move(node)), key_(std::move(key)), allowed_(actions_allowed) {}
   Stage stage() const override { return Stage::kTaint; }
   std::string name() const override { return fmt::format("the taint {} of node {}", key_, node_); }
 
@@ -152,8 +154,24 @@ class TaintLink final : public Link {
     auto node = GetNode(kube_, node_);
     if (!node.ok()) return node.status();
     const bool tainted = Tainted(*node);
-    return Observation{.shown = want == Want::kFault ? tainted : !tainted,
-                       .detail = tainted ? fmt::format("{}:NoSchedule", key_) : "no taint"};
+    if (allowed_) {
+      return Observation{.shown = want == Want::kFault ? tainted : !tainted,
+                         .detail = tainted ? fmt::format("{}:NoSchedule", key_) : "no taint"};
+    }
+    // A dry run: the decision shows in the condition, the action must not happen.
+    if (tainted) {
+      return Observation{.detail = fmt::format("node {} was tainted {} for a drill's injected "
+                                               "fault without --allow-actions",
+                                               node_, key_),
+                         .failed = true};
+    }
+    const bool withheld = ReadCondition(*node).message.find(kNoActionForDrill) != std::string::npos;
+    if (want == Want::kRecovered) return Observation{.shown = true, .detail = "no taint"};
+    return Observation{
+        .shown = withheld,
+        .detail = withheld ? "would taint (dry run: the health check withholds the taint from a "
+                             "drill without --allow-actions)"
+                           : "no taint, and the condition does not say it was withheld"};
   }
 
  private:
@@ -167,6 +185,7 @@ class TaintLink final : public Link {
   KubeApi* const kube_;
   const std::string node_;
   const std::string key_;
+  const bool allowed_;
 };
 
 }  // namespace
@@ -174,8 +193,9 @@ class TaintLink final : public Link {
 std::unique_ptr<Link> NewNodeConditionLink(KubeApi* kube, std::string node) {
   return std::make_unique<NodeConditionLink>(kube, std::move(node));
 }
-std::unique_ptr<Link> NewTaintLink(KubeApi* kube, std::string node, std::string key) {
-  return std::make_unique<TaintLink>(kube, std::move(node), std::move(key));
+std::unique_ptr<Link> NewTaintLink(KubeApi* kube, std::string node, std::string key,
+                                   bool actions_allowed) {
+  return std::make_unique<TaintLink>(kube, std::move(node), std::move(key), actions_allowed);
 }
 
 }  // namespace vigil::drill

@@ -16,7 +16,11 @@ namespace vigil::drill {
 // GpuWarning for a WARN, naming the GPU; its message's "engine ID seq N:" says which engine and
 // tick it follows. The way back: GpusHealthy (or False at the baseline WARN).
 std::unique_ptr<Link> NewNodeConditionLink(KubeApi* kube, std::string node);
-// The taint `key` on the node; the way back: the taint gone.
-std::unique_ptr<Link> NewTaintLink(KubeApi* kube, std::string node, std::string key);
+// The taint `key` on the node; the way back: the taint gone. Without `actions_allowed` (a drill
+// without --allow-actions) the health check must withhold the taint: the stage passes as "would
+// taint" when the condition says so (kNoActionForDrill) and the node has no taint, and fails at
+// once if the node was tainted.
+std::unique_ptr<Link> NewTaintLink(KubeApi* kube, std::string node, std::string key,
+                                   bool actions_allowed);
 
 }  // namespace vigil::drill

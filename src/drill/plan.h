@@ -46,7 +46,9 @@ struct Fault {
   double value = 0;                  // kField
   std::string scenario_yaml;         // kScenario: the file's text
   std::string scenario_source;       // kScenario: its name, for the engine's messages
-  std::string Describe() const;      // "XID 79 on GPU 2", "DCGM_FI_DEV_GPU_TEMP=95 on GPU 1", ...
+  // Let automatic actions (the taint) follow the fault; without it they are only reported.
+  bool allow_actions = false;
+  std::string Describe() const;  // "XID 79 on GPU 2", "DCGM_FI_DEV_GPU_TEMP=95 on GPU 1", ...
 };
 
 struct DrillPlan {

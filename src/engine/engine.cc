@@ -236,6 +236,12 @@ void Engine::RunTick() {
   next->seq = seq;
   next->time = now;
   next->gpu_read = gpu_read_;
+  next->injection_allows_actions.assign(gpu_count, false);
+  if (!injections_.Empty()) {
+    for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) {
+      next->injection_allows_actions[gpu] = injections_.AllowsActions(gpu);
+    }
+  }
   {
     absl::MutexLock history_lock(&history_mutex_);
     history_.BeginTick(seq, now);
@@ -370,7 +376,8 @@ void Engine::ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected
     last_xid_[gpu] = FieldValue::Int(xid);
     last_xid_[gpu].injected = injected;
   }
-  health_->RecordXid(gpu, xid, time, injected);
+  health_->RecordXid(gpu, xid, time, injected,
+                     /*actions_allowed=*/event.injection && event.injection->allow_actions);
   event.kind = EventKind::kXid;
   event.time = time;  // when the driver reported it: earlier than now for one from the log
   event.gpu = static_cast<int>(gpu);
@@ -424,11 +431,12 @@ absl::StatusOr<InjectionRecord> Engine::InjectField(const FieldInjectionRequest&
   return record;
 }
 
-absl::StatusOr<InjectionRecord> Engine::InjectXid(uint32_t gpu, uint32_t xid,
-                                                  const Principal& principal,
-                                                  const std::string& scenario_id) {
-  auto record = injections_.MakeXid(gpu, xid, principal, options_.clock->Now(), scenario_id);
+absl::StatusOr<InjectionRecord> Engine::InjectXid(const XidInjectionRequest& request,
+                                                  const Principal& principal) {
+  auto record = injections_.MakeXid(request, principal, options_.clock->Now());
   if (!record.ok()) return record.status();
+  const uint32_t gpu = request.gpu, xid = request.xid;
+  const std::string& scenario_id = request.scenario_id;
   // The same event a real XID produces, flagged injected and signed.
   ApplyXid(
       gpu, xid, record->start, /*injected=*/true,

@@ -149,7 +149,7 @@ class Engine : public EventSink, private ScenarioTarget {
   // EventSink: an XID from the backend. Thread-safe; shows in field 230 from the next tick and
   // on the event stream at once.
   void OnXid(const XidEvent& event) override;
-  // An NVSwitch error: counted and recorded as an event (the nvswitch health system is to come).
+  // An NVSwitch error: judged by the node's nvswitch health system and recorded as an event.
   void OnSxid(const SxidEvent& event) override;
 
   // --- Fault injection (authorisation is the caller's job: see server/authz.h) ---
@@ -157,8 +157,8 @@ class Engine : public EventSink, private ScenarioTarget {
   absl::StatusOr<InjectionRecord> InjectField(const FieldInjectionRequest& request,
                                               const Principal& principal) override;
   // Produces the same event a real XID does, flagged injected.
-  absl::StatusOr<InjectionRecord> InjectXid(uint32_t gpu, uint32_t xid, const Principal& principal,
-                                            const std::string& scenario_id = "") override;
+  absl::StatusOr<InjectionRecord> InjectXid(const XidInjectionRequest& request,
+                                            const Principal& principal) override;
   // Validates the whole scenario first, then runs it on the engine's ticks (ScenarioRunner).
   absl::StatusOr<ScenarioRun> RunScenario(std::string_view yaml_text, std::string_view source,
                                           const Principal& principal);

@@ -163,9 +163,11 @@ TEST_F(InjectionEngineTest, NewInjectionSupersedesTheOldOne) {
 
 TEST_F(InjectionEngineTest, InjectedXidIsTheSameEventAsARealOneButFlagged) {
   sim_->RaiseXid(0, 13, clock_.Now());
-  ASSERT_TRUE(engine_->InjectXid(1, 79, kRoot).ok());
-  EXPECT_EQ(engine_->InjectXid(1, 0, kRoot).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(engine_->InjectXid(7, 79, kRoot).status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(engine_->InjectXid({.gpu = 1, .xid = 79}, kRoot).ok());
+  EXPECT_EQ(engine_->InjectXid({.gpu = 1, .xid = 0}, kRoot).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine_->InjectXid({.gpu = 7, .xid = 79}, kRoot).status().code(),
+            absl::StatusCode::kInvalidArgument);
   Tick();
   EXPECT_EQ(Latest(0, fid::kXidErrors), FieldValue::Int(13));
   FieldValue injected = FieldValue::Int(79);

@@ -85,10 +85,11 @@ size_t HealthEvaluator::Index(FieldId field) const {
   return static_cast<size_t>(index_of_[field]);
 }
 
-void HealthEvaluator::RecordXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected) {
+void HealthEvaluator::RecordXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected,
+                                bool actions_allowed) {
   if (gpu >= gpus_.size()) return;
   absl::MutexLock lock(&mutex_);
-  pending_xids_.push_back({gpu, xid, time, injected});
+  pending_xids_.push_back({gpu, xid, time, injected, injected && actions_allowed});
 }
 
 void HealthEvaluator::RecordSxid(const SxidEvent& sxid) {
@@ -168,7 +169,8 @@ class HealthEvaluator::GpuRuleContext final : public RuleContext {
   void Raise(HealthStatus status, std::string key, std::string code, std::string message,
              std::string action, bool injected) override {
     conditions_->push_back({rule_->system, status, std::move(key), std::move(code),
-                            std::move(message), std::move(action), injected});
+                            std::move(message), std::move(action), injected,
+                            injected && snapshot_.allows_actions(gpu_)});
   }
 
  private:
@@ -217,7 +219,7 @@ void HealthEvaluator::EvaluateXids(absl::Time now) {
     Upsert(xid.gpu,
            {rule.system, status, fmt::format("xid.{}", xid.xid), rule.code,
             fmt::format("XID {}: {}{}", xid.xid, rule.meaning, Repeats(rule, times.size())),
-            rule.action, xid.injected},
+            rule.action, xid.injected, xid.actions_allowed},
            now, /*onset=*/true, rule.window);
   }
 }
@@ -274,7 +276,10 @@ void HealthEvaluator::Upsert(size_t slot, const Condition& condition, absl::Time
   incident.message = condition.message;
   incident.action = condition.action;
   incident.last_seen = now;
-  incident.injected = condition.injected;
+  // A real occurrence is never masked by a drill's: once real, the incident stays real.
+  incident.injected = created ? condition.injected : incident.injected && condition.injected;
+  incident.actions_allowed =
+      created ? condition.actions_allowed : incident.actions_allowed || condition.actions_allowed;
   incident.expire_after = expire_after;
   if (incident.status == HealthStatus::kFail && sink_ != nullptr &&
       (created || incident.count != old_count)) {

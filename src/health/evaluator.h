@@ -52,6 +52,9 @@ struct Incident {
   absl::Time last_seen;
   uint64_t count = 1;     // occurrences (condition onsets, XIDs)
   bool injected = false;  // raised from injected data (a drill)
+  // Injected, by a drill that lets automatic actions (the taint) follow; a real incident acts
+  // anyway.
+  bool actions_allowed = false;
   // WARN incidents go away this long after they were last seen; FAIL incidents never expire.
   absl::Duration expire_after = absl::Seconds(60);
 };
@@ -129,7 +132,8 @@ class HealthEvaluator {
                                                 std::vector<HealthTransition>* transitions);
 
   // An XID, to be judged at the next Evaluate(). Thread-safe.
-  void RecordXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected);
+  void RecordXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected,
+                 bool actions_allowed = false);
   // An NVSwitch error, judged at the next Evaluate() against the node's nvswitch system.
   void RecordSxid(const SxidEvent& sxid);
 
@@ -155,12 +159,13 @@ class HealthEvaluator {
     HealthStatus status;
     std::string key, code, message, action;
     bool injected;
+    bool actions_allowed = false;
   };
   class GpuRuleContext;
   struct PendingXid {
     uint32_t gpu, xid;
     absl::Time time;
-    bool injected;
+    bool injected, actions_allowed;
   };
   // Incident tables are per "slot": one per GPU (its index), then one for the node.
   size_t node_slot() const { return gpus_.size(); }

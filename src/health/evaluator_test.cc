@@ -69,6 +69,7 @@ class HealthTest : public ::testing::Test {
     }
     snapshot.gpu_read = gpu_read_;
     snapshot.counters.kernel_log = kernel_log_;
+    snapshot.injection_allows_actions = allows_actions_;
     if (stale_field_) {
       snapshot.values[*layout_->IndexOf(*stale_field_)].sample_time = now_ - absl::Minutes(5);
     }
@@ -97,6 +98,7 @@ class HealthTest : public ::testing::Test {
   std::optional<FieldId> stale_field_;
   std::vector<ValueStatus> gpu_read_ = {ValueStatus::kOk, ValueStatus::kOk};
   Snapshot::Counters::KernelLog kernel_log_ = Snapshot::Counters::KernelLog::kOff;
+  std::vector<bool> allows_actions_ = {false, false};
   std::shared_ptr<const HealthVerdict> verdict_;
   std::vector<HealthTransition> transitions_;
 };
@@ -569,6 +571,32 @@ TEST_F(HealthTest, RestoredFailuresShowFromTheFirstVerdict) {
   Tick();
   EXPECT_EQ(System(HealthSystem::kMemory, 1), HealthStatus::kFail);
   EXPECT_EQ(Incidents(HealthSystem::kMemory, 1)[0].first_seen, kT0 - absl::Hours(3));
+}
+
+TEST_F(HealthTest, ADrillsIncidentSaysWhetherActionsMayFollowAndARealOneIsNeverMasked) {
+  Tick();
+  health_->RecordXid(0, 79, now_, /*injected=*/true, /*actions_allowed=*/false);
+  health_->RecordXid(1, 79, now_, /*injected=*/true, /*actions_allowed=*/true);
+  Tick();
+  ASSERT_EQ(Incidents(HealthSystem::kDriver, 0).size(), 1u);
+  EXPECT_TRUE(Incidents(HealthSystem::kDriver, 0)[0].injected);
+  EXPECT_FALSE(Incidents(HealthSystem::kDriver, 0)[0].actions_allowed);
+  EXPECT_TRUE(Incidents(HealthSystem::kDriver, 1)[0].actions_allowed);
+  // The same XID for real: the incident is real from now on, whatever a drill adds later.
+  health_->RecordXid(0, 79, now_, /*injected=*/false);
+  Tick();
+  health_->RecordXid(0, 79, now_, /*injected=*/true, /*actions_allowed=*/false);
+  Tick();
+  EXPECT_FALSE(Incidents(HealthSystem::kDriver, 0)[0].injected);
+  EXPECT_EQ(Incidents(HealthSystem::kDriver, 0)[0].count, 3u);
+  // An injected reading: the snapshot says whether its injection allows actions.
+  values_[1][fid::kInforomConfigValid] = FieldValue::Int(0);
+  values_[1][fid::kInforomConfigValid].injected = true;
+  allows_actions_ = {false, true};
+  Tick();
+  ASSERT_EQ(Incidents(HealthSystem::kInforom, 1).size(), 1u);
+  EXPECT_TRUE(Incidents(HealthSystem::kInforom, 1)[0].injected);
+  EXPECT_TRUE(Incidents(HealthSystem::kInforom, 1)[0].actions_allowed);
 }
 
 TEST(HealthPolicyTest, ConfigOverridesXidsAndThresholds) {

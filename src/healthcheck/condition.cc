@@ -77,6 +77,30 @@ Described Describe(const v1::HealthVerdict& verdict, v1::HealthStatus status) {
   return out;
 }
 
+// Whether a failure in `verdict` may drive automatic actions: some failing incident is real, or
+// injected by a drill that allows actions. A failure without an incident behind it (none is
+// known today) counts as real.
+bool Actionable(const v1::HealthVerdict& verdict) {
+  bool any_incident = false;
+  const auto real = [&](const v1::SystemHealth& system) {
+    for (const v1::HealthIncident& incident : system.incidents()) {
+      if (incident.status() != v1::HEALTH_STATUS_FAIL) continue;
+      any_incident = true;
+      if (!incident.injected() || incident.actions_allowed()) return true;
+    }
+    return false;
+  };
+  for (const v1::SystemHealth& system : verdict.node_systems()) {
+    if (real(system)) return true;
+  }
+  for (const v1::GpuHealth& gpu : verdict.gpus()) {
+    for (const v1::SystemHealth& system : gpu.systems()) {
+      if (real(system)) return true;
+    }
+  }
+  return !any_incident;
+}
+
 // `gpu_reason` when a GPU is at `status`; `node_reason` when only a node-level system is.
 std::string ReasonFor(const v1::HealthVerdict& verdict, v1::HealthStatus status,
                       std::string gpu_reason, std::string node_reason) {
@@ -144,18 +168,29 @@ std::optional<DesiredCondition> ConditionFromView(const HealthView& view, absl::
   const std::string prefix =
       fmt::format("engine {} seq {}: ", view.engine_instance_id, verdict.seq());
   switch (verdict.overall()) {
-    case v1::HEALTH_STATUS_FAIL:
-      return Condition("True",
-                       ReasonFor(verdict, v1::HEALTH_STATUS_FAIL, "GpuFailed", "NvswitchFailed"),
-                       prefix, Describe(verdict, v1::HEALTH_STATUS_FAIL));
+    case v1::HEALTH_STATUS_FAIL: {
+      Described described = Describe(verdict, v1::HEALTH_STATUS_FAIL);
+      const bool actionable = Actionable(verdict);
+      if (!actionable) {
+        described.parts.insert(described.parts.begin(), std::string(kNoActionForDrill));
+        described.identity += "no-action;";
+      }
+      DesiredCondition condition = Condition(
+          "True", ReasonFor(verdict, v1::HEALTH_STATUS_FAIL, "GpuFailed", "NvswitchFailed"), prefix,
+          std::move(described));
+      condition.actionable = actionable;
+      return condition;
+    }
     case v1::HEALTH_STATUS_WARN:
       return Condition(
-          "False", ReasonFor(verdict, v1::HEALTH_STATUS_WARN, "GpuWarning", "NvswitchWarning"),
+          "False",
+          ReasonFor(verdict, v1::HEALTH_STATUS_WARN, std::string(kReasonGpuWarning),
+                    "NvswitchWarning"),
           prefix + "nothing fails; warnings: ", Describe(verdict, v1::HEALTH_STATUS_WARN));
     case v1::HEALTH_STATUS_PASS:
       return DesiredCondition{
           .status = "False",
-          .reason = "GpusHealthy",
+          .reason = std::string(kReasonGpusHealthy),
           .message =
               fmt::format("{}all {} GPUs pass{}", prefix, verdict.gpus_size(),
                           verdict.node_systems_size() > 0 ? ", and the node's NVSwitches" : ""),

@@ -70,9 +70,20 @@ TEST(ConditionTest, FreshVerdictsMapToTrueFalseAndUnknown) {
   ASSERT_TRUE(fail.has_value());
   EXPECT_EQ(fail->status, "True");
   EXPECT_EQ(fail->reason, "GpuFailed");
+  // Injected by a drill that does not allow actions: the condition says so, and nothing acts.
+  EXPECT_FALSE(fail->actionable);
   EXPECT_EQ(fail->message,
+            "engine abc seq 42: (no automatic action: every failure is a drill's, injected "
+            "without --allow-actions); GPU 3 (GPU-3) FAIL: driver DCGM_FR_FALLEN_OFF_BUS: what "
+            "happened (action: what to do) [injected]");
+  const std::string dry_run = fail->identity;
+  gpu->mutable_systems(0)->mutable_incidents(0)->set_actions_allowed(true);
+  auto allowed = At(view, absl::Seconds(2));
+  EXPECT_TRUE(allowed->actionable);
+  EXPECT_EQ(allowed->message,
             "engine abc seq 42: GPU 3 (GPU-3) FAIL: driver DCGM_FR_FALLEN_OFF_BUS: what happened "
             "(action: what to do) [injected]");
+  EXPECT_NE(allowed->identity, dry_run) << "allowing actions is worth a write";
 
   view.verdict.set_overall(v1::HEALTH_STATUS_WARN);
   gpu->set_status(v1::HEALTH_STATUS_WARN);

@@ -47,6 +47,7 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
                               {"events_suppressed", stats.events_suppressed.load()},
                               {"api_errors", stats.api_errors.load()},
                               {"taint_refusals", stats.taint_refusals.load()},
+                              {"taints_withheld", stats.taints_withheld.load()},
                               {"watch_synced", self->reporter_->gpu_nodes().synced()},
                               {"gpu_nodes", self->reporter_->gpu_nodes().size()},
                               {"watch_errors", self->reporter_->gpu_nodes().stats().errors.load()}};
@@ -107,6 +108,8 @@ std::string Healthcheck::Metrics() const {
        "NoSchedule taints this check removed after the hysteresis period."},
       {"taint_refusals", stats.taint_refusals,
        "Taints not added because too many GPU nodes already carry it (circuit breaker)."},
+      {"taints_withheld", stats.taints_withheld,
+       "Taints not added because the failure was a drill's injected without --allow-actions."},
       {"lists", watch.lists, "LIST requests (pages) of the GPU nodes by the informer."},
       {"watches", watch.watches,
        "WATCH requests of the GPU nodes (one open at a time; re-opened after the server's "

@@ -383,12 +383,25 @@ absl::Status NodeReporter::PostEvent(PendingEvent& pending, absl::Time now) {
 absl::Status NodeReporter::ReconcileTaint(const DesiredCondition& desired, absl::Time now) {
   if (desired.status != "False") healthy_since_ = absl::InfinitePast();
   if (desired.status == "True") {
+    if (!desired.actionable) {
+      if (!withholding_) {
+        ++stats_.taints_withheld;
+        spdlog::info(
+            "kubernetes: would taint node {}, but every failure is a drill's injected "
+            "without --allow-actions: not tainting",
+            options_.node_name);
+      }
+      withholding_ = true;
+      return absl::OkStatus();
+    }
+    withholding_ = false;
     if (has_taint_) return absl::OkStatus();
     auto allowed = TaintAllowed();
     if (!allowed.ok()) return allowed.status();
     if (!*allowed) return absl::OkStatus();
     return AddTaint(now);
   }
+  withholding_ = false;
   if (desired.status != "False") return absl::OkStatus();  // Unknown: neither add nor remove
   refusing_ = false;
   if (healthy_since_ == absl::InfinitePast()) healthy_since_ = now;

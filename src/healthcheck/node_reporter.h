@@ -38,6 +38,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "api/node_condition.h"
 #include "common/clock.h"
 #include "kube/informer.h"
 #include "kube/kube_api.h"
@@ -49,14 +50,13 @@ struct NodeReporterOptions {
   std::string node_name;
   std::string event_namespace = "default";  // where the kubelet puts Node events too
   bool taint = false;
-  std::string taint_key = "vigil.dev/gpu-problem";
+  std::string taint_key = std::string(kDefaultTaintKey);
   absl::Duration untaint_after = absl::Minutes(5);
   double max_tainted_share = 0.5;
   std::string gpu_node_selector = "nvidia.com/gpu.present=true";
   absl::Duration heartbeat = absl::Minutes(5);
 };
 
-inline constexpr std::string_view kConditionType = "GpuProblem";
 // Events: a repeat of the same type and reason within this window is a series update; at most
 // kEventBurst Event writes per node in it (a flapping GPU must not flood etcd with Events).
 inline constexpr absl::Duration kEventSeriesWindow = absl::Minutes(10);
@@ -74,6 +74,10 @@ struct DesiredCondition {
   // of it: they change every tick and are served by /status and /metrics; the node gets them
   // with the next write or heartbeat.
   std::string identity;
+  // With status True: whether the failure may drive automatic actions (the taint). False when
+  // every failing incident was injected by a drill that did not allow actions: the chain is then
+  // proven up to the decision, and the action only reported (kNoActionForDrill, api/).
+  bool actionable = true;
 };
 
 struct NodeReporterStats {
@@ -85,6 +89,8 @@ struct NodeReporterStats {
   std::atomic<uint64_t> taints_added{0};
   std::atomic<uint64_t> taints_removed{0};
   std::atomic<uint64_t> taint_refusals{0};
+  // Taints not added because the failure is a drill's without --allow-actions (once per drill).
+  std::atomic<uint64_t> taints_withheld{0};
   std::atomic<bool> tainted{false};  // the node carries the taint (ours or not)
 };
 
@@ -165,7 +171,8 @@ class NodeReporter {
   bool has_taint_ = false, owns_taint_ = false, has_annotations_ = false, has_taints_ = false;
   int taint_index_ = -1;
   absl::Time healthy_since_ = absl::InfinitePast();
-  bool refusing_ = false;  // log a circuit-breaker refusal once per episode
+  bool refusing_ = false;     // log a circuit-breaker refusal once per episode
+  bool withholding_ = false;  // log and count a drill's withheld taint once per drill
   // The API server's Retry-After of the last failed pass (429); the loop waits at least this.
   absl::Duration retry_after_ = absl::ZeroDuration();
   uint64_t events_posted_ = 0;  // makes Event names unique within the process

@@ -70,6 +70,7 @@ absl::StatusOr<InjectionRecord> InjectionTable::AddField(
   record.start = now;
   record.expire = now + duration;
   record.scenario_id = request.scenario_id;
+  record.allow_actions = request.allow_actions;
   if (request.add) {
     if (!field.cumulative) {
       return absl::InvalidArgumentError(fmt::format(
@@ -121,9 +122,11 @@ absl::StatusOr<InjectionRecord> InjectionTable::AddField(
   return record;
 }
 
-absl::StatusOr<InjectionRecord> InjectionTable::MakeXid(uint32_t gpu, uint32_t xid,
-                                                        const Principal& principal, absl::Time now,
-                                                        const std::string& scenario_id) {
+absl::StatusOr<InjectionRecord> InjectionTable::MakeXid(const XidInjectionRequest& request,
+                                                        const Principal& principal,
+                                                        absl::Time now) {
+  const uint32_t gpu = request.gpu;
+  const uint32_t xid = request.xid;
   if (gpu >= gpu_count_) {
     return absl::InvalidArgumentError(
         fmt::format("GPU {} does not exist: this engine has {} GPU{} (0-{})", gpu, gpu_count_,
@@ -139,7 +142,8 @@ absl::StatusOr<InjectionRecord> InjectionTable::MakeXid(uint32_t gpu, uint32_t x
   record.mode = InjectionMode::kXid;
   record.principal = principal;
   record.start = record.expire = now;
-  record.scenario_id = scenario_id;
+  record.scenario_id = request.scenario_id;
+  record.allow_actions = request.allow_actions;
   absl::MutexLock lock(&mutex_);
   record.id = fmt::format("inj-{}", next_id_++);
   return record;
@@ -200,6 +204,14 @@ std::vector<InjectionRecord> InjectionTable::List() const {
   std::vector<InjectionRecord> records;
   for (const auto& [key, record] : active_) records.push_back(record);
   return records;
+}
+
+bool InjectionTable::AllowsActions(uint32_t gpu) const {
+  absl::MutexLock lock(&mutex_);
+  for (const auto& [key, record] : active_) {
+    if (record.gpu == gpu && record.allow_actions) return true;
+  }
+  return false;
 }
 
 std::vector<InjectionRecord> InjectionTable::Expire(absl::Time now) {

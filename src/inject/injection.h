@@ -47,6 +47,9 @@ struct InjectionRecord {
   absl::Time start;
   absl::Time expire;  // == start for an XID (a one-off event)
   std::string scenario_id;
+  // A drill that lets automatic actions (the health check's taint) follow this fault; without
+  // it the chain is proven up to the decision (see docs/drill.md).
+  bool allow_actions = false;
 
   // "GPU 1 DCGM_FI_DEV_POWER_USAGE = 900 for 5s" and the like, for logs and events.
   std::string Describe() const;
@@ -65,6 +68,14 @@ struct FieldInjectionRequest {
   std::optional<int64_t> add;
   absl::Duration duration = absl::ZeroDuration();  // 0: the default
   std::string scenario_id;
+  bool allow_actions = false;  // see InjectionRecord
+};
+
+struct XidInjectionRequest {
+  uint32_t gpu = 0;
+  uint32_t xid = 0;
+  std::string scenario_id;
+  bool allow_actions = false;  // see InjectionRecord
 };
 
 class InjectionTable {
@@ -83,8 +94,8 @@ class InjectionTable {
                                            absl::Time now,
                                            std::optional<InjectionRecord>* superseded);
   // An XID injection's audit record (XIDs are one-off events: nothing stays active).
-  absl::StatusOr<InjectionRecord> MakeXid(uint32_t gpu, uint32_t xid, const Principal& principal,
-                                          absl::Time now, const std::string& scenario_id);
+  absl::StatusOr<InjectionRecord> MakeXid(const XidInjectionRequest& request,
+                                          const Principal& principal, absl::Time now);
 
   // Removes one active injection by id (NotFound otherwise), all of them, or those a scenario
   // made. Returns what was removed.
@@ -93,6 +104,8 @@ class InjectionTable {
   std::vector<InjectionRecord> ClearScenario(const std::string& scenario_id);
   std::vector<InjectionRecord> ClearField(uint32_t gpu, FieldId field);
   std::vector<InjectionRecord> List() const;
+  // Whether an active injection on `gpu` lets automatic actions follow it (a drill's choice).
+  bool AllowsActions(uint32_t gpu) const;
 
   // Tick thread: removes and returns the injections whose time is up.
   std::vector<InjectionRecord> Expire(absl::Time now);

@@ -127,7 +127,9 @@ absl::Status ScenarioRunner::Apply(const DueStep& due) {
                         principal)
           .status();
     case ScenarioStep::Action::kInjectXid:
-      return target_->InjectXid(step.gpu, step.xid, principal, due.scenario_id).status();
+      return target_
+          ->InjectXid({.gpu = step.gpu, .xid = step.xid, .scenario_id = due.scenario_id}, principal)
+          .status();
     case ScenarioStep::Action::kClearAll:
       target_->ClearScenarioInjections(due.scenario_id, principal, "scenario step");
       return absl::OkStatus();

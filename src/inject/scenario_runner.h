@@ -46,9 +46,8 @@ class ScenarioTarget {
   virtual ~ScenarioTarget() = default;
   virtual absl::StatusOr<InjectionRecord> InjectField(const FieldInjectionRequest& request,
                                                       const Principal& principal) = 0;
-  virtual absl::StatusOr<InjectionRecord> InjectXid(uint32_t gpu, uint32_t xid,
-                                                    const Principal& principal,
-                                                    const std::string& scenario_id) = 0;
+  virtual absl::StatusOr<InjectionRecord> InjectXid(const XidInjectionRequest& request,
+                                                    const Principal& principal) = 0;
   // Clear the active injections a scenario made, or whatever injection is on (gpu, field),
   // auditing each with `who` and `why`; return their ids.
   virtual std::vector<std::string> ClearScenarioInjections(const std::string& scenario_id,

@@ -33,11 +33,12 @@ class RecordingTarget : public ScenarioTarget {
     active.push_back(record);
     return record;
   }
-  absl::StatusOr<InjectionRecord> InjectXid(uint32_t gpu, uint32_t xid, const Principal&,
-                                            const std::string& scenario_id) override {
-    calls.push_back(fmt::format("xid {} on GPU {}", xid, gpu));
-    return InjectionRecord{
-        .id = "inj-" + std::to_string(++next), .xid = xid, .scenario_id = scenario_id};
+  absl::StatusOr<InjectionRecord> InjectXid(const XidInjectionRequest& request,
+                                            const Principal&) override {
+    calls.push_back(fmt::format("xid {} on GPU {}", request.xid, request.gpu));
+    return InjectionRecord{.id = "inj-" + std::to_string(++next),
+                           .xid = request.xid,
+                           .scenario_id = request.scenario_id};
   }
   std::vector<std::string> ClearScenarioInjections(const std::string& scenario_id, const Principal&,
                                                    std::string_view why) override {

@@ -71,6 +71,12 @@ struct Snapshot {
     uint64_t persistence_failures = 0;
   } counters;
 
+  // Per GPU: an active injection on it lets automatic actions follow (a drill's choice).
+  std::vector<bool> injection_allows_actions;
+  bool allows_actions(uint32_t gpu) const {
+    return gpu < injection_allows_actions.size() && injection_allows_actions[gpu];
+  }
+
   ValueStatus gpu_read_status(uint32_t gpu) const {
     return gpu < gpu_read.size() ? gpu_read[gpu] : ValueStatus::kOk;
   }

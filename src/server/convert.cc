@@ -34,6 +34,7 @@ void ToProto(const Incident& incident, v1::HealthIncident* out) {
   out->set_count(incident.count);
   out->set_injected(incident.injected);
   out->set_node(incident.node_level);
+  out->set_actions_allowed(incident.actions_allowed);
 }
 
 void ToProto(const SystemHealth& system, v1::SystemHealth* out) {
@@ -145,6 +146,7 @@ v1::Injection ToProto(const InjectionRecord& record) {
   out.set_expire_time_us(record.mode == InjectionMode::kXid ? 0
                                                             : absl::ToUnixMicros(record.expire));
   out.set_scenario_id(record.scenario_id);
+  out.set_allow_actions(record.allow_actions);
   return out;
 }
 

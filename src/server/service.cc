@@ -307,7 +307,8 @@ grpc::ServerUnaryReactor* EngineService::InjectField(grpc::CallbackServerContext
   }
   FieldInjectionRequest injection{.gpu = request->gpu(),
                                   .field = request->field_id(),
-                                  .duration = absl::Microseconds(request->duration_us())};
+                                  .duration = absl::Microseconds(request->duration_us()),
+                                  .allow_actions = request->allow_actions()};
   switch (request->change_case()) {
     case v1::InjectFieldRequest::kValue:
       injection.value = request->value();
@@ -329,7 +330,9 @@ grpc::ServerUnaryReactor* EngineService::InjectXid(grpc::CallbackServerContext* 
                                                    v1::InjectXidResponse* response) {
   auto principal = Authorize(context);
   if (!principal.ok()) return Finish(context, principal.status());
-  auto record = engine_->InjectXid(request->gpu(), request->xid(), *principal);
+  auto record = engine_->InjectXid(
+      {.gpu = request->gpu(), .xid = request->xid(), .allow_actions = request->allow_actions()},
+      *principal);
   if (!record.ok()) return Finish(context, record.status());
   *response->mutable_injection() = ToProto(*record);
   return Finish(context, absl::OkStatus());

@@ -124,12 +124,24 @@ std::string Param(const KubeRequest& request, const std::string& key) {
 
 }  // namespace
 
-std::string ConditionStatus(const Json& node, const std::string& type) {
+namespace {
+
+std::string ConditionField(const Json& node, const std::string& type, const char* field) {
   if (!node.is_object() || !node.contains("status")) return "";
   for (const Json& condition : node["status"].value("conditions", Json::array())) {
-    if (condition.value("type", "") == type) return condition.value("status", "");
+    if (condition.value("type", "") == type) return condition.value(field, "");
   }
   return "";
+}
+
+}  // namespace
+
+std::string ConditionStatus(const Json& node, const std::string& type) {
+  return ConditionField(node, type, "status");
+}
+
+std::string ConditionMessage(const Json& node, const std::string& type) {
+  return ConditionField(node, type, "message");
 }
 
 bool HasNoScheduleTaint(const Json& node, const std::string& key) {

@@ -41,9 +41,11 @@ struct KubeRequest {
   bool list() const { return method == "GET" && path == "/api/v1/nodes" && !watch(); }
 };
 
-// What tests and benchmarks look at on the fake's nodes: the status of the condition `type`
-// ("" when the node has none), and whether the node carries a NoSchedule taint with `key`.
+// What tests and benchmarks look at on the fake's nodes: the status and the message of the
+// condition `type` ("" when the node has none), and whether the node carries a NoSchedule taint
+// with `key`.
 std::string ConditionStatus(const nlohmann::json& node, const std::string& type);
+std::string ConditionMessage(const nlohmann::json& node, const std::string& type);
 bool HasNoScheduleTaint(const nlohmann::json& node, const std::string& key);
 
 // A self-signed certificate for 127.0.0.1 (made with the openssl command), its key, and a
