@@ -276,5 +276,55 @@ TEST(DeployTest, AlertRulesPassPromtoolAndTheirUnitTests) {
   EXPECT_THAT(test.out + test.err, HasSubstr("SUCCESS"));
 }
 
+TEST(DeployTest, TheDrillJobRunsOnItsNodeWithNothingButTheRightsItNeeds) {
+  const Rendered drill = Render(kDeploy + "/drill");
+  const YAML::Node* job = drill.Find("Job", "vigil-drill");
+  ASSERT_NE(job, nullptr);
+  const YAML::Node spec = (*job)["spec"]["template"]["spec"];
+  EXPECT_EQ(spec["serviceAccountName"].as<std::string>(), "vigil-drill");
+  EXPECT_EQ(spec["restartPolicy"].as<std::string>(), "Never");
+  EXPECT_TRUE(spec["nodeSelector"]["kubernetes.io/hostname"]) << "a drill is about one node";
+  EXPECT_EQ(spec["volumes"][0]["hostPath"]["path"].as<std::string>(), "/run/vigil")
+      << "the engine's socket, as the engine's DaemonSet shares it";
+  // Its arguments are the binary's: parsed, they fail only for want of an engine.
+  std::vector<std::string> args = Strings(spec["containers"][0]["args"]);
+  std::string command = VigilBinary();
+  for (std::string arg : args) {
+    if (arg.starts_with("--engine=")) arg = "--engine=unix:///nonexistent/vigil.sock";
+    command += " '" + arg + "'";
+  }
+  const CommandResult run = Shell(command);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--kubernetes")) << "the in-cluster credentials are missing here, "
+                                                     "after every flag parsed: "
+                                                  << run.err;
+  EXPECT_THAT(run.err, ::testing::Not(HasSubstr("see `vigil drill --help`")));
+  // Rights: read nodes, nothing else.
+  const YAML::Node* role = drill.Find("ClusterRole", "vigil-drill");
+  ASSERT_NE(role, nullptr);
+  ASSERT_EQ((*role)["rules"].size(), 1u);
+  EXPECT_EQ(Strings((*role)["rules"][0]["resources"]), std::vector<std::string>{"nodes"});
+  EXPECT_EQ(Strings((*role)["rules"][0]["verbs"]), std::vector<std::string>{"get"});
+  // It reaches its own node's exporter and health check: node-local Services selecting the
+  // base's Pods.
+  const Rendered base = Render(kDeploy + "/base");
+  for (const auto& [service, daemonset] : std::vector<std::pair<std::string, std::string>>{
+           {"vigil-exporter-local", "vigil-exporter"},
+           {"vigil-healthcheck-local", "vigil-healthcheck"}}) {
+    const YAML::Node* local = drill.Find("Service", service);
+    ASSERT_NE(local, nullptr) << service;
+    EXPECT_EQ((*local)["spec"]["internalTrafficPolicy"].as<std::string>(), "Local");
+    const YAML::Node* pods = base.Find("DaemonSet", daemonset);
+    ASSERT_NE(pods, nullptr);
+    EXPECT_TRUE(
+        Selects((*local)["spec"]["selector"], (*pods)["spec"]["template"]["metadata"]["labels"]))
+        << service;
+    bool url = false;
+    for (const std::string& arg : args)
+      url |= arg.find("http://" + service + ":") != std::string::npos;
+    EXPECT_TRUE(url) << "the Job reaches " << service;
+  }
+}
+
 }  // namespace
 }  // namespace vigil::testing

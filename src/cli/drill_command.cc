@@ -175,7 +175,7 @@ int RunDrill(const DrillFlags& flags) {
   std::unique_ptr<KubeApi> kube;
   if (flags.kubernetes) {
     auto in_cluster = InClusterKube::Create(flags.service_account_dir, "drill");
-    if (!in_cluster.ok()) return Fail("drill", WithContext(in_cluster.status(), "--kubernetes"));
+    if (!in_cluster.ok()) return Fail("drill", in_cluster.status());
     kube = std::move(*in_cluster);
   }
   std::string node = flags.node;
