@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "daemon.h"
 #include "fmt/format.h"
@@ -16,6 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "process.h"
 #include "testing/fake_kube_api.h"
+#include "testing/paths.h"
 #include "testing/temp_dir.h"
 
 namespace vigil::testing {
@@ -298,6 +300,28 @@ TEST(DrillTest, TheKubernetesStagesAreADryRunUnlessActionsAreAllowed) {
   EXPECT_THAT(rows["fault taint"], ::testing::StartsWith("PASS vigil.dev/gpu-problem:NoSchedule"));
   EXPECT_THAT(rows["recovery taint"], ::testing::StartsWith("PASS no taint"));
   EXPECT_FALSE(HasNoScheduleTaint(api.Node("n1"), "vigil.dev/gpu-problem"));
+}
+
+// `make drill` itself: the script with this build's binary — vigil node, the health check on the
+// fake API server, a real Prometheus and Alertmanager — passes every stage, there and back.
+TEST(DrillTest, MakeDrillPassesEveryStage) {
+  const CommandResult run =
+      Shell(SourceDir() + "/scripts/drill " + VigilBinary(), absl::Seconds(240));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("every for: shortened to 5s"));
+  EXPECT_THAT(run.out, HasSubstr("Drill passed"));
+  int passed = 0;
+  std::istringstream lines(run.out);
+  for (std::string line; std::getline(lines, line);) {
+    for (const char* stage : {"engine ", "exporter ", "healthcheck ", "node-condition ", "taint ",
+                              "alert ", "alertmanager "}) {
+      if (line.rfind(stage, 0) == 0) {
+        EXPECT_THAT(line, HasSubstr(" PASS ")) << line;
+        ++passed;
+      }
+    }
+  }
+  EXPECT_EQ(passed, 14) << "seven stages there and back:\n" << run.out;
 }
 
 }  // namespace

@@ -114,7 +114,10 @@ class NodeConditionLink final : public Link {
             (want == Want::kRecovered || (condition.reason == kReasonGpuWarning && names_gpu));
         break;
       case v1::HEALTH_STATUS_PASS:
-        seen.shown = condition.status == "False" && condition.reason == kReasonGpusHealthy;
+        // The condition is the node's: another GPU may warn. Back means not True, and this GPU
+        // no longer named.
+        seen.shown =
+            condition.status == "False" && (condition.reason == kReasonGpusHealthy || !names_gpu);
         break;
       default:  // the engine has not shown the fault yet
         seen.shown = false;

@@ -14,7 +14,7 @@ namespace vigil::drill {
 // `kube` (not owned) outlives the links. `node`: the Kubernetes node the engine runs on.
 // The condition shows the fault when it is True for a FAIL (reason GpuFailed) or says
 // GpuWarning for a WARN, naming the GPU; its message's "engine ID seq N:" says which engine and
-// tick it follows. The way back: GpusHealthy (or False at the baseline WARN).
+// tick it follows. The way back: False, no longer naming the GPU (False at the baseline WARN).
 std::unique_ptr<Link> NewNodeConditionLink(KubeApi* kube, std::string node);
 // The taint `key` on the node; the way back: the taint gone. Without `actions_allowed` (a drill
 // without --allow-actions) the health check must withhold the taint: the stage passes as "would
