@@ -27,6 +27,11 @@ void AddClientFlags(CLI::App* command, ClientFlags* flags) {
       ->capture_default_str();
 }
 
+void AddTokenFileFlag(CLI::App* command, ClientFlags* flags) {
+  command->add_option("--token-file", flags->token_file,
+                      "File with the engine's injection token (needed over TCP)");
+}
+
 absl::StatusOr<std::unique_ptr<EngineClient>> ConnectFromFlags(const ClientFlags& flags) {
   if (absl::Status status = InitLogging(flags.log_level); !status.ok()) {
     return WithContext(status, "--log-level");

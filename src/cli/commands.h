@@ -39,6 +39,8 @@ struct ClientFlags {
   std::string token_file;  // injection commands only: the token for TCP
 };
 void AddClientFlags(CLI::App* command, ClientFlags* flags);
+// --token-file, for the commands that inject or clear (privileged over TCP).
+void AddTokenFileFlag(CLI::App* command, ClientFlags* flags);
 // Sets up logging and a client from the flags; the error says what is wrong with which flag.
 absl::StatusOr<std::unique_ptr<EngineClient>> ConnectFromFlags(const ClientFlags& flags);
 

@@ -229,8 +229,7 @@ CommandRunner AddDrillCommand(CLI::App* parent) {
       "every named link and back; exit 0 passed, 1 a stage failed, 2 refused");
   auto flags = std::make_shared<DrillFlags>();
   AddClientFlags(command, &flags->client);
-  command->add_option("--token-file", flags->client.token_file,
-                      "File with the engine's injection token (needed over TCP)");
+  AddTokenFileFlag(command, &flags->client);
   command->add_option("--gpu", flags->gpu, "The GPU to drill (and whose verdict to follow)")
       ->check(CLI::Range(0, 1023));
   command->add_option("--xid", flags->xid, "Inject this XID")->check(CLI::Range(1, 999));

@@ -234,8 +234,7 @@ CommandRunner AddHealthCommand(CLI::App* parent) {
   CLI::App* clear = health->add_subcommand(
       "clear", "Clear a GPU's incidents, sticky failures included (privileged, audited)");
   AddClientFlags(clear, &flags->client);
-  clear->add_option("--token-file", flags->client.token_file,
-                    "File with the engine's injection token (needed over TCP)");
+  AddTokenFileFlag(clear, &flags->client);
   CLI::Option* gpu =
       clear->add_option("--gpu", flags->gpu, "GPU index")->check(CLI::Range(0, 1023));
   CLI::Option* node =

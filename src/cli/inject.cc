@@ -244,8 +244,7 @@ int RunClear(const InjectFlags& flags) {
 
 void AddInjectClientFlags(CLI::App* command, InjectFlags* flags) {
   AddClientFlags(command, &flags->client);
-  command->add_option("--token-file", flags->client.token_file,
-                      "File with the engine's injection token (needed over TCP)");
+  AddTokenFileFlag(command, &flags->client);
 }
 
 }  // namespace

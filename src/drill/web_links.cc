@@ -6,12 +6,15 @@
 #include "api/convert.h"
 #include "drill/http_get.h"
 #include "fmt/format.h"
+#include "kube/object.h"
 #include "nlohmann/json.hpp"
 
 namespace vigil::drill {
 namespace {
 
 using Json = nlohmann::json;
+using kube::At;
+using kube::StringAt;
 
 // What a downstream link must show of the GPU's status number: the engine's fault status once
 // known (any worse than the baseline before), or the baseline on the way back.
@@ -45,11 +48,6 @@ absl::StatusOr<Json> GetJson(const std::string& url, const std::string& path) {
         fmt::format("GET {}{}: the answer is not JSON: is this the right URL?", url, path));
   }
   return json;
-}
-
-std::string Text(const Json& json, const char* key) {
-  auto it = json.find(key);
-  return it != json.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -161,15 +159,15 @@ class HealthcheckLink final : public Link {
   absl::Status Preflight(const Target& target, bool) override {
     auto status = GetJson(url_, "/status");
     if (!status.ok()) return status.status();
-    const Json& engine = (*status)["engine"];
+    const Json& engine = At(*status, "engine");
     if (auto follows =
-            CheckFollows(name(), Text(engine, "instance_id"), Text(engine, "node"), target);
+            CheckFollows(name(), StringAt(engine, "instance_id"), StringAt(engine, "node"), target);
         !follows.ok()) {
       return follows;
     }
-    if (!status->value("fresh", false)) {
+    if (At(*status, "fresh") != true) {
       return absl::FailedPreconditionError(fmt::format(
-          "{} has no fresh verdict from the engine: {}", name(), Text(*status, "reason")));
+          "{} has no fresh verdict from the engine: {}", name(), StringAt(*status, "reason")));
     }
     if (!GpuStatus(*status, target.gpu).has_value()) {
       return absl::FailedPreconditionError(
@@ -181,14 +179,15 @@ class HealthcheckLink final : public Link {
   absl::StatusOr<Observation> Look(const Target& target, Want want, const Mark&) override {
     auto status = GetJson(url_, "/status");
     if (!status.ok()) return status.status();
-    const Json& engine = (*status)["engine"];
-    Observation seen{.instance_id = Text(engine, "instance_id"),
-                     .node = Text(engine, "node"),
-                     .seq = status->value("seq", uint64_t{0})};
+    const Json& engine = At(*status, "engine");
+    Observation seen{
+        .instance_id = StringAt(engine, "instance_id"),
+        .node = StringAt(engine, "node"),
+        .seq = At(*status, "seq").is_number_unsigned() ? At(*status, "seq").get<uint64_t>() : 0};
     const std::optional<std::string> gpu = GpuStatus(*status, target.gpu);
     if (!gpu.has_value()) {
       seen.detail =
-          fmt::format("GPU {} is not in /status ({})", target.gpu, Text(*status, "reason"));
+          fmt::format("GPU {} is not in /status ({})", target.gpu, StringAt(*status, "reason"));
       return seen;
     }
     const v1::HealthStatus wanted = want == Want::kRecovered ? target.baseline : target.fault;
@@ -201,10 +200,8 @@ class HealthcheckLink final : public Link {
 
  private:
   static std::optional<std::string> GpuStatus(const Json& status, uint32_t gpu) {
-    auto gpus = status.find("gpus");
-    if (gpus == status.end() || !gpus->is_array()) return std::nullopt;
-    for (const Json& entry : *gpus) {
-      if (entry.value("gpu", -1) == static_cast<int64_t>(gpu)) return Text(entry, "status");
+    for (const Json& entry : At(status, "gpus")) {
+      if (At(entry, "gpu") == gpu) return StringAt(entry, "status");
     }
     return std::nullopt;
   }
@@ -227,18 +224,31 @@ class AlertLink : public Link {
     std::string state;    // as the server says it
     std::string detail;   // its labels and, for Alertmanager, receivers
   };
+  // Where the server lists its alerts, the list in its answer, and one alert as the drill says it.
+  virtual std::string AlertsPath() const = 0;
+  virtual const Json& AlertList(const Json& answer) const = 0;
+  virtual Alert Read(const Json& alert) const = 0;
+
   // Every alert the server has about the target's node and GPU (of the named ones, if any).
-  virtual absl::StatusOr<std::vector<Alert>> AlertsAbout(const Target& target) = 0;
+  absl::StatusOr<std::vector<Alert>> AlertsAbout(const Target& target) {
+    auto answer = GetJson(url_, AlertsPath());
+    if (!answer.ok()) return answer.status();
+    std::vector<Alert> out;
+    for (const Json& alert : AlertList(*answer)) {
+      if (About(At(alert, "labels"), target)) out.push_back(Read(alert));
+    }
+    return out;
+  }
   // Why nothing fires, when the server can say more (its rules); "" otherwise.
   virtual std::string WhyNone() { return ""; }
 
   bool About(const Json& labels, const Target& target) const {
-    if (!labels.is_object() || Text(labels, "node") != target.node ||
-        Text(labels, "gpu") != std::to_string(target.gpu)) {
+    if (!labels.is_object() || StringAt(labels, "node") != target.node ||
+        StringAt(labels, "gpu") != std::to_string(target.gpu)) {
       return false;
     }
-    return alerts_.empty() ||
-           std::find(alerts_.begin(), alerts_.end(), Text(labels, "alertname")) != alerts_.end();
+    return alerts_.empty() || std::find(alerts_.begin(), alerts_.end(),
+                                        StringAt(labels, "alertname")) != alerts_.end();
   }
   static std::string Labels(const Json& labels) {
     std::string out;
@@ -313,24 +323,18 @@ class PrometheusLink final : public AlertLink {
   std::string name() const override { return fmt::format("Prometheus at {}", url_); }
 
  private:
-  absl::StatusOr<std::vector<Alert>> AlertsAbout(const Target& target) override {
-    auto answer = GetJson(url_, "/api/v1/alerts");
-    if (!answer.ok()) return answer.status();
-    std::vector<Alert> out;
-    const Json& alerts = (*answer)["data"]["alerts"];
-    if (!alerts.is_array()) return out;
-    for (const Json& alert : alerts) {
-      const Json& labels = alert["labels"];
-      if (!About(labels, target)) continue;
-      const std::string state = Text(alert, "state");
-      out.push_back(
-          {.name = Text(labels, "alertname"),
-           .active = state == "firing",
-           .state =
-               state + (Text(alert, "activeAt").empty() ? "" : " since " + Text(alert, "activeAt")),
-           .detail = Labels(labels)});
-    }
-    return out;
+  std::string AlertsPath() const override { return "/api/v1/alerts"; }
+  const Json& AlertList(const Json& answer) const override {
+    return At(At(answer, "data"), "alerts");
+  }
+  Alert Read(const Json& alert) const override {
+    const Json& labels = At(alert, "labels");
+    const std::string state = StringAt(alert, "state");
+    const std::string since = StringAt(alert, "activeAt");
+    return {.name = StringAt(labels, "alertname"),
+            .active = state == "firing",
+            .state = since.empty() ? state : state + " since " + since,
+            .detail = Labels(labels)};
   }
 
   // A Prometheus that does not have the rules never fires: say so rather than "not yet".
@@ -338,8 +342,8 @@ class PrometheusLink final : public AlertLink {
     auto rules = GetJson(url_, "/api/v1/rules?type=alert");
     if (!rules.ok()) return "";
     std::vector<std::string> names;
-    for (const Json& group : (*rules)["data"]["groups"]) {
-      for (const Json& rule : group["rules"]) names.push_back(Text(rule, "name"));
+    for (const Json& group : At(At(*rules, "data"), "groups")) {
+      for (const Json& rule : At(group, "rules")) names.push_back(StringAt(rule, "name"));
     }
     if (names.empty())
       return "Prometheus has no alerting rules loaded (load "
@@ -360,26 +364,21 @@ class AlertmanagerLink final : public AlertLink {
   std::string name() const override { return fmt::format("Alertmanager at {}", url_); }
 
  private:
-  absl::StatusOr<std::vector<Alert>> AlertsAbout(const Target& target) override {
-    auto answer = GetJson(url_, "/api/v2/alerts");
-    if (!answer.ok()) return answer.status();
-    std::vector<Alert> out;
-    if (!answer->is_array()) return out;
-    for (const Json& alert : *answer) {
-      const Json& labels = alert["labels"];
-      if (!About(labels, target)) continue;
-      const std::string state = Text(alert["status"], "state");
-      std::vector<std::string> receivers;
-      for (const Json& receiver : alert["receivers"]) receivers.push_back(Text(receiver, "name"));
-      out.push_back(
-          {.name = Text(labels, "alertname"),
-           .active = state == "active" || state == "suppressed",
-           .state = state,
-           .detail = fmt::format(
-               "{} to {}", Labels(labels),
-               receivers.empty() ? "no receiver" : fmt::format("{}", fmt::join(receivers, ", ")))});
+  std::string AlertsPath() const override { return "/api/v2/alerts"; }
+  const Json& AlertList(const Json& answer) const override { return answer; }
+  Alert Read(const Json& alert) const override {
+    const Json& labels = At(alert, "labels");
+    const std::string state = StringAt(At(alert, "status"), "state");
+    std::vector<std::string> receivers;
+    for (const Json& receiver : At(alert, "receivers")) {
+      receivers.push_back(StringAt(receiver, "name"));
     }
-    return out;
+    return {.name = StringAt(labels, "alertname"),
+            .active = state == "active" || state == "suppressed",
+            .state = state,
+            .detail = fmt::format(
+                "{} to {}", Labels(labels),
+                receivers.empty() ? "no receiver" : fmt::format("{}", fmt::join(receivers, ", ")))};
   }
 };
 
