@@ -296,7 +296,8 @@ void Drill::Watch(Want want, const Mark& since, std::optional<absl::Time> engine
     if (engine_failed) {
       for (StageReport* stage : pending) {
         stage->result = StageReport::Result::kFail;
-        stage->detail = "not judged: the engine did not show the fault";
+        stage->detail = want == Want::kFault ? "not judged: the engine did not show the fault"
+                                             : "not judged: the engine did not get back";
       }
       pending.clear();
     }
