@@ -300,6 +300,18 @@ TEST(DrillTest, TheKubernetesStagesAreADryRunUnlessActionsAreAllowed) {
   EXPECT_THAT(rows["fault taint"], ::testing::StartsWith("PASS vigil.dev/gpu-problem:NoSchedule"));
   EXPECT_THAT(rows["recovery taint"], ::testing::StartsWith("PASS no taint"));
   EXPECT_FALSE(HasNoScheduleTaint(api.Node("n1"), "vigil.dev/gpu-problem"));
+
+  // Without --wait-recovery the taint's way back is pending, with the health check's hysteresis.
+  std::vector<std::string> pending = drill;
+  pending.push_back("--allow-actions");
+  pending.push_back("--healthcheck");
+  pending.push_back(fmt::format("http://127.0.0.1:{}", check.port()));
+  const CommandResult left = Vigil(pending);
+  EXPECT_EQ(left.exit_code, 0) << left.out << left.err;
+  rows = results(Json::parse(left.out, nullptr, false));
+  EXPECT_THAT(rows["recovery taint"],
+              ::testing::StartsWith("PENDING the health check removes the taint once the node "
+                                    "has been healthy for 1s"));
 }
 
 // `make drill` itself: the script with this build's binary — vigil node, the health check on the

@@ -20,6 +20,7 @@
 #include "drill/web_links.h"
 #include "fmt/format.h"
 #include "kube/kube_api.h"
+#include "kube/object.h"
 
 namespace vigil::cli {
 namespace {
@@ -199,6 +200,15 @@ int RunDrill(const DrillFlags& flags) {
   }
   if (!flags.alertmanager.empty()) {
     links.push_back(drill::NewAlertmanagerLink(flags.alertmanager, flags.alerts));
+  }
+  // How long the taint's way back takes, where the node's health check says.
+  if (flags.taint && !flags.healthcheck.empty()) {
+    if (auto status = drill::HttpGet(flags.healthcheck, "/status"); status.ok()) {
+      const nlohmann::json json = nlohmann::json::parse(*status, nullptr, false);
+      const nlohmann::json& seconds =
+          kube::At(kube::At(json, "kubernetes"), "untaint_after_seconds");
+      if (seconds.is_number_integer()) plan->untaint_after = absl::Seconds(seconds.get<int64_t>());
+    }
   }
   drill::Drill run(*plan, client->get(), std::move(links), Clock::Real());
   const drill::DrillReport report = run.Run();

@@ -19,11 +19,16 @@ bool SlowWayBack(Stage stage, bool actions_allowed) {
          stage == Stage::kAlertmanager;
 }
 
-std::string PendingWhy(Stage stage) {
+std::string PendingWhy(Stage stage, std::optional<absl::Duration> untaint_after) {
   switch (stage) {
     case Stage::kTaint:
-      return "the health check removes the taint once the GPU has passed for its "
-             "--untaint-after (hysteresis); --wait-recovery follows it";
+      return untaint_after.has_value()
+                 ? fmt::format(
+                       "the health check removes the taint once the node has been healthy "
+                       "for {} (its --untaint-after); --wait-recovery follows it",
+                       absl::FormatDuration(*untaint_after))
+                 : "the health check removes the taint once the node has been healthy for its "
+                   "--untaint-after (hysteresis); --wait-recovery follows it";
     case Stage::kAlert:
       return "the alert resolves at Prometheus' next rule evaluation after the series return; "
              "--wait-recovery follows it";
@@ -410,7 +415,7 @@ DrillReport Drill::Run() {
         way_back.detail = "the fault never showed here";
       } else if (SlowWayBack(row.stage, plan_.fault.allow_actions) && !plan_.wait_recovery) {
         way_back.result = StageReport::Result::kPending;
-        way_back.detail = PendingWhy(row.stage);
+        way_back.detail = PendingWhy(row.stage, plan_.untaint_after);
       } else {
         way_back.result = StageReport::Result::kFail;  // until it is back
       }

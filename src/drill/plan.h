@@ -61,6 +61,9 @@ struct DrillPlan {
   bool cleanup = true;         // clear the injection and the GPU's drill incidents afterwards
   bool wait_recovery = false;  // follow the taint's removal and the alerts' resolution to the end
   bool force = false;          // drill on a node that is already quarantined
+  // The health check's --untaint-after, where it says (its /status): how long the taint's way
+  // back takes.
+  std::optional<absl::Duration> untaint_after;
   absl::Duration poll_interval = absl::Milliseconds(250);
 };
 

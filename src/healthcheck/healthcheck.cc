@@ -41,16 +41,19 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
     nlohmann::json status = self->monitor_->StatusJson();
     if (self->reporter_ != nullptr) {
       const NodeReporterStats& stats = self->reporter_->stats();
-      status["kubernetes"] = {{"node_tainted", stats.tainted.load()},
-                              {"condition_updates", stats.condition_updates.load()},
-                              {"events", stats.events.load()},
-                              {"events_suppressed", stats.events_suppressed.load()},
-                              {"api_errors", stats.api_errors.load()},
-                              {"taint_refusals", stats.taint_refusals.load()},
-                              {"taints_withheld", stats.taints_withheld.load()},
-                              {"watch_synced", self->reporter_->gpu_nodes().synced()},
-                              {"gpu_nodes", self->reporter_->gpu_nodes().size()},
-                              {"watch_errors", self->reporter_->gpu_nodes().stats().errors.load()}};
+      status["kubernetes"] = {
+          {"node_tainted", stats.tainted.load()},
+          {"condition_updates", stats.condition_updates.load()},
+          {"events", stats.events.load()},
+          {"events_suppressed", stats.events_suppressed.load()},
+          {"api_errors", stats.api_errors.load()},
+          {"taint_refusals", stats.taint_refusals.load()},
+          {"taints_withheld", stats.taints_withheld.load()},
+          {"tainting", self->reporter_->options().taint},
+          {"untaint_after_seconds", absl::ToInt64Seconds(self->reporter_->options().untaint_after)},
+          {"watch_synced", self->reporter_->gpu_nodes().synced()},
+          {"gpu_nodes", self->reporter_->gpu_nodes().size()},
+          {"watch_errors", self->reporter_->gpu_nodes().stats().errors.load()}};
     }
     return HttpResponse{.content_type = "application/json", .body = status.dump(2) + "\n"};
   });

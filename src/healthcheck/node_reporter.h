@@ -116,6 +116,7 @@ class NodeReporter {
   // leaves what is not done for the next pass.
   absl::Status ReconcileOnce();
   const NodeReporterStats& stats() const { return stats_; }
+  const NodeReporterOptions& options() const { return options_; }
   // The cluster's GPU nodes as the reporter sees them (reduced to what it reads).
   const Informer& gpu_nodes() const { return gpu_nodes_; }
 
