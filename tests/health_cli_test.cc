@@ -62,6 +62,7 @@ TEST(HealthCliTest, Xid79FailsGpu2SurvivesKillAndClears) {
   EXPECT_THAT(driver["incidents"][0]["message"].get<std::string>(),
               HasSubstr("fallen off the bus"));
   EXPECT_THAT(driver["incidents"][0]["action"].get<std::string>(), HasSubstr("restart"));
+  EXPECT_EQ(driver["incidents"][0]["recommended_action"], "reboot");
   const std::string first_seen = driver["incidents"][0]["first_seen"];
 
   // kill -9, then a new engine on the same state dir: still FAIL, same first-seen time.

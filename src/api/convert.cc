@@ -92,6 +92,23 @@ int HealthStatusNumber(v1::HealthStatus status) {
   }
 }
 
+std::string_view RecommendedActionText(v1::RecommendedAction action) {
+  switch (action) {
+    case v1::RECOMMENDED_ACTION_NONE:
+      return "none";
+    case v1::RECOMMENDED_ACTION_RESTART_APP:
+      return "restart-app";
+    case v1::RECOMMENDED_ACTION_RESET_GPU:
+      return "reset-gpu";
+    case v1::RECOMMENDED_ACTION_REBOOT:
+      return "reboot";
+    case v1::RECOMMENDED_ACTION_INSPECT:
+      return "inspect";
+    default:
+      return "";
+  }
+}
+
 std::string_view InjectionModeText(v1::InjectionMode mode) {
   switch (mode) {
     case v1::INJECTION_MODE_VALUE:

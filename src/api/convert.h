@@ -25,6 +25,8 @@ void SetValue(const FieldValue& value, v1::Sample* out);
 // -1 for UNKNOWN, which dcgm-exporter has no value for.
 std::string_view HealthStatusText(v1::HealthStatus status);
 int HealthStatusNumber(v1::HealthStatus status);
+// "none", "restart-app", "reset-gpu", "reboot", "inspect" ("" when unspecified).
+std::string_view RecommendedActionText(v1::RecommendedAction action);
 // An injection's mode and a scenario's state as the CLI prints them: "value", "add", "xid";
 // "running", "done", "cancelled", "failed" ("unknown" for an unset or newer value).
 std::string_view InjectionModeText(v1::InjectionMode mode);

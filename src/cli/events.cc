@@ -34,12 +34,14 @@ void PrintEvent(const EventsFlags& flags, const v1::Event& e) {
                            {"uid", e.has_principal() ? e.principal().uid() : -1}};
     if (e.has_xid_info()) {  // the engine's policy for the code, as it applied it
       const v1::XidInfo& xid = e.xid_info();
-      json["xid_info"] = {{"known", xid.known()},
-                          {"meaning", xid.meaning()},
-                          {"severity", XidSeverityText(xid.severity())},
-                          {"system", xid.system()},
-                          {"code", xid.code()},
-                          {"action", xid.action()}};
+      json["xid_info"] = {
+          {"known", xid.known()},
+          {"meaning", xid.meaning()},
+          {"severity", XidSeverityText(xid.severity())},
+          {"system", xid.system()},
+          {"code", xid.code()},
+          {"action", xid.action()},
+          {"recommended_action", std::string(RecommendedActionText(xid.recommended_action()))}};
     }
     if (e.has_sxid()) {
       const v1::SxidInfo& sxid = e.sxid();

@@ -42,6 +42,7 @@ nlohmann::json IncidentJson(const v1::HealthIncident& incident) {
           {"code", incident.code()},
           {"message", incident.message()},
           {"action", incident.action()},
+          {"recommended_action", std::string(RecommendedActionText(incident.recommended_action()))},
           {"first_seen", FormatTimeUs(incident.first_seen_us())},
           {"last_seen", FormatTimeUs(incident.last_seen_us())},
           {"count", incident.count()},
@@ -61,11 +62,11 @@ nlohmann::json SystemJson(const v1::SystemHealth& system) {
 // "GPU 2 driver FAIL DCGM_FR_…: … (seen 1x, first …, last …)\n    action: …"
 std::string IncidentLine(std::string_view subject, const v1::SystemHealth& system,
                          const v1::HealthIncident& incident) {
-  return fmt::format("{} {} {} {}{}: {} (seen {}x, first {}, last {})\n    action: {}", subject,
-                     system.system(), HealthStatusText(incident.status()), incident.code(),
+  return fmt::format("{} {} {} {}{}: {} (seen {}x, first {}, last {})\n    action ({}): {}",
+                     subject, system.system(), HealthStatusText(incident.status()), incident.code(),
                      incident.injected() ? " [injected]" : "", incident.message(), incident.count(),
                      FormatTimeUs(incident.first_seen_us()), FormatTimeUs(incident.last_seen_us()),
-                     incident.action());
+                     RecommendedActionText(incident.recommended_action()), incident.action());
 }
 
 // The unknown reason and the incidents of one system, as detail lines.

@@ -167,10 +167,10 @@ class HealthEvaluator::GpuRuleContext final : public RuleContext {
   }
   ValueStatus GpuRead() const override { return snapshot_.gpu_read_status(gpu_); }
   void Raise(HealthStatus status, std::string key, std::string code, std::string message,
-             std::string action, bool injected) override {
+             std::string action, RecommendedAction recommended, bool injected) override {
     conditions_->push_back({rule_->system, status, std::move(key), std::move(code),
                             std::move(message), std::move(action), injected,
-                            injected && snapshot_.allows_actions(gpu_)});
+                            injected && snapshot_.allows_actions(gpu_), recommended});
   }
 
  private:
@@ -219,7 +219,7 @@ void HealthEvaluator::EvaluateXids(absl::Time now) {
     Upsert(xid.gpu,
            {rule.system, status, fmt::format("xid.{}", xid.xid), rule.code,
             fmt::format("XID {}: {}{}", xid.xid, rule.meaning, Repeats(rule, times.size())),
-            rule.action, xid.injected, xid.actions_allowed},
+            rule.action, xid.injected, xid.actions_allowed, rule.recommended},
            now, /*onset=*/true, rule.window);
   }
 }
@@ -248,7 +248,7 @@ void HealthEvaluator::EvaluateSxids(absl::Time now) {
     if (!sxid.detail.empty()) message += fmt::format(" ({})", sxid.detail);
     Upsert(node_slot(),
            {HealthSystem::kNvswitch, status, key, rule.code, std::move(message), rule.action,
-            /*injected=*/false},
+            /*injected=*/false, /*actions_allowed=*/false, rule.recommended},
            now, /*onset=*/true, rule.window);
   }
 }
@@ -275,6 +275,7 @@ void HealthEvaluator::Upsert(size_t slot, const Condition& condition, absl::Time
   incident.code = condition.code;
   incident.message = condition.message;
   incident.action = condition.action;
+  incident.recommended = policy_.RecommendedFor(condition.key, condition.recommended);
   incident.last_seen = now;
   // A real occurrence is never masked by a drill's: once real, the incident stays real.
   incident.injected = created ? condition.injected : incident.injected && condition.injected;

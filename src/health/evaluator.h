@@ -48,6 +48,7 @@ struct Incident {
   std::string code;     // DCGM_FR_*
   std::string message;  // what happened, with the numbers
   std::string action;   // what to do
+  RecommendedAction recommended = RecommendedAction::kInspect;  // the same, machine-readable
   absl::Time first_seen;
   absl::Time last_seen;
   uint64_t count = 1;     // occurrences (condition onsets, XIDs)
@@ -160,6 +161,7 @@ class HealthEvaluator {
     std::string key, code, message, action;
     bool injected;
     bool actions_allowed = false;
+    RecommendedAction recommended = RecommendedAction::kInspect;
   };
   class GpuRuleContext;
   struct PendingXid {

@@ -599,6 +599,37 @@ TEST_F(HealthTest, ADrillsIncidentSaysWhetherActionsMayFollowAndARealOneIsNeverM
   EXPECT_TRUE(Incidents(HealthSystem::kInforom, 1)[0].actions_allowed);
 }
 
+TEST_F(HealthTest, EveryIncidentSaysWhatItAsksForMachineReadably) {
+  HealthPolicy policy = DefaultHealthPolicy();
+  ASSERT_TRUE(
+      ApplyHealthConfig(YAML::Load("recommended: {memory.volatile_dbe: reboot}"), "e.yaml", &policy)
+          .ok());
+  Make(std::move(policy));
+  Tick();
+  health_->RecordXid(0, 79, now_, false);
+  health_->RecordXid(1, 13, now_, false);  // ignored: no incident
+  health_->RecordXid(1, 94, now_, false);
+  Set(fid::kEccDbeVolTotal, 1);
+  Set(fid::kInforomConfigValid, 0);
+  Tick();
+  EXPECT_EQ(Incidents(HealthSystem::kDriver, 0)[0].recommended, RecommendedAction::kReboot);
+  EXPECT_EQ(Incidents(HealthSystem::kMemory, 0)[0].recommended, RecommendedAction::kReboot)
+      << "overridden in the config (the rule's own is reset-gpu)";
+  EXPECT_EQ(Incidents(HealthSystem::kInforom, 0)[0].recommended, RecommendedAction::kInspect);
+  EXPECT_EQ(Incidents(HealthSystem::kMemory, 1)[0].recommended, RecommendedAction::kRestartApp);
+  // The driver's own recovery action says which.
+  Set(fid::kEccDbeVolTotal, 0);
+  Set(fid::kGpuRecoveryAction, 2);  // a node reboot
+  Tick();
+  bool found = false;
+  for (const Incident& incident : Incidents(HealthSystem::kDriver, 0)) {
+    if (incident.key != "driver.recovery_action") continue;
+    found = true;
+    EXPECT_EQ(incident.recommended, RecommendedAction::kReboot);
+  }
+  EXPECT_TRUE(found);
+}
+
 TEST(HealthPolicyTest, ConfigOverridesXidsAndThresholds) {
   HealthPolicy policy = DefaultHealthPolicy();
   const YAML::Node node = YAML::Load(R"(
@@ -787,6 +818,46 @@ sxid:
   const absl::Status missing =
       ApplyHealthConfig(YAML::Load("sxid: {\"20034\": {action: x}}"), "e.yaml", &p);
   EXPECT_THAT(missing.message(), HasSubstr("health.sxid.20034.severity: required"));
+}
+
+TEST(HealthPolicyTest, RecommendedActionsHaveDefaultsAndOverrides) {
+  HealthPolicy policy = DefaultHealthPolicy();
+  EXPECT_EQ(policy.RuleFor(79).recommended, RecommendedAction::kReboot);
+  EXPECT_EQ(policy.RuleFor(48).recommended, RecommendedAction::kResetGpu);
+  EXPECT_EQ(policy.RuleFor(13).recommended, RecommendedAction::kRestartApp);
+  EXPECT_EQ(policy.RuleFor(63).recommended, RecommendedAction::kNone);
+  EXPECT_EQ(policy.RuleFor(555).recommended, RecommendedAction::kInspect) << "unknown";
+  EXPECT_EQ(policy.SxidRuleFor(20034, true).recommended, RecommendedAction::kReboot);
+  EXPECT_EQ(policy.SxidRuleFor(20034, false).recommended, RecommendedAction::kNone);
+  ASSERT_TRUE(ApplyHealthConfig(YAML::Load(R"(
+xid: {"79": {recommended: reset-gpu}}
+sxid: {"20034": {severity: fail, recommended: inspect}}
+recommended: {pcie.replay_rate: none}
+)"),
+                                "e.yaml", &policy)
+                  .ok());
+  EXPECT_EQ(policy.RuleFor(79).recommended, RecommendedAction::kResetGpu);
+  EXPECT_EQ(policy.SxidRuleFor(20034, false).recommended, RecommendedAction::kInspect);
+  EXPECT_EQ(policy.RecommendedFor("pcie.replay_rate", RecommendedAction::kInspect),
+            RecommendedAction::kNone);
+  EXPECT_EQ(policy.RecommendedFor("memory.volatile_dbe", RecommendedAction::kResetGpu),
+            RecommendedAction::kResetGpu);
+  for (const char* name : {"none", "restart-app", "reset-gpu", "reboot", "inspect"}) {
+    ASSERT_TRUE(ParseRecommendedAction(name).has_value()) << name;
+    EXPECT_EQ(RecommendedActionName(*ParseRecommendedAction(name)), name);
+  }
+  for (const char* bad :
+       {"recommended: {bogus: reboot}", "recommended: {memory.volatile_dbe: fix-it}",
+        "recommended: {nvswitch.sxid: reboot}", "recommended: [1]",
+        "xid: {\"79\": {recommended: x}}"}) {
+    HealthPolicy p = DefaultHealthPolicy();
+    EXPECT_FALSE(ApplyHealthConfig(YAML::Load(bad), "e.yaml", &p).ok()) << bad;
+  }
+  HealthPolicy p = DefaultHealthPolicy();
+  EXPECT_THAT(
+      ApplyHealthConfig(YAML::Load("recommended: {memory.volatile_dbe: fix-it}"), "e.yaml", &p)
+          .message(),
+      HasSubstr("use none, restart-app, reset-gpu, reboot or inspect"));
 }
 
 }  // namespace

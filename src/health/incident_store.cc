@@ -33,6 +33,7 @@ nlohmann::json ToJson(const Incident& incident) {
           {"code", incident.code},
           {"message", incident.message},
           {"action", incident.action},
+          {"recommended", std::string(RecommendedActionName(incident.recommended))},
           {"first_seen_us", absl::ToUnixMicros(incident.first_seen)},
           {"last_seen_us", absl::ToUnixMicros(incident.last_seen)},
           {"count", incident.count},
@@ -53,6 +54,9 @@ std::optional<Incident> FromJson(const nlohmann::json& json) {
   incident.code = json.at("code").get<std::string>();
   incident.message = json.at("message").get<std::string>();
   incident.action = json.at("action").get<std::string>();
+  // Records from before recommended actions existed: a person should look.
+  incident.recommended = ParseRecommendedAction(json.value("recommended", "inspect"))
+                             .value_or(RecommendedAction::kInspect);
   incident.first_seen = absl::FromUnixMicros(json.at("first_seen_us").get<int64_t>());
   incident.last_seen = absl::FromUnixMicros(json.at("last_seen_us").get<int64_t>());
   incident.count = json.at("count").get<uint64_t>();

@@ -70,7 +70,9 @@ TEST(IncidentStoreTest, RaisedFailuresSurviveAReopenAndClearsStick) {
   {
     auto store = Open(dir, "boot-a", &loaded);
     ASSERT_TRUE(store.ok()) << store.status();
-    (*store)->Raised(Failure("GPU-a", "xid.79"));
+    Incident reboot = Failure("GPU-a", "xid.79");
+    reboot.recommended = RecommendedAction::kReboot;
+    (*store)->Raised(reboot);
     (*store)->Raised(Failure("GPU-b", "xid.79"));
     (*store)->Cleared(Failure("GPU-b", "xid.79"), "operator");
   }
@@ -80,6 +82,7 @@ TEST(IncidentStoreTest, RaisedFailuresSurviveAReopenAndClearsStick) {
   EXPECT_EQ(loaded.incidents[0].uuid, "GPU-a");
   EXPECT_EQ(loaded.incidents[0].first_seen, kT0);
   EXPECT_EQ(loaded.incidents[0].count, 2u);
+  EXPECT_EQ(loaded.incidents[0].recommended, RecommendedAction::kReboot);
   EXPECT_TRUE(loaded.problems.empty());
   // Compacted: the boot record and the one surviving incident.
   std::ifstream file(dir.File("health.log"));

@@ -31,6 +31,18 @@ XidRule Rule(Severity severity, HealthSystem system, std::string code, std::stri
                  std::move(meaning), std::move(action)};
 }
 
+// A recommended action from the config: its name, or an error listing the choices.
+absl::StatusOr<RecommendedAction> ParseRecommended(const yaml::Reader& reader,
+                                                   const YAML::Node& node,
+                                                   const std::string& path) {
+  auto name = reader.String(node, path);
+  if (!name.ok()) return name.status();
+  const std::optional<RecommendedAction> action = ParseRecommendedAction(*name);
+  if (!action)
+    return reader.Error(node, path, "use none, restart-app, reset-gpu, reboot or inspect");
+  return *action;
+}
+
 enum class CodeKind { kXid, kSxid };
 
 // Applies `health.xid` or `health.sxid`: per code, overrides of the rule it has now.
@@ -54,11 +66,12 @@ absl::Status ApplyCodeRules(const yaml::Reader& reader, const YAML::Node& rules,
                           fmt::format("{} codes are numbers from 1 to {}", noun, max_code));
     }
     const YAML::Node rule_node = entry.second;
-    if (auto status =
-            xid ? reader.ExpectMap(rule_node, path,
-                                   {"severity", "system", "count", "window", "action", "meaning"})
-                : reader.ExpectMap(rule_node, path,
-                                   {"severity", "count", "window", "action", "meaning"});
+    if (auto status = xid ? reader.ExpectMap(rule_node, path,
+                                             {"severity", "system", "count", "window", "action",
+                                              "meaning", "recommended"})
+                          : reader.ExpectMap(rule_node, path,
+                                             {"severity", "count", "window", "action", "meaning",
+                                              "recommended"});
         !status.ok()) {
       return status;
     }
@@ -126,6 +139,11 @@ absl::Status ApplyCodeRules(const yaml::Reader& reader, const YAML::Node& rules,
     } else if (rule.meaning.empty() || !table.contains(static_cast<uint32_t>(*code))) {
       rule.meaning = fmt::format("{} {} (configured)", noun, *code);
     }
+    if (rule_node["recommended"]) {
+      auto recommended = ParseRecommended(reader, rule_node["recommended"], path + ".recommended");
+      if (!recommended.ok()) return recommended.status();
+      rule.recommended = *recommended;
+    }
     table[static_cast<uint32_t>(*code)] = rule;
   }
   return absl::OkStatus();
@@ -166,6 +184,37 @@ std::string_view XidSeverityName(XidRule::Severity severity) {
 const XidRule& HealthPolicy::RuleFor(uint32_t xid) const {
   auto it = xids.find(xid);
   return it != xids.end() ? it->second : unknown_xid;
+}
+
+std::string_view RecommendedActionName(RecommendedAction action) {
+  switch (action) {
+    case RecommendedAction::kNone:
+      return "none";
+    case RecommendedAction::kRestartApp:
+      return "restart-app";
+    case RecommendedAction::kResetGpu:
+      return "reset-gpu";
+    case RecommendedAction::kReboot:
+      return "reboot";
+    case RecommendedAction::kInspect:
+      return "inspect";
+  }
+  return "inspect";
+}
+
+std::optional<RecommendedAction> ParseRecommendedAction(std::string_view name) {
+  for (RecommendedAction action :
+       {RecommendedAction::kNone, RecommendedAction::kRestartApp, RecommendedAction::kResetGpu,
+        RecommendedAction::kReboot, RecommendedAction::kInspect}) {
+    if (RecommendedActionName(action) == name) return action;
+  }
+  return std::nullopt;
+}
+
+RecommendedAction HealthPolicy::RecommendedFor(const std::string& key,
+                                               RecommendedAction rule_default) const {
+  auto it = recommended.find(key);
+  return it != recommended.end() ? it->second : rule_default;
 }
 
 const XidRule& HealthPolicy::SxidRuleFor(uint32_t sxid, bool fatal) const {
@@ -244,6 +293,18 @@ HealthPolicy DefaultHealthPolicy() {
         Rule(Severity::kWarn, HealthSystem::kNvlink, "DCGM_FR_XID_ERROR", "NVLink/C2C link error",
              "check the NVLink counters; reset the GPU if it recurs");
   }
+  // What each code asks for, machine-readable (the rest, and unknown codes: inspect): the
+  // application's errors restart the application, the GPU's own resets it, a GPU off the bus
+  // needs the node restarted, the counted ones and 154 need nothing by themselves.
+  const std::pair<std::vector<uint32_t>, RecommendedAction> recommended[] = {
+      {{13, 31, 43, 45, 68, 94, 109}, RecommendedAction::kRestartApp},
+      {{48, 74, 95, 119, 120, 140}, RecommendedAction::kResetGpu},
+      {{79}, RecommendedAction::kReboot},
+      {{63, 92, 154}, RecommendedAction::kNone},
+  };
+  for (const auto& [codes, action] : recommended) {
+    for (uint32_t code : codes) x.at(code).recommended = action;
+  }
   policy.unknown_xid = Rule(Severity::kWarn, HealthSystem::kDriver, "DCGM_FR_XID_ERROR",
                             "an XID this policy does not know",
                             "look the code up in NVIDIA's XID catalogue and add it to "
@@ -257,16 +318,19 @@ HealthPolicy DefaultHealthPolicy() {
   policy.nonfatal_sxid = Rule(Severity::kWarn, HealthSystem::kNvswitch,
                               "DCGM_FR_NVSWITCH_NON_FATAL_ERROR", "non-fatal NVSwitch error",
                               "watch the switch's SXid rate; inspect the link if it recurs");
+  policy.fatal_sxid.recommended = RecommendedAction::kReboot;
+  policy.nonfatal_sxid.recommended = RecommendedAction::kNone;
   return policy;
 }
 
 absl::Status ApplyHealthConfig(const YAML::Node& node, const std::string& source,
                                HealthPolicy* policy) {
   const yaml::Reader reader(source);
-  if (auto status = reader.ExpectMap(
-          node, "health",
-          {"window", "power_violation_fraction", "thermal_violation_fraction",
-           "nvlink_crc_warn_count", "nvlink_crc_fail_rate", "stale_intervals", "xid", "sxid"});
+  if (auto status =
+          reader.ExpectMap(node, "health",
+                           {"window", "power_violation_fraction", "thermal_violation_fraction",
+                            "nvlink_crc_warn_count", "nvlink_crc_fail_rate", "stale_intervals",
+                            "xid", "sxid", "recommended"});
       !status.ok()) {
     return status;
   }
@@ -301,6 +365,28 @@ absl::Status ApplyHealthConfig(const YAML::Node& node, const std::string& source
       return reader.Error(node["nvlink_crc_warn_count"], "health.nvlink_crc_warn_count",
                           "must be at least 1");
     policy->nvlink_crc_warn_count = *count;
+  }
+  // The DCGM rules' recommended actions, by incident key: "SYSTEM.NAME" of a GPU system.
+  if (const YAML::Node overrides = node["recommended"]) {
+    if (!overrides.IsMap()) {
+      return reader.Error(overrides, "health.recommended",
+                          "expected a mapping of incident keys (e.g. memory.volatile_dbe)");
+    }
+    for (const auto& entry : overrides) {
+      const std::string key = entry.first.Scalar();
+      const std::string path = "health.recommended." + key;
+      const size_t dot = key.find('.');
+      const auto system = ParseHealthSystem(key.substr(0, dot));
+      if (dot == std::string::npos || dot + 1 == key.size() || !system || IsNodeLevel(*system) ||
+          key.starts_with("driver.xid") || key.find('.', dot + 1) != std::string::npos) {
+        return reader.Error(entry.first, path,
+                            "an incident key is SYSTEM.NAME, e.g. memory.volatile_dbe (XIDs "
+                            "and SXids take theirs in health.xid / health.sxid)");
+      }
+      auto action = ParseRecommended(reader, entry.second, path);
+      if (!action.ok()) return action.status();
+      policy->recommended[key] = *action;
+    }
   }
   if (absl::Status status = ApplyCodeRules(reader, node["xid"], CodeKind::kXid, policy);
       !status.ok()) {

@@ -24,6 +24,19 @@ enum class HealthStatus : uint8_t { kPass, kWarn, kUnknown, kFail };
 std::string_view HealthStatusName(HealthStatus status);  // "PASS", "WARN", "UNKNOWN", "FAIL"
 HealthStatus Worst(HealthStatus a, HealthStatus b);
 
+// What an incident asks for, machine-readable, for people and for automatic remediation: one
+// per XID, SXid and DCGM rule, overridable in the config.
+enum class RecommendedAction : uint8_t {
+  kNone,        // nothing to do on the node (watch it)
+  kRestartApp,  // the application's problem: restart it
+  kResetGpu,    // drain the GPU's workloads and reset it
+  kReboot,      // drain the node and reboot it
+  kInspect,     // a person must look (replace a part, check cooling, cabling, firmware)
+};
+// "none", "restart-app", "reset-gpu", "reboot", "inspect".
+std::string_view RecommendedActionName(RecommendedAction action);
+std::optional<RecommendedAction> ParseRecommendedAction(std::string_view name);
+
 // How one XID code is treated; also the rule for one NVSwitch SXid code (its system is then
 // always nvswitch).
 struct XidRule {
@@ -37,6 +50,7 @@ struct XidRule {
   std::string code;     // DCGM_FR_* name
   std::string meaning;  // what NVIDIA says it is
   std::string action;   // what the operator should do
+  RecommendedAction recommended = RecommendedAction::kInspect;
 };
 std::string_view XidSeverityName(XidRule::Severity severity);
 
@@ -68,7 +82,12 @@ struct HealthPolicy {
   XidRule fatal_sxid;
   XidRule nonfatal_sxid;
 
+  // Overrides of the DCGM rules' recommended actions, by incident key ("memory.volatile_dbe").
+  std::map<std::string, RecommendedAction> recommended;
+
   const XidRule& RuleFor(uint32_t xid) const;
+  // A rule's recommended action for the incident `key`, unless the config overrides it.
+  RecommendedAction RecommendedFor(const std::string& key, RecommendedAction rule_default) const;
   const XidRule& SxidRuleFor(uint32_t sxid, bool fatal) const;
 };
 

@@ -41,7 +41,7 @@ void PcieReplayRate(RuleContext& c) {
                       *replays, Window(c), limit, gen.as_int(), width.as_int()),
           "check the PCIe link (lspci -vv, riser, slot); reseat or replace the GPU if it "
           "persists",
-          injected || gen.injected || width.injected);
+          RecommendedAction::kInspect, injected || gen.injected || width.injected);
 }
 
 void VolatileDbe(RuleContext& c) {
@@ -50,7 +50,7 @@ void VolatileDbe(RuleContext& c) {
   c.Raise(HealthStatus::kFail, "memory.volatile_dbe", "DCGM_FR_VOLATILE_DBE_DETECTED",
           fmt::format("{} uncorrectable (double-bit) ECC error{} since the driver loaded",
                       dbe.as_int(), dbe.as_int() == 1 ? "" : "s"),
-          kResetAction, dbe.injected);
+          kResetAction, RecommendedAction::kResetGpu, dbe.injected);
 }
 
 void PendingRetirement(RuleContext& c) {
@@ -59,7 +59,7 @@ void PendingRetirement(RuleContext& c) {
   c.Raise(HealthStatus::kWarn, "memory.pending_retirement", "DCGM_FR_PENDING_PAGE_RETIREMENTS",
           "memory pages are pending retirement",
           "reset the GPU at the next maintenance window so the retirement takes effect",
-          pending.injected);
+          RecommendedAction::kResetGpu, pending.injected);
 }
 
 void RetiredPages(RuleContext& c) {
@@ -73,7 +73,7 @@ void RetiredPages(RuleContext& c) {
       fmt::format("{} retired pages ({} single-bit, {} double-bit), at or above the limit of {}",
                   sbe.as_int() + dbe.as_int(), sbe.as_int(), dbe.as_int(),
                   c.policy().retired_pages_fail),
-      kReplaceAction, sbe.injected || dbe.injected);
+      kReplaceAction, RecommendedAction::kInspect, sbe.injected || dbe.injected);
 }
 
 void RetiredDbePages(RuleContext& c) {
@@ -82,14 +82,15 @@ void RetiredDbePages(RuleContext& c) {
   c.Raise(HealthStatus::kFail, "memory.retired_dbe_pages", "DCGM_FR_RETIRED_PAGES_DBE_LIMIT",
           fmt::format("{} pages retired for double-bit errors, above the limit of {}", dbe.as_int(),
                       c.policy().retired_dbe_pages_fail),
-          kReplaceAction, dbe.injected);
+          kReplaceAction, RecommendedAction::kInspect, dbe.injected);
 }
 
 void RowRemapFailure(RuleContext& c) {
   const FieldValue& failed = c.Value(fid::kRowRemapFailure);
   if (!failed.ok() || failed.as_int() <= 0) return;
   c.Raise(HealthStatus::kFail, "memory.row_remap_failure", "DCGM_FR_ROW_REMAP_FAILURE",
-          "row remapping failed: the GPU ran out of spare rows", kReplaceAction, failed.injected);
+          "row remapping failed: the GPU ran out of spare rows", kReplaceAction,
+          RecommendedAction::kInspect, failed.injected);
 }
 
 void UncorrectableRows(RuleContext& c) {
@@ -98,14 +99,16 @@ void UncorrectableRows(RuleContext& c) {
   c.Raise(HealthStatus::kWarn, "memory.uncorrectable_rows", "DCGM_FR_UNCORRECTABLE_ROW_REMAP",
           fmt::format("{} rows remapped for uncorrectable errors (warning at {})", rows.as_int(),
                       c.policy().uncorrectable_rows_warn),
-          "plan to replace the GPU; it is running out of spare rows", rows.injected);
+          "plan to replace the GPU; it is running out of spare rows", RecommendedAction::kInspect,
+          rows.injected);
 }
 
 void Unrepairable(RuleContext& c) {
   const FieldValue& unrepairable = c.Value(fid::kMemoryUnrepairable);
   if (!unrepairable.ok() || unrepairable.as_int() <= 0) return;
   c.Raise(HealthStatus::kFail, "memory.unrepairable", "DCGM_FR_FAULTY_MEMORY",
-          "the GPU reports memory it cannot repair", kReplaceAction, unrepairable.injected);
+          "the GPU reports memory it cannot repair", kReplaceAction, RecommendedAction::kInspect,
+          unrepairable.injected);
 }
 
 void InforomCorrupt(RuleContext& c) {
@@ -113,7 +116,8 @@ void InforomCorrupt(RuleContext& c) {
   if (!valid.ok() || valid.as_int() != 0) return;
   c.Raise(HealthStatus::kWarn, "inforom.corrupt", "DCGM_FR_CORRUPT_INFOROM",
           "the infoROM checksums do not match (corrupt infoROM)",
-          "update the infoROM/VBIOS with NVIDIA's tools, or replace the board", valid.injected);
+          "update the infoROM/VBIOS with NVIDIA's tools, or replace the board",
+          RecommendedAction::kInspect, valid.injected);
 }
 
 // Thermal and power: time spent throttled within the window.
@@ -127,7 +131,7 @@ void Violation(RuleContext& c, FieldId field, double fraction_limit, const char*
   c.Raise(HealthStatus::kWarn, key, code,
           fmt::format("throttled for {} for {:.1f} s of the last {} ({:.0f}%)", what, *ns / 1e9,
                       Window(c), fraction * 100),
-          action, injected);
+          action, RecommendedAction::kInspect, injected);
 }
 
 void ThermalViolation(RuleContext& c) {
@@ -156,13 +160,13 @@ void NvlinkCrc(RuleContext& c) {
     c.Raise(HealthStatus::kFail, "nvlink.crc_rate", "DCGM_FR_NVLINK_ERROR_CRITICAL",
             fmt::format("{} NVLink CRC errors in {:.0f} s ({:.0f}/s, failing at {:.0f}/s)", crc,
                         span_s, rate, c.policy().nvlink_crc_fail_rate),
-            kNvlinkResetAction, injected);
+            kNvlinkResetAction, RecommendedAction::kResetGpu, injected);
   } else if (crc >= c.policy().nvlink_crc_warn_count) {
     c.Raise(HealthStatus::kWarn, "nvlink.crc", "DCGM_FR_NVLINK_CRC_ERROR_THRESHOLD",
             fmt::format("{} NVLink CRC errors in the last {}", crc, Window(c)),
             "watch the NVLink counters (nvidia-smi nvlink -e); reset the GPUs if they keep "
             "growing",
-            injected);
+            RecommendedAction::kInspect, injected);
   }
 }
 
@@ -174,7 +178,7 @@ void NvlinkReplayRecovery(RuleContext& c) {
   c.Raise(HealthStatus::kFail, "nvlink.replay_recovery", "DCGM_FR_NVLINK_ERROR_THRESHOLD",
           fmt::format("{} NVLink replay and {} recovery errors in the last {}", replays.value_or(0),
                       recoveries.value_or(0), Window(c)),
-          kNvlinkResetAction, injected);
+          kNvlinkResetAction, RecommendedAction::kResetGpu, injected);
 }
 
 // The GPU recovery action the driver asks for.
@@ -186,23 +190,26 @@ void RecoveryAction(RuleContext& c) {
     const char* code;
     const char* what;
     const char* action;
+    RecommendedAction recommended;
   };
   static const Recovery kRecoveries[] = {
       {HealthStatus::kFail, "DCGM_FR_GPU_RECOVERY_RESET", "a GPU reset",
-       "drain the node's workloads and reset the GPU (nvidia-smi -r)"},
+       "drain the node's workloads and reset the GPU (nvidia-smi -r)",
+       RecommendedAction::kResetGpu},
       {HealthStatus::kFail, "DCGM_FR_GPU_RECOVERY_REBOOT", "a node reboot",
-       "drain the node and reboot it"},
+       "drain the node and reboot it", RecommendedAction::kReboot},
       {HealthStatus::kWarn, "DCGM_FR_GPU_RECOVERY_DRAIN_P2P", "draining peer-to-peer traffic",
-       "stop peer-to-peer (NVLink/PCIe P2P) workloads on this GPU"},
+       "stop peer-to-peer (NVLink/PCIe P2P) workloads on this GPU", RecommendedAction::kRestartApp},
       {HealthStatus::kFail, "DCGM_FR_GPU_RECOVERY_DRAIN_RESET",
        "draining peer-to-peer traffic and a GPU reset",
-       "drain the node's workloads and reset the GPU (nvidia-smi -r)"},
+       "drain the node's workloads and reset the GPU (nvidia-smi -r)",
+       RecommendedAction::kResetGpu},
   };
   const Recovery& recovery = kRecoveries[action.as_int() - 1];
   c.Raise(
       recovery.status, "driver.recovery_action", recovery.code,
       fmt::format("the driver asks for {} (recovery action {})", recovery.what, action.as_int()),
-      recovery.action, action.injected);
+      recovery.action, recovery.recommended, action.injected);
 }
 
 // A GPU that stopped answering, as a whole.
@@ -213,7 +220,7 @@ void GpuRead(RuleContext& c) {
             "the GPU stopped answering the driver (lost / fallen off the bus)",
             "drain the node and restart it; check the GPU's seating, power and PCIe link if it "
             "recurs",
-            false);
+            RecommendedAction::kReboot, false);
   } else if (read == ValueStatus::kTimeout) {
     // A driver call that hangs often comes before a GPU falls off the bus or a GSP timeout
     // (XID 119), but a slow call alone is no proof of a fault: WARN while it lasts, and the
@@ -222,7 +229,7 @@ void GpuRead(RuleContext& c) {
             "the driver did not answer a query for this GPU in time: its readings are stale",
             "check the kernel log (dmesg) for XIDs and NVRM messages; if calls keep hanging, "
             "drain the node and reset the GPU or reboot",
-            false);
+            RecommendedAction::kInspect, false);
   }
 }
 

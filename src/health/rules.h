@@ -34,9 +34,10 @@ class RuleContext {
   // The GPU's read status as a whole (kOk, kGpuLost, kTimeout, ...).
   virtual ValueStatus GpuRead() const = 0;
   // Reports that the rule's condition holds now. `key` identifies the incident
-  // ("pcie.replay_rate").
+  // ("pcie.replay_rate"); `recommended` is the rule's machine-readable action (the policy's
+  // `health.recommended` may override it by key).
   virtual void Raise(HealthStatus status, std::string key, std::string code, std::string message,
-                     std::string action, bool injected) = 0;
+                     std::string action, RecommendedAction recommended, bool injected) = 0;
 };
 
 struct HealthRule {

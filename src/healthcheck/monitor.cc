@@ -124,15 +124,17 @@ namespace {
 // One system's incidents, as /status lists them.
 void AppendIncidents(const v1::SystemHealth& system, nlohmann::json* out) {
   for (const v1::HealthIncident& incident : system.incidents()) {
-    out->push_back({{"system", incident.system()},
-                    {"status", std::string(HealthStatusText(incident.status()))},
-                    {"code", incident.code()},
-                    {"message", incident.message()},
-                    {"action", incident.action()},
-                    {"count", incident.count()},
-                    {"injected", incident.injected()},
-                    {"first_seen_us", incident.first_seen_us()},
-                    {"last_seen_us", incident.last_seen_us()}});
+    out->push_back(
+        {{"system", incident.system()},
+         {"status", std::string(HealthStatusText(incident.status()))},
+         {"code", incident.code()},
+         {"message", incident.message()},
+         {"action", incident.action()},
+         {"recommended_action", std::string(RecommendedActionText(incident.recommended_action()))},
+         {"count", incident.count()},
+         {"injected", incident.injected()},
+         {"first_seen_us", incident.first_seen_us()},
+         {"last_seen_us", incident.last_seen_us()}});
   }
 }
 

@@ -35,6 +35,23 @@ void ToProto(const Incident& incident, v1::HealthIncident* out) {
   out->set_injected(incident.injected);
   out->set_node(incident.node_level);
   out->set_actions_allowed(incident.actions_allowed);
+  out->set_recommended_action(ToProto(incident.recommended));
+}
+
+v1::RecommendedAction ToProto(RecommendedAction action) {
+  switch (action) {
+    case RecommendedAction::kNone:
+      return v1::RECOMMENDED_ACTION_NONE;
+    case RecommendedAction::kRestartApp:
+      return v1::RECOMMENDED_ACTION_RESTART_APP;
+    case RecommendedAction::kResetGpu:
+      return v1::RECOMMENDED_ACTION_RESET_GPU;
+    case RecommendedAction::kReboot:
+      return v1::RECOMMENDED_ACTION_REBOOT;
+    case RecommendedAction::kInspect:
+      return v1::RECOMMENDED_ACTION_INSPECT;
+  }
+  return v1::RECOMMENDED_ACTION_UNSPECIFIED;
 }
 
 void ToProto(const SystemHealth& system, v1::SystemHealth* out) {
@@ -260,6 +277,7 @@ void ToProto(const XidRule& rule, bool known, v1::XidInfo* out) {
   out->set_system(std::string(HealthSystemName(rule.system)));
   out->set_code(rule.code);
   out->set_action(rule.action);
+  out->set_recommended_action(ToProto(rule.recommended));
 }
 
 }  // namespace vigil

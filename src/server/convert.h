@@ -17,6 +17,7 @@ namespace vigil {
 v1::HealthStatus ToProto(HealthStatus status);
 void ToProto(const Incident& incident, v1::HealthIncident* out);
 void ToProto(const SystemHealth& system, v1::SystemHealth* out);
+v1::RecommendedAction ToProto(RecommendedAction action);
 // The verdict restricted to `gpus` (empty: all), with `overall` the worst of those.
 void ToProto(const HealthVerdict& verdict, const std::string& instance_id,
              const std::vector<uint32_t>& gpus, v1::HealthVerdict* out);
