@@ -39,6 +39,7 @@ const std::map<std::string, Modules>& Allowed() {
       {"kube", {"common"}},
       {"healthcheck", {"common", "fields", "api", "client", "kube"}},
       {"drill", {"common", "fields", "api", "client", "kube"}},
+      {"remediator", {"common", "kube"}},
       {"cli", {"common", "fields", "api", "client", "exporter", "healthcheck", "kube", "drill"}},
       {"app",
        {"common", "fields", "backend", "kmsg", "sampling", "health", "inject", "engine", "api",
@@ -49,7 +50,8 @@ const std::map<std::string, Modules>& Allowed() {
 }
 
 const Modules kEngineSide = {"backend", "kmsg", "sampling", "health", "inject", "engine", "server"};
-const Modules kClients = {"client", "kube", "exporter", "healthcheck", "drill", "cli"};
+const Modules kClients = {"client",     "kube",  "exporter", "healthcheck",
+                          "remediator", "drill", "cli"};
 
 std::string Join(const Modules& modules) {
   std::string out;

@@ -434,12 +434,94 @@ FakeKubeApi::Answer FakeKubeApi::Route(const KubeRequest& request) {
     if (request.method != "POST") return {405, Status(405, "MethodNotAllowed", "not allowed")};
     return CreateEvent(match[1], request);
   }
+  if (request.path == "/api/v1/pods") {
+    if (request.method != "GET") return {405, Status(405, "MethodNotAllowed", "not allowed")};
+    return ListPods(request);
+  }
+  static const std::regex eviction_path(
+      "/api/v1/namespaces/([a-z0-9-]+)/pods/([a-z0-9.-]+)/eviction");
+  if (std::regex_match(request.path, match, eviction_path)) {
+    if (request.method != "POST") return {405, Status(405, "MethodNotAllowed", "not allowed")};
+    return Evict(match[1], match[2], request);
+  }
   static const std::regex event_path("/api/v1/namespaces/([a-z0-9-]+)/events/([a-z0-9.-]+)");
   if (std::regex_match(request.path, match, event_path)) {
     if (request.method != "PATCH") return {405, Status(405, "MethodNotAllowed", "not allowed")};
     return PatchEvent(match[1], match[2], request);
   }
   return {404, Status(404, "NotFound", "the server could not find the requested resource")};
+}
+
+void FakeKubeApi::AddPod(const Json& pod) {
+  absl::MutexLock lock(&mutex_);
+  Json stored = pod;
+  stored["metadata"]["uid"] = fmt::format("pod-uid-{}", ++resource_version_);
+  stored["metadata"]["resourceVersion"] = std::to_string(resource_version_);
+  // The key first: the assignment's right side is evaluated (moved from) before its left.
+  const std::pair<std::string, std::string> key = {
+      stored["metadata"]["namespace"].get<std::string>(),
+      stored["metadata"]["name"].get<std::string>()};
+  pods_[key] = std::move(stored);
+}
+
+std::vector<Json> FakeKubeApi::Pods() const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<Json> out;
+  for (const auto& [key, pod] : pods_) out.push_back(pod);
+  return out;
+}
+
+void FakeKubeApi::BlockEvictions(const std::string& ns, const std::string& name, int count) {
+  absl::MutexLock lock(&mutex_);
+  blocked_evictions_[{ns, name}] = count;
+}
+
+FakeKubeApi::Answer FakeKubeApi::ListPods(const KubeRequest& request) {
+  const std::string field = Param(request, "fieldSelector");
+  static constexpr std::string_view kByNode = "spec.nodeName=";
+  if (!field.empty() && !field.starts_with(kByNode)) {
+    return {400, Status(400, "BadRequest",
+                        fmt::format("field selector \"{}\": the fake serves spec.nodeName only",
+                                    field))};
+  }
+  const std::string node = field.empty() ? "" : field.substr(kByNode.size());
+  Json items = Json::array();
+  for (const auto& [key, pod] : pods_) {
+    if (!node.empty() && pod["spec"].value("nodeName", "") != node) continue;
+    items.push_back(pod);
+  }
+  return {200, Json{{"kind", "PodList"},
+                    {"apiVersion", "v1"},
+                    {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}},
+                    {"items", std::move(items)}}};
+}
+
+FakeKubeApi::Answer FakeKubeApi::Evict(const std::string& ns, const std::string& name,
+                                       const KubeRequest& request) {
+  const Json body = Json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object() || body.value("apiVersion", "") != "policy/v1" ||
+      body.value("kind", "") != "Eviction" || !body.contains("metadata") ||
+      body["metadata"].value("name", "") != name || body["metadata"].value("namespace", "") != ns) {
+    return {400, Status(400, "BadRequest",
+                        "the body must be a policy/v1 Eviction naming the pod and its namespace")};
+  }
+  auto pod = pods_.find({ns, name});
+  if (pod == pods_.end()) {
+    return {404, Status(404, "NotFound", fmt::format("pods \"{}\" not found", name))};
+  }
+  if (int& blocked = blocked_evictions_[{ns, name}]; blocked > 0) {
+    --blocked;
+    return {429,
+            Status(429, "TooManyRequests",
+                   "Cannot evict pod as it would violate the pod's disruption budget."),
+            /*retry_after=*/0};
+  }
+  pods_.erase(pod);
+  return {201, Json{{"kind", "Status"},
+                    {"apiVersion", "v1"},
+                    {"metadata", Json::object()},
+                    {"status", "Success"},
+                    {"code", 201}}};
 }
 
 FakeKubeApi::Answer FakeKubeApi::GetNode(const std::string& name) {

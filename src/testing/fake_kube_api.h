@@ -81,6 +81,17 @@ class FakeKubeApi {
   void ModifyNode(const std::string& name, const std::function<void(nlohmann::json&)>& change);
   void DeleteNode(const std::string& name);
 
+  // Pods, as the drain sees them: `pod` is the object (metadata.namespace and .name, spec.nodeName,
+  // containers with their resources, ownerReferences, the mirror annotation). Listed with
+  // fieldSelector spec.nodeName=NODE (the only field selector the fake serves, for pods);
+  // evicted through POST .../pods/NAME/eviction with a policy/v1 Eviction: 201 and the pod gone,
+  // 404 when it is gone already, 429 while a PodDisruptionBudget forbids (BlockEvictions), 400
+  // for a body that is not an Eviction of that pod.
+  void AddPod(const nlohmann::json& pod);
+  std::vector<nlohmann::json> Pods() const;
+  // The next `count` evictions of pod NS/NAME answer 429, as while a PDB allows no disruption.
+  void BlockEvictions(const std::string& ns, const std::string& name, int count);
+
   // Watches. Open ones now, and opened since the start.
   int open_watches() const;
   int watches_opened() const;
@@ -143,6 +154,9 @@ class FakeKubeApi {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer PatchEvent(const std::string& ns, const std::string& name, const KubeRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  Answer ListPods(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  Answer Evict(const std::string& ns, const std::string& name, const KubeRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void Bump(nlohmann::json& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // A node changed from `before` to `node`: a new resourceVersion for it, recorded for watchers.
   void Changed(const nlohmann::json& before, nlohmann::json& node)
@@ -164,6 +178,8 @@ class FakeKubeApi {
   std::string token_ ABSL_GUARDED_BY(mutex_);
   std::map<std::string, nlohmann::json> nodes_ ABSL_GUARDED_BY(mutex_);
   std::vector<nlohmann::json> events_ ABSL_GUARDED_BY(mutex_);
+  std::map<std::pair<std::string, std::string>, nlohmann::json> pods_ ABSL_GUARDED_BY(mutex_);
+  std::map<std::pair<std::string, std::string>, int> blocked_evictions_ ABSL_GUARDED_BY(mutex_);
   std::vector<KubeRequest> requests_ ABSL_GUARDED_BY(mutex_);
   uint64_t resource_version_ ABSL_GUARDED_BY(mutex_) = 1000;
   int fail_status_ ABSL_GUARDED_BY(mutex_) = 0;

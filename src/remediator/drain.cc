@@ -1,0 +1,145 @@
+// Implements the drain: select, evict, retry what a PDB blocks until the timeout.
+#include "remediator/drain.h"
+
+#include <algorithm>
+
+#include "absl/synchronization/mutex.h"
+#include "common/backoff.h"
+#include "common/status.h"
+#include "fmt/format.h"
+#include "kube/object.h"
+#include "kube/pods.h"
+
+namespace vigil::remediator {
+namespace {
+
+using Json = nlohmann::json;
+
+// Why the drain leaves `pod` alone ("" when it evicts it); `gpus` what it holds.
+std::string WhyNot(const Json& pod, const std::vector<std::string>& gpus,
+                   const DrainOptions& options, const std::string& id) {
+  const std::string ns = kube::StringAt(kube::At(pod, "metadata"), "namespace");
+  if (kube::IsMirrorPod(pod)) return "a mirror (static) pod: the kubelet's own";
+  if (kube::OwnedByDaemonSet(pod)) return "owned by a DaemonSet: it would come straight back";
+  if (std::find(options.exclude_namespaces.begin(), options.exclude_namespaces.end(), ns) !=
+      options.exclude_namespaces.end()) {
+    return fmt::format("namespace {} is excluded", ns);
+  }
+  if (options.only.has_value()) {
+    return std::find(options.only->begin(), options.only->end(), id) == options.only->end()
+               ? "does not hold the failing GPU"
+               : "";
+  }
+  if (gpus.empty() && !options.all_pods) return "holds no GPU";
+  return "";
+}
+
+}  // namespace
+
+std::string_view OutcomeName(DrainedPod::Outcome outcome) {
+  switch (outcome) {
+    case DrainedPod::Outcome::kEvicted:
+      return "evicted";
+    case DrainedPod::Outcome::kGone:
+      return "gone";
+    case DrainedPod::Outcome::kBlocked:
+      return "blocked";
+    case DrainedPod::Outcome::kFailed:
+      return "failed";
+    case DrainedPod::Outcome::kWouldEvict:
+      return "would evict";
+  }
+  return "failed";
+}
+
+DrainReport Drain(KubeApi& api, Clock& clock, const std::string& node,
+                  const DrainOptions& options) {
+  DrainReport report;
+  auto pods = kube::ListPodsOnNode(api, node);
+  if (!pods.ok()) {
+    report.error = std::string(MessageOf(pods.status()));
+    return report;
+  }
+  for (const Json& pod : *pods) {
+    const Json& metadata = kube::At(pod, "metadata");
+    DrainedPod drained{.ns = kube::StringAt(metadata, "namespace"),
+                       .name = kube::StringAt(metadata, "name"),
+                       .gpus = kube::GpuResourcesOf(pod)};
+    const std::string id = drained.ns + "/" + drained.name;
+    if (const std::string why = WhyNot(pod, drained.gpus, options, id); !why.empty()) {
+      report.skipped.push_back(fmt::format("{}: {}", id, why));
+      continue;
+    }
+    if (options.dry_run) drained.outcome = DrainedPod::Outcome::kWouldEvict;
+    report.pods.push_back(std::move(drained));
+  }
+  if (options.dry_run) {
+    report.complete = true;
+    return report;
+  }
+  const absl::Time deadline = clock.Now() + options.timeout;
+  Backoff backoff({.initial = absl::Seconds(1), .max = absl::Seconds(30)});
+  absl::Mutex wait_mutex;  // only for the clock's wait between rounds
+  for (;;) {
+    absl::Duration wait = absl::ZeroDuration();
+    bool pending = false;
+    for (DrainedPod& pod : report.pods) {
+      // Each pod once, and again while it is blocked or the server did not answer.
+      const bool retry = pod.outcome == DrainedPod::Outcome::kBlocked || pod.unanswered;
+      if (pod.attempts > 0 && !retry) continue;
+      ++pod.attempts;
+      pod.unanswered = false;
+      absl::Duration retry_after;
+      auto result = kube::Evict(api, pod.ns, pod.name, &retry_after);
+      if (!result.ok()) {
+        pod.outcome = DrainedPod::Outcome::kFailed;
+        pod.detail = std::string(MessageOf(result.status()));
+        // No answer, or a server error: worth another try; a refusal is final.
+        if (result.status().code() == absl::StatusCode::kUnavailable) {
+          pod.unanswered = true;
+          pending = true;
+        }
+        continue;
+      }
+      switch (*result) {
+        case kube::Eviction::kEvicted:
+          pod.outcome = DrainedPod::Outcome::kEvicted;
+          pod.detail.clear();
+          break;
+        case kube::Eviction::kGone:
+          pod.outcome = DrainedPod::Outcome::kGone;
+          pod.detail.clear();
+          break;
+        case kube::Eviction::kBlocked:
+          pod.outcome = DrainedPod::Outcome::kBlocked;
+          pod.detail = "a PodDisruptionBudget forbids evicting it now";
+          pending = true;
+          wait = std::max(wait, retry_after);
+          break;
+      }
+    }
+    if (!pending) break;
+    const absl::Duration delay = std::max(wait, backoff.Next());
+    if (clock.Now() + delay > deadline) {
+      for (DrainedPod& pod : report.pods) {
+        if (pod.outcome == DrainedPod::Outcome::kBlocked && !pod.unanswered) {
+          pod.detail = fmt::format(
+              "a PodDisruptionBudget still forbade evicting it after {} "
+              "({} attempts)",
+              absl::FormatDuration(options.timeout), pod.attempts);
+        }
+      }
+      break;
+    }
+    absl::MutexLock lock(&wait_mutex);
+    const bool never = false;
+    clock.AwaitWithTimeout(&wait_mutex, absl::Condition(&never), delay);
+  }
+  report.complete = std::all_of(report.pods.begin(), report.pods.end(), [](const DrainedPod& pod) {
+    return pod.outcome == DrainedPod::Outcome::kEvicted ||
+           pod.outcome == DrainedPod::Outcome::kGone;
+  });
+  return report;
+}
+
+}  // namespace vigil::remediator

@@ -1,0 +1,56 @@
+// The remediator's drain step: evicts the workloads that hold a failing node's GPUs through the
+// Eviction API (policy/v1), as `kubectl drain` does for a whole node but only for what the GPU
+// fault concerns. Which pods: those holding GPUs (nvidia.com/gpu, nvidia.com/mig-*), or every pod
+// with `all_pods`; never a DaemonSet's or a mirror (static) pod, nor one in an excluded
+// namespace; for a GPU reset only the pods named (those holding the failing GPU). A PDB that
+// forbids an eviction now (429) is retried with backoff (1 s doubling to 30 s, at least the
+// server's Retry-After) until the timeout; then the drain stops and says which pods are left.
+//
+// Threading: Drain() blocks its caller, waiting on the injected clock between attempts.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "kube/kube_api.h"
+
+namespace vigil::remediator {
+
+struct DrainOptions {
+  bool all_pods = false;                         // every pod not owned by a DaemonSet
+  std::vector<std::string> exclude_namespaces;   // never evicted from
+  std::optional<std::vector<std::string>> only;  // "NS/NAME" of the pods to evict (a GPU reset)
+  absl::Duration timeout = absl::Minutes(10);
+  bool dry_run = false;  // decide and report, evict nothing
+};
+
+struct DrainedPod {
+  enum class Outcome : uint8_t {
+    kEvicted,     // the API server accepted the eviction
+    kGone,        // it was gone already
+    kBlocked,     // a PDB still forbade it at the timeout
+    kFailed,      // the API server refused otherwise (the detail says how)
+    kWouldEvict,  // dry run
+  };
+  std::string ns, name;
+  std::vector<std::string> gpus;  // the GPU resources it holds
+  Outcome outcome = Outcome::kFailed;
+  int attempts = 0;
+  std::string detail;
+  bool unanswered = false;  // the last attempt got no answer or a server error: tried again
+};
+std::string_view OutcomeName(DrainedPod::Outcome outcome);  // "evicted", "gone", ...
+
+struct DrainReport {
+  bool complete = false;             // every pod to evict was evicted or gone
+  std::vector<DrainedPod> pods;      // those it evicted (or tried to)
+  std::vector<std::string> skipped;  // "NS/NAME: why", the pods it leaves by rule
+  std::string error;                 // the pods could not be listed ("" otherwise)
+};
+
+// Drains `node`. `api` and `clock` are not owned.
+DrainReport Drain(KubeApi& api, Clock& clock, const std::string& node, const DrainOptions& options);
+
+}  // namespace vigil::remediator
