@@ -107,7 +107,7 @@ absl::StatusOr<KubeResponse> InClusterKube::WithToken(
 absl::StatusOr<KubeResponse> InClusterKube::Call(std::string_view method, const std::string& path,
                                                  std::string_view content_type,
                                                  const std::string& body) {
-  if (method != "GET" && method != "POST" && method != "PATCH") {
+  if (method != "GET" && method != "POST" && method != "PATCH" && method != "PUT") {
     return absl::InvalidArgumentError(fmt::format("unsupported method {}", method));
   }
   return WithToken(
@@ -160,6 +160,7 @@ absl::StatusOr<KubeResponse> InClusterKube::Send(std::string_view method, const 
   httplib::Result result = [&] {
     if (method == "POST") return client.Post(path.c_str(), headers, body, type.c_str());
     if (method == "PATCH") return client.Patch(path.c_str(), headers, body, type.c_str());
+    if (method == "PUT") return client.Put(path.c_str(), headers, body, type.c_str());
     return client.Get(path.c_str(), headers);
   }();
   if (!result) {

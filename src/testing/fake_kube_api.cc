@@ -390,7 +390,8 @@ FakeKubeApi::Answer FakeKubeApi::Handle(const KubeRequest& request) {
     ModifyNodeLocked(change_before_->node, change_before_->change);
     change_before_.reset();
   }
-  if (fail_count_ > 0 && request.path.starts_with(fail_prefix_)) {
+  if (fail_count_ > 0 && request.path.starts_with(fail_prefix_) &&
+      (fail_method_.empty() || request.method == fail_method_)) {
     --fail_count_;
     const std::string reason = fail_status_ == 409   ? "Conflict"
                                : fail_status_ == 429 ? "TooManyRequests"
@@ -434,6 +435,11 @@ FakeKubeApi::Answer FakeKubeApi::Route(const KubeRequest& request) {
     if (request.method != "POST") return {405, Status(405, "MethodNotAllowed", "not allowed")};
     return CreateEvent(match[1], request);
   }
+  static const std::regex leases_path(
+      "/apis/coordination.k8s.io/v1/namespaces/([a-z0-9-]+)/leases(/([a-z0-9.-]+))?");
+  if (std::regex_match(request.path, match, leases_path)) {
+    return ServeLease(match[1], match[3].matched ? std::string(match[3]) : "", request);
+  }
   if (request.path == "/api/v1/pods") {
     if (request.method != "GET") return {405, Status(405, "MethodNotAllowed", "not allowed")};
     return ListPods(request);
@@ -450,6 +456,58 @@ FakeKubeApi::Answer FakeKubeApi::Route(const KubeRequest& request) {
     return PatchEvent(match[1], match[2], request);
   }
   return {404, Status(404, "NotFound", "the server could not find the requested resource")};
+}
+
+Json FakeKubeApi::Lease(const std::string& ns, const std::string& name) const {
+  absl::MutexLock lock(&mutex_);
+  auto it = leases_.find({ns, name});
+  return it == leases_.end() ? Json() : it->second;
+}
+
+FakeKubeApi::Answer FakeKubeApi::ServeLease(const std::string& ns, const std::string& name,
+                                            const KubeRequest& request) {
+  auto stored = leases_.find({ns, name});
+  if (request.method == "GET" && !name.empty()) {
+    if (stored == leases_.end()) {
+      return {404, Status(404, "NotFound",
+                          fmt::format("leases.coordination.k8s.io \"{}\" not found", name))};
+    }
+    return {200, stored->second};
+  }
+  Json lease = Json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (!lease.is_object() || lease.value("kind", "") != "Lease" || !lease.contains("metadata") ||
+      !lease["metadata"].is_object() || !lease.contains("spec")) {
+    return {400, Status(400, "BadRequest", "the body must be a coordination.k8s.io/v1 Lease")};
+  }
+  if (request.method == "POST" && name.empty()) {
+    const std::string created = lease["metadata"].value("name", "");
+    if (leases_.contains({ns, created})) {
+      return {409,
+              Status(409, "AlreadyExists",
+                     fmt::format("leases.coordination.k8s.io \"{}\" already exists", created))};
+    }
+    lease["metadata"]["namespace"] = ns;
+    lease["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
+    leases_[{ns, created}] = lease;
+    return {201, lease};
+  }
+  if (request.method == "PUT" && !name.empty()) {
+    if (stored == leases_.end()) {
+      return {404, Status(404, "NotFound",
+                          fmt::format("leases.coordination.k8s.io \"{}\" not found", name))};
+    }
+    if (lease["metadata"].value("resourceVersion", "") !=
+        stored->second["metadata"].value("resourceVersion", "")) {
+      return {409, Status(409, "Conflict",
+                          "Operation cannot be fulfilled on leases.coordination.k8s.io \"" + name +
+                              "\": the object has been modified; please apply your changes to "
+                              "the latest version and try again")};
+    }
+    lease["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
+    stored->second = lease;
+    return {200, lease};
+  }
+  return {405, Status(405, "MethodNotAllowed", "the fake serves GET, POST and PUT of Leases")};
 }
 
 void FakeKubeApi::AddPod(const Json& pod) {
@@ -810,11 +868,13 @@ void FakeKubeApi::SetToken(const std::string& token) {
   token_ = token;
 }
 
-void FakeKubeApi::FailNext(int status, int count, const std::string& path_prefix, int retry_after) {
+void FakeKubeApi::FailNext(int status, int count, const std::string& path_prefix, int retry_after,
+                           const std::string& method) {
   absl::MutexLock lock(&mutex_);
   fail_status_ = status;
   fail_count_ = count;
   fail_prefix_ = path_prefix;
+  fail_method_ = method;
   fail_retry_after_ = retry_after;
 }
 

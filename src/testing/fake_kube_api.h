@@ -92,6 +92,11 @@ class FakeKubeApi {
   // The next `count` evictions of pod NS/NAME answer 429, as while a PDB allows no disruption.
   void BlockEvictions(const std::string& ns, const std::string& name, int count);
 
+  // coordination.k8s.io/v1 Leases: created with POST (409 AlreadyExists when there is one),
+  // read with GET (404 when none), replaced with PUT only with the resourceVersion last read
+  // (409 Conflict otherwise), as the real server does for optimistic concurrency.
+  nlohmann::json Lease(const std::string& ns, const std::string& name) const;
+
   // Watches. Open ones now, and opened since the start.
   int open_watches() const;
   int watches_opened() const;
@@ -113,12 +118,12 @@ class FakeKubeApi {
   void ClearRequests();
   // The token the server accepts from now on (a rotated service account token).
   void SetToken(const std::string& token);
-  // Answers the next `count` requests whose path starts with `path_prefix` with `status` (a
-  // Kubernetes Status body) without acting on them.
+  // Answers the next `count` requests whose path starts with `path_prefix` (and, when given,
+  // whose method is `method`) with `status` (a Kubernetes Status body) without acting on them.
   // With `retry_after` > 0, the answers carry Retry-After: that many seconds (as API Priority and
   // Fairness sends with a 429).
-  void FailNext(int status, int count = 1, const std::string& path_prefix = "",
-                int retry_after = 0);
+  void FailNext(int status, int count = 1, const std::string& path_prefix = "", int retry_after = 0,
+                const std::string& method = "");
   // Carries out the next `count` requests whose path starts with `path_prefix`, then answers
   // 504 as a proxy that lost the answer would: the client cannot tell it was done.
   void LoseAnswers(int count, const std::string& path_prefix);
@@ -157,6 +162,9 @@ class FakeKubeApi {
   Answer ListPods(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer Evict(const std::string& ns, const std::string& name, const KubeRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // `name` empty: the collection (POST).
+  Answer ServeLease(const std::string& ns, const std::string& name, const KubeRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void Bump(nlohmann::json& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // A node changed from `before` to `node`: a new resourceVersion for it, recorded for watchers.
   void Changed(const nlohmann::json& before, nlohmann::json& node)
@@ -180,11 +188,13 @@ class FakeKubeApi {
   std::vector<nlohmann::json> events_ ABSL_GUARDED_BY(mutex_);
   std::map<std::pair<std::string, std::string>, nlohmann::json> pods_ ABSL_GUARDED_BY(mutex_);
   std::map<std::pair<std::string, std::string>, int> blocked_evictions_ ABSL_GUARDED_BY(mutex_);
+  std::map<std::pair<std::string, std::string>, nlohmann::json> leases_ ABSL_GUARDED_BY(mutex_);
   std::vector<KubeRequest> requests_ ABSL_GUARDED_BY(mutex_);
   uint64_t resource_version_ ABSL_GUARDED_BY(mutex_) = 1000;
   int fail_status_ ABSL_GUARDED_BY(mutex_) = 0;
   int fail_count_ ABSL_GUARDED_BY(mutex_) = 0;
   std::string fail_prefix_ ABSL_GUARDED_BY(mutex_);
+  std::string fail_method_ ABSL_GUARDED_BY(mutex_);
   int fail_retry_after_ ABSL_GUARDED_BY(mutex_) = 0;
   int lose_count_ ABSL_GUARDED_BY(mutex_) = 0;
   std::string lose_prefix_ ABSL_GUARDED_BY(mutex_);
