@@ -162,10 +162,26 @@ void PrintReport(const drill::DrillReport& report) {
   }
   for (const std::string& note : report.notes) std::cout << "\nNote: " << note << '\n';
   for (const std::string& problem : report.problems) std::cout << "\nProblem: " << problem << '\n';
-  std::cout << '\n'
-            << (report.outcome == drill::DrillReport::Outcome::kPassed
-                    ? "Drill passed: every named stage showed the fault and its end.\n"
-                    : "Drill FAILED: see the stages marked FAIL.\n");
+  std::vector<std::string> pending, failed;
+  for (const StageReport& row : report.stages) {
+    if (row.result == StageReport::Result::kPending) {
+      pending.emplace_back(drill::StageName(row.stage));
+    }
+    if (row.result == StageReport::Result::kFail) failed.emplace_back(drill::StageName(row.stage));
+  }
+  if (report.outcome == drill::DrillReport::Outcome::kPassed) {
+    std::cout << (pending.empty()
+                      ? "\nDrill passed: every named stage showed the fault and its end.\n"
+                      : fmt::format("\nDrill passed: every named stage showed the fault; the way "
+                                    "back of {} is pending (--wait-recovery follows it).\n",
+                                    fmt::join(pending, ", ")));
+  } else {
+    std::cout << fmt::format(
+        "\nDrill FAILED: {}.\n",
+        failed.empty() ? std::string("see the problems above")
+                       : fmt::format("{} did not make it{}", fmt::join(failed, ", "),
+                                     report.problems.empty() ? "" : "; see the problems above"));
+  }
 }
 
 int RunDrill(const DrillFlags& flags) {
@@ -213,7 +229,11 @@ int RunDrill(const DrillFlags& flags) {
   drill::Drill run(*plan, client->get(), std::move(links), Clock::Real());
   const drill::DrillReport report = run.Run();
   if (flags.client.json) {
-    std::cout << drill::ReportJson(report).dump() << std::endl;
+    // Details quote servers' answers, cut to length: never let a split character abort the
+    // report.
+    std::cout << drill::ReportJson(report).dump(-1, ' ', false,
+                                                nlohmann::json::error_handler_t::replace)
+              << std::endl;
   } else if (report.outcome == drill::DrillReport::Outcome::kRefused ||
              report.outcome == drill::DrillReport::Outcome::kError) {
     const std::string_view what =

@@ -210,7 +210,8 @@ int RunClear(const HealthFlags& flags) {
                              HealthStatusText(incident.status()), incident.code(),
                              incident.message());
   }
-  v1::HealthStatus now = verdict->overall();
+  // The GPU's own status (the verdict's overall counts the node's systems too).
+  v1::HealthStatus now = verdict->gpus_size() == 1 ? verdict->gpus(0).status() : verdict->overall();
   if (flags.node) {
     now = v1::HEALTH_STATUS_PASS;
     for (const auto& system : verdict->node_systems()) {

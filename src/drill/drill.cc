@@ -203,7 +203,9 @@ bool Drill::Inject(DrillReport* report, Mark* mark, absl::Time* engine_time) {
       request.set_value(fault.value);
       request.set_allow_actions(fault.allow_actions);
       // Long enough for every stage to see it; the cleanup ends it as soon as they have.
-      request.set_duration_us(absl::ToInt64Microseconds(longest + absl::Seconds(30)));
+      // (At most an hour, the engine's default limit: the cleanup ends it anyway.)
+      request.set_duration_us(
+          absl::ToInt64Microseconds(std::min(longest + absl::Seconds(30), absl::Hours(1))));
       injection = engine_->InjectField(request);
       break;
     }
@@ -259,6 +261,10 @@ void Drill::Watch(Want want, const Mark& since, std::optional<absl::Time> engine
         last[stage->stage] = std::string(MessageOf(seen.status()));
       } else if (seen->failed) {
         stage->result = StageReport::Result::kFail;
+        stage->detail = seen->detail;
+        decided = true;
+      } else if (seen->not_applicable) {
+        stage->result = StageReport::Result::kSkip;
         stage->detail = seen->detail;
         decided = true;
       } else if (absl::Status follows =
@@ -332,8 +338,19 @@ void Drill::CleanUp(DrillReport* report, const Mark& injected, Mark* mark) {
   if (plan_.fault.kind != Fault::Kind::kXid && !report->injection_id.empty()) {
     v1::ClearInjectionsRequest request;
     request.set_id(report->injection_id);
-    if (auto cleared = engine_->ClearInjections(request);
-        !cleared.ok() && cleared.status().code() != absl::StatusCode::kNotFound) {
+    auto cleared = engine_->ClearInjections(request);
+    if (!cleared.ok() && cleared.status().code() == absl::StatusCode::kNotFound &&
+        plan_.fault.kind == Fault::Kind::kScenario) {
+      // The scenario has ended: its injections may still run. Clear them one by one.
+      if (auto active = engine_->ListInjections(); active.ok()) {
+        for (const v1::Injection& injection : active->injections()) {
+          if (injection.scenario_id() != report->injection_id) continue;
+          v1::ClearInjectionsRequest one;
+          one.set_id(injection.id());
+          (void)engine_->ClearInjections(one);  // gone meanwhile: fine
+        }
+      }
+    } else if (!cleared.ok() && cleared.status().code() != absl::StatusCode::kNotFound) {
       report->problems.push_back(fmt::format("cleanup: clearing {} failed: {}",
                                              report->injection_id, MessageOf(cleared.status())));
     }
@@ -350,10 +367,22 @@ void Drill::CleanUp(DrillReport* report, const Mark& injected, Mark* mark) {
   }
   for (const v1::GpuHealth& health : verdict->gpus()) {
     for (const v1::SystemHealth& system : health.systems()) {
+      const auto& incidents = system.incidents();
       const bool drill =
-          std::any_of(system.incidents().begin(), system.incidents().end(),
+          std::any_of(incidents.begin(), incidents.end(),
                       [](const v1::HealthIncident& incident) { return incident.injected(); });
       if (!drill) continue;
+      // A clear takes the whole system: never one that also holds a real incident.
+      const auto real =
+          std::find_if(incidents.begin(), incidents.end(),
+                       [](const v1::HealthIncident& incident) { return !incident.injected(); });
+      if (real != incidents.end()) {
+        report->problems.push_back(fmt::format(
+            "cleanup: GPU {}'s {} also holds a real incident ({}: {}): not cleared; clear it "
+            "yourself once that is dealt with (vigil health clear --gpu {} --system {})",
+            gpu, system.system(), real->code(), real->message(), gpu, system.system()));
+        continue;
+      }
       v1::ClearHealthRequest clear;
       clear.set_gpu(gpu);
       clear.set_system(system.system());
@@ -410,7 +439,14 @@ DrillReport Drill::Run() {
                            .phase = Want::kRecovered,
                            .deadline = row.deadline,
                            .link = row.link};
-      if (row.result != StageReport::Result::kPass) {
+      // The taint goes only after the health check's hysteresis: wait for it, and then some.
+      if (row.stage == Stage::kTaint && plan_.untaint_after.has_value()) {
+        way_back.deadline = std::max(row.deadline, *plan_.untaint_after + absl::Seconds(30));
+      }
+      if (row.result == StageReport::Result::kSkip) {
+        way_back.result = StageReport::Result::kSkip;
+        way_back.detail = row.detail;
+      } else if (row.result != StageReport::Result::kPass) {
         way_back.result = StageReport::Result::kSkip;
         way_back.detail = "the fault never showed here";
       } else if (SlowWayBack(row.stage, plan_.fault.allow_actions) && !plan_.wait_recovery) {

@@ -64,8 +64,8 @@ absl::StatusOr<Observation> EngineLink::Look(const Target& target, Want want, co
   for (const Seen& seen : seen_) {
     if (seen.seq <= since.seq || seen.instance_id != target.instance_id) continue;
     const bool worse = HealthStatusNumber(seen.status) > HealthStatusNumber(target.baseline);
-    const bool shown =
-        want == Want::kFault ? worse && seen.injected : seen.status == target.baseline;
+    const bool shown = want == Want::kFault ? worse && seen.injected
+                                            : IsBack(HealthStatusNumber(seen.status), target);
     if (!shown) continue;
     return Observation{.shown = true,
                        .instance_id = seen.instance_id,
@@ -79,13 +79,18 @@ absl::StatusOr<Observation> EngineLink::Look(const Target& target, Want want, co
   Observation none;
   if (!seen_.empty()) {
     const Seen& last = seen_.back();
+    if (last.instance_id != target.instance_id) {
+      // Not a link following the wrong engine: this node's engine restarted under the drill.
+      none.failed = true;
+      none.detail = fmt::format(
+          "the engine restarted during the drill ({} -> {}): what was "
+          "injected into the old instance is lost",
+          target.instance_id, last.instance_id);
+      return none;
+    }
     none.instance_id = last.instance_id;
     none.seq = last.seq;
-    none.detail = fmt::format(
-        "GPU {} {} at seq {}{}", gpu_, HealthStatusText(last.status), last.seq,
-        last.instance_id != target.instance_id
-            ? fmt::format(" of another engine instance ({}: restarted?)", last.instance_id)
-            : "");
+    none.detail = fmt::format("GPU {} {} at seq {}", gpu_, HealthStatusText(last.status), last.seq);
   }
   return none;
 }

@@ -53,6 +53,9 @@ struct Observation {
   // The link shows something that waiting cannot mend (an action taken that the drill did not
   // allow): the stage fails at once, with `detail`.
   bool failed = false;
+  // The stage cannot prove anything in this drill (a WARN does not taint; the node was tainted
+  // before it): SKIP, with `detail`.
+  bool not_applicable = false;
   // When the engine computed what it shows (the engine's own verdict time); unset: when seen.
   std::optional<absl::Time> at;
 };
@@ -72,5 +75,9 @@ class Link {
 // OK when `instance_id` is empty (the link does not say) or the target's.
 absl::Status CheckFollows(const std::string& link_name, const std::string& instance_id,
                           const std::string& node, const Target& target);
+
+// Whether a GPU status (HealthStatusNumber: 0, 10, 20; -1 unknown) is back: known, and no worse
+// than before the drill (a real warning that ended meanwhile is back too).
+bool IsBack(int status, const Target& target);
 
 }  // namespace vigil::drill

@@ -144,7 +144,8 @@ class TaintLink final : public Link {
   absl::Status Preflight(const Target&, bool force) override {
     auto node = GetNode(kube_, node_);
     if (!node.ok()) return node.status();
-    if (Tainted(*node) && !force) {
+    tainted_before_ = Tainted(*node);
+    if (tainted_before_ && !force) {
       return absl::FailedPreconditionError(
           fmt::format("node {} already has the taint {}: resolve it first, or drill anyway with "
                       "--force",
@@ -153,7 +154,21 @@ class TaintLink final : public Link {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<Observation> Look(const Target&, Want want, const Mark&) override {
+  absl::StatusOr<Observation> Look(const Target& target, Want want, const Mark&) override {
+    // What this drill cannot prove: a taint that was there before it, or one for a WARN (the
+    // health check taints on FAIL only).
+    if (tainted_before_) {
+      return Observation{.detail =
+                             "the node was tainted before the drill (--force): nothing to "
+                             "prove",
+                         .not_applicable = true};
+    }
+    if (want == Want::kFault && target.fault != v1::HEALTH_STATUS_FAIL) {
+      return Observation{.detail = fmt::format("the fault is a {}: the health check taints on FAIL "
+                                               "only",
+                                               HealthStatusText(target.fault)),
+                         .not_applicable = true};
+    }
     auto node = GetNode(kube_, node_);
     if (!node.ok()) return node.status();
     const bool tainted = Tainted(*node);
@@ -189,6 +204,7 @@ class TaintLink final : public Link {
   const std::string node_;
   const std::string key_;
   const bool allowed_;
+  bool tainted_before_ = false;  // seen at preflight (a drill with --force)
 };
 
 }  // namespace

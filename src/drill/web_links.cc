@@ -19,7 +19,7 @@ using kube::StringAt;
 // What a downstream link must show of the GPU's status number: the engine's fault status once
 // known (any worse than the baseline before), or the baseline on the way back.
 bool StatusShows(int shown, const Target& target, Want want) {
-  if (want == Want::kRecovered) return shown == HealthStatusNumber(target.baseline);
+  if (want == Want::kRecovered) return IsBack(shown, target);
   if (target.fault != v1::HEALTH_STATUS_UNSPECIFIED) {
     return shown == HealthStatusNumber(target.fault);
   }
@@ -190,10 +190,8 @@ class HealthcheckLink final : public Link {
           fmt::format("GPU {} is not in /status ({})", target.gpu, StringAt(*status, "reason"));
       return seen;
     }
-    const v1::HealthStatus wanted = want == Want::kRecovered ? target.baseline : target.fault;
-    seen.shown = wanted != v1::HEALTH_STATUS_UNSPECIFIED
-                     ? *gpu == HealthStatusText(wanted)
-                     : *gpu != HealthStatusText(target.baseline) && *gpu != "UNKNOWN";
+    const int number = *gpu == "PASS" ? 0 : *gpu == "WARN" ? 10 : *gpu == "FAIL" ? 20 : -1;
+    seen.shown = StatusShows(number, target, want);
     seen.detail = fmt::format("/status GPU {} {}", target.gpu, *gpu);
     return seen;
   }

@@ -317,13 +317,18 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
            "(no fresh data); injected=\"true\" while an injected fault (a drill) drives it.");
     for (const v1::GpuHealth& gpu : view.tick.health().gpus()) {
       for (const v1::SystemHealth& system : gpu.systems()) {
-        // A status that an injected incident drives (a drill) says so, so that alerts on it
-        // carry injected="true" and an operator's routing can send them to a test receiver.
-        const bool injected =
-            std::any_of(system.incidents().begin(), system.incidents().end(),
-                        [&](const v1::HealthIncident& incident) {
-                          return incident.injected() && incident.status() == system.status();
-                        });
+        // A status that only injected incidents drive (a drill) says so, so that alerts on it
+        // carry injected="true" and an operator's routing can send them to a test receiver. A
+        // real incident at that status takes the label away: a drill never hides a real fault.
+        bool injected = false;
+        for (const v1::HealthIncident& incident : system.incidents()) {
+          if (incident.status() != system.status()) continue;
+          if (!incident.injected()) {
+            injected = false;
+            break;
+          }
+          injected = true;
+        }
         out +=
             fmt::format("vigil_gpu_health_status{{gpu=\"{}\",UUID=\"{}\",system=\"{}\"{}}} {}\n",
                         gpu.gpu(), EscapeLabelValue(gpu.uuid()), system.system(),

@@ -200,6 +200,31 @@ TEST(RenderTest, NvswitchErrorsAreCountedBySwitchAndCode) {
                         "08:00.0\",sxid=\"22013\",severity=\"non-fatal\"} 1\n"));
 }
 
+// A drill's status says injected="true" (alerts route it to a test receiver); a real incident at
+// the same status takes the label away, so a drill never hides a real fault.
+TEST(RenderTest, TheInjectedLabelMarksOnlyWhatADrillAloneDrives) {
+  const Counters counters = Parse("DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n");
+  ExporterView view = TwoGpus();
+  v1::GpuHealth& gpu = *view.tick.mutable_health()->add_gpus();
+  gpu.set_gpu(0);
+  gpu.set_uuid("GPU-0");
+  gpu.set_status(v1::HEALTH_STATUS_FAIL);
+  v1::SystemHealth& driver = *gpu.add_systems();
+  driver.set_system("driver");
+  driver.set_status(v1::HEALTH_STATUS_FAIL);
+  v1::HealthIncident& drill = *driver.add_incidents();
+  drill.set_status(v1::HEALTH_STATUS_FAIL);
+  drill.set_injected(true);
+  std::string text = RenderMetrics(counters, view, {});
+  EXPECT_THAT(text, HasSubstr("vigil_gpu_health_status{gpu=\"0\",UUID=\"GPU-0\",system=\"driver\","
+                              "injected=\"true\"} 20\n"));
+  v1::HealthIncident& real = *driver.add_incidents();
+  real.set_status(v1::HEALTH_STATUS_FAIL);
+  text = RenderMetrics(counters, view, {});
+  EXPECT_THAT(
+      text, HasSubstr("vigil_gpu_health_status{gpu=\"0\",UUID=\"GPU-0\",system=\"driver\"} 20\n"));
+}
+
 TEST(RenderTest, EngineDownMeansNoGpuSeriesAtAll) {
   const Counters counters = Parse(DefaultCountersCsv());
   ExporterView view = TwoGpus();

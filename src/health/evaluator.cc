@@ -468,9 +468,13 @@ std::shared_ptr<const HealthVerdict> HealthEvaluator::BuildVerdict(uint64_t seq,
     }
     verdict->overall = Worst(verdict->overall, health.status);
   }
-  if (node_unknown_.has_value()) {
+  // Without a kernel log the node's systems are left out — unless a failure restored from the
+  // state dir is still there: it must not vanish because the log is not read now.
+  if (node_unknown_.has_value() || !incidents_[node_slot()].empty()) {
+    const std::string reason = node_unknown_.value_or(
+        "the engine reads no kernel log (--kmsg): new NVSwitch errors are not seen");
     for (HealthSystem which : kNodeHealthSystems) {
-      verdict->node_systems.push_back(system_health(node_slot(), which, *node_unknown_));
+      verdict->node_systems.push_back(system_health(node_slot(), which, reason));
       verdict->overall = Worst(verdict->overall, verdict->node_systems.back().status);
     }
   }
@@ -497,6 +501,14 @@ std::vector<Incident> HealthEvaluator::ClearSlot(size_t slot, std::optional<Heal
     if (kHealthSystems[s].node_level != node_level) continue;
     if (system && static_cast<size_t>(*system) != s) continue;
     cleared_at_[slot][s] = std::max(cleared_at_[slot][s], now);
+  }
+  // The count rules start again too: what was counted before the clear is history.
+  if (node_level) {
+    sxid_times_.clear();
+  } else {
+    std::erase_if(xid_times_[slot], [&](const auto& entry) {
+      return !system || policy_.RuleFor(entry.first).system == *system;
+    });
   }
   if (sink_ != nullptr) {
     sink_->OperatorCleared(

@@ -630,6 +630,37 @@ TEST_F(HealthTest, EveryIncidentSaysWhatItAsksForMachineReadably) {
   EXPECT_TRUE(found);
 }
 
+TEST_F(HealthTest, ARestoredNvswitchFailureShowsEvenWithoutAKernelLog) {
+  Incident fatal{.node_level = true,
+                 .system = HealthSystem::kNvswitch,
+                 .status = HealthStatus::kFail,
+                 .key = "sxid.20034.00000000:06:00.0",
+                 .code = "DCGM_FR_NVSWITCH_FATAL_ERROR",
+                 .first_seen = kT0 - absl::Hours(1)};
+  Make(DefaultHealthPolicy(), nullptr, {.incidents = {fatal}});
+  Tick();  // kernel_log_ is kOff
+  ASSERT_EQ(verdict_->node_systems.size(), 1u) << "a restored failure must not vanish";
+  EXPECT_EQ(verdict_->node_systems[0].status, HealthStatus::kFail);
+  EXPECT_THAT(verdict_->node_systems[0].unknown_reason, HasSubstr("reads no kernel log"));
+  EXPECT_EQ(verdict_->overall, HealthStatus::kFail);
+  health_->ClearNode(std::nullopt, "test", now_);
+  Tick();
+  EXPECT_TRUE(verdict_->node_systems.empty());
+}
+
+TEST_F(HealthTest, AClearStartsTheCountRulesAgain) {
+  Tick();
+  for (int i = 0; i < 4; ++i) health_->RecordXid(0, 63, now_, false);  // counted: WARN at 4
+  Tick();
+  ASSERT_EQ(System(HealthSystem::kMemory), HealthStatus::kWarn);
+  health_->Clear(0, HealthSystem::kMemory, "test", now_);
+  Tick();
+  health_->RecordXid(0, 63, now_, false);
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kMemory), HealthStatus::kPass)
+      << "one after the clear is one, not five";
+}
+
 TEST(HealthPolicyTest, ConfigOverridesXidsAndThresholds) {
   HealthPolicy policy = DefaultHealthPolicy();
   const YAML::Node node = YAML::Load(R"(

@@ -37,7 +37,8 @@ nlohmann::json ToJson(const Incident& incident) {
           {"first_seen_us", absl::ToUnixMicros(incident.first_seen)},
           {"last_seen_us", absl::ToUnixMicros(incident.last_seen)},
           {"count", incident.count},
-          {"injected", incident.injected}};
+          {"injected", incident.injected},
+          {"actions_allowed", incident.actions_allowed}};
 }
 
 std::optional<Incident> FromJson(const nlohmann::json& json) {
@@ -61,6 +62,7 @@ std::optional<Incident> FromJson(const nlohmann::json& json) {
   incident.last_seen = absl::FromUnixMicros(json.at("last_seen_us").get<int64_t>());
   incident.count = json.at("count").get<uint64_t>();
   incident.injected = json.value("injected", false);
+  incident.actions_allowed = json.value("actions_allowed", false);
   return incident;
 }
 

@@ -136,7 +136,8 @@ absl::Status ApplyCodeRules(const yaml::Reader& reader, const YAML::Node& rules,
                             "must not be empty: leave it out to keep the built-in text");
       }
       rule.meaning = *meaning;
-    } else if (rule.meaning.empty() || !table.contains(static_cast<uint32_t>(*code))) {
+    } else if (xid && (rule.meaning.empty() || !table.contains(static_cast<uint32_t>(*code)))) {
+      // (An SXid rule keeps its severity's built-in meaning: the driver's words say the rest.)
       rule.meaning = fmt::format("{} {} (configured)", noun, *code);
     }
     if (rule_node["recommended"]) {
@@ -378,7 +379,7 @@ absl::Status ApplyHealthConfig(const YAML::Node& node, const std::string& source
       const size_t dot = key.find('.');
       const auto system = ParseHealthSystem(key.substr(0, dot));
       if (dot == std::string::npos || dot + 1 == key.size() || !system || IsNodeLevel(*system) ||
-          key.starts_with("driver.xid") || key.find('.', dot + 1) != std::string::npos) {
+          key.find('.', dot + 1) != std::string::npos) {
         return reader.Error(entry.first, path,
                             "an incident key is SYSTEM.NAME, e.g. memory.volatile_dbe (XIDs "
                             "and SXids take theirs in health.xid / health.sxid)");
