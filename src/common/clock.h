@@ -27,6 +27,14 @@ class Clock {
                         absl::Duration timeout) const {
     return AwaitWithDeadline(mutex, condition, Now() + timeout);
   }
+  // Waits `duration` of this clock's time, for a loop that polls (a FakeClock ends the wait when
+  // advanced past it, as with AwaitWithDeadline).
+  void SleepFor(absl::Duration duration) const {
+    absl::Mutex mutex;
+    const bool never = false;
+    absl::MutexLock lock(&mutex);
+    AwaitWithTimeout(&mutex, absl::Condition(&never), duration);
+  }
 
   // The process-wide wall clock. Never null; lives for the whole process.
   static Clock* Real();

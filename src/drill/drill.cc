@@ -240,7 +240,6 @@ void Drill::Watch(Want want, const Mark& since, std::optional<absl::Time> engine
                   std::vector<StageReport*> stages, DrillReport* report) {
   std::vector<StageReport*> pending = stages;
   std::map<Stage, std::string> last;  // what each pending stage showed (or failed with) last
-  absl::Mutex wait_mutex;             // only for the clock's wait between looks
   Target& target = report->target;
   while (!pending.empty()) {
     const absl::Time now = clock_->Now();
@@ -313,9 +312,7 @@ void Drill::Watch(Want want, const Mark& since, std::optional<absl::Time> engine
       pending.clear();
     }
     if (pending.empty()) break;
-    absl::MutexLock lock(&wait_mutex);
-    const bool never = false;
-    clock_->AwaitWithTimeout(&wait_mutex, absl::Condition(&never), plan_.poll_interval);
+    clock_->SleepFor(plan_.poll_interval);
   }
   (void)report;
 }
@@ -324,13 +321,10 @@ void Drill::CleanUp(DrillReport* report, const Mark& injected, Mark* mark) {
   const uint32_t gpu = plan_.fault.gpu;
   // An XID is judged at the engine's next tick: a drill that ended before it (a stage refused
   // at its first look) must still find the incident it raised, so wait for one tick.
-  absl::Mutex wait_mutex;
   const absl::Time give_up = clock_->Now() + absl::Seconds(10);
   auto seq = EngineSeq();
   while (seq.ok() && *seq <= injected.seq && clock_->Now() < give_up) {
-    absl::MutexLock lock(&wait_mutex);
-    const bool never = false;
-    clock_->AwaitWithTimeout(&wait_mutex, absl::Condition(&never), plan_.poll_interval);
+    clock_->SleepFor(plan_.poll_interval);
     seq = EngineSeq();
   }
   mark->time = clock_->Now();

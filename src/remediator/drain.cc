@@ -79,7 +79,6 @@ DrainReport Drain(KubeApi& api, Clock& clock, const std::string& node,
   }
   const absl::Time deadline = clock.Now() + options.timeout;
   Backoff backoff({.initial = absl::Seconds(1), .max = absl::Seconds(30)});
-  absl::Mutex wait_mutex;  // only for the clock's wait between rounds
   for (;;) {
     absl::Duration wait = absl::ZeroDuration();
     bool pending = false;
@@ -131,9 +130,7 @@ DrainReport Drain(KubeApi& api, Clock& clock, const std::string& node,
       }
       break;
     }
-    absl::MutexLock lock(&wait_mutex);
-    const bool never = false;
-    clock.AwaitWithTimeout(&wait_mutex, absl::Condition(&never), delay);
+    clock.SleepFor(delay);
   }
   report.complete = std::all_of(report.pods.begin(), report.pods.end(), [](const DrainedPod& pod) {
     return pod.outcome == DrainedPod::Outcome::kEvicted ||
