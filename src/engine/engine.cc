@@ -236,8 +236,10 @@ void Engine::RunTick() {
   next->seq = seq;
   next->time = now;
   next->gpu_read = gpu_read_;
-  next->injection_allows_actions.assign(gpu_count, false);
+  // Only while something is injected (an empty list allows nothing): no work on a plain tick.
+  next->injection_allows_actions.clear();
   if (!injections_.Empty()) {
+    next->injection_allows_actions.resize(gpu_count);
     for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) {
       next->injection_allows_actions[gpu] = injections_.AllowsActions(gpu);
     }
