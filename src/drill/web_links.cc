@@ -26,17 +26,22 @@ bool StatusShows(int shown, const Target& target, Want want) {
   return shown > HealthStatusNumber(target.baseline);
 }
 
-std::string StatusName(int number) {
-  switch (number) {
-    case 0:
-      return "PASS";
-    case 10:
-      return "WARN";
-    case 20:
-      return "FAIL";
-    default:
-      return "UNKNOWN";
+// The exporter speaks in numbers, the health check in names: one table for both ways.
+constexpr std::pair<int, std::string_view> kStatusNames[] = {
+    {0, "PASS"}, {10, "WARN"}, {20, "FAIL"}};
+
+std::string_view StatusName(int number) {
+  for (const auto& [value, name] : kStatusNames) {
+    if (value == number) return name;
   }
+  return "UNKNOWN";
+}
+
+int StatusNumber(std::string_view name) {
+  for (const auto& [value, known] : kStatusNames) {
+    if (known == name) return value;
+  }
+  return -1;  // UNKNOWN
 }
 
 absl::StatusOr<Json> GetJson(const std::string& url, const std::string& path) {
@@ -190,8 +195,7 @@ class HealthcheckLink final : public Link {
           fmt::format("GPU {} is not in /status ({})", target.gpu, StringAt(*status, "reason"));
       return seen;
     }
-    const int number = *gpu == "PASS" ? 0 : *gpu == "WARN" ? 10 : *gpu == "FAIL" ? 20 : -1;
-    seen.shown = StatusShows(number, target, want);
+    seen.shown = StatusShows(StatusNumber(*gpu), target, want);
     seen.detail = fmt::format("/status GPU {} {}", target.gpu, *gpu);
     return seen;
   }
