@@ -3,6 +3,8 @@
 // writer and the readers cannot drift apart. Constants; thread-safe.
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace vigil {
@@ -15,6 +17,11 @@ inline constexpr std::string_view kReasonGpuWarning = "GpuWarning";
 // injected without --allow-actions: nothing acts on it (no taint).
 inline constexpr std::string_view kNoActionForDrill =
     "(no automatic action: every failure is a drill's, injected without --allow-actions)";
+// Every condition message begins "engine INSTANCE seq N: ", naming the verdict it follows.
+std::string ConditionPrefix(std::string_view instance_id, uint64_t seq);
+// Reads that prefix back; false (outputs untouched) for a message that does not begin with it.
+bool ParseConditionPrefix(std::string_view message, std::string* instance_id, uint64_t* seq);
+
 // The health check's NoSchedule taint, unless --taint-key says otherwise.
 inline constexpr std::string_view kDefaultTaintKey = "vigil.dev/gpu-problem";
 

@@ -51,17 +51,7 @@ GpuCondition ReadCondition(const Json& node) {
     out.reason = StringAt(condition, "reason");
     out.message = StringAt(condition, "message");
   }
-  // "engine 3f2a… seq 1234: …" (healthcheck/condition.cc).
-  std::string_view message = out.message;
-  if (message.starts_with("engine ")) {
-    message.remove_prefix(7);
-    const size_t space = message.find(' ');
-    if (space != std::string_view::npos && message.substr(space).starts_with(" seq ")) {
-      out.instance_id = std::string(message.substr(0, space));
-      const std::string_view rest = message.substr(space + 5);
-      out.seq = ParseUint64(rest.substr(0, rest.find(':'))).value_or(0);
-    }
-  }
+  ParseConditionPrefix(out.message, &out.instance_id, &out.seq);
   return out;
 }
 

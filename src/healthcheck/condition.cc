@@ -19,6 +19,16 @@ struct Described {
   std::string identity;
 };
 
+// "SUBJECT FAIL: driver DCGM_FR_…: <message> (action: …) [injected]", one incident of a condition.
+std::string IncidentPart(std::string_view subject, v1::HealthStatus status,
+                         const v1::HealthIncident& incident) {
+  std::string part = fmt::format("{} {}: {} {}: {}", subject, HealthStatusText(status),
+                                 incident.system(), incident.code(), incident.message());
+  if (!incident.action().empty()) part += fmt::format(" (action: {})", incident.action());
+  if (incident.injected()) part += " [injected]";
+  return part;
+}
+
 Described Describe(const v1::HealthVerdict& verdict, v1::HealthStatus status) {
   Described out;
   // The node's own systems first: an NVSwitch failure is every GPU behind it.
@@ -29,10 +39,7 @@ Described Describe(const v1::HealthVerdict& verdict, v1::HealthStatus status) {
     for (const v1::HealthIncident& incident : system.incidents()) {
       if (incident.status() != status) continue;
       out.identity += fmt::format("/{}", incident.code());
-      std::string part = fmt::format("node {}: {} {}: {}", HealthStatusText(status),
-                                     incident.system(), incident.code(), incident.message());
-      if (!incident.action().empty()) part += fmt::format(" (action: {})", incident.action());
-      out.parts.push_back(std::move(part));
+      out.parts.push_back(IncidentPart("node", status, incident));
       described = true;
     }
     out.identity += ";";
@@ -58,12 +65,8 @@ Described Describe(const v1::HealthVerdict& verdict, v1::HealthStatus status) {
       for (const v1::HealthIncident& incident : system.incidents()) {
         if (incident.status() != status) continue;
         if (at_status) out.identity += fmt::format("/{}", incident.code());
-        std::string part = fmt::format("GPU {} ({}) {}: {} {}: {}", gpu.gpu(), gpu.uuid(),
-                                       HealthStatusText(status), incident.system(), incident.code(),
-                                       incident.message());
-        if (!incident.action().empty()) part += fmt::format(" (action: {})", incident.action());
-        if (incident.injected()) part += " [injected]";
-        out.parts.push_back(std::move(part));
+        out.parts.push_back(
+            IncidentPart(fmt::format("GPU {} ({})", gpu.gpu(), gpu.uuid()), status, incident));
         described = true;
       }
     }
@@ -165,8 +168,7 @@ std::optional<DesiredCondition> ConditionFromView(const HealthView& view, absl::
         .status = "Unknown", .reason = reason, .message = message, .identity = view.engine_address};
   }
   const v1::HealthVerdict& verdict = view.verdict;
-  const std::string prefix =
-      fmt::format("engine {} seq {}: ", view.engine_instance_id, verdict.seq());
+  const std::string prefix = ConditionPrefix(view.engine_instance_id, verdict.seq());
   switch (verdict.overall()) {
     case v1::HEALTH_STATUS_FAIL: {
       Described described = Describe(verdict, v1::HEALTH_STATUS_FAIL);
