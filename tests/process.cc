@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <regex>
 #include <sstream>
 
@@ -129,16 +130,25 @@ int Process::Wait(absl::Duration timeout) {
 }
 
 int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  VIGIL_CHECK(fd >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  VIGIL_CHECK(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
-  socklen_t length = sizeof(address);
-  VIGIL_CHECK(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  close(fd);
-  return ntohs(address.sin_port);
+  // Below the kernel's ephemeral range (32768 and up by default): a port the kernel hands out to
+  // a client's connection or to another bind to port 0 cannot take this one before the server
+  // under test binds it.
+  static std::mt19937 random(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+  std::uniform_int_distribution<int> below_ephemeral(10000, 32767);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    VIGIL_CHECK(fd >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const int port = below_ephemeral(random);
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    const bool free = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+    close(fd);
+    if (free) return port;
+  }
+  VIGIL_CHECK(false && "no free TCP port on 127.0.0.1 between 10000 and 32767");
+  return -1;
 }
 
 CommandResult Shell(const std::string& command, absl::Duration timeout) {

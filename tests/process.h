@@ -60,7 +60,7 @@ class Process {
   std::string out_path_, err_path_;
 };
 
-// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released), for
+// A TCP port on 127.0.0.1 below the ephemeral range that was free a moment ago, for
 // servers that cannot report the port they picked themselves.
 int FreePort();
 
