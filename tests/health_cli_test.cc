@@ -128,6 +128,42 @@ TEST(HealthCliTest, ARebootClearsPersistedFailures) {
   unsetenv("VIGIL_BOOT_ID_FILE");
 }
 
+TEST(HealthCliTest, AGpuResetEndsAStickyFailureAndIsPrivilegedAndAudited) {
+  TempDir dir;
+  EngineProcess engine(dir.path(), "n1", 2);
+  const uint64_t before = Seq(engine);
+  ASSERT_EQ(Vigil({"inject", "xid", "--gpu", "1", "--xid", "48", "--engine", engine.unix_address})
+                .exit_code,
+            0);
+  int exit_code = 0;
+  ASSERT_EQ(Health(engine, before, &exit_code)["gpus"][1]["status"], "FAIL");
+
+  auto refused = Vigil({"reset-gpu", "--gpu", "1", "--engine", engine.tcp_address});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err, HasSubstr("injection over TCP is off"));
+  auto wrong = Vigil(
+      {"reset-gpu", "--gpu", "1", "--uuid", "GPU-not-this-one", "--engine", engine.unix_address});
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_THAT(wrong.err, HasSubstr("not GPU-not-this-one: not reset"));
+
+  auto reset =
+      Vigil({"reset-gpu", "--gpu", "1", "--reason", "drill", "--engine", engine.unix_address});
+  ASSERT_EQ(reset.exit_code, 0) << reset.err;
+  EXPECT_THAT(reset.out, HasSubstr("was reset (simulated)"));
+  EXPECT_THAT(reset.out, HasSubstr("GPU 1 is now PASS"));
+  EXPECT_EQ(Vigil({"health", "--engine", engine.unix_address}).exit_code, 0);
+  const auto recent = Vigil(
+      {"events", "--recent", "100", "--no-follow", "--json", "--engine", engine.unix_address});
+  EXPECT_THAT(recent.out, HasSubstr("GPU_RESET"));
+  EXPECT_THAT(recent.out, ::testing::ContainsRegex("reset requested by uid 0 \\(root\\) pid [0-9]+ "
+                                                   "\\(drill\\)"));
+  EXPECT_THAT(recent.out, HasSubstr("reset done in"));
+
+  auto missing = Vigil({"reset-gpu", "--engine", engine.unix_address});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("--gpu is required"));
+}
+
 TEST(HealthCliTest, TableAndBadInput) {
   TempDir dir;
   EngineProcess engine(dir.path(), "n1", 2);

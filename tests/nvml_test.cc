@@ -3,6 +3,7 @@
 // tests script the fake while the engine runs: discovery, values, unsupported fields, an older
 // driver's missing symbols, a GPU lost mid-run, a hung call, XIDs, and failures to start.
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <fstream>
@@ -306,6 +307,61 @@ TEST(NvmlTest, XidsFromTheDriverReachEventsField230AndHealth) {
   EXPECT_FALSE(xid["injected"].get<bool>());
   EXPECT_EQ(Health(engine)["gpus"][1]["status"], "PASS");
   events.Signal(SIGTERM);
+}
+
+// A reset command that records what it was given, as a site's reset script would be configured.
+std::string WriteResetScript(const TempDir& dir, const std::string& record) {
+  const std::string path = dir.File("reset.sh");
+  std::ofstream(path) << "#!/bin/sh\necho \"$1 $2\" >> " << record << "\necho GPU reset ok\n";
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+TEST(NvmlTest, AResetRunsTheConfiguredCommandOnlyOnAGpuNoComputeProcessUses) {
+  for (const std::string& library : {kCurrentDriver, kOldDriver}) {
+    SCOPED_TRACE(library);  // the old driver lists processes with _v2 instead of _v3
+    TempDir dir;
+    FakeNvmlScript fake(dir.File("fake-nvml.json"), 2);
+    fake.gpu(1)["processes"] = {4242};
+    fake.Write();
+    const std::string record = dir.File("resets");
+    EngineProcess engine(
+        dir.path(), "n1", NvmlArgs(library),
+        {"--gpu-reset-command", WriteResetScript(dir, record) + " {uuid} {index}"});
+    ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+
+    auto busy = Vigil({"reset-gpu", "--gpu", "1", "--engine", engine.unix_address});
+    EXPECT_EQ(busy.exit_code, 1) << busy.out;
+    EXPECT_THAT(busy.err, HasSubstr("in use by 1 compute process (pid 4242): not reset"));
+    std::ifstream none(record);
+    EXPECT_FALSE(none.good()) << "the command did not run";
+
+    auto reset = Vigil({"reset-gpu", "--gpu", "0", "--json", "--engine", engine.unix_address});
+    ASSERT_EQ(reset.exit_code, 0) << reset.err;
+    const json result = json::parse(reset.out);
+    EXPECT_EQ(result["uuid"], fake.gpu(0)["uuid"]);
+    EXPECT_THAT(result["output"].get<std::string>(), HasSubstr("GPU reset ok"));
+    std::string line;
+    std::getline(std::ifstream(record) >> std::ws, line);
+    EXPECT_EQ(line, fake.gpu(0)["uuid"].get<std::string>() + " 0");
+  }
+}
+
+TEST(NvmlTest, AResetCommandThatFailsOrCannotBeSplitIsReported) {
+  TempDir dir;
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 1);
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(), {"--gpu-reset-command", "false {uuid}"});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  auto failed = Vigil({"reset-gpu", "--gpu", "0", "--engine", engine.unix_address});
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_THAT(failed.err, HasSubstr("the reset command (false {uuid}) failed with exit code 1"));
+
+  auto refused = Vigil({"engine", "--backend", "nvml", "--nvml-library", kCurrentDriver, "--socket",
+                        dir.File("e.sock"), "--listen", "", "--state-dir", dir.File("state"),
+                        "--gpu-reset-command", "reset --serial {serial}"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err, HasSubstr("--gpu-reset-command: command 'reset --serial {serial}': "
+                                     "unknown placeholder {serial}"));
 }
 
 TEST(NvmlTest, NoDriverNoGpuOrABrokenLibraryExitTwoWithAMessage) {

@@ -40,6 +40,7 @@ int Main(int argc, char** argv) {
       {"health", AddHealthCommand(&app)},
       {"healthcheck", AddHealthcheckCommand(&app)},
       {"drill", AddDrillCommand(&app)},
+      {"reset-gpu", AddResetGpuCommand(&app)},
       {"node", AddNodeCommand(&app)},
   };
   try {

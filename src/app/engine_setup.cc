@@ -10,6 +10,7 @@
 #include "backend/nvml_backend.h"
 #include "backend/sim_backend.h"
 #include "cli/commands.h"
+#include "common/duration.h"
 #include "common/status.h"
 #include "engine/config.h"
 #include "fmt/format.h"
@@ -45,9 +46,19 @@ absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const EngineFlags& flags,
   if (flags.gpus_option->count() > 0 || flags.seed_option->count() > 0) {
     return absl::InvalidArgumentError("--gpus and --seed apply to --backend sim only");
   }
+  // Checked before NVML is opened, so a bad command is refused on any machine.
+  if (absl::Status valid = ValidateResetCommand(flags.gpu_reset_command); !valid.ok()) {
+    return valid;
+  }
   auto library = OpenNvml(flags.nvml_library);
   if (!library.ok()) return library.status();
-  auto nvml = NvmlBackend::Create(std::move(*library));
+  auto limit = ParseDuration(flags.gpu_reset_timeout);
+  if (!limit.ok() || *limit <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "--gpu-reset-timeout '{}' is not a positive duration (e.g. 2m)", flags.gpu_reset_timeout));
+  }
+  auto nvml = NvmlBackend::Create(std::move(*library), Clock::Real(),
+                                  {.command = flags.gpu_reset_command, .limit = *limit});
   if (!nvml.ok()) return nvml.status();
   // A driver call can hang (a GPU going bad, a wedged driver): bound every read.
   return std::unique_ptr<Backend>(
@@ -86,6 +97,15 @@ void AddEngineFlags(CLI::App* command, EngineFlags* flags) {
                       "Kernel log to read the driver's XIDs from: /dev/kmsg, or a file or FIFO in "
                       "its format; '' for none (default: /dev/kmsg with --backend nvml, none with "
                       "sim)");
+  command
+      ->add_option("--gpu-reset-command", flags->gpu_reset_command,
+                   "How --backend nvml resets a GPU (vigil reset-gpu, remediation): a command "
+                   "split on blanks, {uuid}, {index} and {pci_bus_id} replaced")
+      ->capture_default_str();
+  command
+      ->add_option("--gpu-reset-timeout", flags->gpu_reset_timeout,
+                   "Kill the reset command after this long (the reset then failed)")
+      ->capture_default_str();
   command->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
 }

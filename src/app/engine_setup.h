@@ -9,6 +9,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
+#include "backend/nvml_backend.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "engine/tick_loop.h"
@@ -31,13 +32,17 @@ struct EngineFlags {
   std::string log_level = "info";
   // The kernel log to read XIDs from; unset: /dev/kmsg with --backend nvml, none with sim.
   std::optional<std::string> kmsg;
+  // How the nvml backend resets a GPU (vigil reset-gpu, the remediator's reset-gpu action).
+  std::string gpu_reset_command = NvmlResetOptions().command;
+  std::string gpu_reset_timeout = "2m";
   // Set by CLI11 when given, to refuse sim-only flags with --backend nvml.
   CLI::Option* gpus_option = nullptr;
   CLI::Option* seed_option = nullptr;
 };
 
 // Registers the engine's flags (--backend, --gpus, --seed, --socket, --listen, --node-name,
-// --state-dir, --config, --nvml-library, --inject-token-file, --kmsg, --log-level) on `command`.
+// --state-dir, --config, --nvml-library, --inject-token-file, --kmsg, --gpu-reset-command,
+// --gpu-reset-timeout, --log-level) on `command`.
 void AddEngineFlags(CLI::App* command, EngineFlags* flags);
 
 // `vigil engine` and `vigil node`, the commands that host an engine in this process (see

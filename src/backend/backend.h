@@ -5,7 +5,8 @@
 // A backend must also allow Read() to run concurrently for different GPUs (DeadlineBackend reads
 // every GPU on a worker of its own), never twice at once for the same GPU. A backend delivers
 // asynchronous events (XIDs) to its EventSink from a thread of its own, between StartEvents()
-// and StopEvents().
+// and StopEvents(). ComputeProcesses() and ResetGpu() come from one other thread (the engine's
+// reset worker), concurrently with reads.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "fields/value.h"
@@ -102,6 +104,17 @@ class Backend {
   virtual void StartEvents(EventSink* sink) = 0;
   // Stops delivering events; when it returns, no call into the sink is in progress or will come.
   virtual void StopEvents() = 0;
+
+  // The process ids of the compute processes on GPU `gpu`: a reset needs there to be none.
+  // kUnavailable when the GPU is lost (a GPU off the bus cannot say, nor be reset).
+  // Precondition: gpu < gpus().size().
+  virtual absl::StatusOr<std::vector<uint32_t>> ComputeProcesses(uint32_t gpu) = 0;
+
+  // Resets GPU `gpu` as `nvidia-smi --gpu-reset` does: its volatile counters and its faults end,
+  // and the engine sees the reset in them. Returns what the reset printed. Blocks until done (a
+  // real reset runs a configured command for up to a minute); never called twice at once.
+  // FailedPrecondition (with the reason) when the reset was refused or failed.
+  virtual absl::StatusOr<std::string> ResetGpu(uint32_t gpu) = 0;
 };
 
 }  // namespace vigil

@@ -37,6 +37,12 @@ class DeadlineBackend : public Backend {
                absl::Span<absl::Status> statuses) override;
   void StartEvents(EventSink* sink) override { inner_->StartEvents(sink); }
   void StopEvents() override { inner_->StopEvents(); }
+  // Passed through, unbounded: a reset is bounded by its own command's limit, and the engine's
+  // reset worker, not the sampling thread, waits for it.
+  absl::StatusOr<std::vector<uint32_t>> ComputeProcesses(uint32_t gpu) override {
+    return inner_->ComputeProcesses(gpu);
+  }
+  absl::StatusOr<std::string> ResetGpu(uint32_t gpu) override { return inner_->ResetGpu(gpu); }
 
   absl::Duration timeout() const { return timeout_; }
   // Waits until gpu's worker has no call in flight, or `deadline`; true if it has none.

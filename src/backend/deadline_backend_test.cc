@@ -34,6 +34,12 @@ class HangingBackend : public Backend {
   }
   void StartEvents(EventSink*) override {}
   void StopEvents() override {}
+  absl::StatusOr<std::vector<uint32_t>> ComputeProcesses(uint32_t gpu) override {
+    return std::vector<uint32_t>{gpu + 100};
+  }
+  absl::StatusOr<std::string> ResetGpu(uint32_t gpu) override {
+    return "reset " + std::to_string(gpu);
+  }
 
   void SetHung(uint32_t gpu, bool hung) {
     absl::MutexLock lock(&mutex_);
@@ -84,6 +90,11 @@ TEST_F(DeadlineBackendTest, ReadsEveryGpuInPlace) {
   EXPECT_EQ(one.as_int(), 2009);
   EXPECT_EQ(backend_->timeouts(), 0u);
   EXPECT_EQ(backend_->name(), "hanging");
+}
+
+TEST_F(DeadlineBackendTest, ResetsAndProcessListsGoToTheInnerBackend) {
+  EXPECT_THAT(*backend_->ComputeProcesses(2), ::testing::ElementsAre(102u));
+  EXPECT_EQ(*backend_->ResetGpu(1), "reset 1");
 }
 
 TEST_F(DeadlineBackendTest, AHungGpuTimesOutOnceAndTheOthersKeepAnswering) {

@@ -64,6 +64,8 @@ void ResolveApi(void* library, Api* api) {
   Resolve(library, &api->DeviceGetUnrepairableMemoryFlag,
           {"nvmlDeviceGetUnrepairableMemoryFlag_v1"});
   Resolve(library, &api->DeviceGetFieldValues, {"nvmlDeviceGetFieldValues"});
+  Resolve(library, &api->DeviceGetComputeRunningProcesses,
+          {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"});
   Resolve(library, &api->EventSetCreate, {"nvmlEventSetCreate"});
   Resolve(library, &api->DeviceGetSupportedEventTypes, {"nvmlDeviceGetSupportedEventTypes"});
   Resolve(library, &api->DeviceRegisterEvents, {"nvmlDeviceRegisterEvents"});

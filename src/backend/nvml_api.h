@@ -215,6 +215,13 @@ inline constexpr unsigned int kGpmPcieRxPerSec = 21;         // MiB/s
 inline constexpr unsigned int kGpmNvlinkTotalRxPerSec = 60;  // MiB/s
 inline constexpr unsigned int kGpmNvlinkTotalTxPerSec = 61;  // MiB/s
 
+struct ProcessInfo {  // nvmlProcessInfo_t (_v2 and _v3 of the running-processes queries)
+  unsigned int pid;
+  unsigned long long used_gpu_memory;  // bytes
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
+
 // The entry points, each null when the library lacks it. Signatures follow nvml.h.
 struct Api {
   Return (*Init)() = nullptr;  // nvmlInit_v2, else nvmlInit
@@ -256,6 +263,8 @@ struct Api {
   Return (*DeviceGetEccMode)(Device, int*, int*) = nullptr;
   Return (*DeviceGetUnrepairableMemoryFlag)(Device, UnrepairableMemoryStatusV1*) = nullptr;
   Return (*DeviceGetFieldValues)(Device, int, FieldValue*) = nullptr;
+  // nvmlDeviceGetComputeRunningProcesses_v3, else _v2 (the same ProcessInfo).
+  Return (*DeviceGetComputeRunningProcesses)(Device, unsigned int*, ProcessInfo*) = nullptr;
   Return (*EventSetCreate)(EventSet*) = nullptr;
   Return (*DeviceGetSupportedEventTypes)(Device, unsigned long long*) = nullptr;
   Return (*DeviceRegisterEvents)(Device, unsigned long long, EventSet) = nullptr;

@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "common/status.h"
+#include "common/subprocess.h"
 #include "common/thread.h"
 #include "fields/catalogue.h"
 #include "fmt/format.h"
@@ -594,8 +595,11 @@ class NvmlBackend::Reader {
   bool memory_v1_ = false;
 };
 
-NvmlBackend::NvmlBackend(std::unique_ptr<NvmlLibrary> library, Clock* clock)
-    : library_(std::move(library)), api_(library_->api()), clock_(clock) {}
+NvmlBackend::NvmlBackend(std::unique_ptr<NvmlLibrary> library, Clock* clock, NvmlResetOptions reset)
+    : library_(std::move(library)),
+      api_(library_->api()),
+      clock_(clock),
+      reset_(std::move(reset)) {}
 
 NvmlBackend::~NvmlBackend() {
   StopEvents();
@@ -606,8 +610,10 @@ NvmlBackend::~NvmlBackend() {
 }
 
 absl::StatusOr<std::unique_ptr<NvmlBackend>> NvmlBackend::Create(
-    std::unique_ptr<NvmlLibrary> library, Clock* clock) {
-  std::unique_ptr<NvmlBackend> backend(new NvmlBackend(std::move(library), clock));
+    std::unique_ptr<NvmlLibrary> library, Clock* clock, NvmlResetOptions reset) {
+  if (absl::Status valid = ValidateResetCommand(reset.command); !valid.ok()) return valid;
+  std::unique_ptr<NvmlBackend> backend(
+      new NvmlBackend(std::move(library), clock, std::move(reset)));
   const nvml::Api& api = backend->api_;
   const unsigned int count = backend->library_->device_count();
   std::string driver_version;
@@ -688,6 +694,79 @@ absl::Status NvmlBackend::Read(uint32_t gpu, absl::Span<const FieldId> fields, a
         fmt::format("NVML says the GPU is lost: {}", library_->ErrorString(reader.lost_error())));
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+std::vector<std::pair<std::string, std::string>> ResetPlaceholders(const GpuIdentity& gpu) {
+  return {{"uuid", gpu.uuid}, {"index", std::to_string(gpu.index)}, {"pci_bus_id", gpu.pci_bus_id}};
+}
+
+}  // namespace
+
+absl::Status ValidateResetCommand(const std::string& command) {
+  const GpuIdentity example{.index = 0, .uuid = "GPU-0", .pci_bus_id = "00000000:00:00.0"};
+  auto argv = ExpandCommand(command, ResetPlaceholders(example));
+  if (!argv.ok()) {
+    return absl::InvalidArgumentError(
+        fmt::format("--gpu-reset-command: {}", MessageOf(argv.status())));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<uint32_t>> NvmlBackend::ComputeProcesses(uint32_t gpu) {
+  GpuState& state = *gpu_state_[gpu];
+  if (state.device == nullptr) {
+    return absl::UnavailableError(fmt::format("NVML could not open it: {}", state.open_error));
+  }
+  if (api_.DeviceGetComputeRunningProcesses == nullptr) {
+    return absl::UnimplementedError(
+        "this NVML cannot list a GPU's compute processes (no "
+        "nvmlDeviceGetComputeRunningProcesses_v2/_v3): a reset cannot be proven safe");
+  }
+  // The list can grow between the two calls: ask again with the size NVML reported.
+  std::vector<nvml::ProcessInfo> processes(8);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    unsigned int count = static_cast<unsigned int>(processes.size());
+    const nvml::Return code =
+        api_.DeviceGetComputeRunningProcesses(state.device, &count, processes.data());
+    if (code == nvml::kErrorInsufficientSize) {
+      processes.resize(std::max<size_t>(count + 8, processes.size() * 2));
+      continue;
+    }
+    if (code == nvml::kErrorGpuIsLost) {
+      return absl::UnavailableError(
+          fmt::format("NVML says the GPU is lost: {}", library_->ErrorString(code)));
+    }
+    if (code != nvml::kSuccess) {
+      return absl::InternalError(fmt::format("NVML cannot list the GPU's compute processes: {}",
+                                             library_->ErrorString(code)));
+    }
+    std::vector<uint32_t> pids;
+    for (unsigned int i = 0; i < count && i < processes.size(); ++i) {
+      pids.push_back(processes[i].pid);
+    }
+    return pids;
+  }
+  return absl::InternalError("NVML's list of compute processes kept growing; try again");
+}
+
+absl::StatusOr<std::string> NvmlBackend::ResetGpu(uint32_t gpu) {
+  auto argv = ExpandCommand(reset_.command, ResetPlaceholders(identities_[gpu]));
+  if (!argv.ok()) return argv.status();  // validated at Create: not expected
+  auto run = RunSubprocess(*argv, reset_.limit);
+  if (!run.ok()) return run.status();
+  if (run->timed_out) {
+    return absl::FailedPreconditionError(
+        fmt::format("the reset command ({}) did not finish in {} and was killed: {}",
+                    reset_.command, absl::FormatDuration(reset_.limit), FirstLine(run->output)));
+  }
+  if (run->exit_code != 0) {
+    return absl::FailedPreconditionError(
+        fmt::format("the reset command ({}) failed with exit code {}: {}", reset_.command,
+                    run->exit_code, FirstLine(run->output)));
+  }
+  return run->output;
 }
 
 void NvmlBackend::StartEvents(EventSink* sink) {

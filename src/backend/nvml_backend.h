@@ -2,7 +2,8 @@
 // at run time. Maps every catalogue field NVML can provide onto NVML calls (the batched
 // field-value query where it covers a field, GPM on Hopper and newer for the profiling ratios),
 // turns NVML's per-call errors into per-field statuses and a lost GPU into a whole-GPU failure,
-// and delivers XIDs from NVML's event API on a thread of its own.
+// and delivers XIDs from NVML's event API on a thread of its own. A GPU reset runs the configured
+// command (NvmlResetOptions) after NVML says no compute process uses the GPU.
 //
 // Thread-safety: Read() may run concurrently for different GPUs (each GPU's scratch state is its
 // own) but never twice at once for the same GPU; StartEvents()/StopEvents() from the owning
@@ -26,13 +27,25 @@
 
 namespace vigil {
 
+// How the nvml backend resets a GPU: a command, split on blanks, with {uuid}, {index} and
+// {pci_bus_id} replaced by the GPU's. The driver refuses a reset while anything holds the GPU
+// (persistence mode, Fabric Manager, another monitor): a site's own script can stop those first.
+struct NvmlResetOptions {
+  std::string command = "nvidia-smi --gpu-reset -i {uuid}";
+  absl::Duration limit = absl::Minutes(2);
+};
+
+// Checks a reset command without running it (InvalidArgument as ExpandCommand says).
+absl::Status ValidateResetCommand(const std::string& command);
+
 class NvmlBackend : public Backend {
  public:
   // Discovers the GPUs of an initialised NVML. A GPU NVML cannot open is kept (so a GPU that
   // fell off the bus before the engine started is reported, not hidden) and reads as lost.
   // `clock` (not owned, outlives the backend) timestamps XIDs.
   static absl::StatusOr<std::unique_ptr<NvmlBackend>> Create(std::unique_ptr<NvmlLibrary> library,
-                                                             Clock* clock = Clock::Real());
+                                                             Clock* clock = Clock::Real(),
+                                                             NvmlResetOptions reset = {});
   ~NvmlBackend() override;
 
   std::string_view name() const override { return "nvml"; }
@@ -41,6 +54,8 @@ class NvmlBackend : public Backend {
                     absl::Span<FieldValue> out) override;
   void StartEvents(EventSink* sink) override;
   void StopEvents() override;
+  absl::StatusOr<std::vector<uint32_t>> ComputeProcesses(uint32_t gpu) override;
+  absl::StatusOr<std::string> ResetGpu(uint32_t gpu) override;
 
  private:
   // What one GPU needs across reads; touched only by the thread reading that GPU.
@@ -60,12 +75,13 @@ class NvmlBackend : public Backend {
   };
   class Reader;
 
-  NvmlBackend(std::unique_ptr<NvmlLibrary> library, Clock* clock);
+  NvmlBackend(std::unique_ptr<NvmlLibrary> library, Clock* clock, NvmlResetOptions reset);
   void RunEvents(nvml::EventSet set);
 
   const std::unique_ptr<NvmlLibrary> library_;
   const nvml::Api& api_;
   Clock* const clock_;
+  const NvmlResetOptions reset_;
   std::vector<GpuIdentity> identities_;               // immutable after Create
   std::vector<std::unique_ptr<GpuState>> gpu_state_;  // one per GPU; see GpuState
   std::thread event_thread_;                          // owned by StartEvents/StopEvents

@@ -21,6 +21,7 @@ SimBackend::SimBackend(const SimOptions& options) {
     identities_.push_back(models_.back().identity());
   }
   lost_.assign(options.gpu_count, false);
+  compute_processes_.resize(options.gpu_count);
 }
 
 absl::Status SimBackend::Read(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
@@ -59,6 +60,37 @@ void SimBackend::RaiseXid(uint32_t gpu, uint32_t xid, absl::Time time) {
   // Held while delivering so that StopEvents() returning means no delivery is in progress.
   absl::MutexLock lock(&mutex_);
   if (sink_ != nullptr) sink_->OnXid(XidEvent{.gpu = gpu, .xid = xid, .time = time});
+}
+
+void SimBackend::SetComputeProcesses(uint32_t gpu, std::vector<uint32_t> pids) {
+  VIGIL_CHECK(gpu < identities_.size());
+  absl::MutexLock lock(&mutex_);
+  compute_processes_[gpu] = std::move(pids);
+}
+
+int SimBackend::resets() const {
+  absl::MutexLock lock(&mutex_);
+  return resets_;
+}
+
+absl::StatusOr<std::vector<uint32_t>> SimBackend::ComputeProcesses(uint32_t gpu) {
+  VIGIL_CHECK(gpu < identities_.size());
+  absl::MutexLock lock(&mutex_);
+  if (lost_[gpu]) {
+    return absl::UnavailableError(fmt::format(
+        "GPU {} ({}) is lost: it stopped answering (simulated)", gpu, identities_[gpu].uuid));
+  }
+  return compute_processes_[gpu];
+}
+
+absl::StatusOr<std::string> SimBackend::ResetGpu(uint32_t gpu) {
+  VIGIL_CHECK(gpu < identities_.size());
+  absl::MutexLock lock(&mutex_);
+  lost_[gpu] = false;
+  compute_processes_[gpu].clear();
+  models_[gpu].Reset();
+  ++resets_;
+  return fmt::format("GPU {} ({}) was reset (simulated)", gpu, identities_[gpu].uuid);
 }
 
 }  // namespace vigil

@@ -1,8 +1,9 @@
 // The simulated backend (`--backend sim`): N simulated H100s with realistic, deterministic
 // telemetry, for development, tests, demos and CI. Also lets tests and drills mark a GPU lost
 // and raise XIDs the way a real driver would.
-// Thread-safety: Read() from the engine's sampling thread; SetGpuLost() and RaiseXid() from any
-// thread.
+// A reset (ResetGpu) clears what was simulated on the GPU — lost, compute processes — and takes
+// its volatile ECC and energy counters back to zero, as a real reset does.
+// Thread-safety: Read() from the engine's sampling thread; everything else from any thread.
 #pragma once
 
 #include <memory>
@@ -36,19 +37,27 @@ class SimBackend : public Backend {
                     absl::Span<FieldValue> out) override;
   void StartEvents(EventSink* sink) override;
   void StopEvents() override;
+  absl::StatusOr<std::vector<uint32_t>> ComputeProcesses(uint32_t gpu) override;
+  absl::StatusOr<std::string> ResetGpu(uint32_t gpu) override;
 
   // A lost GPU fails every read with kUnavailable, as a GPU that fell off the bus does.
   void SetGpuLost(uint32_t gpu, bool lost);
   // Delivers an XID to the event sink (if started), as the driver would.
   void RaiseXid(uint32_t gpu, uint32_t xid, absl::Time time);
+  // Compute processes simulated on a GPU: a reset is refused while there are any.
+  void SetComputeProcesses(uint32_t gpu, std::vector<uint32_t> pids);
+  // Resets done, for tests.
+  int resets() const;
 
  private:
   explicit SimBackend(const SimOptions& options);
 
   std::vector<GpuIdentity> identities_;  // immutable after construction
-  absl::Mutex mutex_;
+  mutable absl::Mutex mutex_;
   std::vector<SimGpu> models_ ABSL_GUARDED_BY(mutex_);
   std::vector<bool> lost_ ABSL_GUARDED_BY(mutex_);
+  std::vector<std::vector<uint32_t>> compute_processes_ ABSL_GUARDED_BY(mutex_);
+  int resets_ ABSL_GUARDED_BY(mutex_) = 0;
   EventSink* sink_ ABSL_GUARDED_BY(mutex_) = nullptr;
 };
 

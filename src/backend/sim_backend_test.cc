@@ -185,6 +185,30 @@ TEST(SimBackendTest, LostGpuFailsAloneAndComesBack) {
   EXPECT_TRUE(sim->Read(1, {fid::kGpuTemp}, kStart, absl::MakeSpan(out)).ok());
 }
 
+TEST(SimBackendTest, AResetZeroesTheVolatileCountersAndEndsWhatWasSimulated) {
+  auto sim = MakeSim(2, 1);
+  const std::vector<FieldId> fields = {fid::kTotalEnergy, fid::kEccSbeVolTotal,
+                                       fid::kEccSbeAggTotal};
+  std::vector<FieldValue> before(3), after(3);
+  const absl::Time later = kStart + absl::Hours(1);
+  ASSERT_TRUE(sim->Read(0, fields, later, absl::MakeSpan(before)).ok());
+  ASSERT_GT(before[0].as_int(), 0);
+  sim->SetGpuLost(0, true);
+  sim->SetComputeProcesses(1, {4242});
+  ASSERT_EQ(sim->ComputeProcesses(0).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(*sim->ComputeProcesses(1), ::testing::ElementsAre(4242u));
+
+  auto said = sim->ResetGpu(0);
+  ASSERT_TRUE(said.ok()) << said.status();
+  EXPECT_THAT(*said, ::testing::HasSubstr("was reset"));
+  ASSERT_TRUE(sim->Read(0, fields, later, absl::MakeSpan(after)).ok()) << "no longer lost";
+  EXPECT_LT(after[0].as_int(), before[0].as_int()) << "energy went back";
+  EXPECT_EQ(after[1].as_int(), 0) << "volatile ECC zeroed";
+  EXPECT_EQ(after[2].as_int(), before[2].as_int()) << "aggregate ECC kept (InfoROM)";
+  EXPECT_THAT(*sim->ComputeProcesses(1), ::testing::ElementsAre(4242u)) << "GPU 1 untouched";
+  EXPECT_EQ(sim->resets(), 1);
+}
+
 class RecordingSink : public EventSink {
  public:
   void OnXid(const XidEvent& event) override { events.push_back(event); }

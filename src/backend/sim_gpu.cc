@@ -261,6 +261,11 @@ void SimGpu::Step() {
   }
 }
 
+void SimGpu::Reset() {
+  energy_mj_ = 0;
+  ecc_sbe_volatile_ = 0;
+}
+
 FieldValue SimGpu::Read(FieldId field) const {
   const double util = util_;
   const double busy = util / 100;

@@ -33,6 +33,11 @@ class SimGpu {
   // The field's current value; kNotSupported for fields an H100 SXM cannot provide.
   FieldValue Read(FieldId field) const;
 
+  // A GPU reset: the counters a reset (or driver reload) zeroes start again from zero — the
+  // volatile ECC counts and the energy total. The rest (aggregate ECC, remapped rows) is kept in
+  // the GPU's InfoROM and survives. Does not advance the model.
+  void Reset();
+
   enum class Phase { kIdle, kLoading, kTraining, kEval, kCheckpoint };
   Phase phase() const { return phase_; }
 
@@ -71,7 +76,7 @@ class SimGpu {
   double pcie_tx_bps_ = 0, pcie_rx_bps_ = 0;
   double nvlink_tx_bps_ = 0, nvlink_rx_bps_ = 0;
 
-  // Counters (only grow).
+  // Counters (only grow, but for Reset()).
   double energy_mj_;
   int64_t power_violation_ns_ = 0;
   int64_t thermal_violation_ns_ = 0;

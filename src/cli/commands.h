@@ -24,6 +24,7 @@ CommandRunner AddHealthCommand(CLI::App* parent);
 CommandRunner AddExporterCommand(CLI::App* parent);
 CommandRunner AddHealthcheckCommand(CLI::App* parent);
 CommandRunner AddDrillCommand(CLI::App* parent);
+CommandRunner AddResetGpuCommand(CLI::App* parent);
 
 // $NODE_NAME (the downward API on Kubernetes), else the host name; "" if neither is known.
 std::string DefaultNodeName();
@@ -43,5 +44,10 @@ void AddClientFlags(CLI::App* command, ClientFlags* flags);
 void AddTokenFileFlag(CLI::App* command, ClientFlags* flags);
 // Sets up logging and a client from the flags; the error says what is wrong with which flag.
 absl::StatusOr<std::unique_ptr<EngineClient>> ConnectFromFlags(const ClientFlags& flags);
+
+// The verdict of `request` from the first tick after `before` (what a privileged call changed
+// shows from the next tick), or the latest one after three ticks and a second.
+absl::StatusOr<v1::HealthVerdict> VerdictAfter(EngineClient& client, const v1::EngineInfo& before,
+                                               const v1::GetHealthRequest& request);
 
 }  // namespace vigil::cli

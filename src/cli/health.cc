@@ -184,15 +184,8 @@ int RunClear(const HealthFlags& flags) {
   // The verdict reflects the clear from the next tick: wait for it, so what is printed is true.
   v1::GetHealthRequest health_request;  // the node's systems come with any GPU's verdict
   if (!flags.node) health_request.add_gpus(static_cast<uint32_t>(flags.gpu));
-  absl::StatusOr<v1::HealthVerdict> verdict;
-  const absl::Time deadline =
-      absl::Now() + absl::Microseconds(before->tick_interval_us()) * 3 + absl::Seconds(1);
-  do {
-    verdict = (*client)->GetHealth(health_request);
-    if (!verdict.ok()) return Fail("health clear", verdict.status());
-    if (verdict->seq() > before->seq()) break;
-    absl::SleepFor(absl::Milliseconds(50));  // polling the engine for its next tick
-  } while (absl::Now() < deadline);
+  auto verdict = VerdictAfter(**client, *before, health_request);
+  if (!verdict.ok()) return Fail("health clear", verdict.status());
   if (flags.client.json) {
     nlohmann::json json = {{"cleared", nlohmann::json::array()},
                            {"verdict", VerdictJson(*verdict)}};
@@ -226,6 +219,19 @@ int RunClear(const HealthFlags& flags) {
 }
 
 }  // namespace
+
+absl::StatusOr<v1::HealthVerdict> VerdictAfter(EngineClient& client, const v1::EngineInfo& before,
+                                               const v1::GetHealthRequest& request) {
+  absl::StatusOr<v1::HealthVerdict> verdict;
+  const absl::Time deadline =
+      absl::Now() + absl::Microseconds(before.tick_interval_us()) * 3 + absl::Seconds(1);
+  do {
+    verdict = client.GetHealth(request);
+    if (!verdict.ok() || verdict->seq() > before.seq()) return verdict;
+    absl::SleepFor(absl::Milliseconds(50));  // polling the engine for its next tick
+  } while (absl::Now() < deadline);
+  return verdict;
+}
 
 CommandRunner AddHealthCommand(CLI::App* parent) {
   CLI::App* health = parent->add_subcommand(

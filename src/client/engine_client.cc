@@ -190,4 +190,10 @@ absl::StatusOr<v1::ClearHealthResponse> EngineClient::ClearHealth(
   });
 }
 
+absl::StatusOr<v1::ResetGpuResponse> EngineClient::ResetGpu(const v1::ResetGpuRequest& request) {
+  return Unary<v1::ResetGpuResponse>(display_, NewContext(), [&](auto* context, auto* response) {
+    return stub_->ResetGpu(context, request, response);
+  });
+}
+
 }  // namespace vigil

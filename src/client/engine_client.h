@@ -100,6 +100,9 @@ class EngineClient {
   absl::StatusOr<v1::HealthVerdict> GetHealth(const v1::GetHealthRequest& request);
   std::unique_ptr<HealthSubscription> WatchHealth(v1::WatchHealthRequest request);
   absl::StatusOr<v1::ClearHealthResponse> ClearHealth(const v1::ClearHealthRequest& request);
+  // Returns when the reset is done: give the client a timeout longer than the engine's reset
+  // command limit (2 minutes by default).
+  absl::StatusOr<v1::ResetGpuResponse> ResetGpu(const v1::ResetGpuRequest& request);
 
  private:
   std::unique_ptr<grpc::ClientContext> NewContext() const;

@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/strings/str_join.h"
 #include "common/check.h"
 #include "common/random_id.h"
 #include "common/status.h"
+#include "common/subprocess.h"
 #include "common/version.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
@@ -535,6 +537,68 @@ absl::StatusOr<std::vector<Incident>> Engine::ClearHealth(std::optional<uint32_t
           .message = fmt::format("{}: {} incident(s) cleared{}{}", what, cleared.size(),
                                  list.empty() ? "" : ": ", list)});
   return cleared;
+}
+
+absl::StatusOr<GpuResetResult> Engine::ResetGpu(uint32_t gpu, std::string_view uuid,
+                                                std::string_view reason,
+                                                const Principal& principal) {
+  if (gpu >= gpus().size()) {
+    return absl::InvalidArgumentError(
+        fmt::format("GPU {} does not exist: this engine has {} GPU{} (0-{})", gpu, gpus().size(),
+                    gpus().size() == 1 ? "" : "s", gpus().size() - 1));
+  }
+  const std::string& gpu_uuid = gpus()[gpu].uuid;
+  if (!uuid.empty() && uuid != gpu_uuid) {
+    return absl::FailedPreconditionError(fmt::format(
+        "GPU {} is {}, not {}: not reset (list the GPUs with `vigil gpus`)", gpu, gpu_uuid, uuid));
+  }
+  if (resetting_.exchange(true)) {
+    return absl::AbortedError("another GPU reset is running on this engine: try again after it");
+  }
+  struct Done {
+    std::atomic<bool>* flag;
+    ~Done() { flag->store(false); }
+  } done{&resetting_};
+  const std::string subject = fmt::format("GPU {} ({})", gpu, gpu_uuid);
+  auto processes = backend_->ComputeProcesses(gpu);
+  if (!processes.ok()) {
+    return absl::FailedPreconditionError(
+        fmt::format("{}: cannot tell whether a compute process uses it, so it is not reset: {}",
+                    subject, MessageOf(processes.status())));
+  }
+  if (!processes->empty()) {
+    return absl::FailedPreconditionError(fmt::format(
+        "{} is in use by {} compute process{} (pid {}): not reset; drain its workloads first",
+        subject, processes->size(), processes->size() == 1 ? "" : "es",
+        absl::StrJoin(*processes, ", ")));
+  }
+  const std::string why = reason.empty() ? "" : fmt::format(" ({})", reason);
+  Record(
+      {.kind = EventKind::kGpuReset,
+       .gpu = static_cast<int>(gpu),
+       .principal = principal,
+       .message = fmt::format("{}: reset requested by {}{}", subject, principal.description, why)});
+  spdlog::info("{}: resetting, as {} asked{}", subject, principal.description, why);
+  const absl::Time start = options_.clock->Now();
+  auto output = backend_->ResetGpu(gpu);
+  const absl::Duration took = options_.clock->Now() - start;
+  if (!output.ok()) {
+    Record({.kind = EventKind::kGpuReset,
+            .gpu = static_cast<int>(gpu),
+            .principal = principal,
+            .message = fmt::format("{}: reset failed: {}", subject, MessageOf(output.status()))});
+    spdlog::error("{}: the reset failed: {}", subject, MessageOf(output.status()));
+    return output.status();
+  }
+  GpuResetResult result{.gpu = gpu, .uuid = gpu_uuid, .output = *output, .took = took};
+  result.injections_cleared = RecordCleared(injections_.ClearGpu(gpu), principal, "GPU reset");
+  Record({.kind = EventKind::kGpuReset,
+          .gpu = static_cast<int>(gpu),
+          .principal = principal,
+          .message = fmt::format("{}: reset done in {}: {}", subject, absl::FormatDuration(took),
+                                 FirstLine(*output))});
+  spdlog::info("{}: reset done in {}", subject, absl::FormatDuration(took));
+  return result;
 }
 
 absl::StatusOr<std::vector<uint32_t>> Engine::ResolveGpus(

@@ -75,6 +75,15 @@ struct HistoryRequest {
   size_t max_samples = 0;  // per series; 0: kMaxHistorySamplesPerSeries
 };
 
+// What a GPU reset did (Engine::ResetGpu).
+struct GpuResetResult {
+  uint32_t gpu = 0;
+  std::string uuid;
+  std::string output;  // what the backend's reset printed
+  absl::Duration took;
+  std::vector<std::string> injections_cleared;
+};
+
 struct HistorySeries {
   uint32_t gpu = 0;
   FieldId field = 0;
@@ -178,6 +187,15 @@ class Engine : public EventSink, private ScenarioTarget {
   absl::StatusOr<std::vector<Incident>> ClearHealth(std::optional<uint32_t> gpu,
                                                     std::optional<HealthSystem> system,
                                                     const Principal& principal);
+  // Resets `gpu` through the backend once no compute process uses it, and ends the injections on
+  // it (what they simulated does not survive a reset). Audited: a GPU_RESET event when asked and
+  // one when done or failed. The verdict shows the reset from the next tick (the GPU's counters
+  // went back). Blocks for as long as the backend's reset takes: call it off gRPC's threads.
+  // InvalidArgument for a bad GPU; FailedPrecondition when `uuid` is set and is not the GPU's,
+  // when compute processes use it (their pids in the message) or when the backend refused or
+  // failed, or the GPU is lost (nothing can say it is idle); Aborted while another reset runs.
+  absl::StatusOr<GpuResetResult> ResetGpu(uint32_t gpu, std::string_view uuid,
+                                          std::string_view reason, const Principal& principal);
   // Running scenarios and the most recent ended ones.
   std::vector<ScenarioRun> Scenarios() const { return scenarios_.List(); }
 
@@ -252,6 +270,7 @@ class Engine : public EventSink, private ScenarioTarget {
   std::vector<FieldValue> real_values_ ABSL_GUARDED_BY(real_mutex_);
 
   ScenarioRunner scenarios_;
+  std::atomic<bool> resetting_{false};  // a ResetGpu() is running (one at a time)
   std::function<void(Snapshot::Counters*)> external_counters_;  // set before the first tick
 
   // Opens the incident store and the health evaluator (Create).

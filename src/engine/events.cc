@@ -25,6 +25,8 @@ std::string_view EventKindName(EventKind kind) {
       return "HEALTH_TRANSITION";
     case EventKind::kHealthCleared:
       return "HEALTH_CLEARED";
+    case EventKind::kGpuReset:
+      return "GPU_RESET";
     case EventKind::kSxid:
       return "SXID";
   }

@@ -33,7 +33,8 @@ enum class EventKind {
   kScenarioEnded,
   kHealthTransition,
   kHealthCleared,
-  kSxid,  // an NVSwitch error (gpu -1; `sxid` says which switch)
+  kSxid,      // an NVSwitch error (gpu -1; `sxid` says which switch)
+  kGpuReset,  // a GPU reset: requested, then done or failed (principal: who asked)
 };
 std::string_view EventKindName(EventKind kind);
 

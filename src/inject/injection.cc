@@ -183,6 +183,10 @@ std::vector<InjectionRecord> InjectionTable::ClearField(uint32_t gpu, FieldId fi
       [&](const InjectionRecord& record) { return record.gpu == gpu && record.field == field; });
 }
 
+std::vector<InjectionRecord> InjectionTable::ClearGpu(uint32_t gpu) {
+  return ClearIf([&](const InjectionRecord& record) { return record.gpu == gpu; });
+}
+
 std::vector<InjectionRecord> InjectionTable::ClearIf(
     const std::function<bool(const InjectionRecord&)>& match) {
   absl::MutexLock lock(&mutex_);

@@ -103,6 +103,8 @@ class InjectionTable {
   std::vector<InjectionRecord> ClearAll();
   std::vector<InjectionRecord> ClearScenario(const std::string& scenario_id);
   std::vector<InjectionRecord> ClearField(uint32_t gpu, FieldId field);
+  // Every injection on `gpu` (a reset ends what they simulated).
+  std::vector<InjectionRecord> ClearGpu(uint32_t gpu);
   std::vector<InjectionRecord> List() const;
   // Whether an active injection on `gpu` lets automatic actions follow it (a drill's choice).
   bool AllowsActions(uint32_t gpu) const;

@@ -227,6 +227,8 @@ v1::Event::Kind ToProto(EventKind kind) {
       return v1::Event::HEALTH_TRANSITION;
     case EventKind::kHealthCleared:
       return v1::Event::HEALTH_CLEARED;
+    case EventKind::kGpuReset:
+      return v1::Event::GPU_RESET;
     case EventKind::kSxid:
       return v1::Event::SXID;
   }

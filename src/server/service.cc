@@ -4,6 +4,7 @@
 #include "api/convert.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "common/thread.h"
 #include "fmt/format.h"
 #include "server/convert.h"
 #include "server/tick_encoder.h"
@@ -430,6 +431,48 @@ grpc::ServerUnaryReactor* EngineService::ClearHealth(grpc::CallbackServerContext
   if (!cleared.ok()) return Finish(context, cleared.status());
   for (const Incident& incident : *cleared) ToProto(incident, response->add_cleared());
   return Finish(context, absl::OkStatus());
+}
+
+EngineService::~EngineService() {
+  absl::MutexLock lock(&reset_mutex_);
+  if (reset_worker_.joinable()) reset_worker_.join();
+}
+
+grpc::ServerUnaryReactor* EngineService::ResetGpu(grpc::CallbackServerContext* context,
+                                                  const v1::ResetGpuRequest* request,
+                                                  v1::ResetGpuResponse* response) {
+  auto principal = Authorize(context);
+  if (!principal.ok()) return Finish(context, principal.status());
+  if (request->reason().size() > 1024) {
+    return Finish(context, absl::InvalidArgumentError("the reason is over 1024 characters"));
+  }
+  absl::MutexLock lock(&reset_mutex_);
+  if (reset_running_) {
+    return Finish(context, absl::AbortedError(
+                               "another GPU reset is running on this engine: try again after it"));
+  }
+  if (reset_worker_.joinable()) reset_worker_.join();  // the previous one, finished
+  reset_running_ = true;
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reset_worker_ = StartNamedThread("vigil-gpu-reset", [this, reactor, request, response,
+                                                       principal = *principal] {
+    auto result = engine_->ResetGpu(request->gpu(), request->uuid(), request->reason(), principal);
+    if (result.ok()) {
+      response->set_gpu(result->gpu);
+      response->set_uuid(result->uuid);
+      response->set_duration_us(absl::ToInt64Microseconds(result->took));
+      response->set_output(result->output);
+      for (const std::string& id : result->injections_cleared) {
+        response->add_injections_cleared(id);
+      }
+    }
+    {
+      absl::MutexLock done(&reset_mutex_);
+      reset_running_ = false;
+    }
+    reactor->Finish(ToGrpcStatus(result.status()));
+  });
+  return reactor;
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* EngineService::Subscribe(

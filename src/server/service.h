@@ -2,9 +2,15 @@
 // calls and absl::Status into grpc::Status; holds no state of its own beyond live streams.
 // Uses gRPC's callback API so that a subscription costs no thread: each stream is a reactor fed
 // by the engine's fan-out.
-// Thread-safety: handlers run on gRPC's threads; the Engine is thread-safe.
+// Thread-safety: handlers run on gRPC's threads; the Engine is thread-safe. A GPU reset, which
+// may take a minute, runs on the service's one reset worker thread (`vigil-gpu-reset`), not on
+// gRPC's: one at a time, joined by the next reset or the destructor.
 #pragma once
 
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/engine.h"
 #include "server/authz.h"
 #include "server/stream_reactor.h"
@@ -25,6 +31,7 @@ class EngineService final
         peers_(peers),
         authorizer_(std::move(authorizer)),
         encoder_(engine->identity().instance_id) {}
+  ~EngineService() override;
 
   grpc::ServerUnaryReactor* GetEngineInfo(grpc::CallbackServerContext* context,
                                           const v1::GetEngineInfoRequest* request,
@@ -71,6 +78,9 @@ class EngineService final
   grpc::ServerUnaryReactor* ClearHealth(grpc::CallbackServerContext* context,
                                         const v1::ClearHealthRequest* request,
                                         v1::ClearHealthResponse* response) override;
+  grpc::ServerUnaryReactor* ResetGpu(grpc::CallbackServerContext* context,
+                                     const v1::ResetGpuRequest* request,
+                                     v1::ResetGpuResponse* response) override;
 
  private:
   // Who is calling, from the transport (peer) and the authorization metadata.
@@ -81,6 +91,9 @@ class EngineService final
   const PeerRegistry* const peers_;
   const Authorizer authorizer_;
   TickEncoder encoder_;
+  absl::Mutex reset_mutex_;
+  std::thread reset_worker_ ABSL_GUARDED_BY(reset_mutex_);
+  bool reset_running_ ABSL_GUARDED_BY(reset_mutex_) = false;
 };
 
 }  // namespace vigil

@@ -16,6 +16,7 @@
 //              "errors": {"nvmlDeviceGetFanSpeed": 3},   // a call's NVML error code
 //              "hang": ["nvmlDeviceGetTemperature"],     // calls that block while listed
 //              "lost": false,                             // every call: GPU_IS_LOST
+//              "processes": [4242],     // compute processes' pids (_v3; _v2 on the old driver)
 //              "xids": [79]}]}                            // delivered once each, in order
 //
 // A value or field the script omits answers NOT_SUPPORTED. Built twice: as a current driver, and
@@ -481,6 +482,41 @@ nv::Return nvmlDeviceGetEccMode(nv::Device device, int* current, int* pending) {
     return r;
   });
 }
+
+// nvmlDeviceGetComputeRunningProcesses_v3 (_v2 on the old driver: the same struct): fills up to
+// *count entries; too few sets *count to the number needed and answers INSUFFICIENT_SIZE.
+static nv::Return ComputeProcesses(const char* name, nv::Device device, unsigned int* count,
+                                   nv::ProcessInfo* infos) {
+  Timed timed;
+  return DeviceCall(name, device, [&](const json& gpu) {
+    const json processes = gpu.value("processes", json::array());
+    const unsigned int have = static_cast<unsigned int>(processes.size());
+    if (*count < have) {
+      *count = have;
+      return nv::kErrorInsufficientSize;
+    }
+    *count = have;
+    for (unsigned int i = 0; i < have; ++i) {
+      infos[i] = {.pid = processes[i].get<unsigned int>(),
+                  .used_gpu_memory = 1ull << 30,
+                  .gpu_instance_id = 0xFFFFFFFFu,
+                  .compute_instance_id = 0xFFFFFFFFu};
+    }
+    return nv::kSuccess;
+  });
+}
+
+#ifndef FAKE_NVML_OLD_DRIVER
+nv::Return nvmlDeviceGetComputeRunningProcesses_v3(nv::Device device, unsigned int* count,
+                                                   nv::ProcessInfo* infos) {
+  return ComputeProcesses(__func__, device, count, infos);
+}
+#else
+nv::Return nvmlDeviceGetComputeRunningProcesses_v2(nv::Device device, unsigned int* count,
+                                                   nv::ProcessInfo* infos) {
+  return ComputeProcesses(__func__, device, count, infos);
+}
+#endif
 
 nv::Return nvmlDeviceGetFieldValues(nv::Device device, int count, nv::FieldValue* values) {
   Timed timed;

@@ -1,0 +1,160 @@
+// Child processes with a limit: see subprocess.h.
+#include "common/subprocess.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "fmt/format.h"
+
+namespace vigil {
+namespace {
+
+int DecodeWaitStatus(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+}  // namespace
+
+absl::StatusOr<SubprocessResult> RunSubprocess(const std::vector<std::string>& argv,
+                                               absl::Duration limit) {
+  if (argv.empty() || argv[0].empty()) return absl::InvalidArgumentError("no command to run");
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    return absl::InternalError(fmt::format("cannot run {}: pipe: {}", argv[0], strerror(errno)));
+  }
+  const absl::Time start = absl::Now();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int error = errno;
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return absl::InternalError(fmt::format("cannot run {}: fork: {}", argv[0], strerror(error)));
+  }
+  if (pid == 0) {
+    // The child: only async-signal-safe calls until exec.
+    const int null_fd = open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+    dup2(pipe_fds[1], STDOUT_FILENO);
+    dup2(pipe_fds[1], STDERR_FILENO);
+    setpgid(0, 0);  // its own group, so the limit kills what it started too
+    execvp(args[0], args.data());
+    const char* reason = strerror(errno);
+    (void)!write(STDERR_FILENO, args[0], strlen(args[0]));
+    (void)!write(STDERR_FILENO, ": ", 2);
+    (void)!write(STDERR_FILENO, reason, strlen(reason));
+    (void)!write(STDERR_FILENO, "\n", 1);
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  SubprocessResult result;
+  const absl::Time deadline = start + limit;
+  char buffer[4096];
+  for (;;) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      result.timed_out = true;
+      break;
+    }
+    pollfd fd{.fd = pipe_fds[0], .events = POLLIN, .revents = 0};
+    const int ready = poll(&fd, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) continue;  // the deadline check above ends it
+    const ssize_t got = read(pipe_fds[0], buffer, sizeof(buffer));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;  // every writer closed its end
+    const size_t room = kMaxSubprocessOutput - result.output.size();
+    result.output.append(buffer, std::min(room, static_cast<size_t>(got)));
+  }
+  close(pipe_fds[0]);
+  int status = 0;
+  if (result.timed_out) {
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  } else {
+    // The pipe closed: the child exited or closed its output; wait out the rest of the limit.
+    for (;;) {
+      const pid_t done = waitpid(pid, &status, WNOHANG);
+      if (done == pid) break;
+      if (done < 0 && errno != EINTR) break;
+      if (absl::Now() >= deadline) {
+        result.timed_out = true;
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+  result.exit_code = DecodeWaitStatus(status);
+  result.took = absl::Now() - start;
+  return result;
+}
+
+absl::StatusOr<std::vector<std::string>> ExpandCommand(
+    std::string_view command, const std::vector<std::pair<std::string, std::string>>& values) {
+  if (command.find_first_of("'\"") != std::string_view::npos) {
+    return absl::InvalidArgumentError(fmt::format(
+        "command '{}' has a quote: it is split on blanks, one word per argument, with no "
+        "quoting; put anything more in a script and give its path",
+        command));
+  }
+  std::vector<std::string> argv;
+  const absl::string_view text(command.data(), command.size());
+  for (absl::string_view piece : absl::StrSplit(text, absl::ByAnyChar(" \t"), absl::SkipEmpty())) {
+    const std::string_view word(piece.data(), piece.size());
+    std::string expanded;
+    for (size_t i = 0; i < word.size();) {
+      if (word[i] != '{') {
+        expanded += word[i++];
+        continue;
+      }
+      const size_t close = word.find('}', i);
+      if (close == std::string_view::npos) {
+        return absl::InvalidArgumentError(
+            fmt::format("command '{}': '{{' without '}}' in '{}'", command, word));
+      }
+      const std::string_view name = word.substr(i + 1, close - i - 1);
+      const auto it = std::find_if(values.begin(), values.end(),
+                                   [&](const auto& value) { return value.first == name; });
+      if (it == values.end()) {
+        std::string known;
+        for (const auto& value : values) known += (known.empty() ? "{" : ", {") + value.first + "}";
+        return absl::InvalidArgumentError(fmt::format(
+            "command '{}': unknown placeholder {{{}}}; it may use {}", command, name, known));
+      }
+      expanded += it->second;
+      i = close + 1;
+    }
+    argv.push_back(std::move(expanded));
+  }
+  if (argv.empty()) return absl::InvalidArgumentError("the command is empty");
+  return argv;
+}
+
+std::string FirstLine(std::string_view output) {
+  while (!output.empty() && (output.front() == '\n' || output.front() == ' ')) {
+    output.remove_prefix(1);
+  }
+  const std::string_view line = output.substr(0, output.find('\n'));
+  return line.empty() ? "(no output)" : std::string(line);
+}
+
+}  // namespace vigil
