@@ -39,7 +39,7 @@ const std::map<std::string, Modules>& Allowed() {
       {"kube", {"common"}},
       {"healthcheck", {"common", "fields", "api", "client", "kube"}},
       {"drill", {"common", "fields", "api", "client", "kube"}},
-      {"remediator", {"common", "kube"}},
+      {"remediator", {"common", "fields", "api", "kube"}},
       {"cli", {"common", "fields", "api", "client", "exporter", "healthcheck", "kube", "drill"}},
       {"app",
        {"common", "fields", "backend", "kmsg", "sampling", "health", "inject", "engine", "api",

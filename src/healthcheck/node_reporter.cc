@@ -9,6 +9,7 @@
 #include "common/status.h"
 #include "common/thread.h"
 #include "fmt/format.h"
+#include "kube/events.h"
 #include "kube/object.h"
 #include "spdlog/spdlog.h"
 
@@ -352,21 +353,16 @@ absl::Status NodeReporter::PostEvent(PendingEvent& pending, absl::Time now) {
     pending.name =
         fmt::format("{}.{:x}.{}", options_.node_name, absl::ToUnixNanos(now), ++events_posted_);
   }
-  const Json event = {
-      {"apiVersion", "v1"},
-      {"kind", "Event"},
-      {"metadata", {{"name", pending.name}, {"namespace", options_.event_namespace}}},
-      {"involvedObject",
-       {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", options_.node_name}, {"uid", uid_}}},
-      {"reason", desired.reason},
-      {"message", message},
-      {"type", type},
-      {"source", {{"component", "vigil-healthcheck"}, {"host", options_.node_name}}},
-      {"reportingComponent", "vigil-healthcheck"},
-      {"reportingInstance", options_.node_name},
-      {"firstTimestamp", time},
-      {"lastTimestamp", time},
-      {"count", 1}};
+  const Json event = kube::NodeEvent({.name = pending.name,
+                                      .ns = options_.event_namespace,
+                                      .node = options_.node_name,
+                                      .node_uid = uid_,
+                                      .type = type,
+                                      .reason = desired.reason,
+                                      .message = message,
+                                      .component = "vigil-healthcheck",
+                                      .instance = options_.node_name,
+                                      .time = now});
   const auto response = api_->Call(
       "POST", "/api/v1/namespaces/" + options_.event_namespace + "/events", kJson, event.dump());
   // 409 AlreadyExists: an earlier try was created although its answer was lost.

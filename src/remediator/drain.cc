@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "absl/synchronization/mutex.h"
-#include "common/backoff.h"
 #include "common/status.h"
 #include "fmt/format.h"
 #include "kube/object.h"
@@ -38,6 +37,8 @@ std::string WhyNot(const Json& pod, const std::vector<std::string>& gpus,
 
 std::string_view OutcomeName(DrainedPod::Outcome outcome) {
   switch (outcome) {
+    case DrainedPod::Outcome::kPending:
+      return "pending";
     case DrainedPod::Outcome::kEvicted:
       return "evicted";
     case DrainedPod::Outcome::kGone:
@@ -52,8 +53,16 @@ std::string_view OutcomeName(DrainedPod::Outcome outcome) {
   return "failed";
 }
 
-DrainReport Drain(KubeApi& api, Clock& clock, const std::string& node,
-                  const DrainOptions& options) {
+bool Drained(const DrainedPod& pod) {
+  return pod.outcome == DrainedPod::Outcome::kEvicted || pod.outcome == DrainedPod::Outcome::kGone;
+}
+
+bool WantsAnotherTry(const DrainedPod& pod) {
+  return pod.outcome == DrainedPod::Outcome::kPending ||
+         pod.outcome == DrainedPod::Outcome::kBlocked || pod.unanswered;
+}
+
+DrainReport PlanDrain(KubeApi& api, const std::string& node, const DrainOptions& options) {
   DrainReport report;
   auto pods = kube::ListPodsOnNode(api, node);
   if (!pods.ok()) {
@@ -73,53 +82,65 @@ DrainReport Drain(KubeApi& api, Clock& clock, const std::string& node,
     if (options.dry_run) drained.outcome = DrainedPod::Outcome::kWouldEvict;
     report.pods.push_back(std::move(drained));
   }
-  if (options.dry_run) {
-    report.complete = true;
-    return report;
-  }
-  const absl::Time deadline = clock.Now() + options.timeout;
-  Backoff backoff({.initial = absl::Seconds(1), .max = absl::Seconds(30)});
-  for (;;) {
-    absl::Duration wait = absl::ZeroDuration();
-    bool pending = false;
-    for (DrainedPod& pod : report.pods) {
-      // Each pod once, and again while it is blocked or the server did not answer.
-      const bool retry = pod.outcome == DrainedPod::Outcome::kBlocked || pod.unanswered;
-      if (pod.attempts > 0 && !retry) continue;
-      ++pod.attempts;
-      pod.unanswered = false;
-      absl::Duration retry_after;
-      auto result = kube::Evict(api, pod.ns, pod.name, &retry_after);
-      if (!result.ok()) {
-        pod.outcome = DrainedPod::Outcome::kFailed;
-        pod.detail = std::string(MessageOf(result.status()));
-        // No answer, or a server error: worth another try; a refusal is final.
-        if (result.status().code() == absl::StatusCode::kUnavailable) {
-          pod.unanswered = true;
-          pending = true;
-        }
-        continue;
+  report.complete = report.pods.empty() || options.dry_run;
+  return report;
+}
+
+bool EvictRound(KubeApi& api, std::vector<DrainedPod>* pods, absl::Duration* retry_after) {
+  *retry_after = absl::ZeroDuration();
+  bool pending = false;
+  for (DrainedPod& pod : *pods) {
+    if (!WantsAnotherTry(pod)) continue;
+    ++pod.attempts;
+    pod.unanswered = false;
+    absl::Duration asked;
+    auto result = kube::Evict(api, pod.ns, pod.name, &asked);
+    if (!result.ok()) {
+      pod.outcome = DrainedPod::Outcome::kFailed;
+      pod.detail = std::string(MessageOf(result.status()));
+      // No answer, or a server error: worth another try; a refusal is final.
+      if (result.status().code() == absl::StatusCode::kUnavailable) {
+        pod.unanswered = true;
+        pending = true;
       }
-      switch (*result) {
-        case kube::Eviction::kEvicted:
-          pod.outcome = DrainedPod::Outcome::kEvicted;
-          pod.detail.clear();
-          break;
-        case kube::Eviction::kGone:
-          pod.outcome = DrainedPod::Outcome::kGone;
-          pod.detail.clear();
-          break;
-        case kube::Eviction::kBlocked:
-          pod.outcome = DrainedPod::Outcome::kBlocked;
-          pod.detail = "a PodDisruptionBudget forbids evicting it now";
-          pending = true;
-          wait = std::max(wait, retry_after);
-          break;
-      }
+      continue;
     }
-    if (!pending) break;
-    const absl::Duration delay = std::max(wait, backoff.Next());
-    if (clock.Now() + delay > deadline) {
+    switch (*result) {
+      case kube::Eviction::kEvicted:
+        pod.outcome = DrainedPod::Outcome::kEvicted;
+        pod.detail.clear();
+        break;
+      case kube::Eviction::kGone:
+        pod.outcome = DrainedPod::Outcome::kGone;
+        pod.detail.clear();
+        break;
+      case kube::Eviction::kBlocked:
+        pod.outcome = DrainedPod::Outcome::kBlocked;
+        pod.detail = "a PodDisruptionBudget forbids evicting it now";
+        pending = true;
+        *retry_after = std::max(*retry_after, asked);
+        break;
+    }
+  }
+  return pending;
+}
+
+absl::Time NextRoundAfter(absl::Time now, int rounds, absl::Duration retry_after) {
+  absl::Duration delay = absl::Seconds(1);
+  for (int round = 1; round < rounds && delay < absl::Seconds(30); ++round) delay *= 2;
+  return now + std::max(std::min(delay, absl::Seconds(30)), retry_after);
+}
+
+DrainReport Drain(KubeApi& api, Clock& clock, const std::string& node,
+                  const DrainOptions& options) {
+  DrainReport report = PlanDrain(api, node, options);
+  if (!report.error.empty() || options.dry_run) return report;
+  const absl::Time deadline = clock.Now() + options.timeout;
+  for (int rounds = 1;; ++rounds) {
+    absl::Duration retry_after;
+    if (!EvictRound(api, &report.pods, &retry_after)) break;
+    const absl::Time next = NextRoundAfter(clock.Now(), rounds, retry_after);
+    if (next > deadline) {
       for (DrainedPod& pod : report.pods) {
         if (pod.outcome == DrainedPod::Outcome::kBlocked && !pod.unanswered) {
           pod.detail = fmt::format(
@@ -130,12 +151,9 @@ DrainReport Drain(KubeApi& api, Clock& clock, const std::string& node,
       }
       break;
     }
-    clock.SleepFor(delay);
+    clock.SleepFor(next - clock.Now());
   }
-  report.complete = std::all_of(report.pods.begin(), report.pods.end(), [](const DrainedPod& pod) {
-    return pod.outcome == DrainedPod::Outcome::kEvicted ||
-           pod.outcome == DrainedPod::Outcome::kGone;
-  });
+  report.complete = std::all_of(report.pods.begin(), report.pods.end(), Drained);
   return report;
 }
 

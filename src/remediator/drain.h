@@ -6,7 +6,13 @@
 // forbids an eviction now (429) is retried with backoff (1 s doubling to 30 s, at least the
 // server's Retry-After) until the timeout; then the drain stops and says which pods are left.
 //
-// Threading: Drain() blocks its caller, waiting on the injected clock between attempts.
+// The drain comes in two forms: Drain(), which blocks until done or the timeout, and its parts —
+// PlanDrain() then EvictRound() each time NextRoundAfter() says — which the remediator runs one
+// round per pass, so that one node's PDB does not hold up the others and the drain's progress can
+// be kept on the node (a replica that takes over resumes it, never restarts it).
+//
+// Threading: Drain() blocks its caller, waiting on the injected clock between attempts; the
+// parts never wait.
 #pragma once
 
 #include <optional>
@@ -28,6 +34,7 @@ struct DrainOptions {
 
 struct DrainedPod {
   enum class Outcome : uint8_t {
+    kPending,     // not tried yet
     kEvicted,     // the API server accepted the eviction
     kGone,        // it was gone already
     kBlocked,     // a PDB still forbade it at the timeout
@@ -36,12 +43,16 @@ struct DrainedPod {
   };
   std::string ns, name;
   std::vector<std::string> gpus;  // the GPU resources it holds
-  Outcome outcome = Outcome::kFailed;
+  Outcome outcome = Outcome::kPending;
   int attempts = 0;
   std::string detail;
   bool unanswered = false;  // the last attempt got no answer or a server error: tried again
 };
 std::string_view OutcomeName(DrainedPod::Outcome outcome);  // "evicted", "gone", ...
+// The pod is done with: evicted or gone.
+bool Drained(const DrainedPod& pod);
+// Another eviction round should try it: not tried yet, blocked by a PDB, or unanswered.
+bool WantsAnotherTry(const DrainedPod& pod);
 
 struct DrainReport {
   bool complete = false;             // every pod to evict was evicted or gone
@@ -52,5 +63,15 @@ struct DrainReport {
 
 // Drains `node`. `api` and `clock` are not owned.
 DrainReport Drain(KubeApi& api, Clock& clock, const std::string& node, const DrainOptions& options);
+
+// The pods a drain of `node` evicts (all kPending; kWouldEvict with dry_run) and those it leaves
+// by rule; `error` when the pods could not be listed.
+DrainReport PlanDrain(KubeApi& api, const std::string& node, const DrainOptions& options);
+// One eviction round: each pod that WantsAnotherTry() once. Returns whether some still want
+// another try; *retry_after: the longest Retry-After a PDB's 429 asked for (zero if none).
+bool EvictRound(KubeApi& api, std::vector<DrainedPod>* pods, absl::Duration* retry_after);
+// When round `rounds` + 1 is due after round `rounds` (1-based) ended at `now`: 1 s doubling to
+// 30 s, and at least the server's Retry-After.
+absl::Time NextRoundAfter(absl::Time now, int rounds, absl::Duration retry_after);
 
 }  // namespace vigil::remediator

@@ -639,6 +639,17 @@ FakeKubeApi::Answer FakeKubeApi::PatchNode(const std::string& name, bool status_
   }
   const Json patch = Json::parse(request.body, nullptr, false);
   if (patch.is_discarded()) return {400, Status(400, "BadRequest", "the body is not JSON")};
+  // A merge patch that names a resourceVersion is a precondition, as the real server applies
+  // it: the object must still be at that version.
+  if (patch.is_object() && patch.contains("metadata") && patch["metadata"].is_object() &&
+      patch["metadata"].contains("resourceVersion") &&
+      patch["metadata"]["resourceVersion"] != it->second["metadata"]["resourceVersion"]) {
+    return {409, Status(409, "Conflict",
+                        fmt::format("Operation cannot be fulfilled on nodes \"{}\": the object "
+                                    "has been modified; please apply your changes to the latest "
+                                    "version and try again",
+                                    name))};
+  }
   Json patched;
   if (request.content_type == "application/strategic-merge-patch+json") {
     if (!patch.is_object()) return {400, Status(400, "BadRequest", "not a JSON object")};

@@ -1,0 +1,930 @@
+// Implements the remediator's per-node state machine (remediator.h).
+#include "remediator/remediator.h"
+
+#include <algorithm>
+
+#include "api/convert.h"
+#include "common/status.h"
+#include "fmt/format.h"
+#include "kube/events.h"
+#include "kube/object.h"
+#include "remediator/drain.h"
+#include "spdlog/spdlog.h"
+
+namespace vigil::remediator {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr std::string_view kMergePatch = "application/merge-patch+json";
+// A reset the engine refused (the GPU still in use while evicted pods terminate) is asked again
+// this long after.
+constexpr absl::Duration kRefusedResetRetry = absl::Seconds(10);
+
+// The strongest of two actions: what the node needs when several GPUs fail.
+int Strength(v1::RecommendedAction action) {
+  switch (action) {
+    case v1::RECOMMENDED_ACTION_INSPECT:
+      return 5;
+    case v1::RECOMMENDED_ACTION_REBOOT:
+      return 4;
+    case v1::RECOMMENDED_ACTION_RESET_GPU:
+      return 3;
+    case v1::RECOMMENDED_ACTION_RESTART_APP:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+std::string GpuList(const std::vector<GpuRef>& gpus) {
+  std::string out;
+  for (const GpuRef& gpu : gpus) {
+    out += fmt::format("{}GPU {} ({})", out.empty() ? "" : ", ", gpu.index, gpu.uuid);
+  }
+  return out;
+}
+
+std::string PodList(const std::vector<DrainPodState>& pods, std::string_view outcome = "") {
+  std::string out;
+  for (const DrainPodState& pod : pods) {
+    if (!outcome.empty() && pod.outcome != outcome) continue;
+    out += (out.empty() ? "" : ", ") + pod.id;
+  }
+  return out.empty() ? "none" : out;
+}
+
+DrainedPod::Outcome OutcomeFromName(std::string_view name, bool* unanswered) {
+  *unanswered = name == "retry";
+  for (DrainedPod::Outcome outcome :
+       {DrainedPod::Outcome::kPending, DrainedPod::Outcome::kEvicted, DrainedPod::Outcome::kGone,
+        DrainedPod::Outcome::kBlocked, DrainedPod::Outcome::kFailed}) {
+    if (OutcomeName(outcome) == name) return outcome;
+  }
+  return *unanswered ? DrainedPod::Outcome::kFailed : DrainedPod::Outcome::kPending;
+}
+
+std::string NameOfOutcome(const DrainedPod& pod) {
+  return pod.unanswered ? "retry" : std::string(OutcomeName(pod.outcome));
+}
+
+}  // namespace
+
+std::string_view ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kOff:
+      return "off";
+    case Mode::kDryRun:
+      return "dry-run";
+    case Mode::kOn:
+      return "on";
+  }
+  return "off";
+}
+
+std::optional<Mode> ParseMode(std::string_view name) {
+  for (Mode mode : {Mode::kOff, Mode::kDryRun, Mode::kOn}) {
+    if (ModeName(mode) == name) return mode;
+  }
+  return std::nullopt;
+}
+
+std::string_view RebootViaName(RebootVia via) {
+  switch (via) {
+    case RebootVia::kNone:
+      return "none";
+    case RebootVia::kSentinel:
+      return "sentinel";
+    case RebootVia::kLabel:
+      return "label";
+  }
+  return "none";
+}
+
+std::optional<RebootVia> ParseRebootVia(std::string_view name) {
+  for (RebootVia via : {RebootVia::kNone, RebootVia::kSentinel, RebootVia::kLabel}) {
+    if (RebootViaName(via) == name) return via;
+  }
+  return std::nullopt;
+}
+
+// A GPU node as the remediator reads it.
+struct Remediator::NodeView {
+  std::string name, uid, resource_version;
+  Json labels = Json::object(), annotations = Json::object(), taints = Json::array();
+  bool unschedulable = false;
+  std::string condition;  // the GpuProblem status: "True", "False", "Unknown" or "" (none)
+  absl::Time condition_since = absl::InfinitePast();
+  std::string condition_message;
+
+  static NodeView From(const Json& node) {
+    NodeView view;
+    const Json& metadata = kube::At(node, "metadata");
+    view.name = kube::StringAt(metadata, "name");
+    view.uid = kube::StringAt(metadata, "uid");
+    view.resource_version = kube::StringAt(metadata, "resourceVersion");
+    if (kube::At(metadata, "labels").is_object()) view.labels = metadata["labels"];
+    if (kube::At(metadata, "annotations").is_object()) view.annotations = metadata["annotations"];
+    const Json& spec = kube::At(node, "spec");
+    if (kube::At(spec, "taints").is_array()) view.taints = spec["taints"];
+    view.unschedulable = kube::At(spec, "unschedulable").is_boolean() && spec["unschedulable"];
+    const Json& conditions = kube::At(kube::At(node, "status"), "conditions");
+    for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
+      if (kube::StringAt(conditions[i], "type") != kConditionType) continue;
+      view.condition = kube::StringAt(conditions[i], "status");
+      view.condition_message = kube::StringAt(conditions[i], "message");
+      std::string error;
+      absl::Time since;
+      if (absl::ParseTime(absl::RFC3339_full, kube::StringAt(conditions[i], "lastTransitionTime"),
+                          &since, &error)) {
+        view.condition_since = since;
+      }
+    }
+    return view;
+  }
+  std::string Annotation(std::string_view key) const { return kube::StringAt(annotations, key); }
+  bool HasTaint(std::string_view key) const {
+    for (const Json& taint : taints) {
+      if (kube::StringAt(taint, "key") == key && kube::StringAt(taint, "effect") == "NoSchedule") {
+        return true;
+      }
+    }
+    return false;
+  }
+};
+
+// What one pass knows across nodes.
+struct Remediator::Pass {
+  absl::Time now;
+  int active = 0;  // nodes in drain or recovery (the concurrency limit's count)
+  bool breaker_open = false;
+  std::string breaker_why;
+  absl::Status first_error;
+  Json status = Json::array();
+  std::map<std::string, int> steps;
+};
+
+// One node's step: the changes it makes to the node, written as one merge patch that names the
+// resourceVersion they were decided on, and the Events that tell of them, posted once the write
+// has succeeded.
+class Remediator::NodeStep {
+ public:
+  NodeStep(Remediator* remediator, const NodeView& view, absl::Time now)
+      : remediator_(remediator), view_(view), now_(now) {}
+
+  void SetAnnotation(std::string_view key, const std::string& value) {
+    if (view_.Annotation(key) == value) return;
+    patch_["metadata"]["annotations"][std::string(key)] = value;
+  }
+  void RemoveAnnotation(std::string_view key) {
+    if (!view_.annotations.contains(std::string(key))) return;
+    patch_["metadata"]["annotations"][std::string(key)] = nullptr;
+  }
+  void SetLabel(std::string_view key, const std::string& value) {
+    if (kube::StringAt(view_.labels, key) == value) return;
+    patch_["metadata"]["labels"][std::string(key)] = value;
+  }
+  void RemoveLabel(std::string_view key) {
+    if (!view_.labels.contains(std::string(key))) return;
+    patch_["metadata"]["labels"][std::string(key)] = nullptr;
+  }
+  void SetUnschedulable(bool unschedulable) {
+    if (view_.unschedulable == unschedulable) return;
+    patch_["spec"]["unschedulable"] = unschedulable ? Json(true) : Json(nullptr);
+  }
+  // Adds or removes our NoSchedule taint `key`; taints are an atomic list, so the patch carries
+  // the whole list (safe: the resourceVersion precondition refuses it if the list moved).
+  void SetTaint(std::string_view key, bool present) {
+    if (view_.HasTaint(key) == present) return;
+    Json taints = Json::array();
+    for (const Json& taint : view_.taints) {
+      if (kube::StringAt(taint, "key") != key) taints.push_back(taint);
+    }
+    if (present) {
+      taints.push_back({{"key", std::string(key)},
+                        {"value", "true"},
+                        {"effect", "NoSchedule"},
+                        {"timeAdded", kube::Time(now_)}});
+    }
+    patch_["spec"]["taints"] = std::move(taints);
+  }
+  void Event(std::string_view type, std::string reason, std::string message) {
+    events_.push_back({std::string(type), std::move(reason), std::move(message)});
+  }
+
+  // Writes the changes (if any), then posts the Events. A 409 (the node moved since it was read)
+  // means the step is taken again from the newer node next pass.
+  absl::Status Write() {
+    if (!patch_.is_null()) {
+      patch_["metadata"]["resourceVersion"] = view_.resource_version;
+      auto response = remediator_->api_->Call("PATCH", "/api/v1/nodes/" + view_.name, kMergePatch,
+                                              patch_.dump());
+      if (!response.ok()) {
+        ++remediator_->stats_.api_errors;
+        return absl::UnavailableError(
+            fmt::format("patching node {}: {}", view_.name, MessageOf(response.status())));
+      }
+      if (response->status == 409) {
+        ++remediator_->stats_.conflicts;
+        return absl::AbortedError(fmt::format(
+            "node {} changed since it was read (409): its step is decided again", view_.name));
+      }
+      if (response->status < 200 || response->status >= 300) {
+        ++remediator_->stats_.api_errors;
+        return absl::UnavailableError(
+            fmt::format("patching node {}: {} {}{}", view_.name, response->status,
+                        kube::ApiMessage(response->body),
+                        response->status == 403 ? " (does the service account have the "
+                                                  "remediator's ClusterRole from deploy/?)"
+                                                : ""));
+      }
+      Json node = Json::parse(response->body, nullptr, /*allow_exceptions=*/false);
+      if (node.is_object()) {
+        remediator_->written_nodes_[view_.name] = KeepWhatTheRemediatorReads(node);
+      }
+    }
+    for (const auto& event : events_)
+      remediator_->PostEvent(view_, event.type, event.reason, event.message, now_);
+    return absl::OkStatus();
+  }
+
+ private:
+  struct PendingEvent {
+    std::string type, reason, message;
+  };
+  Remediator* const remediator_;
+  const NodeView& view_;
+  const absl::Time now_;
+  Json patch_;
+  std::vector<PendingEvent> events_;
+};
+
+Remediator::Remediator(RemediatorOptions options, KubeApi* api)
+    : options_(std::move(options)),
+      api_(api),
+      clock_(options_.clock),
+      nodes_(api, {.path = "/api/v1/nodes",
+                   .label_selector = options_.gpu_node_selector,
+                   .transform = KeepWhatTheRemediatorReads,
+                   .description = "GPU nodes",
+                   .clock = options_.clock}) {}
+
+Remediator::~Remediator() { Stop(); }
+
+void Remediator::StartWatching() { nodes_.Start(); }
+void Remediator::Stop() { nodes_.Stop(); }
+
+Json Remediator::KeepWhatTheRemediatorReads(const Json& node) {
+  const Json& metadata = kube::At(node, "metadata");
+  Json kept = {{"metadata",
+                {{"name", kube::StringAt(metadata, "name")},
+                 {"uid", kube::StringAt(metadata, "uid")},
+                 {"resourceVersion", kube::StringAt(metadata, "resourceVersion")}}}};
+  if (const Json& labels = kube::At(metadata, "labels"); labels.is_object()) {
+    for (std::string_view key : {kNeedsInspectionLabel, kRebootRequestedLabel}) {
+      if (labels.contains(std::string(key))) kept["metadata"]["labels"][key] = labels[key];
+    }
+  }
+  if (const Json& annotations = kube::At(metadata, "annotations"); annotations.is_object()) {
+    for (std::string_view key :
+         {kFaultsAnnotation, kRemediationAnnotation, kResetRequestAnnotation,
+          kResetResultAnnotation, kRebootRequestAnnotation, kRebootResultAnnotation}) {
+      if (annotations.contains(std::string(key))) {
+        kept["metadata"]["annotations"][key] = annotations[key];
+      }
+    }
+  }
+  const Json& spec = kube::At(node, "spec");
+  if (kube::At(spec, "taints").is_array()) kept["spec"]["taints"] = spec["taints"];
+  if (kube::At(spec, "unschedulable").is_boolean()) {
+    kept["spec"]["unschedulable"] = spec["unschedulable"];
+  }
+  const Json& conditions = kube::At(kube::At(node, "status"), "conditions");
+  for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
+    if (kube::StringAt(conditions[i], "type") == kConditionType) {
+      kept["status"]["conditions"] = Json::array({conditions[i]});
+    }
+  }
+  return kept;
+}
+
+void Remediator::PostEvent(const NodeView& view, std::string_view type, std::string_view reason,
+                           const std::string& message, absl::Time now) {
+  const std::string name =
+      fmt::format("{}.vigil-remediator.{:x}.{}", view.name, absl::ToUnixNanos(now), ++written_);
+  const Json event = kube::NodeEvent({.name = name,
+                                      .ns = options_.event_namespace,
+                                      .node = view.name,
+                                      .node_uid = view.uid,
+                                      .type = type,
+                                      .reason = reason,
+                                      .message = message,
+                                      .component = "vigil-remediator",
+                                      .instance = options_.identity,
+                                      .time = now});
+  spdlog::info("remediation: node {}: {} {}", view.name, reason, message);
+  auto response = api_->Call("POST", "/api/v1/namespaces/" + options_.event_namespace + "/events",
+                             "application/json", event.dump());
+  if (!response.ok() || response->status < 200 || response->status >= 300) {
+    ++stats_.api_errors;
+    // An Event is a record, not a step: the step stands, the log line above keeps it.
+    spdlog::warn("remediation: node {}: could not post the {} Event: {}", view.name, reason,
+                 response.ok() ? kube::ApiMessage(response->body)
+                               : std::string(MessageOf(response.status())));
+    return;
+  }
+  ++stats_.events;
+}
+
+absl::Status Remediator::ReconcileOnce() {
+  Pass pass;
+  pass.now = clock_->Now();
+  ++stats_.passes;
+  if (!nodes_.synced()) return absl::UnavailableError("the GPU nodes are not listed yet");
+  // The nodes, each as the newer of the informer's copy and this replica's last write.
+  std::map<std::string, Json> nodes;
+  nodes_.ForEach([&](const std::string& name, const Json& node) { nodes[name] = node; });
+  for (auto it = written_nodes_.begin(); it != written_nodes_.end();) {
+    auto node = nodes.find(it->first);
+    if (node == nodes.end()) {
+      it = written_nodes_.erase(it);  // deleted
+      continue;
+    }
+    if (kube::IsLaterResourceVersion(kube::StringAt(it->second["metadata"], "resourceVersion"),
+                                     kube::StringAt(node->second["metadata"], "resourceVersion"))) {
+      node->second = it->second;
+      ++it;
+    } else {
+      it = written_nodes_.erase(it);  // the watch has caught up
+    }
+  }
+  // Cluster-wide counts: nodes in drain or recovery, and the tainted share (the breaker).
+  int tainted = 0;
+  for (const auto& [name, node] : nodes) {
+    const NodeView view = NodeView::From(node);
+    if (view.HasTaint(options_.taint_key)) ++tainted;
+    if (auto state = ParseRemediation(view.Annotation(kRemediationAnnotation)); state.ok()) {
+      if (state->step == RemediationStep::kDraining ||
+          state->step == RemediationStep::kRecovering) {
+        ++pass.active;
+      }
+    }
+  }
+  if (!nodes.empty() && static_cast<double>(tainted) >
+                            options_.max_tainted_share * static_cast<double>(nodes.size())) {
+    pass.breaker_open = true;
+    pass.breaker_why = fmt::format("{} of {} GPU nodes are tainted, more than {:.0f}%", tainted,
+                                   nodes.size(), options_.max_tainted_share * 100);
+  }
+  stats_.breaker_open = pass.breaker_open;
+  for (const auto& [name, node] : nodes) {
+    absl::Status status = ReconcileNode(name, node, pass);
+    if (!status.ok()) {
+      spdlog::warn("remediation: {}", MessageOf(status));
+      if (pass.first_error.ok()) pass.first_error = status;
+    }
+  }
+  absl::MutexLock lock(&status_mutex_);
+  status_ = std::move(pass.status);
+  steps_ = std::move(pass.steps);
+  return pass.first_error;
+}
+
+absl::Status Remediator::ReconcileNode(const std::string& name, const Json& node, Pass& pass) {
+  const NodeView view = NodeView::From(node);
+  const absl::Time now = pass.now;
+  NodeRemediation state;
+  if (const std::string text = view.Annotation(kRemediationAnnotation); !text.empty()) {
+    auto parsed = ParseRemediation(text);
+    if (!parsed.ok()) {
+      // Someone edited it: never act on a state that cannot be read; a person fixes or removes it.
+      return absl::InvalidArgumentError(
+          fmt::format("node {}: {}; not acting on it until it is fixed or removed", name,
+                      MessageOf(parsed.status())));
+    }
+    state = *std::move(parsed);
+  }
+  // Attempts older than the window no longer count.
+  std::erase_if(state.attempts,
+                [&](absl::Time attempt) { return now - attempt > options_.attempt_window; });
+  std::optional<PublishedFaults> faults;
+  if (const std::string text = view.Annotation(kFaultsAnnotation); !text.empty()) {
+    if (auto parsed = ParseFaults(text); parsed.ok()) faults = *std::move(parsed);
+  }
+  const bool failing = view.condition == "True";
+  const bool healthy = view.condition == "False";
+  NodeStep step(this, view, now);
+  const auto record = [&](RemediationStep next, std::string message) {
+    state.step = next;
+    state.step_started = now;
+    state.message = std::move(message);
+  };
+  const auto escalate = [&](const std::string& why) {
+    record(RemediationStep::kEscalated, why);
+    step.SetLabel(kNeedsInspectionLabel, "true");
+    step.SetTaint(kNeedsInspectionTaint, true);
+    step.RemoveAnnotation(kResetRequestAnnotation);
+    step.RemoveAnnotation(kRebootRequestAnnotation);
+    step.Event("Warning", "VigilNeedsInspection",
+               fmt::format("{}: labelled {}=true and kept quarantined; remove the label to hand "
+                           "the node back",
+                           why, kNeedsInspectionLabel));
+    ++stats_.escalations;
+  };
+  // The end of an episode: what the remediator added goes, its attempts stay for the window.
+  const auto hand_back = [&](const std::string& why) {
+    if (state.cordoned) step.SetUnschedulable(false);
+    step.RemoveLabel(kRebootRequestedLabel);
+    step.RemoveAnnotation(kResetRequestAnnotation);
+    step.RemoveAnnotation(kRebootRequestAnnotation);
+    state.cordoned = false;
+    state.drain.clear();
+    state.drain_rounds = 0;
+    state.request_id.clear();
+    record(RemediationStep::kIdle, why);
+  };
+  const std::string before = view.Annotation(kRemediationAnnotation);
+
+  switch (state.step) {
+    case RemediationStep::kEscalated:
+      if (!view.labels.contains(std::string(kNeedsInspectionLabel))) {
+        step.SetTaint(kNeedsInspectionTaint, false);
+        hand_back("handed back by a person (the needs-inspection label was removed)");
+        state.attempts.clear();
+        step.Event("Normal", "VigilHandedBack",
+                   fmt::format("the {} label was removed: the remediator's taint is gone and its "
+                               "attempts are forgotten",
+                               kNeedsInspectionLabel));
+      } else {
+        step.SetTaint(kNeedsInspectionTaint, true);  // put back if someone took it off alone
+      }
+      break;
+
+    case RemediationStep::kIdle: {
+      if (!failing || options_.mode == Mode::kOff) {
+        dry_runs_.erase(name);
+        waits_.erase(name);
+        break;
+      }
+      if (!faults.has_value()) {
+        if (waits_[name] != "faults") {
+          waits_[name] = "faults";
+          spdlog::warn(
+              "remediation: node {} fails but its health check has published no {} annotation "
+              "(is it a Vigil health check with --kubernetes that publishes faults?): waiting",
+              name, kFaultsAnnotation);
+        }
+        break;
+      }
+      // What the node needs: the strongest action of its actionable faults.
+      v1::RecommendedAction action = v1::RECOMMENDED_ACTION_NONE;
+      std::vector<GpuRef> gpus;
+      std::string incident;
+      bool drill_only = true;
+      for (const PublishedFault& fault : faults->faults) {
+        drill_only &= !fault.actionable();
+        if (Strength(fault.action) > Strength(action)) action = fault.action;
+      }
+      for (const PublishedFault& fault : faults->faults) {
+        if (fault.action != action) continue;
+        if (fault.gpu >= 0 && std::none_of(gpus.begin(), gpus.end(), [&](const GpuRef& gpu) {
+              return gpu.uuid == fault.uuid;
+            })) {
+          gpus.push_back({.index = static_cast<uint32_t>(fault.gpu), .uuid = fault.uuid});
+        }
+        const std::string subject = fault.gpu >= 0 ? fmt::format("GPU {}", fault.gpu) : "node";
+        incident += fmt::format("{}{} {} {}{}", incident.empty() ? "" : "; ", subject, fault.system,
+                                fault.code, fault.injected ? " [injected]" : "");
+      }
+      if (faults->faults.empty() || action == v1::RECOMMENDED_ACTION_NONE) {
+        if (waits_[name] != "none") {
+          waits_[name] = "none";
+          spdlog::info("remediation: node {} fails, but no fault recommends an action", name);
+        }
+        break;
+      }
+      // For a reboot, every GPU pod (or every pod); otherwise the pods of the failing GPUs when
+      // the health check knows them, else every GPU pod.
+      DrainOptions drain_options{
+          .all_pods = action == v1::RECOMMENDED_ACTION_REBOOT && options_.drain_all_pods,
+          .exclude_namespaces = options_.exclude_namespaces};
+      if (action != v1::RECOMMENDED_ACTION_REBOOT && faults->pods_known) {
+        drain_options.only.emplace();
+        for (const GpuPods& gpu : faults->gpu_pods) {
+          for (const GpuRef& failing_gpu : gpus) {
+            if (gpu.uuid != failing_gpu.uuid) continue;
+            drain_options.only->insert(drain_options.only->end(), gpu.pods.begin(), gpu.pods.end());
+          }
+        }
+      }
+      const bool dry_run = options_.mode == Mode::kDryRun || drill_only;
+      if (dry_run) {
+        // Every step it would take, recorded once per episode; nothing on the node changes.
+        const std::string episode = incident + "|" + kube::Time(view.condition_since);
+        if (dry_runs_[name] == episode) break;
+        dry_runs_[name] = episode;
+        const std::string why = drill_only
+                                    ? "the faults are a drill's, injected without --allow-actions"
+                                    : "--mode dry-run";
+        std::vector<std::string> would;
+        if (state.attempts.size() >= static_cast<size_t>(options_.max_attempts) ||
+            action == v1::RECOMMENDED_ACTION_INSPECT) {
+          would.push_back(
+              fmt::format("label {}=true and keep the node quarantined", kNeedsInspectionLabel));
+        } else {
+          if (options_.cordon) would.push_back("cordon the node");
+          DrainOptions drain = drain_options;
+          drain.dry_run = true;
+          const DrainReport plan = PlanDrain(*api_, name, drain);
+          std::string pods;
+          for (const DrainedPod& pod : plan.pods) {
+            pods += fmt::format("{}{}/{}", pods.empty() ? "" : ", ", pod.ns, pod.name);
+          }
+          would.push_back(plan.error.empty()
+                              ? fmt::format("evict {}", pods.empty() ? "no pod" : pods)
+                              : fmt::format("evict the pods (cannot list them: {})", plan.error));
+          if (action == v1::RECOMMENDED_ACTION_RESET_GPU) {
+            would.push_back(fmt::format("reset {}", GpuList(gpus)));
+          } else if (action == v1::RECOMMENDED_ACTION_REBOOT) {
+            would.push_back(
+                fmt::format("request a reboot ({})", RebootViaName(options_.reboot_via)));
+          }
+          would.push_back(fmt::format("hand the node back after PASS for {}",
+                                      absl::FormatDuration(options_.untaint_after)));
+        }
+        for (size_t i = 0; i < would.size(); ++i) {
+          step.Event("Normal", "VigilDryRun",
+                     fmt::format("[dry-run: {}] {} ({}): step {} of {}: would {}", why, incident,
+                                 RecommendedActionText(action), i + 1, would.size(), would[i]));
+          ++stats_.dry_run_steps;
+        }
+        break;
+      }
+      dry_runs_.erase(name);
+      if (state.attempts.size() >= static_cast<size_t>(options_.max_attempts)) {
+        state.action = action;
+        state.gpus = gpus;
+        state.incident = incident;
+        escalate(fmt::format("failed again after {} recover{} in {}: {}", state.attempts.size(),
+                             state.attempts.size() == 1 ? "y" : "ies",
+                             absl::FormatDuration(options_.attempt_window), incident));
+        break;
+      }
+      if (action == v1::RECOMMENDED_ACTION_INSPECT) {
+        state.action = action;
+        state.gpus = gpus;
+        state.incident = incident;
+        escalate(fmt::format("the fault needs a person, not an automatic action: {}", incident));
+        break;
+      }
+      if (pass.active >= options_.max_concurrent) {
+        const std::string why =
+            fmt::format("{} node(s) already in drain or recovery (--max-concurrent {})",
+                        pass.active, options_.max_concurrent);
+        if (waits_[name] != why) {
+          waits_[name] = why;
+          step.Event("Normal", "VigilWaiting", fmt::format("{} waits: {}", incident, why));
+        }
+        break;
+      }
+      if (pass.breaker_open) {
+        if (waits_[name] != pass.breaker_why) {
+          waits_[name] = pass.breaker_why;
+          step.Event("Warning", "VigilCircuitBreakerOpen",
+                     fmt::format("{} waits: {} — a fleet-wide problem is not drained node by node",
+                                 incident, pass.breaker_why));
+        }
+        break;
+      }
+      waits_.erase(name);
+      // Quarantine (the health check's taint is on; cordon as an option), then the drain plan.
+      state.action = action;
+      state.gpus = gpus;
+      state.incident = incident;
+      state.episode_started = now;
+      if (options_.cordon && !view.unschedulable) {
+        step.SetUnschedulable(true);
+        state.cordoned = true;
+      }
+      const DrainReport plan = PlanDrain(*api_, name, drain_options);
+      if (!plan.error.empty()) {
+        return absl::UnavailableError(
+            fmt::format("node {}: cannot list its pods to drain: {}", name, plan.error));
+      }
+      state.drain.clear();
+      for (const DrainedPod& pod : plan.pods) {
+        state.drain.push_back({.id = pod.ns + "/" + pod.name, .outcome = "pending"});
+      }
+      state.drain_rounds = 0;
+      state.drain_next = now;
+      record(RemediationStep::kDraining, fmt::format("evicting {}", PodList(state.drain)));
+      ++stats_.episodes;
+      ++pass.active;
+      step.Event("Warning", "VigilQuarantined",
+                 fmt::format("{} ({}): quarantined (taint {}{}); draining {}", incident,
+                             RecommendedActionText(action), options_.taint_key,
+                             state.cordoned ? ", cordoned" : "", PodList(state.drain)));
+      break;
+    }
+
+    case RemediationStep::kDraining: {
+      if (now >= state.drain_next) {
+        std::vector<DrainedPod> pods;
+        for (const DrainPodState& pod : state.drain) {
+          const size_t slash = pod.id.find('/');
+          DrainedPod drained{.ns = pod.id.substr(0, slash),
+                             .name = slash == std::string::npos ? "" : pod.id.substr(slash + 1),
+                             .attempts = pod.attempts};
+          drained.outcome = OutcomeFromName(pod.outcome, &drained.unanswered);
+          pods.push_back(std::move(drained));
+        }
+        std::vector<DrainedPod> before_round = pods;
+        absl::Duration retry_after;
+        EvictRound(*api_, &pods, &retry_after);
+        ++state.drain_rounds;
+        state.drain_next = NextRoundAfter(now, state.drain_rounds, retry_after);
+        for (size_t i = 0; i < pods.size(); ++i) {
+          if (pods[i].attempts == before_round[i].attempts) continue;
+          switch (pods[i].outcome) {
+            case DrainedPod::Outcome::kEvicted:
+              ++stats_.evictions_evicted;
+              break;
+            case DrainedPod::Outcome::kGone:
+              ++stats_.evictions_gone;
+              break;
+            case DrainedPod::Outcome::kBlocked:
+              ++stats_.evictions_blocked;
+              break;
+            default:
+              ++stats_.evictions_failed;
+              break;
+          }
+          state.drain[i].outcome = NameOfOutcome(pods[i]);
+          state.drain[i].attempts = pods[i].attempts;
+        }
+      }
+      const bool drained =
+          std::all_of(state.drain.begin(), state.drain.end(), [](const DrainPodState& pod) {
+            return pod.outcome == "evicted" || pod.outcome == "gone";
+          });
+      if (drained) {
+        step.Event("Normal", "VigilDrained",
+                   fmt::format("{}: drained (evicted: {})", state.incident, PodList(state.drain)));
+        record(RemediationStep::kRecovering, "drained; recovering");
+        state.request_id.clear();
+      } else if (now - state.step_started >= options_.drain_timeout) {
+        std::string left;
+        for (const DrainPodState& pod : state.drain) {
+          if (pod.outcome == "evicted" || pod.outcome == "gone") continue;
+          left += fmt::format("{}{} ({}, {} attempts)", left.empty() ? "" : ", ", pod.id,
+                              pod.outcome, pod.attempts);
+        }
+        record(RemediationStep::kDrainStuck,
+               fmt::format("the drain did not finish in {}: {} left",
+                           absl::FormatDuration(options_.drain_timeout), left));
+        step.Event("Warning", "VigilDrainStuck",
+                   fmt::format("{}: {}; stopped, the node stays quarantined (a person decides: "
+                               "fix the PodDisruptionBudget or move the pods)",
+                               state.incident, state.message));
+      }
+      break;
+    }
+
+    case RemediationStep::kDrainStuck:
+      if (healthy && now - view.condition_since >= options_.untaint_after) {
+        hand_back("healthy again after a stuck drain");
+        step.Event("Normal", "VigilRecovered",
+                   fmt::format("{}: PASS for {} after the drain got stuck; handed back",
+                               state.incident, absl::FormatDuration(options_.untaint_after)));
+      }
+      break;
+
+    case RemediationStep::kRecovering: {
+      if (state.action == v1::RECOMMENDED_ACTION_RESET_GPU) {
+        if (state.request_id.empty()) {
+          const ActionRequest request{
+              .id = fmt::format("reset-{}-{:x}-{}", name, absl::ToUnixSeconds(now), ++written_),
+              .gpus = state.gpus,
+              .reason = fmt::format("vigil remediator: {}", state.incident),
+              .requested = now};
+          step.SetAnnotation(kResetRequestAnnotation, RequestToJson(request));
+          state.request_id = request.id;
+          state.message =
+              fmt::format("asked the node's health check to reset {}", GpuList(state.gpus));
+          ++stats_.resets_requested;
+          step.Event("Normal", "VigilResetRequested",
+                     fmt::format("{}: reset of {} requested ({})", state.incident,
+                                 GpuList(state.gpus), request.id));
+          break;
+        }
+        auto result = ParseResult(view.Annotation(kResetResultAnnotation));
+        if (result.ok() && result->id == state.request_id) {
+          if (result->outcome == ActionOutcome::kDone) {
+            state.attempts.push_back(now);
+            record(RemediationStep::kVerifying,
+                   fmt::format("reset done; verifying PASS for {}",
+                               absl::FormatDuration(options_.untaint_after)));
+            step.RemoveAnnotation(kResetRequestAnnotation);
+            step.Event("Normal", "VigilGpuReset",
+                       fmt::format("{}: {} reset: {}", state.incident, GpuList(state.gpus),
+                                   result->message));
+            break;
+          }
+          if (result->outcome == ActionOutcome::kRefused &&
+              now - state.step_started < options_.recovery_timeout) {
+            if (now - result->finished >= kRefusedResetRetry) state.request_id.clear();
+            state.message = fmt::format("the reset was refused, asking again: {}", result->message);
+            break;
+          }
+          state.attempts.push_back(now);
+          ++stats_.failed_attempts;
+          escalate(fmt::format(
+              "the reset of {} {}: {}", GpuList(state.gpus),
+              result->outcome == ActionOutcome::kRefused ? "kept being refused" : "failed",
+              result->message));
+          break;
+        }
+        if (now - state.step_started >= options_.recovery_timeout) {
+          escalate(fmt::format(
+              "no answer to the reset request {} from the node's health check in {} (does it "
+              "run with --relay-actions and the engine's token?)",
+              state.request_id, absl::FormatDuration(options_.recovery_timeout)));
+        }
+        break;
+      }
+      if (state.action == v1::RECOMMENDED_ACTION_REBOOT) {
+        if (state.request_id.empty()) {
+          state.request_id =
+              fmt::format("reboot-{}-{:x}-{}", name, absl::ToUnixSeconds(now), ++written_);
+          state.attempts.push_back(now);
+          ++stats_.reboots_requested;
+          const std::string reason = fmt::format("vigil remediator: {}", state.incident);
+          switch (options_.reboot_via) {
+            case RebootVia::kSentinel:
+              step.SetAnnotation(
+                  kRebootRequestAnnotation,
+                  RequestToJson({.id = state.request_id, .reason = reason, .requested = now}));
+              state.message = "asked the node's health check for the reboot sentinel";
+              break;
+            case RebootVia::kLabel:
+              step.SetLabel(kRebootRequestedLabel, "true");
+              state.message =
+                  fmt::format("labelled {}=true for the repair operator", kRebootRequestedLabel);
+              break;
+            case RebootVia::kNone:
+              state.message = "a reboot is needed: no --reboot-via, so a person reboots it";
+              break;
+          }
+          step.Event("Warning", "VigilRebootRequested",
+                     fmt::format("{}: {} ({})", state.incident, state.message, state.request_id));
+          break;
+        }
+        if (healthy) {
+          step.RemoveLabel(kRebootRequestedLabel);
+          step.RemoveAnnotation(kRebootRequestAnnotation);
+          record(RemediationStep::kVerifying,
+                 fmt::format("back after the reboot; verifying PASS for {}",
+                             absl::FormatDuration(options_.untaint_after)));
+          break;
+        }
+        if (auto result = ParseResult(view.Annotation(kRebootResultAnnotation));
+            result.ok() && result->id == state.request_id &&
+            result->outcome == ActionOutcome::kFailed) {
+          ++stats_.failed_attempts;
+          escalate(fmt::format("the reboot could not be requested: {}", result->message));
+          break;
+        }
+        if (now - state.step_started >= options_.recovery_timeout) {
+          ++stats_.failed_attempts;
+          escalate(fmt::format("not back to PASS {} after the reboot was requested",
+                               absl::FormatDuration(options_.recovery_timeout)));
+        }
+        break;
+      }
+      // restart-app: the drain restarted the workloads; there is nothing to recover.
+      state.attempts.push_back(now);
+      record(RemediationStep::kVerifying,
+             fmt::format("workloads restarted elsewhere; verifying PASS for {}",
+                         absl::FormatDuration(options_.untaint_after)));
+      break;
+    }
+
+    case RemediationStep::kVerifying:
+      if (failing) {
+        ++stats_.failed_attempts;
+        if (state.attempts.size() >= static_cast<size_t>(options_.max_attempts)) {
+          escalate(fmt::format("FAIL again after {} recover{} in {}: {}", state.attempts.size(),
+                               state.attempts.size() == 1 ? "y" : "ies",
+                               absl::FormatDuration(options_.attempt_window), state.incident));
+        } else {
+          // A failed attempt: the episode starts over from the top next pass.
+          hand_back("FAIL again after the recovery: a failed attempt; starting over");
+          step.Event("Warning", "VigilRecoveryFailed",
+                     fmt::format("{}: FAIL again after the recovery (attempt {} of {})",
+                                 state.incident, state.attempts.size(), options_.max_attempts));
+        }
+        break;
+      }
+      if (healthy &&
+          now - std::max(state.step_started, view.condition_since) >= options_.untaint_after &&
+          !view.HasTaint(options_.taint_key)) {
+        hand_back(
+            fmt::format("recovered: PASS for {}", absl::FormatDuration(options_.untaint_after)));
+        ++stats_.recoveries;
+        step.Event("Normal", "VigilRecovered",
+                   fmt::format("{}: PASS for {} after the {}; handed back", state.incident,
+                               absl::FormatDuration(options_.untaint_after),
+                               RecommendedActionText(state.action)));
+      }
+      break;
+  }
+
+  // Kept while an episode is under way or attempts count; gone once neither holds.
+  if (state.step == RemediationStep::kIdle && state.attempts.empty()) {
+    step.RemoveAnnotation(kRemediationAnnotation);
+  } else if (const std::string after = RemediationToJson(state); after != before) {
+    step.SetAnnotation(kRemediationAnnotation, after);
+  }
+  absl::Status written = step.Write();
+  Json status = {{"node", name},
+                 {"step", std::string(RemediationStepName(state.step))},
+                 {"action", std::string(RecommendedActionText(state.action))},
+                 {"incident", state.incident},
+                 {"attempts", state.attempts.size()},
+                 {"since", kube::Time(state.step_started)},
+                 {"message", state.message},
+                 {"condition", view.condition}};
+  if (dry_runs_.contains(name)) status["dry_run"] = dry_runs_[name];
+  if (auto wait = waits_.find(name); wait != waits_.end()) status["waiting"] = wait->second;
+  if (state.step != RemediationStep::kIdle || failing || status.contains("dry_run")) {
+    pass.status.push_back(std::move(status));
+  }
+  ++pass.steps[std::string(RemediationStepName(state.step))];
+  return written;
+}
+
+Json Remediator::StatusJson() const {
+  absl::MutexLock lock(&status_mutex_);
+  return {{"mode", std::string(ModeName(options_.mode))},
+          {"breaker_open", stats_.breaker_open.load()},
+          {"nodes", status_}};
+}
+
+std::string Remediator::Metrics() const {
+  std::string out;
+  out +=
+      "# HELP vigil_remediator_nodes GPU nodes by remediation step.\n"
+      "# TYPE vigil_remediator_nodes gauge\n";
+  {
+    absl::MutexLock lock(&status_mutex_);
+    for (RemediationStep step :
+         {RemediationStep::kIdle, RemediationStep::kDraining, RemediationStep::kDrainStuck,
+          RemediationStep::kRecovering, RemediationStep::kVerifying, RemediationStep::kEscalated}) {
+      const std::string name(RemediationStepName(step));
+      auto it = steps_.find(name);
+      out += fmt::format("vigil_remediator_nodes{{step=\"{}\"}} {}\n", name,
+                         it == steps_.end() ? 0 : it->second);
+    }
+  }
+  const auto counter = [&](std::string_view name, std::string_view help, uint64_t value) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{} {}\n", name, help, name, name, value);
+  };
+  out +=
+      "# HELP vigil_remediator_evictions_total Evictions asked for, by the API server's answer.\n"
+      "# TYPE vigil_remediator_evictions_total counter\n";
+  out += fmt::format("vigil_remediator_evictions_total{{outcome=\"evicted\"}} {}\n",
+                     stats_.evictions_evicted.load());
+  out += fmt::format("vigil_remediator_evictions_total{{outcome=\"gone\"}} {}\n",
+                     stats_.evictions_gone.load());
+  out += fmt::format("vigil_remediator_evictions_total{{outcome=\"blocked\"}} {}\n",
+                     stats_.evictions_blocked.load());
+  out += fmt::format("vigil_remediator_evictions_total{{outcome=\"failed\"}} {}\n",
+                     stats_.evictions_failed.load());
+  counter("vigil_remediator_episodes_total", "Failing nodes the remediator took on.",
+          stats_.episodes.load());
+  counter("vigil_remediator_resets_requested_total", "GPU resets asked of nodes' health checks.",
+          stats_.resets_requested.load());
+  counter("vigil_remediator_reboots_requested_total", "Reboots requested.",
+          stats_.reboots_requested.load());
+  counter("vigil_remediator_recoveries_total", "Nodes handed back after PASS held.",
+          stats_.recoveries.load());
+  counter("vigil_remediator_failed_attempts_total",
+          "Recoveries that failed or were followed by FAIL again.", stats_.failed_attempts.load());
+  counter("vigil_remediator_escalations_total", "Nodes labelled vigil.dev/needs-inspection.",
+          stats_.escalations.load());
+  counter("vigil_remediator_dry_run_steps_total", "Steps recorded but not taken (dry run).",
+          stats_.dry_run_steps.load());
+  counter("vigil_remediator_api_errors_total", "Failed requests to the API server.",
+          stats_.api_errors.load());
+  counter("vigil_remediator_conflicts_total",
+          "Node writes refused because the node changed since it was read.",
+          stats_.conflicts.load());
+  out += fmt::format(
+      "# HELP vigil_remediator_circuit_breaker_open 1 while too many GPU nodes are tainted for a "
+      "new remediation to start.\n# TYPE vigil_remediator_circuit_breaker_open gauge\n"
+      "vigil_remediator_circuit_breaker_open {}\n",
+      stats_.breaker_open.load() ? 1 : 0);
+  return out;
+}
+
+}  // namespace vigil::remediator

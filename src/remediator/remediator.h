@@ -1,0 +1,165 @@
+// The remediator's decisions: drives each failing GPU node through quarantine -> drain -> recover
+// -> verify (docs/remediation.md has the state machine), from what the cluster says — the GPU
+// nodes' GpuProblem condition and the faults their health checks publish (api/remediation.h),
+// kept by an informer (LIST then WATCH: it never polls) — and keeps each node's state on the node
+// itself (the vigil.dev/remediation annotation), so a replica that takes over resumes every node
+// where it was: a drain goes on from the pods left, a reset is never asked for twice.
+//
+// What it does on the node's behalf: the health check's taint is the quarantine (and, as an
+// option, a cordon); the drain evicts through the Eviction API one round per pass (drain.h); a
+// GPU reset is asked of the node's health check, which relays it to its engine (the only process
+// that touches GPUs); a reboot is requested through the configured mechanism, never done by
+// default. Guardrails: --mode (off, dry-run: record every step it would take as Events, logs and
+// metrics, and change nothing), at most max_attempts recoveries per node in attempt_window (then
+// the node is labelled vigil.dev/needs-inspection=true and kept quarantined with a taint of its
+// own), at most max_concurrent nodes in drain or recovery, no new episode while more than
+// max_tainted_share of the GPU nodes are tainted (the health check's circuit breaker, seen
+// cluster-wide), and a drill's injected fault is handled as a dry run unless the drill allowed
+// actions.
+//
+// Every write to a node is a merge patch that names the resourceVersion it was decided on, so a
+// replica acting on a stale view (a leader that lost its Lease) is refused with 409 instead of
+// undoing the other's work.
+//
+// Threads: the informer's (`vigil-informer`, after StartWatching()). ReconcileOnce() is called by
+// one thread at a time (the command's loop while it holds the Lease, or a test); StatusJson(),
+// Metrics() and stats() from any thread.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "api/node_condition.h"
+#include "api/remediation.h"
+#include "common/clock.h"
+#include "kube/informer.h"
+#include "kube/kube_api.h"
+#include "nlohmann/json.hpp"
+
+namespace vigil::remediator {
+
+enum class Mode : uint8_t { kOff, kDryRun, kOn };
+std::string_view ModeName(Mode mode);  // "off", "dry-run", "on"
+std::optional<Mode> ParseMode(std::string_view name);
+
+// How a reboot is asked for. Vigil never reboots a node itself.
+enum class RebootVia : uint8_t {
+  kNone,      // Events say a reboot is needed; a person reboots it
+  kSentinel,  // the node's health check writes the reboot-required file kured watches
+  kLabel,     // vigil.dev/reboot-requested=true, for an external repair operator
+};
+std::string_view RebootViaName(RebootVia via);  // "none", "sentinel", "label"
+std::optional<RebootVia> ParseRebootVia(std::string_view name);
+
+struct RemediatorOptions {
+  Mode mode = Mode::kDryRun;
+  int max_attempts = 2;
+  absl::Duration attempt_window = absl::Hours(24);
+  int max_concurrent = 1;
+  double max_tainted_share = 0.5;
+  bool cordon = false;
+  bool drain_all_pods = false;  // a reboot's drain evicts every pod not owned by a DaemonSet
+  std::vector<std::string> exclude_namespaces;
+  absl::Duration drain_timeout = absl::Minutes(10);
+  RebootVia reboot_via = RebootVia::kNone;
+  // How long a reset or reboot may take to show (its result, the node back to PASS).
+  absl::Duration recovery_timeout = absl::Minutes(15);
+  // PASS held this long after a recovery before the node is handed back.
+  absl::Duration untaint_after = absl::Minutes(5);
+  std::string taint_key = std::string(kDefaultTaintKey);  // the health check's
+  std::string gpu_node_selector = "nvidia.com/gpu.present=true";
+  std::string event_namespace = "default";
+  std::string identity = "vigil-remediator";  // this replica, in Events and request ids
+  Clock* clock = Clock::Real();
+};
+
+struct RemediatorStats {
+  std::atomic<uint64_t> passes{0};
+  std::atomic<uint64_t> episodes{0};  // nodes taken on
+  std::atomic<uint64_t> evictions_evicted{0}, evictions_gone{0}, evictions_blocked{0},
+      evictions_failed{0};
+  std::atomic<uint64_t> resets_requested{0}, reboots_requested{0};
+  std::atomic<uint64_t> recoveries{0};       // nodes handed back healthy
+  std::atomic<uint64_t> failed_attempts{0};  // a FAIL back after a recovery, a failed reset
+  std::atomic<uint64_t> escalations{0};
+  std::atomic<uint64_t> dry_run_steps{0};
+  std::atomic<uint64_t> api_errors{0};
+  std::atomic<uint64_t> conflicts{0};
+  std::atomic<uint64_t> events{0};
+  std::atomic<bool> breaker_open{false};
+};
+
+class Remediator {
+ public:
+  // `api` is not owned and must outlive the remediator.
+  Remediator(RemediatorOptions options, KubeApi* api);
+  ~Remediator();
+
+  // Starts the informer of the GPU nodes (a standby replica keeps it warm, so a take-over acts at
+  // once). Idempotent.
+  void StartWatching();
+  void Stop();
+  bool synced() const { return nodes_.synced(); }
+  // The resourceVersion of node `name` as the informer has it ("" when none): tests wait for the
+  // watch to deliver a change before a pass.
+  std::string ResourceVersionOf(const std::string& name) const {
+    return nodes_.ResourceVersionOf(name);
+  }
+
+  // One pass over every GPU node: each takes its next step if it has one due. An API error on a
+  // node leaves it for the next pass and does not stop the others; the first error is returned.
+  absl::Status ReconcileOnce();
+
+  // Each node the remediator has a state for, as JSON (for /status and `vigil remediator
+  // status`).
+  nlohmann::json StatusJson() const;
+  // Prometheus text: nodes per step, attempts, evictions by outcome, recoveries, the breaker.
+  std::string Metrics() const;
+  const RemediatorStats& stats() const { return stats_; }
+  const RemediatorOptions& options() const { return options_; }
+
+  // What the informer keeps of a Node: name, uid, resourceVersion, Vigil's labels and
+  // annotations, spec.unschedulable and taints, and the GpuProblem condition.
+  static nlohmann::json KeepWhatTheRemediatorReads(const nlohmann::json& node);
+
+ private:
+  struct NodeView;
+  struct Pass;
+  class NodeStep;
+
+  absl::Status ReconcileNode(const std::string& name, const nlohmann::json& node, Pass& pass);
+  // Posts an Event about the node; a failure is logged and counted, never fatal (the step it
+  // tells of stands).
+  void PostEvent(const NodeView& view, std::string_view type, std::string_view reason,
+                 const std::string& message, absl::Time now);
+
+  const RemediatorOptions options_;
+  KubeApi* const api_;
+  Clock* const clock_;
+  Informer nodes_;
+  RemediatorStats stats_;
+  uint64_t written_ = 0;  // makes request ids and Event names unique (ReconcileOnce's thread)
+
+  // Owned by ReconcileOnce's thread.
+  // The node as this replica last wrote it (newer than the informer's copy until the watch
+  // delivers it): resourceVersion and object.
+  std::map<std::string, nlohmann::json> written_nodes_;
+  // Dry-run episodes already recorded (node -> what the episode was about), so each is recorded
+  // once, not every pass.
+  std::map<std::string, std::string> dry_runs_;
+  // Waits already reported (node -> why), to log and post an Event once per wait.
+  std::map<std::string, std::string> waits_;
+
+  mutable absl::Mutex status_mutex_;
+  nlohmann::json status_ ABSL_GUARDED_BY(status_mutex_) = nlohmann::json::array();
+  std::map<std::string, int> steps_ ABSL_GUARDED_BY(status_mutex_);  // nodes per step name
+};
+
+}  // namespace vigil::remediator
