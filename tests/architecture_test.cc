@@ -35,23 +35,27 @@ const std::map<std::string, Modules>& Allowed() {
       {"api", {"common", "fields"}},
       {"server", {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api"}},
       {"client", {"common", "fields", "api"}},
-      {"exporter", {"common", "fields", "api", "client"}},
+      {"exporter", {"common", "fields", "api", "client", "podresources"}},
+      {"podresources", {"common"}},
       {"kube", {"common"}},
-      {"healthcheck", {"common", "fields", "api", "client", "kube"}},
+      {"healthcheck", {"common", "fields", "api", "client", "kube", "podresources"}},
       {"drill", {"common", "fields", "api", "client", "kube"}},
       {"remediator", {"common", "fields", "api", "kube"}},
-      {"cli", {"common", "fields", "api", "client", "exporter", "healthcheck", "kube", "drill"}},
+      {"cli",
+       {"common", "fields", "api", "client", "exporter", "podresources", "healthcheck", "kube",
+        "drill", "remediator"}},
       {"app",
        {"common", "fields", "backend", "kmsg", "sampling", "health", "inject", "engine", "api",
-        "server", "client", "kube", "exporter", "healthcheck", "drill", "cli"}},
+        "server", "client", "kube", "podresources", "exporter", "healthcheck", "remediator",
+        "drill", "cli"}},
       {"testing", {"common"}},
   };
   return *allowed;
 }
 
 const Modules kEngineSide = {"backend", "kmsg", "sampling", "health", "inject", "engine", "server"};
-const Modules kClients = {"client",     "kube",  "exporter", "healthcheck",
-                          "remediator", "drill", "cli"};
+const Modules kClients = {"client",      "kube",       "podresources", "exporter",
+                          "healthcheck", "remediator", "drill",        "cli"};
 
 std::string Join(const Modules& modules) {
   std::string out;

@@ -10,8 +10,11 @@ namespace vigil::testing {
 
 HttpDaemon::HttpDaemon(const std::string& command, const std::string& dir,
                        const std::string& engine, const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {VigilBinary(), command,    "--engine",
-                                   engine,        "--listen", "127.0.0.1:0"};
+  std::vector<std::string> args = {VigilBinary(), command, "--listen", "127.0.0.1:0"};
+  if (!engine.empty()) {
+    args.push_back("--engine");
+    args.push_back(engine);
+  }
   args.insert(args.end(), extra.begin(), extra.end());
   process_ = std::make_unique<Process>(args, dir);
   if (!process_->WaitForStderr("listening on http://")) return;

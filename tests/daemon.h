@@ -15,8 +15,9 @@ namespace vigil::testing {
 
 class HttpDaemon {
  public:
-  // Runs `vigil COMMAND --engine ENGINE --listen 127.0.0.1:0 EXTRA...` and waits until it logs
-  // "listening on http://127.0.0.1:PORT/PATH"; port() is 0 when it did not.
+  // Runs `vigil COMMAND --listen 127.0.0.1:0 --engine ENGINE EXTRA...` (no --engine when ENGINE
+  // is empty) and waits until it logs "listening on http://127.0.0.1:PORT/PATH"; port() is 0
+  // when it did not.
   HttpDaemon(const std::string& command, const std::string& dir, const std::string& engine,
              const std::vector<std::string>& extra = {});
 

@@ -10,6 +10,7 @@
 
 #include "absl/time/clock.h"
 #include "daemon.h"
+#include "fake_kubelet.h"
 #include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "grpcpp/server_builder.h"
@@ -234,19 +235,6 @@ DCGM_EXP_GPU_HEALTH_STATUS, gauge, Health.
   EXPECT_TRUE(seen) << events.out;
 }
 
-// A kubelet that serves pod-resources v1 List from a fixed answer, or fails.
-class FakeKubelet final : public ::v1::PodResourcesLister::Service {
- public:
-  grpc::Status List(grpc::ServerContext*, const ::v1::ListPodResourcesRequest*,
-                    ::v1::ListPodResourcesResponse* response) override {
-    ++calls;
-    *response = answer;
-    return grpc::Status::OK;
-  }
-  std::atomic<int> calls{0};
-  ::v1::ListPodResourcesResponse answer;
-};
-
 TEST(ExporterTest, PodAttributionFromTheKubeletAndWithoutIt) {
   TempDir dir;
   EngineProcess engine(dir.path(), "n1", 2);
@@ -256,23 +244,10 @@ TEST(ExporterTest, PodAttributionFromTheKubeletAndWithoutIt) {
   const std::string uuid1 = gpus[1]["uuid"];
 
   FakeKubelet kubelet;
-  auto* pod = kubelet.answer.add_pod_resources();
-  pod->set_name("train-0");
-  pod->set_namespace_("ml");
-  auto* container = pod->add_containers();
-  container->set_name("trainer");
-  auto* devices = container->add_devices();
-  devices->set_resource_name("nvidia.com/gpu");
-  devices->add_device_ids(uuid1);
-  auto* cpu_only = kubelet.answer.add_pod_resources();
-  cpu_only->set_name("web");
-  cpu_only->set_namespace_("default");
+  kubelet.AddPod("ml", "train-0", "trainer", {uuid1});
+  kubelet.AddPod("default", "web", "web", {});
   const std::string socket = dir.File("kubelet.sock");
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
-  builder.RegisterService(&kubelet);
-  auto server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(kubelet.Serve(socket));
 
   ExporterProcess exporter(
       dir.path(), engine.unix_address,
@@ -292,8 +267,7 @@ TEST(ExporterTest, PodAttributionFromTheKubeletAndWithoutIt) {
   EXPECT_LT(kubelet.calls.load(), 10);
 
   // The kubelet goes away: metrics continue without pod labels, and a counter says why.
-  server->Shutdown();
-  server.reset();
+  kubelet.Stop();
   const std::string without = exporter.ScrapeUntil([](const std::string& b) {
     return b.find("pod=\"train-0\"") == std::string::npos &&
            b.find("vigil_exporter_pod_mapping_errors_total 0\n") == std::string::npos;

@@ -85,7 +85,7 @@ class Reader {
   v1::RecommendedAction Action(const Json& object, const char* key) {
     const std::string text = String(object, key, /*required=*/false);
     if (text.empty()) return v1::RECOMMENDED_ACTION_NONE;
-    auto action = ParseRecommendedAction(text);
+    auto action = RecommendedActionFromText(text);
     if (!action) {
       Fail(fmt::format("has an unknown \"{}\": {}", key, text));
       return v1::RECOMMENDED_ACTION_NONE;
@@ -120,7 +120,7 @@ Json GpusJson(const std::vector<GpuRef>& gpus) {
 
 }  // namespace
 
-std::optional<v1::RecommendedAction> ParseRecommendedAction(std::string_view text) {
+std::optional<v1::RecommendedAction> RecommendedActionFromText(std::string_view text) {
   for (v1::RecommendedAction action :
        {v1::RECOMMENDED_ACTION_NONE, v1::RECOMMENDED_ACTION_RESTART_APP,
         v1::RECOMMENDED_ACTION_RESET_GPU, v1::RECOMMENDED_ACTION_REBOOT,

@@ -40,7 +40,7 @@ inline constexpr std::string_view kNeedsInspectionTaint = "vigil.dev/needs-inspe
 inline constexpr std::string_view kRebootRequestedLabel = "vigil.dev/reboot-requested";
 
 // "none", "restart-app", ... (RecommendedActionText); nullopt for anything else.
-std::optional<v1::RecommendedAction> ParseRecommendedAction(std::string_view text);
+std::optional<v1::RecommendedAction> RecommendedActionFromText(std::string_view text);
 
 // One FAIL incident as the health check publishes it.
 struct PublishedFault {

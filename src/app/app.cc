@@ -41,6 +41,7 @@ int Main(int argc, char** argv) {
       {"healthcheck", AddHealthcheckCommand(&app)},
       {"drill", AddDrillCommand(&app)},
       {"reset-gpu", AddResetGpuCommand(&app)},
+      {"remediator", AddRemediatorCommand(&app)},
       {"node", AddNodeCommand(&app)},
   };
   try {

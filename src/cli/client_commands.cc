@@ -32,6 +32,15 @@ void AddTokenFileFlag(CLI::App* command, ClientFlags* flags) {
                       "File with the engine's injection token (needed over TCP)");
 }
 
+absl::StatusOr<std::string> ReadEngineToken(const std::string& path, std::string_view flag) {
+  if (path.empty()) return std::string();
+  auto text = ReadFile(path);
+  if (!text.ok()) return WithContext(text.status(), flag);
+  std::string token(Trim(*text));
+  if (token.empty()) return absl::InvalidArgumentError(fmt::format("{}: the file is empty", flag));
+  return token;
+}
+
 absl::StatusOr<std::unique_ptr<EngineClient>> ConnectFromFlags(const ClientFlags& flags) {
   if (absl::Status status = InitLogging(flags.log_level); !status.ok()) {
     return WithContext(status, "--log-level");
@@ -41,14 +50,9 @@ absl::StatusOr<std::unique_ptr<EngineClient>> ConnectFromFlags(const ClientFlags
   if (*timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--timeout must be more than 0");
   }
-  std::string token;
-  if (!flags.token_file.empty()) {
-    auto text = ReadFile(flags.token_file);
-    if (!text.ok()) return WithContext(text.status(), "--token-file");
-    token = std::string(Trim(*text));
-    if (token.empty()) return absl::InvalidArgumentError("--token-file: the file is empty");
-  }
-  return EngineClient::Create(flags.engine, {.call_timeout = *timeout, .token = token});
+  auto token = ReadEngineToken(flags.token_file, "--token-file");
+  if (!token.ok()) return token.status();
+  return EngineClient::Create(flags.engine, {.call_timeout = *timeout, .token = *token});
 }
 
 namespace {

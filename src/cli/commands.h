@@ -25,6 +25,7 @@ CommandRunner AddExporterCommand(CLI::App* parent);
 CommandRunner AddHealthcheckCommand(CLI::App* parent);
 CommandRunner AddDrillCommand(CLI::App* parent);
 CommandRunner AddResetGpuCommand(CLI::App* parent);
+CommandRunner AddRemediatorCommand(CLI::App* parent);
 
 // $NODE_NAME (the downward API on Kubernetes), else the host name; "" if neither is known.
 std::string DefaultNodeName();
@@ -42,6 +43,8 @@ struct ClientFlags {
 void AddClientFlags(CLI::App* command, ClientFlags* flags);
 // --token-file, for the commands that inject or clear (privileged over TCP).
 void AddTokenFileFlag(CLI::App* command, ClientFlags* flags);
+// The engine's token from the file at `path` (named `flag` in errors); "" for no file.
+absl::StatusOr<std::string> ReadEngineToken(const std::string& path, std::string_view flag);
 // Sets up logging and a client from the flags; the error says what is wrong with which flag.
 absl::StatusOr<std::unique_ptr<EngineClient>> ConnectFromFlags(const ClientFlags& flags);
 

@@ -28,6 +28,10 @@ struct HealthcheckFlags {
   std::string unknown_after = "30s";
   std::string event_namespace = "default";
   std::string service_account_dir = std::string(InClusterKube::kServiceAccountDir);
+  bool remediation = false;
+  std::string engine_token_file;
+  std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  std::string reboot_sentinel;
   std::string log_level = "info";
 };
 
@@ -97,6 +101,22 @@ absl::StatusOr<HealthcheckOptions> OptionsFromFlags(const HealthcheckFlags& flag
   options.reporter.taint_key = flags.taint_key;
   options.reporter.max_tainted_share = flags.max_tainted_share;
   options.reporter.gpu_node_selector = flags.gpu_node_selector;
+  if (flags.remediation && !flags.kubernetes) {
+    return absl::InvalidArgumentError(
+        "--remediation needs --kubernetes (it hands off through the Kubernetes node)");
+  }
+  options.remediation = flags.remediation;
+  options.pod_resources_socket = flags.pod_resources_socket;
+  options.reboot_sentinel = flags.reboot_sentinel;
+  if (flags.remediation) {
+    // The relay's own client: a reset waits for the engine's reset command (up to its limit).
+    auto token = ReadEngineToken(flags.engine_token_file, "--engine-token-file");
+    if (!token.ok()) return token.status();
+    auto relay_engine =
+        EngineClient::Create(flags.engine, {.call_timeout = absl::Minutes(3), .token = *token});
+    if (!relay_engine.ok()) return relay_engine.status();
+    options.relay_engine = std::move(*relay_engine);
+  }
   if (flags.kubernetes) {
     auto kube = InClusterKube::Create(flags.service_account_dir, "healthcheck");
     if (!kube.ok()) return kube.status();
@@ -179,6 +199,21 @@ CommandRunner AddHealthcheckCommand(CLI::App* parent) {
       ->add_option("--service-account-dir", flags->service_account_dir,
                    "Where the pod's service account token and CA are mounted")
       ->capture_default_str();
+  command->add_flag("--remediation", flags->remediation,
+                    "Hand off with the remediator: publish the node's GPU faults (with the pods of "
+                    "each failing GPU) and relay its GPU reset and reboot requests (needs "
+                    "--kubernetes)");
+  command->add_option("--engine-token-file", flags->engine_token_file,
+                      "The engine's token, for the resets --remediation relays over TCP (not "
+                      "needed over the Unix socket as root)");
+  command
+      ->add_option("--pod-resources-socket", flags->pod_resources_socket,
+                   "The kubelet's pod-resources socket, for the pods of each failing GPU ('' : "
+                   "none; the remediator then drains every GPU pod)")
+      ->capture_default_str();
+  command->add_option("--reboot-sentinel", flags->reboot_sentinel,
+                      "With --remediation: the file a reboot request writes (kured's "
+                      "/var/run/reboot-required, as mounted); none: reboot requests fail");
   command->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
   return [flags] { return RunHealthcheck(*flags); };

@@ -39,7 +39,8 @@ int RunResetGpu(const ResetGpuFlags& flags) {
     const int exit_code = Fail("reset-gpu", reset.status());
     // The engine refused (in use, lost, another reset) or the reset failed: 1, as for a failed
     // check; usage, connection and permission problems stay 2.
-    return code == absl::StatusCode::kFailedPrecondition || code == absl::StatusCode::kAborted
+    return code == absl::StatusCode::kFailedPrecondition || code == absl::StatusCode::kAborted ||
+                   code == absl::StatusCode::kInternal
                ? 1
                : exit_code;
   }

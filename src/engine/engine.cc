@@ -588,7 +588,9 @@ absl::StatusOr<GpuResetResult> Engine::ResetGpu(uint32_t gpu, std::string_view u
             .principal = principal,
             .message = fmt::format("{}: reset failed: {}", subject, MessageOf(output.status()))});
     spdlog::error("{}: the reset failed: {}", subject, MessageOf(output.status()));
-    return output.status();
+    // Attempted and failed: not a refusal to ask again about (those are FailedPrecondition).
+    return absl::InternalError(
+        fmt::format("{}: the reset failed: {}", subject, MessageOf(output.status())));
   }
   GpuResetResult result{.gpu = gpu, .uuid = gpu_uuid, .output = *output, .took = took};
   result.injections_cleared = RecordCleared(injections_.ClearGpu(gpu), principal, "GPU reset");

@@ -266,7 +266,12 @@ void Exporter::RenderLocked() {
       }
     }
   }
-  if (pods_ != nullptr) view_.pods = pods_->Current();
+  if (pods_ != nullptr) {
+    view_.pods.clear();
+    for (const auto& [uuid, pods] : pods_->Current()) {
+      if (!pods.empty()) view_.pods[uuid] = pods.back();
+    }
+  }
   RenderOptions render{
       .hostname_label = options_.hostname_label,
       .hostname = options_.hostname,

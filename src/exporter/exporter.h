@@ -25,8 +25,8 @@
 #include "common/clock.h"
 #include "common/http_server.h"
 #include "exporter/counters.h"
-#include "exporter/pod_mapper.h"
 #include "exporter/render.h"
+#include "podresources/pod_mapper.h"
 
 namespace vigil {
 

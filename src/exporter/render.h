@@ -11,13 +11,10 @@
 #include <vector>
 
 #include "exporter/counters.h"
+#include "podresources/pod_info.h"
 #include "vigil/v1/engine.pb.h"
 
 namespace vigil {
-
-struct PodInfo {
-  std::string pod, namespace_name, container;
-};
 
 // Everything one render needs, as the exporter holds it.
 struct ExporterView {
@@ -39,7 +36,7 @@ struct ExporterView {
     auto operator<=>(const SxidKey&) const = default;
   };
   std::map<SxidKey, uint64_t> sxid_counts;
-  std::map<std::string, PodInfo> pods;  // by GPU UUID
+  std::map<std::string, PodInfo> pods;  // by GPU UUID: the last container the kubelet lists
   // What each XID code means under the followed engine's policy (EngineInfo.xid_policy); codes
   // it does not list are "Unknown Error". Never from a table of the exporter's own.
   std::map<uint32_t, std::string> xid_meanings;

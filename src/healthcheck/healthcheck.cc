@@ -26,10 +26,29 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
                                    self->options_.unknown_after);
         });
   }
+  if (self->reporter_ != nullptr && self->options_.remediation) {
+    if (!self->options_.pod_resources_socket.empty()) {
+      self->pods_ = std::make_unique<PodMapper>(
+          PodMapperOptions{.socket_path = self->options_.pod_resources_socket});
+    }
+    self->relay_ = std::make_unique<RemediationRelay>(
+        RelayOptions{.node_name = self->options_.node_name,
+                     .reboot_sentinel = self->options_.reboot_sentinel,
+                     .clock = self->options_.clock},
+        self->options_.kube.get(), std::move(self->options_.relay_engine),
+        [self] { return self->monitor_->View(); },
+        [self] { return self->reporter_->gpu_nodes().Get(self->options_.node_name); },
+        [self]() -> std::optional<GpuPodMap> {
+          if (self->pods_ == nullptr) return std::nullopt;
+          return self->pods_->Known();
+        });
+  }
   self->monitor_ = std::make_unique<HealthMonitor>(std::move(client), self->options_.node_name,
                                                    self->options_.clock, [self] {
                                                      if (self->reporter_ != nullptr)
                                                        self->reporter_->Wake();
+                                                     if (self->relay_ != nullptr)
+                                                       self->relay_->Wake();
                                                    });
   self->http_.Get("/healthz", [] { return HttpResponse{.body = "ok\n"}; });
   self->http_.Get("/readyz", [self] {
@@ -74,13 +93,18 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
   }
   self->monitor_->Start();
   if (self->reporter_ != nullptr) self->reporter_->Start();
+  if (self->pods_ != nullptr) self->pods_->Start();
+  if (self->relay_ != nullptr) self->relay_->Start();
   return check;
 }
 
 Healthcheck::~Healthcheck() { Stop(); }
 
 void Healthcheck::Stop() {
-  // The reporter reads the monitor's view: stop it first.
+  // The relay reads the reporter's cache and the monitor's view, the reporter the monitor's
+  // view: stop them in that order.
+  if (relay_ != nullptr) relay_->Stop();
+  if (pods_ != nullptr) pods_->Stop();
   if (reporter_ != nullptr) reporter_->Stop();
   if (monitor_ != nullptr) monitor_->Stop();
   http_.Stop();

@@ -3,9 +3,11 @@
 // instance_id and the seq of the verdict, overall and per-GPU status with incidents and actions),
 // /metrics (its own) — and, with Kubernetes enabled, keeps the node's GpuProblem condition and
 // taint in line with the verdict (NodeReporter) from a thread of its own, so API-server trouble
-// never blocks the endpoints.
-// Threads: the monitor's (follows the engine), the reporter's (Kubernetes, optional), the HTTP
-// server's (endpoints, answered from the monitor's view under its mutex).
+// never blocks the endpoints; with remediation on, the node's side of remediation too
+// (RemediationRelay: the published faults, GPU resets and reboot requests).
+// Threads: the monitor's (follows the engine), the reporter's (Kubernetes, optional), the relay's
+// and the pod mapper's (remediation, optional), the HTTP server's (endpoints, answered from the
+// monitor's view under its mutex).
 // Thread-safety: Start()/Stop() from the owner.
 #pragma once
 
@@ -17,6 +19,8 @@
 #include "common/http_server.h"
 #include "healthcheck/monitor.h"
 #include "healthcheck/node_reporter.h"
+#include "healthcheck/remediation_relay.h"
+#include "podresources/pod_mapper.h"
 
 namespace vigil {
 
@@ -26,6 +30,13 @@ struct HealthcheckOptions {
   // Kubernetes: null for none. Owned.
   std::unique_ptr<KubeApi> kube;
   NodeReporterOptions reporter;
+  // With kube: publish the node's faults and relay the remediator's requests. The relay's own
+  // engine client (owned; it must be allowed to reset GPUs: root over the Unix socket, or the
+  // engine's token over TCP) and the kubelet's pod-resources socket ("" : faults without pods).
+  bool remediation = false;
+  std::unique_ptr<EngineClient> relay_engine;
+  std::string pod_resources_socket;
+  std::string reboot_sentinel;
   // How long without a fresh verdict before the node condition turns Unknown.
   absl::Duration unknown_after = absl::Seconds(30);
   Clock* clock = Clock::Real();
@@ -49,6 +60,8 @@ class Healthcheck {
   HealthcheckOptions options_;
   const absl::Time started_;
   std::unique_ptr<NodeReporter> reporter_;
+  std::unique_ptr<PodMapper> pods_;
+  std::unique_ptr<RemediationRelay> relay_;
   std::unique_ptr<HealthMonitor> monitor_;
   HttpServer http_;
 };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "api/remediation.h"
 #include "common/backoff.h"
 #include "common/status.h"
 #include "common/thread.h"
@@ -72,6 +73,14 @@ Json NodeReporter::KeepWhatTheReporterReads(const Json& node) {
     Json& ours = kept["metadata"]["annotations"] = Json::object();
     if (const std::string owner = StringAt(annotations, kTaintOwnerAnnotation); !owner.empty()) {
       ours[std::string(kTaintOwnerAnnotation)] = owner;
+    }
+    // Remediation's hand-off, for the relay (remediation_relay.h): small, and only on nodes
+    // under remediation.
+    for (std::string_view key : {kFaultsAnnotation, kResetRequestAnnotation, kResetResultAnnotation,
+                                 kRebootRequestAnnotation, kRebootResultAnnotation}) {
+      if (const std::string value = StringAt(annotations, key); !value.empty()) {
+        ours[std::string(key)] = value;
+      }
     }
   }
   if (const Json& taints = At(At(node, "spec"), "taints"); taints.is_array()) {

@@ -121,8 +121,9 @@ class NodeReporter {
   const Informer& gpu_nodes() const { return gpu_nodes_; }
 
   // What the informer keeps of a Node: name, uid, resourceVersion, the ownership annotation
-  // (and whether there are annotations at all, which a JSON patch must know), every taint (a
-  // JSON patch addresses them by index) and the GpuProblem condition.
+  // (and whether there are annotations at all, which a JSON patch must know), remediation's
+  // hand-off annotations (for the relay), every taint (a JSON patch addresses them by index) and
+  // the GpuProblem condition.
   static nlohmann::json KeepWhatTheReporterReads(const nlohmann::json& node);
 
  private:

@@ -79,7 +79,7 @@ class RemediatorTest : public ::testing::Test {
                              .uuid = "GPU-" + std::to_string(gpu),
                              .system = "memory",
                              .code = "DCGM_FR_VOLATILE_DBE_DETECTED",
-                             .action = *ParseRecommendedAction(action),
+                             .action = *RecommendedActionFromText(action),
                              .injected = injected,
                              .actions_allowed = actions_allowed});
     faults.gpu_pods = {{.uuid = "GPU-0", .pods = {"ml/train-0"}},

@@ -1,23 +1,26 @@
-// Which pod, namespace and container each GPU is allocated to, from the kubelet's pod-resources
-// API (v1 List over its Unix socket). Refreshed on its own thread every `refresh` and cached:
-// scrapes never call the kubelet. When the socket is missing or the kubelet is down, metrics
-// carry on without pod labels; a counter and one log line per failure streak say why.
+// Which pods, namespaces and containers each GPU is allocated to, from the kubelet's pod-resources
+// API (v1 List over its Unix socket), for the exporter's pod labels and the health check's list
+// of the pods that hold a failing GPU. Refreshed on its own thread every `refresh` and cached:
+// readers never call the kubelet. When the socket is missing or the kubelet is down, readers
+// carry on without the mapping; a counter and one log line per failure streak say why.
 // Thread-safety: Current() from any thread; Start()/Stop() from the owner.
 #pragma once
 
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "exporter/render.h"
 #include "k8s/podresources/v1/api.grpc.pb.h"
+#include "podresources/pod_info.h"
 
 namespace vigil {
 
@@ -28,11 +31,11 @@ struct PodMapperOptions {
   Clock* clock = Clock::Real();  // waits between refreshes; not owned
 };
 
-// Maps one List response to GPU UUID -> pod. Whole GPUs are matched by UUID (the NVIDIA device
-// plugin's device IDs for nvidia.com/gpu, also with a time-slicing replica suffix "::N"); MIG
-// devices (nvidia.com/mig-*) are counted in *mig_devices, not attributed yet.
-std::map<std::string, PodInfo> MapPods(const ::v1::ListPodResourcesResponse& response,
-                                       size_t* mig_devices);
+// Maps one List response to GPU UUID -> containers. Whole GPUs are matched by UUID (the NVIDIA
+// device plugin's device IDs for nvidia.com/gpu and nvidia.com/gpu.shared, also with a
+// time-slicing replica suffix "::N"); MIG devices (nvidia.com/mig-*) are counted in *mig_devices,
+// not attributed yet.
+GpuPodMap MapPods(const ::v1::ListPodResourcesResponse& response, size_t* mig_devices);
 
 class PodMapper {
  public:
@@ -44,7 +47,11 @@ class PodMapper {
   // Refreshes now (the thread calls this); returns how it went.
   absl::Status Refresh();
 
-  std::map<std::string, PodInfo> Current() const;
+  // The mapping of the last refresh (empty after a failed one).
+  GpuPodMap Current() const;
+  // The same, or nullopt while the kubelet's API cannot be read (before the first refresh, or
+  // after a failed one): "no pod holds this GPU" and "cannot tell" differ for a drain.
+  std::optional<GpuPodMap> Known() const;
   uint64_t errors() const { return errors_.load(std::memory_order_relaxed); }
   uint64_t refreshes() const { return refreshes_.load(std::memory_order_relaxed); }
 
@@ -56,7 +63,8 @@ class PodMapper {
   bool failing_ = false;  // owned by the refreshing thread: log once per failure streak
 
   mutable absl::Mutex mutex_;
-  std::map<std::string, PodInfo> pods_ ABSL_GUARDED_BY(mutex_);
+  GpuPodMap pods_ ABSL_GUARDED_BY(mutex_);
+  bool known_ ABSL_GUARDED_BY(mutex_) = false;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
 };
 

@@ -1,5 +1,5 @@
 // Implements the kubelet pod-resources client.
-#include "exporter/pod_mapper.h"
+#include "podresources/pod_mapper.h"
 
 #include "common/status.h"
 #include "common/thread.h"
@@ -9,9 +9,8 @@
 
 namespace vigil {
 
-std::map<std::string, PodInfo> MapPods(const ::v1::ListPodResourcesResponse& response,
-                                       size_t* mig_devices) {
-  std::map<std::string, PodInfo> pods;
+GpuPodMap MapPods(const ::v1::ListPodResourcesResponse& response, size_t* mig_devices) {
+  GpuPodMap pods;
   *mig_devices = 0;
   for (const auto& pod : response.pod_resources()) {
     for (const auto& container : pod.containers()) {
@@ -26,7 +25,7 @@ std::map<std::string, PodInfo> MapPods(const ::v1::ListPodResourcesResponse& res
           if (const size_t replica = id.find("::"); replica != std::string::npos)
             id.resize(replica);
           if (!id.starts_with("GPU-")) continue;
-          pods[id] = PodInfo{pod.name(), pod.namespace_(), container.name()};
+          pods[id].push_back(PodInfo{pod.name(), pod.namespace_(), container.name()});
         }
       }
     }
@@ -73,12 +72,13 @@ absl::Status PodMapper::Refresh() {
     if (!failing_) {
       spdlog::warn(
           "pod attribution: cannot list pod resources from the kubelet at {} ({}); "
-          "metrics carry on without pod labels",
+          "pods are not attributed to GPUs until it answers",
           options_.socket_path, status.error_message());
       failing_ = true;
     }
     absl::MutexLock lock(&mutex_);
     pods_.clear();  // never attribute a GPU to a pod we can no longer confirm
+    known_ = false;
     return absl::UnavailableError(status.error_message());
   }
   size_t mig_devices = 0;
@@ -93,11 +93,18 @@ absl::Status PodMapper::Refresh() {
   }
   absl::MutexLock lock(&mutex_);
   pods_ = std::move(pods);
+  known_ = true;
   return absl::OkStatus();
 }
 
-std::map<std::string, PodInfo> PodMapper::Current() const {
+GpuPodMap PodMapper::Current() const {
   absl::MutexLock lock(&mutex_);
+  return pods_;
+}
+
+std::optional<GpuPodMap> PodMapper::Known() const {
+  absl::MutexLock lock(&mutex_);
+  if (!known_) return std::nullopt;
   return pods_;
 }
 

@@ -1,0 +1,124 @@
+// Implements one remediator replica: the Lease, the passes and the endpoints (runner.h).
+#include "remediator/runner.h"
+
+#include "common/status.h"
+#include "common/thread.h"
+#include "fmt/format.h"
+#include "spdlog/spdlog.h"
+
+namespace vigil::remediator {
+namespace {
+
+constexpr char kMetricsType[] = "text/plain; version=0.0.4; charset=utf-8";
+
+}  // namespace
+
+Runner::Runner(RunnerOptions options, std::unique_ptr<KubeApi> api)
+    : options_(std::move(options)),
+      api_(std::move(api)),
+      remediator_(std::make_unique<Remediator>(options_.remediator, api_.get())),
+      lease_(api_.get(), options_.remediator.clock, options_.lease) {}
+
+absl::StatusOr<std::unique_ptr<Runner>> Runner::Start(RunnerOptions options,
+                                                      std::unique_ptr<KubeApi> api) {
+  std::unique_ptr<Runner> runner(new Runner(std::move(options), std::move(api)));
+  Runner* self = runner.get();
+  self->http_.Get("/healthz", [] { return HttpResponse{.body = "ok\n"}; });
+  self->http_.Get("/readyz", [self] {
+    const bool synced = self->remediator_->synced();
+    return HttpResponse{.status = synced ? 200 : 503,
+                        .body = synced ? "ready\n" : "the GPU nodes are not listed yet\n"};
+  });
+  self->http_.Get("/status", [self] {
+    nlohmann::json status = self->remediator_->StatusJson();
+    status["identity"] = self->options_.lease.identity;
+    status["leading"] = self->leading_.load();
+    status["lease"] = self->options_.lease.ns + "/" + self->options_.lease.name;
+    return HttpResponse{.content_type = "application/json", .body = status.dump(2) + "\n"};
+  });
+  self->http_.Get("/metrics", [self] {
+    return HttpResponse{.content_type = kMetricsType, .body = self->Metrics()};
+  });
+  if (absl::Status started = self->http_.Start(self->options_.listen); !started.ok()) {
+    return started;
+  }
+  self->remediator_->StartWatching();
+  self->thread_ = StartNamedThread("vigil-remediate", [self] { self->Loop(); });
+  return runner;
+}
+
+Runner::~Runner() { Stop(); }
+
+void Runner::Stop() {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+  remediator_->Stop();
+  http_.Stop();
+}
+
+void Runner::Loop() {
+  Clock* const clock = options_.remediator.clock;
+  std::string last_error;
+  while (true) {
+    {
+      absl::MutexLock lock(&mutex_);
+      if (stopping_) break;
+    }
+    auto held = lease_.TryAcquireOrRenew();
+    const bool leading = held.ok() && *held;
+    if (!held.ok()) {
+      ++lease_errors_;
+      const std::string error(MessageOf(held.status()));
+      if (error != last_error) {
+        spdlog::warn("remediator: cannot renew the Lease {}/{}: {}; not acting until it can",
+                     options_.lease.ns, options_.lease.name, error);
+        last_error = error;
+      }
+    } else {
+      last_error.clear();
+    }
+    if (leading != leading_.exchange(leading)) {
+      if (leading) {
+        spdlog::info("remediator: {} holds the Lease {}/{}: acting (mode {})",
+                     options_.lease.identity, options_.lease.ns, options_.lease.name,
+                     ModeName(options_.remediator.mode));
+      } else {
+        spdlog::info("remediator: {} does not hold the Lease (holder: {}): standing by",
+                     options_.lease.identity, lease_.holder().empty() ? "none" : lease_.holder());
+      }
+    }
+    if (leading && remediator_->synced()) (void)remediator_->ReconcileOnce();  // logged there
+    absl::MutexLock lock(&mutex_);
+    clock->AwaitWithTimeout(&mutex_, absl::Condition(&stopping_), options_.pass_every);
+  }
+  if (leading_.exchange(false)) {
+    if (absl::Status released = lease_.Release(); !released.ok()) {
+      spdlog::warn(
+          "remediator: could not give the Lease up: {}; another replica takes over when "
+          "it expires",
+          MessageOf(released));
+    } else {
+      spdlog::info("remediator: gave the Lease up");
+    }
+  }
+}
+
+std::string Runner::Metrics() const {
+  std::string out = remediator_->Metrics();
+  out += fmt::format(
+      "# HELP vigil_remediator_leader 1 while this replica holds the Lease and acts.\n"
+      "# TYPE vigil_remediator_leader gauge\nvigil_remediator_leader {}\n"
+      "# HELP vigil_remediator_lease_errors_total Lease renewals the API server did not answer.\n"
+      "# TYPE vigil_remediator_lease_errors_total counter\nvigil_remediator_lease_errors_total "
+      "{}\n"
+      "# HELP vigil_remediator_mode The mode: 0 off, 1 dry-run, 2 on.\n"
+      "# TYPE vigil_remediator_mode gauge\nvigil_remediator_mode {}\n",
+      leading_.load() ? 1 : 0, lease_errors_.load(), static_cast<int>(options_.remediator.mode));
+  return out;
+}
+
+}  // namespace vigil::remediator

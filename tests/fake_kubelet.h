@@ -1,0 +1,61 @@
+// A kubelet's pod-resources API (v1 List) for end-to-end tests: serves a fixed answer on a Unix
+// socket, as the real kubelet serves /var/lib/kubelet/pod-resources/kubelet.sock.
+// Thread-safety: List() runs on gRPC's threads; set the answer before Serve().
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grpcpp/server_builder.h"
+#include "k8s/podresources/v1/api.grpc.pb.h"
+
+namespace vigil::testing {
+
+class FakeKubelet final : public ::v1::PodResourcesLister::Service {
+ public:
+  grpc::Status List(grpc::ServerContext*, const ::v1::ListPodResourcesRequest*,
+                    ::v1::ListPodResourcesResponse* response) override {
+    ++calls;
+    *response = answer;
+    return grpc::Status::OK;
+  }
+
+  // Container `container` of pod `ns`/`name` holds the GPUs `uuids` (nvidia.com/gpu).
+  void AddPod(const std::string& ns, const std::string& name, const std::string& container,
+              const std::vector<std::string>& uuids) {
+    auto* pod = answer.add_pod_resources();
+    pod->set_name(name);
+    pod->set_namespace_(ns);
+    auto* holder = pod->add_containers();
+    holder->set_name(container);
+    if (uuids.empty()) return;
+    auto* devices = holder->add_devices();
+    devices->set_resource_name("nvidia.com/gpu");
+    for (const std::string& uuid : uuids) devices->add_device_ids(uuid);
+  }
+
+  // Serves on `socket`; false when it cannot.
+  bool Serve(const std::string& socket) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+    return server_ != nullptr;
+  }
+
+  // Goes away, as a kubelet that stops.
+  void Stop() {
+    if (server_ != nullptr) server_->Shutdown();
+    server_.reset();
+  }
+
+  std::atomic<int> calls{0};
+  ::v1::ListPodResourcesResponse answer;
+
+ private:
+  std::unique_ptr<grpc::Server> server_;
+};
+
+}  // namespace vigil::testing

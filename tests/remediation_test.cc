@@ -1,0 +1,321 @@
+// End-to-end tests of remediation with the real binaries on simulated GPUs: `vigil engine`,
+// `vigil healthcheck --kubernetes --taint --remediation` (the node's side) and `vigil remediator`
+// (the cluster's), against the fake API server (pods, evictions and PDBs, Leases, node patches)
+// and a fake kubelet's pod-resources API. Each test follows a fault through the whole loop —
+// quarantine, drain, recovery, verify — as the cluster would see it: node annotations, Events,
+// pods, the Lease.
+#include "api/remediation.h"
+
+#include <signal.h>
+#include <stdlib.h>
+
+#include <fstream>
+
+#include "absl/time/clock.h"
+#include "daemon.h"
+#include "fake_kubelet.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "process.h"
+#include "testing/eventually.h"
+#include "testing/fake_kube_api.h"
+#include "testing/temp_dir.h"
+
+namespace vigil::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+Json GpuPod(const std::string& ns, const std::string& name, const std::string& node) {
+  return {
+      {"metadata", {{"namespace", ns}, {"name", name}}},
+      {"spec",
+       {{"nodeName", node},
+        {"containers", Json::array({{{"name", "main"},
+                                     {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}})}}}};
+}
+
+class RemediationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    api_ = FakeKubeApi::Start(dir_.path().string(), &error);
+    ASSERT_NE(api_, nullptr) << error;
+    api_->AddNode("n1", {{"nvidia.com/gpu.present", "true"}});
+    api_->AddNode("n2", {{"nvidia.com/gpu.present", "true"}});
+    api_->AddNode("n3", {{"nvidia.com/gpu.present", "true"}});
+    boot_id_file_ = dir_.File("boot_id");
+    std::ofstream(boot_id_file_) << "boot-one\n";
+    setenv("VIGIL_BOOT_ID_FILE", boot_id_file_.c_str(), 1);  // inherited by the engines
+    StartEngine();
+    const Json gpus =
+        Json::parse(Vigil({"discovery", "--json", "--engine", engine_->unix_address}).out)["gpus"];
+    uuids_ = {gpus[0]["uuid"], gpus[1]["uuid"]};
+    api_->AddPod(GpuPod("ml", "train-0", "n1"));  // holds GPU 0
+    api_->AddPod(GpuPod("ml", "train-1", "n1"));  // holds GPU 1
+    kubelet_.AddPod("ml", "train-0", "main", {uuids_[0]});
+    kubelet_.AddPod("ml", "train-1", "main", {uuids_[1]});
+    ASSERT_TRUE(kubelet_.Serve(dir_.File("kubelet.sock")));
+  }
+  void TearDown() override { unsetenv("VIGIL_BOOT_ID_FILE"); }
+
+  void StartEngine() {
+    engine_ = std::make_unique<EngineProcess>(dir_.path(), "n1", 2);
+    ASSERT_FALSE(engine_->tcp_address.empty()) << engine_->process->Stderr();
+  }
+  // The node's health check, handing off with the remediator.
+  void StartHealthcheck(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"--node-name",
+                                     "n1",
+                                     "--kubernetes",
+                                     "--taint",
+                                     "--untaint-after",
+                                     "2s",
+                                     "--remediation",
+                                     "--pod-resources-socket",
+                                     dir_.File("kubelet.sock"),
+                                     "--service-account-dir",
+                                     Accounts()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    check_ = std::make_unique<HttpDaemon>("healthcheck", dir_.path(), engine_->unix_address, args);
+    ASSERT_GT(check_->port(), 0) << check_->process().Stderr();
+  }
+  std::unique_ptr<HttpDaemon> StartRemediator(const std::string& identity,
+                                              const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {
+        "--identity",       identity, "--untaint-after",       "2s",
+        "--lease-duration", "3s",     "--service-account-dir", Accounts()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto remediator = std::make_unique<HttpDaemon>("remediator", dir_.path(), "", args);
+    EXPECT_GT(remediator->port(), 0) << remediator->process().Stderr();
+    return remediator;
+  }
+  std::string Accounts() const { return api_->credentials().service_account_dir; }
+
+  void Inject(const std::string& xid, int gpu, bool allow_actions) {
+    std::vector<std::string> args = {"inject", "xid", "--gpu",    std::to_string(gpu),
+                                     "--xid",  xid,   "--engine", engine_->unix_address};
+    if (allow_actions) args.push_back("--allow-actions");
+    const auto injected = Vigil(args);
+    ASSERT_EQ(injected.exit_code, 0) << injected.err;
+  }
+
+  std::string Annotation(const std::string& key) const {
+    return api_->Node("n1")["metadata"].value("annotations", Json::object()).value(key, "");
+  }
+  std::string Step() const {
+    const std::string text = Annotation(std::string(kRemediationAnnotation));
+    if (text.empty()) return "none";
+    return Json::parse(text).value("step", "?");
+  }
+  std::vector<std::string> Reasons(const std::string& component) const {
+    std::vector<std::string> reasons;
+    for (const Json& event : api_->Events()) {
+      if (event.value("reportingComponent", "") == component) reasons.push_back(event["reason"]);
+    }
+    return reasons;
+  }
+  std::vector<std::string> PodNames() const {
+    std::vector<std::string> names;
+    for (const Json& pod : api_->Pods()) names.push_back(pod["metadata"]["name"]);
+    return names;
+  }
+  bool Tainted(const std::string& key = "vigil.dev/gpu-problem") const {
+    for (const Json& taint : api_->Node("n1")["spec"].value("taints", Json::array())) {
+      if (taint.value("key", "") == key) return true;
+    }
+    return false;
+  }
+  std::string Logs(HttpDaemon* remediator) const {
+    return "health check:\n" + check_->process().Stderr() + "\nremediator:\n" +
+           (remediator != nullptr ? remediator->process().Stderr() : "");
+  }
+
+  TempDir dir_;
+  std::unique_ptr<FakeKubeApi> api_;
+  std::string boot_id_file_;
+  std::unique_ptr<EngineProcess> engine_;
+  std::vector<std::string> uuids_;
+  FakeKubelet kubelet_;
+  std::unique_ptr<HttpDaemon> check_;
+};
+
+TEST_F(RemediationTest, Xid48IsDrainedForItsGpuResetAndHandedBackAfterPass) {
+  StartHealthcheck();
+  auto remediator = StartRemediator("r1", {"--mode", "on"});
+  api_->BlockEvictions("ml", "train-0", 2);  // a PodDisruptionBudget, for the first two tries
+  const absl::Time injected = absl::Now();
+  Inject("48", 0, /*allow_actions=*/true);
+
+  // The loop, as the cluster sees it, to the end: handed back, no taint, no cordon.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const std::vector<std::string> reasons = Reasons("vigil-remediator");
+        return std::find(reasons.begin(), reasons.end(), "VigilRecovered") != reasons.end();
+      },
+      absl::Seconds(60)))
+      << Logs(remediator.get());
+  const absl::Duration loop = absl::Now() - injected;
+  EXPECT_THAT(Reasons("vigil-remediator"),
+              ::testing::IsSupersetOf({"VigilQuarantined", "VigilDrained", "VigilResetRequested",
+                                       "VigilGpuReset", "VigilRecovered"}));
+  EXPECT_THAT(PodNames(), ::testing::ElementsAre("train-1")) << "only GPU 0's pod was evicted";
+  EXPECT_FALSE(Tainted());
+  EXPECT_EQ(Step(), "idle");
+  const Json state = Json::parse(Annotation(std::string(kRemediationAnnotation)));
+  EXPECT_EQ(state["attempts"].size(), 1u) << "the attempt counts for the window";
+  const Json result = Json::parse(Annotation(std::string(kResetResultAnnotation)));
+  EXPECT_EQ(result["outcome"], "done");
+  // The engine's audit trail: the reset, asked by the health check's relay.
+  const auto events = Vigil(
+      {"events", "--recent", "100", "--no-follow", "--json", "--engine", engine_->unix_address});
+  EXPECT_THAT(events.out, HasSubstr("GPU_RESET"));
+  EXPECT_THAT(events.out, HasSubstr("vigil remediator: GPU 0 memory"));
+  EXPECT_EQ(Vigil({"health", "--engine", engine_->unix_address}).exit_code, 0) << "PASS";
+  const std::string status = remediator->Get("/status");
+  EXPECT_THAT(status, HasSubstr("\"leading\": true"));
+  EXPECT_THAT(remediator->Get("/metrics"), HasSubstr("vigil_remediator_recoveries_total 1"));
+  std::cout << "XID 48 loop on sim, injection to handed back: " << absl::FormatDuration(loop)
+            << "\n";
+}
+
+TEST_F(RemediationTest, Xid79RequestsARebootThroughTheSentinelAndANewBootClearsIt) {
+  const std::string sentinel = dir_.File("reboot-required");
+  StartHealthcheck({"--reboot-sentinel", sentinel});
+  auto remediator = StartRemediator("r1", {"--mode", "on", "--reboot-via", "sentinel"});
+  Inject("79", 1, /*allow_actions=*/true);
+  ASSERT_TRUE(Eventually([&] { return std::ifstream(sentinel).good(); }, absl::Seconds(30)))
+      << Logs(remediator.get());
+  EXPECT_TRUE(PodNames().empty()) << "a reboot drains every GPU pod";
+  EXPECT_EQ(Step(), "recovering");
+  std::string line;
+  std::getline(std::ifstream(sentinel), line);
+  EXPECT_THAT(line, HasSubstr("vigil remediator, request reboot-n1-"));
+
+  // The node reboots (kured's part): the engine comes back with a new boot id.
+  engine_->process->Signal(SIGKILL);
+  engine_->process->Wait();
+  std::ofstream(boot_id_file_) << "boot-two\n";
+  StartEngine();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const std::vector<std::string> reasons = Reasons("vigil-remediator");
+        return std::find(reasons.begin(), reasons.end(), "VigilRecovered") != reasons.end();
+      },
+      absl::Seconds(60)))
+      << Logs(remediator.get());
+  EXPECT_FALSE(Tainted());
+  EXPECT_THAT(Reasons("vigil-remediator"), ::testing::Contains("VigilRebootRequested"));
+}
+
+TEST_F(RemediationTest, DryRunAndADrillsFaultWithoutPermissionChangeNothing) {
+  StartHealthcheck();
+  auto remediator = StartRemediator("r1", {"--mode", "on"});
+  Inject("48", 0, /*allow_actions=*/false);  // a drill that did not allow actions
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const std::vector<std::string> reasons = Reasons("vigil-remediator");
+        return std::find(reasons.begin(), reasons.end(), "VigilDryRun") != reasons.end();
+      },
+      absl::Seconds(30)))
+      << Logs(remediator.get());
+  bool said_why = false;
+  for (const Json& event : api_->Events()) {
+    said_why |=
+        event.value("message", "").find("injected without --allow-actions") != std::string::npos;
+  }
+  EXPECT_TRUE(said_why);
+  EXPECT_EQ(PodNames().size(), 2u);
+  EXPECT_EQ(Step(), "none");
+  EXPECT_TRUE(Annotation(std::string(kResetRequestAnnotation)).empty());
+  EXPECT_FALSE(Tainted()) << "the health check withholds a drill's taint too";
+  // The published faults say why: injected, actions not allowed.
+  const Json faults = Json::parse(Annotation(std::string(kFaultsAnnotation)));
+  EXPECT_TRUE(faults["faults"][0].value("injected", false));
+  EXPECT_FALSE(faults["faults"][0].value("actions_allowed", false));
+  ASSERT_TRUE(faults.contains("pods"));
+  EXPECT_EQ(faults["pods"][uuids_[0]], Json::array({"ml/train-0"}));
+}
+
+TEST_F(RemediationTest, ModeDryRunRecordsEveryStepAndTheApiServerIsUnchanged) {
+  StartHealthcheck();
+  auto remediator = StartRemediator("r1", {"--mode", "dry-run"});
+  Inject("48", 0, /*allow_actions=*/true);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        int steps = 0;
+        for (const std::string& reason : Reasons("vigil-remediator"))
+          steps += reason == "VigilDryRun";
+        return steps >= 3;
+      },
+      absl::Seconds(30)))
+      << Logs(remediator.get());
+  EXPECT_EQ(PodNames().size(), 2u);
+  EXPECT_EQ(Step(), "none");
+  for (const KubeRequest& request : api_->Requests()) {
+    if (request.user_agent.find("remediator") == std::string::npos) continue;
+    EXPECT_TRUE(request.method == "GET" || request.path.find("/events") != std::string::npos ||
+                request.path.find("/leases") != std::string::npos)
+        << request.method << " " << request.path;
+  }
+  const auto status = Vigil(
+      {"remediator", "status", "--url", "http://127.0.0.1:" + std::to_string(remediator->port())});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out, HasSubstr("mode dry-run"));
+  EXPECT_THAT(status.out, HasSubstr("dry run recorded"));
+}
+
+TEST_F(RemediationTest, TheOtherReplicaTakesOverMidDrainAndResumesIt) {
+  StartHealthcheck();
+  auto first = StartRemediator("r1", {"--mode", "on"});
+  ASSERT_TRUE(Eventually(
+      [&] { return first->Get("/status").find("\"leading\": true") != std::string::npos; }));
+  auto second = StartRemediator("r2", {"--mode", "on"});
+  api_->BlockEvictions("ml", "train-0", 1000);  // held up until the test lets it go
+  Inject("48", 0, /*allow_actions=*/true);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const std::string text = Annotation(std::string(kRemediationAnnotation));
+        return !text.empty() && Json::parse(text)["drain"]["pods"][0]["attempts"] >= 2;
+      },
+      absl::Seconds(30)))
+      << Logs(first.get());
+  EXPECT_THAT(second->Get("/status"), HasSubstr("\"leading\": false"));
+
+  first->process().Signal(SIGKILL);  // no time to give the Lease up: it must expire
+  api_->BlockEvictions("ml", "train-0", 0);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const std::vector<std::string> reasons = Reasons("vigil-remediator");
+        return std::find(reasons.begin(), reasons.end(), "VigilRecovered") != reasons.end();
+      },
+      absl::Seconds(60)))
+      << Logs(second.get());
+  EXPECT_EQ(api_->Lease("default", "vigil-remediator")["spec"]["holderIdentity"], "r2");
+  int quarantines = 0;
+  for (const std::string& reason : Reasons("vigil-remediator")) {
+    quarantines += reason == "VigilQuarantined";
+  }
+  EXPECT_EQ(quarantines, 1) << "resumed, not started over";
+  EXPECT_THAT(PodNames(), ::testing::ElementsAre("train-1"));
+}
+
+TEST_F(RemediationTest, BadFlagsAreRefusedWithOneLine) {
+  const auto mode = Vigil({"remediator", "--mode", "yolo"});
+  EXPECT_EQ(mode.exit_code, 2);
+  EXPECT_THAT(mode.err, HasSubstr("--mode 'yolo': give off, dry-run"));
+  const auto reboot = Vigil({"remediator", "--reboot-via", "ssh"});
+  EXPECT_EQ(reboot.exit_code, 2);
+  EXPECT_THAT(reboot.err, HasSubstr("--reboot-via 'ssh'"));
+  const auto lease = Vigil({"remediator", "--lease-duration", "1s"});
+  EXPECT_EQ(lease.exit_code, 2);
+  EXPECT_THAT(lease.err, HasSubstr("too short"));
+  const auto relay = Vigil({"healthcheck", "--remediation"});
+  EXPECT_EQ(relay.exit_code, 2);
+  EXPECT_THAT(relay.err, HasSubstr("--remediation needs --kubernetes"));
+}
+
+}  // namespace
+}  // namespace vigil::testing
