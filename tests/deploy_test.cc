@@ -232,9 +232,16 @@ void CheckLayout(const Rendered& rendered, const std::string& namespace_name) {
   EXPECT_THAT(admitted, UnorderedElementsAre("exporter", "healthcheck"));
   EXPECT_EQ(policy["ingress"][0]["ports"][0]["port"].as<int>(), 5555);
 
-  // Scraped by the Prometheus Operator, with alerts.
-  EXPECT_EQ(rendered.All("ServiceMonitor").size(), 2u);
-  EXPECT_EQ(rendered.All("PrometheusRule").size(), 1u);
+  // Scraped by the Prometheus Operator, with alerts (and the remediator's, where deployed).
+  size_t monitors = 0, rules = 0;
+  for (const YAML::Node* monitor : rendered.All("ServiceMonitor")) {
+    monitors += !(*monitor)["metadata"]["name"].as<std::string>().starts_with("vigil-remediat");
+  }
+  for (const YAML::Node* rule : rendered.All("PrometheusRule")) {
+    rules += !(*rule)["metadata"]["name"].as<std::string>().starts_with("vigil-remediat");
+  }
+  EXPECT_EQ(monitors, 2u);
+  EXPECT_EQ(rules, 1u);
 }
 
 TEST(DeployTest, BaseAndOwnNamespaceOverlayRenderTheNodeLocalArchitecture) {
@@ -256,24 +263,98 @@ TEST(DeployTest, MonitoringOverlayMovesEverythingIntoMonitoring) {
   }
 }
 
-TEST(DeployTest, AlertRulesPassPromtoolAndTheirUnitTests) {
-  const Rendered rendered = Render(kDeploy + "/base");
-  const auto rules = rendered.All("PrometheusRule");
-  ASSERT_EQ(rules.size(), 1u);
+// promtool check rules, then its unit tests, of the one PrometheusRule `name` in `rendered`.
+void CheckRules(const Rendered& rendered, const std::string& name, const std::string& file,
+                const std::string& tests) {
+  const YAML::Node* rule = rendered.Find("PrometheusRule", name);
+  ASSERT_NE(rule, nullptr) << name;
   TempDir dir;
   {
     YAML::Emitter out;
-    out << (*rules[0])["spec"];
-    std::ofstream(dir.File("rules.yaml")) << out.c_str() << "\n";
+    out << (*rule)["spec"];
+    std::ofstream(dir.File(file)) << out.c_str() << "\n";
   }
-  std::filesystem::copy_file(SourceDir() + "/tests/deploy/rules_test.yaml",
-                             dir.File("rules_test.yaml"));
-  auto check = Shell("promtool check rules " + dir.File("rules.yaml"));
+  std::filesystem::copy_file(SourceDir() + "/tests/deploy/" + tests, dir.File(tests));
+  auto check = Shell("promtool check rules " + dir.File(file));
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
   EXPECT_THAT(check.out + check.err, HasSubstr("SUCCESS"));
-  auto test = Shell("promtool test rules " + dir.File("rules_test.yaml"));
+  auto test = Shell("promtool test rules " + dir.File(tests));
   EXPECT_EQ(test.exit_code, 0) << test.out << test.err;
   EXPECT_THAT(test.out + test.err, HasSubstr("SUCCESS"));
+}
+
+// Runs the binary with a container's args (after `replace`): they parse, and it fails only for
+// want of the in-cluster credentials; returns its stderr.
+std::string RunArgs(const std::vector<std::string>& args,
+                    const std::map<std::string, std::string>& replace = {}) {
+  std::string command = VigilBinary();
+  for (std::string arg : args) {
+    for (const auto& [prefix, value] : replace) {
+      if (arg.starts_with(prefix)) arg = value;
+    }
+    command += " '" + arg + "'";
+  }
+  const CommandResult run = Shell(command);
+  EXPECT_EQ(run.exit_code, 2) << command;
+  EXPECT_THAT(run.err, ::testing::Not(HasSubstr("--help`"))) << "a flag did not parse: " << run.err;
+  return run.err;
+}
+
+TEST(DeployTest, AlertRulesPassPromtoolAndTheirUnitTests) {
+  const Rendered rendered = Render(kDeploy + "/base");
+  ASSERT_EQ(rendered.All("PrometheusRule").size(), 1u);
+  CheckRules(rendered, "vigil", "rules.yaml", "rules_test.yaml");
+}
+
+TEST(DeployTest, TheRemediationOverlayAddsTheRemediatorAndTheNodesHandOff) {
+  const Rendered rendered = Render(kDeploy + "/overlays/remediation");
+  CheckLayout(rendered, "vigil");
+  const YAML::Node* deployment = rendered.Find("Deployment", "vigil-remediator");
+  ASSERT_NE(deployment, nullptr);
+  EXPECT_EQ((*deployment)["spec"]["replicas"].as<int>(), 2) << "one active, one standing by";
+  const YAML::Node container = (*deployment)["spec"]["template"]["spec"]["containers"][0];
+  const std::vector<std::string> args = Strings(container["args"]);
+  EXPECT_THAT(args, Contains("--mode=dry-run")) << "shipped in dry-run";
+  EXPECT_THAT(args, Contains("--reboot-via=none")) << "never a reboot by default";
+  EXPECT_EQ(EnvFieldPath(container, "POD_NAME"), "metadata.name");
+  EXPECT_THAT(RunArgs(args, {{"--lease-namespace=", "--lease-namespace=vigil"}}),
+              HasSubstr("KUBERNETES_SERVICE_HOST is not set"));
+  // Eviction rights are the remediator's alone.
+  const YAML::Node* role = rendered.Find("ClusterRole", "vigil-remediator");
+  ASSERT_NE(role, nullptr);
+  std::set<std::string> rights;
+  for (const YAML::Node& rule : (*role)["rules"]) {
+    for (const std::string& resource : Strings(rule["resources"])) {
+      for (const std::string& verb : Strings(rule["verbs"])) rights.insert(resource + ":" + verb);
+    }
+  }
+  EXPECT_EQ(rights, (std::set<std::string>{"nodes:get", "nodes:list", "nodes:watch", "nodes:patch",
+                                           "pods:list", "pods/eviction:create", "events:create"}));
+  for (const YAML::Node* other : rendered.All("ClusterRole")) {
+    if ((*other)["metadata"]["name"].as<std::string>() == "vigil-remediator") continue;
+    for (const YAML::Node& rule : (*other)["rules"]) {
+      EXPECT_THAT(Strings(rule["resources"]), ::testing::Not(Contains("pods/eviction")))
+          << (*other)["metadata"]["name"];
+    }
+  }
+  const YAML::Node* lease = rendered.Find("Role", "vigil-remediator-lease");
+  ASSERT_NE(lease, nullptr);
+  EXPECT_EQ(Strings((*lease)["rules"][0]["resources"]), std::vector<std::string>{"leases"});
+  // The node side: the health check hands off, with the token and the kubelet's socket; the
+  // engine takes the token.
+  const YAML::Node* check = rendered.Find("DaemonSet", "vigil-healthcheck");
+  ASSERT_NE(check, nullptr);
+  const std::vector<std::string> check_args = Strings(Container(*check)["args"]);
+  EXPECT_THAT(check_args, Contains("--remediation"));
+  EXPECT_THAT(check_args, Contains("--engine-token-file=/etc/vigil/inject/token"));
+  EXPECT_THAT(RunArgs(check_args, {{"--engine-token-file=", "--log-level=info"}}),
+              HasSubstr("KUBERNETES_SERVICE_HOST is not set"));
+  const YAML::Node* engine = rendered.Find("DaemonSet", "vigil-engine");
+  ASSERT_NE(engine, nullptr);
+  EXPECT_THAT(Strings(Container(*engine)["args"]),
+              Contains("--inject-token-file=/etc/vigil/inject/token"));
+  CheckRules(rendered, "vigil-remediation", "remediation_rules.yaml",
+             "remediation_rules_test.yaml");
 }
 
 TEST(DeployTest, TheDrillJobRunsOnItsNodeWithNothingButTheRightsItNeeds) {
@@ -288,17 +369,9 @@ TEST(DeployTest, TheDrillJobRunsOnItsNodeWithNothingButTheRightsItNeeds) {
       << "the engine's socket, as the engine's DaemonSet shares it";
   // Its arguments are the binary's: parsed, they fail only for want of an engine.
   std::vector<std::string> args = Strings(spec["containers"][0]["args"]);
-  std::string command = VigilBinary();
-  for (std::string arg : args) {
-    if (arg.starts_with("--engine=")) arg = "--engine=unix:///nonexistent/vigil.sock";
-    command += " '" + arg + "'";
-  }
-  const CommandResult run = Shell(command);
-  EXPECT_EQ(run.exit_code, 2);
-  EXPECT_THAT(run.err, HasSubstr("--kubernetes")) << "the in-cluster credentials are missing here, "
-                                                     "after every flag parsed: "
-                                                  << run.err;
-  EXPECT_THAT(run.err, ::testing::Not(HasSubstr("see `vigil drill --help`")));
+  EXPECT_THAT(RunArgs(args, {{"--engine=", "--engine=unix:///nonexistent/vigil.sock"}}),
+              HasSubstr("--kubernetes"))
+      << "the in-cluster credentials are missing here, after every flag parsed";
   // Rights: read nodes, nothing else.
   const YAML::Node* role = drill.Find("ClusterRole", "vigil-drill");
   ASSERT_NE(role, nullptr);

@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "daemon.h"
@@ -122,7 +123,10 @@ TEST(DrillTest, APassingDrillCarriesEveryStageAndLeavesNothingBehind) {
                                                        {"node-condition", "SKIP"},
                                                        {"taint", "SKIP"},
                                                        {"alert", "SKIP"},
-                                                       {"alertmanager", "SKIP"}}));
+                                                       {"alertmanager", "SKIP"},
+                                                       {"quarantine", "SKIP"},
+                                                       {"drain", "SKIP"},
+                                                       {"recovery", "SKIP"}}));
   EXPECT_EQ(back, (std::map<std::string, std::string>{
                       {"engine", "PASS"}, {"exporter", "PASS"}, {"healthcheck", "PASS"}}));
   // Nothing stays injected, and the GPU passes again.
@@ -312,6 +316,54 @@ TEST(DrillTest, TheKubernetesStagesAreADryRunUnlessActionsAreAllowed) {
   EXPECT_THAT(rows["recovery taint"],
               ::testing::StartsWith("PENDING the health check removes the taint once the node "
                                     "has been healthy for 1s"));
+}
+
+// The whole loop in a drill's timeline: with --remediation --allow-actions the drill follows the
+// remediator (vigil remediator --mode on, against the fake API server) taking the node on,
+// draining it, resetting the GPU through the health check's relay, and handing it back.
+TEST(DrillTest, WithActionsAllowedTheTimelineShowsTheRemediationLoop) {
+  TempDir dir;
+  std::string error;
+  const std::unique_ptr<FakeKubeApi> server = FakeKubeApi::Start(dir.path().string(), &error);
+  ASSERT_NE(server, nullptr) << error;
+  FakeKubeApi& api = *server;
+  api.AddNode("n1", {{"nvidia.com/gpu.present", "true"}});
+  const std::string accounts = api.credentials().service_account_dir;
+  EngineProcess engine(dir.path(), "n1", 2);
+  HttpDaemon check(
+      "healthcheck", dir.path(), engine.unix_address,
+      {"--node-name", "n1", "--kubernetes", "--taint", "--service-account-dir", accounts,
+       "--untaint-after", "2s", "--remediation", "--pod-resources-socket", ""});
+  ASSERT_GT(check.port(), 0) << check.process().Stderr();
+  HttpDaemon remediator("remediator", dir.path(), "",
+                        {"--mode", "on", "--untaint-after", "2s", "--identity", "r1",
+                         "--service-account-dir", accounts});
+  ASSERT_GT(remediator.port(), 0) << remediator.process().Stderr();
+  ASSERT_TRUE(Eventually([&] { return ConditionStatus(api.Node("n1"), "GpuProblem") != ""; }))
+      << check.process().Stderr();
+  const int gpu = PassingGpu(engine, 2);
+  ASSERT_GE(gpu, 0);
+  const CommandResult run = RunCommand(
+      {VigilBinary(), "drill", "--engine", engine.unix_address, "--xid", "48", "--gpu",
+       std::to_string(gpu), "--healthcheck", fmt::format("http://127.0.0.1:{}", check.port()),
+       "--kubernetes", "--taint", "--remediation", "--allow-actions", "--wait-recovery",
+       "--service-account-dir", accounts, "--deadline", "30s"},
+      absl::Minutes(3));
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err << remediator.process().Stderr();
+  std::map<std::string, int> passed;
+  std::istringstream lines(run.out);
+  for (std::string line; std::getline(lines, line);) {
+    for (const char* stage : {"quarantine ", "drain ", "recovery "}) {
+      if (line.rfind(stage, 0) == 0 && line.find(" PASS ") != std::string::npos) ++passed[stage];
+    }
+  }
+  EXPECT_EQ(passed,
+            (std::map<std::string, int>{{"quarantine ", 2}, {"drain ", 2}, {"recovery ", 2}}))
+      << "each there and back:\n"
+      << run.out;
+  EXPECT_THAT(run.out, HasSubstr("handed back"));
+  EXPECT_FALSE(HasNoScheduleTaint(api.Node("n1"), "vigil.dev/gpu-problem"));
+  std::cout << run.out;  // the timeline, for the record of how long the loop takes on sim
 }
 
 // `make drill` itself: the script with this build's binary — vigil node, the health check on the

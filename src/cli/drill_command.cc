@@ -39,6 +39,7 @@ struct DrillFlags {
   std::vector<std::string> alerts;
   bool kubernetes = false;
   bool taint = false;
+  bool remediation = false;
   std::string node;
   std::string taint_key = std::string(kDefaultTaintKey);
   std::string service_account_dir = std::string(InClusterKube::kServiceAccountDir);
@@ -110,8 +111,13 @@ absl::StatusOr<drill::DrillPlan> PlanFrom(const DrillFlags& flags) {
   if (flags.kubernetes) {
     named.push_back(Stage::kNodeCondition);
     if (flags.taint) named.push_back(Stage::kTaint);
-  } else if (flags.taint || !flags.node.empty()) {
-    return absl::InvalidArgumentError("--taint and --node go with --kubernetes");
+    if (flags.remediation) {
+      for (Stage stage : {Stage::kQuarantine, Stage::kDrain, Stage::kRecovery}) {
+        named.push_back(stage);
+      }
+    }
+  } else if (flags.taint || flags.remediation || !flags.node.empty()) {
+    return absl::InvalidArgumentError("--taint, --remediation and --node go with --kubernetes");
   }
   for (Stage stage : named) plan.deadlines[stage] = drill::DefaultDeadline(stage, *deadline);
   for (const std::string& text : flags.stage_deadlines) {
@@ -210,6 +216,11 @@ int RunDrill(const DrillFlags& flags) {
     if (flags.taint) {
       links.push_back(drill::NewTaintLink(kube.get(), node, flags.taint_key, flags.allow_actions));
     }
+    if (flags.remediation) {
+      for (Stage stage : {Stage::kQuarantine, Stage::kDrain, Stage::kRecovery}) {
+        links.push_back(drill::NewRemediationLink(kube.get(), node, stage, flags.allow_actions));
+      }
+    }
   }
   if (!flags.prometheus.empty()) {
     links.push_back(drill::NewPrometheusLink(flags.prometheus, flags.alerts));
@@ -218,7 +229,7 @@ int RunDrill(const DrillFlags& flags) {
     links.push_back(drill::NewAlertmanagerLink(flags.alertmanager, flags.alerts));
   }
   // How long the taint's way back takes, where the node's health check says.
-  if (flags.taint && !flags.healthcheck.empty()) {
+  if ((flags.taint || flags.remediation) && !flags.healthcheck.empty()) {
     if (auto status = drill::HttpGet(flags.healthcheck, "/status"); status.ok()) {
       const nlohmann::json json = nlohmann::json::parse(*status, nullptr, false);
       const nlohmann::json& seconds =
@@ -273,6 +284,9 @@ CommandRunner AddDrillCommand(CLI::App* parent) {
                     "Follow the node's GpuProblem condition (in-cluster credentials)");
   command->add_flag("--taint", flags->taint,
                     "... and the health check's taint (with --kubernetes)");
+  command->add_flag("--remediation", flags->remediation,
+                    "... and the remediator's steps: quarantine, drain, recovery, handed back "
+                    "(with --kubernetes; acted on only with --allow-actions)");
   command->add_option("--node", flags->node, "Kubernetes node (default: the engine's node)");
   command->add_option("--taint-key", flags->taint_key, "Key of the health check's taint")
       ->capture_default_str();

@@ -40,7 +40,7 @@ int RunResetGpu(const ResetGpuFlags& flags) {
     // The engine refused (in use, lost, another reset) or the reset failed: 1, as for a failed
     // check; usage, connection and permission problems stay 2.
     return code == absl::StatusCode::kFailedPrecondition || code == absl::StatusCode::kAborted ||
-                   code == absl::StatusCode::kInternal
+                   code == absl::StatusCode::kInternal || code == absl::StatusCode::kNotFound
                ? 1
                : exit_code;
   }

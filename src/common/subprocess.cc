@@ -45,14 +45,18 @@ absl::StatusOr<SubprocessResult> RunSubprocess(const std::vector<std::string>& a
     return absl::InternalError(fmt::format("cannot run {}: fork: {}", argv[0], strerror(error)));
   }
   if (pid == 0) {
-    // The child: only async-signal-safe calls until exec.
-    const int null_fd = open("/dev/null", O_RDONLY);
+    // The child: only async-signal-safe calls until exec (no strerror, no allocation).
+    const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
     dup2(pipe_fds[1], STDOUT_FILENO);
     dup2(pipe_fds[1], STDERR_FILENO);
     setpgid(0, 0);  // its own group, so the limit kills what it started too
     execvp(args[0], args.data());
-    const char* reason = strerror(errno);
+    const int error = errno;
+    const char* reason = error == ENOENT    ? "No such file or directory"
+                         : error == EACCES  ? "Permission denied"
+                         : error == ENOEXEC ? "Exec format error"
+                                            : "cannot execute";
     (void)!write(STDERR_FILENO, args[0], strlen(args[0]));
     (void)!write(STDERR_FILENO, ": ", 2);
     (void)!write(STDERR_FILENO, reason, strlen(reason));
@@ -63,46 +67,50 @@ absl::StatusOr<SubprocessResult> RunSubprocess(const std::vector<std::string>& a
   SubprocessResult result;
   const absl::Time deadline = start + limit;
   char buffer[4096];
-  for (;;) {
+  const auto take = [&](ssize_t got) {
+    const size_t room = kMaxSubprocessOutput - result.output.size();
+    result.output.append(buffer, std::min(room, static_cast<size_t>(got)));
+  };
+  // Until the child exits (not until its output closes: something it started in the background
+  // may keep the pipe open), reading what it prints; at the limit its whole group is killed.
+  int status = 0;
+  bool exited = false, open_pipe = true;
+  while (!exited) {
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
       result.timed_out = true;
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
       break;
     }
-    pollfd fd{.fd = pipe_fds[0], .events = POLLIN, .revents = 0};
-    const int ready = poll(&fd, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) continue;  // the deadline check above ends it
-    const ssize_t got = read(pipe_fds[0], buffer, sizeof(buffer));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;  // every writer closed its end
-    const size_t room = kMaxSubprocessOutput - result.output.size();
-    result.output.append(buffer, std::min(room, static_cast<size_t>(got)));
-  }
-  close(pipe_fds[0]);
-  int status = 0;
-  if (result.timed_out) {
-    kill(-pid, SIGKILL);
-    kill(pid, SIGKILL);
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-  } else {
-    // The pipe closed: the child exited or closed its output; wait out the rest of the limit.
-    for (;;) {
-      const pid_t done = waitpid(pid, &status, WNOHANG);
-      if (done == pid) break;
-      if (done < 0 && errno != EINTR) break;
-      if (absl::Now() >= deadline) {
-        result.timed_out = true;
-        kill(-pid, SIGKILL);
-        kill(pid, SIGKILL);
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    if (open_pipe) {
+      pollfd fd{.fd = pipe_fds[0], .events = POLLIN, .revents = 0};
+      const int wait_ms = static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left), 50));
+      if (poll(&fd, 1, wait_ms) > 0) {
+        const ssize_t got = read(pipe_fds[0], buffer, sizeof(buffer));
+        if (got > 0) {
+          take(got);
+        } else if (got == 0 || errno != EINTR) {
+          open_pipe = false;  // every writer closed its end
         }
-        break;
       }
+    } else {
       absl::SleepFor(absl::Milliseconds(5));
     }
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) {
+      exited = true;
+    } else if (done < 0 && errno != EINTR) {
+      close(pipe_fds[0]);
+      return absl::InternalError(fmt::format("cannot wait for {}: {}", argv[0], strerror(errno)));
+    }
   }
+  // What it printed before it exited and is still in the pipe.
+  fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
+  for (ssize_t got; open_pipe && (got = read(pipe_fds[0], buffer, sizeof(buffer))) > 0;) take(got);
+  close(pipe_fds[0]);
   result.exit_code = DecodeWaitStatus(status);
   result.took = absl::Now() - start;
   return result;

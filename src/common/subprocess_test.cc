@@ -42,6 +42,17 @@ TEST(SubprocessTest, AChildPastTheLimitIsKilledWithWhatItStarted) {
   EXPECT_THAT(result->output, HasSubstr("started"));
 }
 
+TEST(SubprocessTest, WhatItLeftRunningInTheBackgroundDoesNotHoldItsResult) {
+  // The background sleep keeps the output pipe open after the command itself has exited.
+  const absl::Time start = absl::Now();
+  auto result = RunSubprocess({"/bin/sh", "-c", "echo done; sleep 3 &"}, absl::Seconds(20));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_FALSE(result->timed_out);
+  EXPECT_EQ(result->exit_code, 0);
+  EXPECT_THAT(result->output, HasSubstr("done"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << "returned when the command exited";
+}
+
 TEST(SubprocessTest, OutputIsCappedNotUnbounded) {
   auto result =
       RunSubprocess({"/bin/sh", "-c", "head -c 200000 /dev/zero | tr '\\0' x"}, absl::Seconds(20));

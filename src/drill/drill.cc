@@ -15,7 +15,9 @@ namespace {
 // Stages whose way back the health check or Prometheus times on their own clocks: shown as
 // pending unless the drill is asked to wait for them. (A taint withheld has no way back.)
 bool SlowWayBack(Stage stage, bool actions_allowed) {
-  return (stage == Stage::kTaint && actions_allowed) || stage == Stage::kAlert ||
+  const bool remediation =
+      stage == Stage::kQuarantine || stage == Stage::kDrain || stage == Stage::kRecovery;
+  return ((stage == Stage::kTaint || remediation) && actions_allowed) || stage == Stage::kAlert ||
          stage == Stage::kAlertmanager;
 }
 
@@ -34,6 +36,11 @@ std::string PendingWhy(Stage stage, std::optional<absl::Duration> untaint_after)
              "--wait-recovery follows it";
     case Stage::kAlertmanager:
       return "Alertmanager resolves the alert once Prometheus sends the resolution; "
+             "--wait-recovery follows it";
+    case Stage::kQuarantine:
+    case Stage::kDrain:
+    case Stage::kRecovery:
+      return "the remediator hands the node back once PASS has held for its --untaint-after; "
              "--wait-recovery follows it";
     default:
       return "";
@@ -434,7 +441,9 @@ DrillReport Drill::Run() {
                            .deadline = row.deadline,
                            .link = row.link};
       // The taint goes only after the health check's hysteresis: wait for it, and then some.
-      if (row.stage == Stage::kTaint && plan_.untaint_after.has_value()) {
+      const bool remediation = row.stage == Stage::kQuarantine || row.stage == Stage::kDrain ||
+                               row.stage == Stage::kRecovery;
+      if ((row.stage == Stage::kTaint || remediation) && plan_.untaint_after.has_value()) {
         way_back.deadline = std::max(row.deadline, *plan_.untaint_after + absl::Seconds(30));
       }
       if (row.result == StageReport::Result::kSkip) {

@@ -3,6 +3,7 @@
 
 #include "api/convert.h"
 #include "api/node_condition.h"
+#include "api/remediation.h"
 #include "common/strings.h"
 #include "fmt/format.h"
 #include "kube/object.h"
@@ -197,7 +198,103 @@ class TaintLink final : public Link {
   bool tainted_before_ = false;  // seen at preflight (a drill with --force)
 };
 
+// The remediator's steps on the node (its vigil.dev/remediation state), for a drill whose fault
+// the remediator acts on: an episode newer than the one the node had at preflight, at or past
+// the step this stage is about. The steps can pass quicker than a look: a later step shows the
+// earlier ones happened.
+class RemediationLink final : public Link {
+ public:
+  RemediationLink(KubeApi* kube, std::string node, Stage stage, bool actions_allowed)
+      : kube_(kube), node_(std::move(node)), stage_(stage), allowed_(actions_allowed) {}
+  Stage stage() const override { return stage_; }
+  std::string name() const override {
+    return fmt::format("the remediator's {} of node {}", StageName(stage_), node_);
+  }
+
+  absl::Status Preflight(const Target&, bool force) override {
+    auto node = GetNode(kube_, node_);
+    if (!node.ok()) return node.status();
+    auto state = ReadState(*node);
+    if (!state.ok()) return state.status();
+    baseline_ = state->episode_started;
+    if (state->step != RemediationStep::kIdle && !force) {
+      return absl::FailedPreconditionError(fmt::format(
+          "node {} is under remediation already ({}: {}): let it finish, or drill anyway with "
+          "--force",
+          node_, RemediationStepName(state->step), state->message));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Observation> Look(const Target&, Want want, const Mark&) override {
+    if (!allowed_) {
+      return Observation{
+          .detail =
+              "the remediator handles a drill's fault without --allow-actions as a dry run "
+              "(VigilDryRun Events on the node)",
+          .not_applicable = true};
+    }
+    auto node = GetNode(kube_, node_);
+    if (!node.ok()) return node.status();
+    auto state = ReadState(*node);
+    if (!state.ok()) return state.status();
+    const bool this_drill = state->episode_started > baseline_;
+    if (!this_drill) {
+      return Observation{.detail = "the remediator has not taken the node on"};
+    }
+    const std::string step(RemediationStepName(state->step));
+    const std::string what =
+        fmt::format("{} ({}): {}", step, RecommendedActionText(state->action), state->message);
+    if (state->step == RemediationStep::kEscalated ||
+        (state->step == RemediationStep::kDrainStuck && stage_ != Stage::kQuarantine)) {
+      return Observation{.detail = what, .failed = true};
+    }
+    if (want == Want::kRecovered) {
+      return Observation{.shown = state->step == RemediationStep::kIdle,
+                         .detail = state->step == RemediationStep::kIdle
+                                       ? fmt::format("handed back: {}", state->message)
+                                       : what};
+    }
+    // How far the episode has come: draining 1, recovering 2, verifying or handed back 3.
+    const int reached =
+        state->step == RemediationStep::kDraining || state->step == RemediationStep::kDrainStuck ? 1
+        : state->step == RemediationStep::kRecovering                                            ? 2
+                                                      : 3;
+    const int wanted = stage_ == Stage::kQuarantine ? 1 : stage_ == Stage::kDrain ? 2 : 3;
+    std::string detail = what;
+    if (stage_ == Stage::kQuarantine) {
+      detail = fmt::format("{}: {}", state->incident, what);
+    } else if (stage_ == Stage::kDrain && reached >= 2) {
+      std::string pods;
+      for (const DrainPodState& pod : state->drain) {
+        pods += fmt::format("{}{} {}", pods.empty() ? "" : ", ", pod.id, pod.outcome);
+      }
+      detail = fmt::format("drained ({})", pods.empty() ? "no pod to evict" : pods);
+    }
+    return Observation{.shown = reached >= wanted, .detail = detail};
+  }
+
+ private:
+  absl::StatusOr<NodeRemediation> ReadState(const Json& node) const {
+    const std::string text =
+        StringAt(At(At(node, "metadata"), "annotations"), kRemediationAnnotation);
+    if (text.empty()) return NodeRemediation{};
+    return ParseRemediation(text);
+  }
+
+  KubeApi* const kube_;
+  const std::string node_;
+  const Stage stage_;
+  const bool allowed_;
+  absl::Time baseline_ = absl::InfinitePast();  // the node's last episode before the drill
+};
+
 }  // namespace
+
+std::unique_ptr<Link> NewRemediationLink(KubeApi* kube, std::string node, Stage stage,
+                                         bool actions_allowed) {
+  return std::make_unique<RemediationLink>(kube, std::move(node), stage, actions_allowed);
+}
 
 std::unique_ptr<Link> NewNodeConditionLink(KubeApi* kube, std::string node) {
   return std::make_unique<NodeConditionLink>(kube, std::move(node));

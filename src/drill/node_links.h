@@ -22,5 +22,11 @@ std::unique_ptr<Link> NewNodeConditionLink(KubeApi* kube, std::string node);
 // once if the node was tainted.
 std::unique_ptr<Link> NewTaintLink(KubeApi* kube, std::string node, std::string key,
                                    bool actions_allowed);
+// The remediator's steps for the drill's fault (`stage`: kQuarantine, kDrain or kRecovery), from
+// its state on the node: a new episode that reached the stage's step — took the node on, drained
+// it, recovered it; the way back: handed back. A stuck drain or an escalation fails the stage at
+// once. Without `actions_allowed` the remediator only dry-runs a drill's fault: SKIP.
+std::unique_ptr<Link> NewRemediationLink(KubeApi* kube, std::string node, Stage stage,
+                                         bool actions_allowed);
 
 }  // namespace vigil::drill

@@ -23,6 +23,12 @@ std::string_view StageName(Stage stage) {
       return "alert";
     case Stage::kAlertmanager:
       return "alertmanager";
+    case Stage::kQuarantine:
+      return "quarantine";
+    case Stage::kDrain:
+      return "drain";
+    case Stage::kRecovery:
+      return "recovery";
   }
   return "unknown";
 }
@@ -61,6 +67,10 @@ absl::Duration DefaultDeadline(Stage stage, absl::Duration deadline) {
       return deadline + absl::Minutes(1);
     case Stage::kAlertmanager:
       return deadline + absl::Seconds(90);
+    case Stage::kDrain:
+    case Stage::kRecovery:
+      // The remediator's passes, PodDisruptionBudgets, a reset command.
+      return deadline + absl::Minutes(2);
     default:
       return deadline;
   }

@@ -26,11 +26,16 @@ enum class Stage : uint8_t {
   kTaint,          // the health check's NoSchedule taint (Kubernetes)
   kAlert,          // a Prometheus alert firing
   kAlertmanager,   // Alertmanager holding it
+  kQuarantine,     // the remediator took the node on (Kubernetes, --remediation)
+  kDrain,          // ... drained it
+  kRecovery,       // ... recovered it (the GPU reset, the node rebooted)
 };
-inline constexpr Stage kAllStages[] = {Stage::kEngine,        Stage::kExporter, Stage::kHealthcheck,
-                                       Stage::kNodeCondition, Stage::kTaint,    Stage::kAlert,
-                                       Stage::kAlertmanager};
-// "engine", "exporter", "healthcheck", "node-condition", "taint", "alert", "alertmanager".
+inline constexpr Stage kAllStages[] = {
+    Stage::kEngine, Stage::kExporter, Stage::kHealthcheck,  Stage::kNodeCondition,
+    Stage::kTaint,  Stage::kAlert,    Stage::kAlertmanager, Stage::kQuarantine,
+    Stage::kDrain,  Stage::kRecovery};
+// "engine", "exporter", "healthcheck", "node-condition", "taint", "alert", "alertmanager",
+// "quarantine", "drain", "recovery".
 std::string_view StageName(Stage stage);
 std::optional<Stage> ParseStage(std::string_view name);
 // "engine, exporter, ... or alertmanager", for messages that list the choices.

@@ -13,7 +13,8 @@ TEST(DrillPlanTest, EveryStageHasANameThatParsesBack) {
   for (Stage stage : kAllStages) EXPECT_EQ(ParseStage(StageName(stage)), stage);
   EXPECT_FALSE(ParseStage("exporters").has_value());
   EXPECT_EQ(StageChoices(),
-            "engine, exporter, healthcheck, node-condition, taint, alert or alertmanager");
+            "engine, exporter, healthcheck, node-condition, taint, alert, alertmanager, "
+            "quarantine, drain or recovery");
 }
 
 TEST(DrillPlanTest, StageDeadlinesParseOrSayWhatIsWrong) {

@@ -549,7 +549,7 @@ absl::StatusOr<GpuResetResult> Engine::ResetGpu(uint32_t gpu, std::string_view u
   }
   const std::string& gpu_uuid = gpus()[gpu].uuid;
   if (!uuid.empty() && uuid != gpu_uuid) {
-    return absl::FailedPreconditionError(fmt::format(
+    return absl::NotFoundError(fmt::format(
         "GPU {} is {}, not {}: not reset (list the GPUs with `vigil gpus`)", gpu, gpu_uuid, uuid));
   }
   if (resetting_.exchange(true)) {
@@ -562,7 +562,7 @@ absl::StatusOr<GpuResetResult> Engine::ResetGpu(uint32_t gpu, std::string_view u
   const std::string subject = fmt::format("GPU {} ({})", gpu, gpu_uuid);
   auto processes = backend_->ComputeProcesses(gpu);
   if (!processes.ok()) {
-    return absl::FailedPreconditionError(
+    return absl::InternalError(
         fmt::format("{}: cannot tell whether a compute process uses it, so it is not reset: {}",
                     subject, MessageOf(processes.status())));
   }

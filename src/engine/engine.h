@@ -191,10 +191,11 @@ class Engine : public EventSink, private ScenarioTarget {
   // it (what they simulated does not survive a reset). Audited: a GPU_RESET event when asked and
   // one when done or failed. The verdict shows the reset from the next tick (the GPU's counters
   // went back). Blocks for as long as the backend's reset takes: call it off gRPC's threads.
-  // InvalidArgument for a bad GPU; FailedPrecondition (refused, nothing attempted) when `uuid` is
-  // set and is not the GPU's, when compute processes use it (their pids in the message), or the
-  // GPU is lost (nothing can say it is idle); Aborted while another reset runs; Internal when
-  // the backend's reset was attempted and failed.
+  // InvalidArgument for a bad GPU; NotFound when `uuid` is set and is not the GPU's;
+  // FailedPrecondition (refused for now, nothing attempted) when compute processes use it (their
+  // pids in the message); Aborted while another reset runs; Internal when nothing can say the GPU
+  // is idle (lost, the process list unreadable) or the backend's reset was attempted and
+  // failed.
   absl::StatusOr<GpuResetResult> ResetGpu(uint32_t gpu, std::string_view uuid,
                                           std::string_view reason, const Principal& principal);
   // Running scenarios and the most recent ended ones.

@@ -102,7 +102,7 @@ TEST_F(ResetGpuTest, AGpuInUseIsNotReset) {
 TEST_F(ResetGpuTest, ALostGpuCannotBeProvenIdleAndIsNotReset) {
   sim_->SetGpuLost(0, true);
   auto reset = engine_->ResetGpu(0, "", "", kRoot);
-  EXPECT_EQ(reset.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(reset.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(reset.status().message(), HasSubstr("cannot tell whether a compute process"));
   EXPECT_EQ(sim_->resets(), 0);
 }
@@ -111,7 +111,7 @@ TEST_F(ResetGpuTest, TheWrongGpuIsRefused) {
   EXPECT_EQ(engine_->ResetGpu(2, "", "", kRoot).status().code(),
             absl::StatusCode::kInvalidArgument);
   auto other = engine_->ResetGpu(0, engine_->gpus()[1].uuid, "", kRoot);
-  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(other.status().message(), HasSubstr("not reset"));
   EXPECT_EQ(sim_->resets(), 0);
 }

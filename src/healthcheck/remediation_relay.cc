@@ -177,10 +177,12 @@ absl::Status RemediationRelay::RelayOnce() {
   const struct {
     std::string_view request_key, result_key;
     std::string* answered;
+    std::optional<ActionResult>* unwritten;
     ActionResult (RemediationRelay::*act)(const ActionRequest&);
   } kinds[] = {
-      {kResetRequestAnnotation, kResetResultAnnotation, &answered_reset_, &RemediationRelay::Reset},
-      {kRebootRequestAnnotation, kRebootResultAnnotation, &answered_reboot_,
+      {kResetRequestAnnotation, kResetResultAnnotation, &answered_reset_, &unwritten_reset_,
+       &RemediationRelay::Reset},
+      {kRebootRequestAnnotation, kRebootResultAnnotation, &answered_reboot_, &unwritten_reboot_,
        &RemediationRelay::Reboot},
   };
   for (const auto& kind : kinds) {
@@ -201,12 +203,18 @@ absl::Status RemediationRelay::RelayOnce() {
       *kind.answered = request->id;
       continue;
     }
-    const ActionResult result = (this->*kind.act)(*request);
-    if (absl::Status written =
-            Patch({{std::string(kind.result_key), ResultToJson(result)}}, kind.result_key);
-        !written.ok()) {
-      return written;  // answered again next pass: the action is not repeated for the same id
+    // Acted on once per id: an answer that could not be written is written again next pass,
+    // without acting again.
+    std::optional<ActionResult>& unwritten = *kind.unwritten;
+    if (!unwritten.has_value() || unwritten->id != request->id) {
+      unwritten = (this->*kind.act)(*request);
     }
+    if (absl::Status written =
+            Patch({{std::string(kind.result_key), ResultToJson(*unwritten)}}, kind.result_key);
+        !written.ok()) {
+      return written;
+    }
+    unwritten.reset();
     *kind.answered = request->id;
   }
   return absl::OkStatus();
@@ -215,6 +223,10 @@ absl::Status RemediationRelay::RelayOnce() {
 ActionResult RemediationRelay::Reset(const ActionRequest& request) {
   ActionResult result{.id = request.id, .outcome = ActionOutcome::kDone};
   std::string said;
+  if (request.gpus.empty()) {
+    result.outcome = ActionOutcome::kFailed;
+    said = "the request names no GPU to reset";
+  }
   for (const GpuRef& gpu : request.gpus) {
     v1::ResetGpuRequest call;
     call.set_gpu(gpu.index);
@@ -228,7 +240,8 @@ ActionResult RemediationRelay::Reset(const ActionRequest& request) {
     }
     const absl::StatusCode code = reset.status().code();
     // In use (evicted pods still terminating), another reset running, the engine away for a
-    // moment: worth asking again. Anything else (the reset failed, not allowed) is final.
+    // moment: worth asking again. Anything else (no such GPU, lost, the reset failed, not
+    // allowed) is final.
     result.outcome = code == absl::StatusCode::kFailedPrecondition ||
                              code == absl::StatusCode::kAborted ||
                              code == absl::StatusCode::kUnavailable

@@ -102,6 +102,8 @@ class RemediationRelay {
   // Owned by the relaying thread.
   std::optional<std::string> published_;          // the faults last written (seq left out); "" none
   std::string answered_reset_, answered_reboot_;  // request ids answered by this process
+  // The outcome of a request acted on whose answer could not be written yet.
+  std::optional<ActionResult> unwritten_reset_, unwritten_reboot_;
 };
 
 }  // namespace vigil

@@ -45,8 +45,9 @@ absl::StatusOr<std::unique_ptr<InClusterKube>> InClusterKube::Create(
   const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
   if (host == nullptr || *host == '\0') {
     return absl::FailedPreconditionError(
-        "--kubernetes: KUBERNETES_SERVICE_HOST is not set: this is not running in a Kubernetes "
-        "pod (drop --kubernetes outside a cluster)");
+        "the Kubernetes API: KUBERNETES_SERVICE_HOST is not set: this is not running in a "
+        "Kubernetes pod (outside a cluster, drop --kubernetes; the remediator runs only in "
+        "one)");
   }
   std::unique_ptr<InClusterKube> kube(new InClusterKube(clock, component));
   kube->host_ = host;

@@ -336,7 +336,7 @@ void Remediator::PostEvent(const NodeView& view, std::string_view type, std::str
   ++stats_.events;
 }
 
-absl::Status Remediator::ReconcileOnce() {
+absl::Status Remediator::ReconcileOnce(absl::Time act_until) {
   Pass pass;
   pass.now = clock_->Now();
   ++stats_.passes;
@@ -370,14 +370,22 @@ absl::Status Remediator::ReconcileOnce() {
       }
     }
   }
-  if (!nodes.empty() && static_cast<double>(tainted) >
-                            options_.max_tainted_share * static_cast<double>(nodes.size())) {
+    // As the health check's breaker: a share of the GPU nodes, but one node may always be tainted.
+  if (tainted > 1 &&
+      static_cast<double>(tainted) > options_.max_tainted_share * static_cast<double>(nodes.size())) {
     pass.breaker_open = true;
     pass.breaker_why = fmt::format("{} of {} GPU nodes are tainted, more than {:.0f}%", tainted,
                                    nodes.size(), options_.max_tainted_share * 100);
   }
   stats_.breaker_open = pass.breaker_open;
   for (const auto& [name, node] : nodes) {
+    if (clock_->Now() >= act_until) {
+      if (pass.first_error.ok()) {
+        pass.first_error = absl::DeadlineExceededError("the pass stopped before node " + name +
+                                                       ": the Lease is due for renewal");
+      }
+      break;
+    }
     absl::Status status = ReconcileNode(name, node, pass);
     if (!status.ok()) {
       spdlog::warn("remediation: {}", MessageOf(status));
@@ -445,7 +453,10 @@ absl::Status Remediator::ReconcileNode(const std::string& name, const Json& node
   };
   const std::string before = view.Annotation(kRemediationAnnotation);
 
-  switch (state.step) {
+  // Not --mode on: an episode under way (or an escalation) is frozen where it is — reported,
+  // never advanced (a roll-back to dry-run mid-incident changes nothing from then on).
+  const bool frozen = options_.mode != Mode::kOn && state.step != RemediationStep::kIdle;
+  switch (frozen ? RemediationStep::kIdle : state.step) {
     case RemediationStep::kEscalated:
       if (!view.labels.contains(std::string(kNeedsInspectionLabel))) {
         step.SetTaint(kNeedsInspectionTaint, false);
@@ -461,6 +472,15 @@ absl::Status Remediator::ReconcileNode(const std::string& name, const Json& node
       break;
 
     case RemediationStep::kIdle: {
+      if (frozen) {
+        const std::string why = fmt::format(
+            "frozen at {} (--mode {})", RemediationStepName(state.step), ModeName(options_.mode));
+        if (waits_[name] != why) {
+          waits_[name] = why;
+          spdlog::warn("remediation: node {}: {}: nothing is done until --mode on", name, why);
+        }
+        break;
+      }
       if (!failing || options_.mode == Mode::kOff) {
         dry_runs_.erase(name);
         waits_.erase(name);
@@ -481,12 +501,18 @@ absl::Status Remediator::ReconcileNode(const std::string& name, const Json& node
       std::vector<GpuRef> gpus;
       std::string incident;
       bool drill_only = true;
+      // A drill's fault without permission drives nothing: only the actionable faults choose
+      // the action and the GPUs (the others are dry-run when they are all there is).
       for (const PublishedFault& fault : faults->faults) {
         drill_only &= !fault.actionable();
-        if (Strength(fault.action) > Strength(action)) action = fault.action;
       }
       for (const PublishedFault& fault : faults->faults) {
-        if (fault.action != action) continue;
+        if ((fault.actionable() || drill_only) && Strength(fault.action) > Strength(action)) {
+          action = fault.action;
+        }
+      }
+      for (const PublishedFault& fault : faults->faults) {
+        if (fault.action != action || !(fault.actionable() || drill_only)) continue;
         if (fault.gpu >= 0 && std::none_of(gpus.begin(), gpus.end(), [&](const GpuRef& gpu) {
               return gpu.uuid == fault.uuid;
             })) {
@@ -561,6 +587,16 @@ absl::Status Remediator::ReconcileNode(const std::string& name, const Json& node
         break;
       }
       dry_runs_.erase(name);
+      // A fleet-wide false alarm must neither drain nor label the fleet.
+      if (pass.breaker_open) {
+        if (waits_[name] != pass.breaker_why) {
+          waits_[name] = pass.breaker_why;
+          step.Event("Warning", "VigilCircuitBreakerOpen",
+                     fmt::format("{} waits: {} — a fleet-wide problem is not drained node by node",
+                                 incident, pass.breaker_why));
+        }
+        break;
+      }
       if (state.attempts.size() >= static_cast<size_t>(options_.max_attempts)) {
         state.action = action;
         state.gpus = gpus;
@@ -587,12 +623,14 @@ absl::Status Remediator::ReconcileNode(const std::string& name, const Json& node
         }
         break;
       }
-      if (pass.breaker_open) {
-        if (waits_[name] != pass.breaker_why) {
-          waits_[name] = pass.breaker_why;
-          step.Event("Warning", "VigilCircuitBreakerOpen",
-                     fmt::format("{} waits: {} — a fleet-wide problem is not drained node by node",
-                                 incident, pass.breaker_why));
+      if (!view.HasTaint(options_.taint_key) && !options_.cordon) {
+        const std::string why = fmt::format(
+            "the node is not quarantined: no {} taint yet (does its health check run with "
+            "--taint?) and no --cordon",
+            options_.taint_key);
+        if (waits_[name] != why) {
+          waits_[name] = why;
+          spdlog::warn("remediation: node {}: {}: not draining", name, why);
         }
         break;
       }
@@ -700,7 +738,17 @@ absl::Status Remediator::ReconcileNode(const std::string& name, const Json& node
       break;
 
     case RemediationStep::kRecovering: {
-      if (state.action == v1::RECOMMENDED_ACTION_RESET_GPU) {
+      // restart-app recovers like reset-gpu: its workloads are drained (they restart
+      // elsewhere), and a reset of the now idle GPU ends its sticky FAIL.
+      if (state.action == v1::RECOMMENDED_ACTION_RESET_GPU ||
+          state.action == v1::RECOMMENDED_ACTION_RESTART_APP) {
+        if (state.gpus.empty()) {
+          escalate(fmt::format(
+              "{} recommends a GPU reset, but names no GPU (a node-level fault): a person "
+              "decides what to reset",
+              state.incident));
+          break;
+        }
         if (state.request_id.empty()) {
           const ActionRequest request{
               .id = fmt::format("reset-{}-{:x}-{}", name, absl::ToUnixSeconds(now), ++written_),
@@ -779,7 +827,8 @@ absl::Status Remediator::ReconcileNode(const std::string& name, const Json& node
                      fmt::format("{}: {} ({})", state.incident, state.message, state.request_id));
           break;
         }
-        if (healthy) {
+        if (healthy && view.condition_since >=
+                           absl::FromUnixSeconds(absl::ToUnixSeconds(state.step_started))) {
           step.RemoveLabel(kRebootRequestedLabel);
           step.RemoveAnnotation(kRebootRequestAnnotation);
           record(RemediationStep::kVerifying,
@@ -801,16 +850,19 @@ absl::Status Remediator::ReconcileNode(const std::string& name, const Json& node
         }
         break;
       }
-      // restart-app: the drain restarted the workloads; there is nothing to recover.
-      state.attempts.push_back(now);
-      record(RemediationStep::kVerifying,
-             fmt::format("workloads restarted elsewhere; verifying PASS for {}",
-                         absl::FormatDuration(options_.untaint_after)));
       break;
     }
 
-    case RemediationStep::kVerifying:
-      if (failing) {
+    case RemediationStep::kVerifying: {
+      // The condition the recovery started from may still say FAIL for a tick or two (the engine
+      // sees the reset at its next read, the health check writes after that): only a transition
+      // to FAIL since the recovery (or a FAIL that outlasts --recovery-timeout) is a failed
+      // attempt. lastTransitionTime has second precision.
+      const bool failed_again =
+          failing &&
+          (view.condition_since >= absl::FromUnixSeconds(absl::ToUnixSeconds(state.step_started)) ||
+           now - state.step_started >= options_.recovery_timeout);
+      if (failed_again) {
         ++stats_.failed_attempts;
         if (state.attempts.size() >= static_cast<size_t>(options_.max_attempts)) {
           escalate(fmt::format("FAIL again after {} recover{} in {}: {}", state.attempts.size(),
@@ -837,6 +889,7 @@ absl::Status Remediator::ReconcileNode(const std::string& name, const Json& node
                                RecommendedActionText(state.action)));
       }
       break;
+    }
   }
 
   // Kept while an episode is under way or attempts count; gone once neither holds.
@@ -846,6 +899,11 @@ absl::Status Remediator::ReconcileNode(const std::string& name, const Json& node
     step.SetAnnotation(kRemediationAnnotation, after);
   }
   absl::Status written = step.Write();
+  if (!written.ok()) {
+    // Neither the step nor its Events happened: decide (and tell) again next pass.
+    waits_.erase(name);
+    dry_runs_.erase(name);
+  }
   Json status = {{"node", name},
                  {"step", std::string(RemediationStepName(state.step))},
                  {"action", std::string(RecommendedActionText(state.action))},
@@ -884,6 +942,16 @@ std::string Remediator::Metrics() const {
       auto it = steps_.find(name);
       out += fmt::format("vigil_remediator_nodes{{step=\"{}\"}} {}\n", name,
                          it == steps_.end() ? 0 : it->second);
+    }
+    // One series per node under remediation (not idle): what the alerts name.
+    out +=
+        "# HELP vigil_remediator_node_step 1 for the step a GPU node under remediation is at.\n"
+        "# TYPE vigil_remediator_node_step gauge\n";
+    for (const Json& node : status_) {
+      const std::string step = node.value("step", "");
+      if (step == RemediationStepName(RemediationStep::kIdle)) continue;
+      out += fmt::format("vigil_remediator_node_step{{node=\"{}\",step=\"{}\",action=\"{}\"}} 1\n",
+                         node.value("node", ""), step, node.value("action", ""));
     }
   }
   const auto counter = [&](std::string_view name, std::string_view help, uint64_t value) {

@@ -115,7 +115,9 @@ class Remediator {
 
   // One pass over every GPU node: each takes its next step if it has one due. An API error on a
   // node leaves it for the next pass and does not stop the others; the first error is returned.
-  absl::Status ReconcileOnce();
+  // No node is begun at or after `act_until` (the active replica's Lease may run out by then):
+  // the pass stops there, DeadlineExceeded, and the next one goes on.
+  absl::Status ReconcileOnce(absl::Time act_until = absl::InfiniteFuture());
 
   // Each node the remediator has a state for, as JSON (for /status and `vigil remediator
   // status`).

@@ -314,10 +314,15 @@ TEST_F(RemediatorTest, TwoFailingNodesWithMaxConcurrentOneGoOneAfterTheOther) {
   EXPECT_EQ(State("n1").step, RemediationStep::kDraining);
   EXPECT_EQ(State("n2").step, RemediationStep::kIdle);
   EXPECT_THAT(EventReasons("n2"), Contains("VigilWaiting"));
-  for (int i = 0; i < 5 && State("n1").step != RemediationStep::kVerifying; ++i) {
+  // restart-app: n1's workloads drained, then a reset of the idle GPU ends its sticky FAIL.
+  for (int i = 0; i < 5 && State("n1").step != RemediationStep::kRecovering; ++i) {
     clock_.Advance(absl::Seconds(2));
     ASSERT_TRUE(Pass().ok());
   }
+  ASSERT_TRUE(Pass().ok());  // asks for the reset
+  EXPECT_EQ(State("n2").step, RemediationStep::kIdle) << "n1 is still in recovery";
+  AnswerReset("n1", ActionOutcome::kDone, "reset");
+  ASSERT_TRUE(Pass().ok());
   ASSERT_EQ(State("n1").step, RemediationStep::kVerifying);
   ASSERT_TRUE(Pass().ok());
   EXPECT_EQ(State("n2").step, RemediationStep::kDraining) << "n1 is out of drain and recovery";

@@ -68,6 +68,7 @@ void Runner::Loop() {
       absl::MutexLock lock(&mutex_);
       if (stopping_) break;
     }
+    const absl::Time asked = clock->Now();
     auto held = lease_.TryAcquireOrRenew();
     const bool leading = held.ok() && *held;
     if (!held.ok()) {
@@ -91,7 +92,11 @@ void Runner::Loop() {
                      options_.lease.identity, lease_.holder().empty() ? "none" : lease_.holder());
       }
     }
-    if (leading && remediator_->synced()) (void)remediator_->ReconcileOnce();  // logged there
+    // Acting only well within the Lease just renewed: a pass on a slow API server stops before
+    // another replica could take the Lease over.
+    if (leading && remediator_->synced()) {
+      (void)remediator_->ReconcileOnce(asked + options_.lease.duration / 2);  // logged there
+    }
     absl::MutexLock lock(&mutex_);
     clock->AwaitWithTimeout(&mutex_, absl::Condition(&stopping_), options_.pass_every);
   }

@@ -434,8 +434,13 @@ grpc::ServerUnaryReactor* EngineService::ClearHealth(grpc::CallbackServerContext
 }
 
 EngineService::~EngineService() {
-  absl::MutexLock lock(&reset_mutex_);
-  if (reset_worker_.joinable()) reset_worker_.join();
+  std::thread worker;
+  {
+    // Joined outside the lock: the worker takes it to say it is done.
+    absl::MutexLock lock(&reset_mutex_);
+    worker = std::move(reset_worker_);
+  }
+  if (worker.joinable()) worker.join();
 }
 
 grpc::ServerUnaryReactor* EngineService::ResetGpu(grpc::CallbackServerContext* context,
