@@ -370,9 +370,9 @@ absl::Status Remediator::ReconcileOnce(absl::Time act_until) {
       }
     }
   }
-    // As the health check's breaker: a share of the GPU nodes, but one node may always be tainted.
-  if (tainted > 1 &&
-      static_cast<double>(tainted) > options_.max_tainted_share * static_cast<double>(nodes.size())) {
+  // As the health check's breaker: a share of the GPU nodes, but one node may always be tainted.
+  if (tainted > 1 && static_cast<double>(tainted) >
+                         options_.max_tainted_share * static_cast<double>(nodes.size())) {
     pass.breaker_open = true;
     pass.breaker_why = fmt::format("{} of {} GPU nodes are tainted, more than {:.0f}%", tainted,
                                    nodes.size(), options_.max_tainted_share * 100);
