@@ -243,22 +243,43 @@ scrape_configs:
   prometheus.Wait();
 }
 
+// Node n1 of the fake API server (the in-cluster environment, KUBERNETES_SERVICE_HOST/PORT, is
+// set for the processes to inherit), its engine on 2 simulated GPUs, and a health check keeping
+// its condition and taint (with `extra` flags), once the node has the condition.
+struct KubeChain {
+  KubeChain(const TempDir& dir, const std::vector<std::string>& extra) {
+    std::string error;
+    server = FakeKubeApi::Start(dir.path().string(), &error);
+    if (server == nullptr) {
+      ADD_FAILURE() << error;
+      return;
+    }
+    server->AddNode("n1", {{"nvidia.com/gpu.present", "true"}});
+    accounts = server->credentials().service_account_dir;
+    engine = std::make_unique<EngineProcess>(dir.path(), "n1", 2);
+    std::vector<std::string> args = {"--node-name",           "n1",    "--kubernetes", "--taint",
+                                     "--service-account-dir", accounts};
+    args.insert(args.end(), extra.begin(), extra.end());
+    check = std::make_unique<HttpDaemon>("healthcheck", dir.path(), engine->unix_address, args);
+    ready = check->port() > 0 &&
+            Eventually([&] { return ConditionStatus(server->Node("n1"), "GpuProblem") != ""; });
+    if (!ready) ADD_FAILURE() << check->process().Stderr();
+  }
+  std::unique_ptr<FakeKubeApi> server;
+  std::string accounts;
+  std::unique_ptr<EngineProcess> engine;
+  std::unique_ptr<HttpDaemon> check;
+  bool ready = false;
+};
+
 TEST(DrillTest, TheKubernetesStagesAreADryRunUnlessActionsAreAllowed) {
   TempDir dir;
-  std::string error;
-  // The in-cluster environment (KUBERNETES_SERVICE_HOST/PORT) is set for the processes to inherit.
-  const std::unique_ptr<FakeKubeApi> server = FakeKubeApi::Start(dir.path().string(), &error);
-  ASSERT_NE(server, nullptr) << error;
-  FakeKubeApi& api = *server;
-  api.AddNode("n1", {{"nvidia.com/gpu.present", "true"}});
-  const std::string accounts = api.credentials().service_account_dir;
-  EngineProcess engine(dir.path(), "n1", 2);
-  HttpDaemon check("healthcheck", dir.path(), engine.unix_address,
-                   {"--node-name", "n1", "--kubernetes", "--taint", "--service-account-dir",
-                    accounts, "--untaint-after", "1s"});
-  ASSERT_GT(check.port(), 0) << check.process().Stderr();
-  ASSERT_TRUE(Eventually([&] { return ConditionStatus(api.Node("n1"), "GpuProblem") != ""; }))
-      << check.process().Stderr();
+  KubeChain chain(dir, {"--untaint-after", "1s"});
+  ASSERT_TRUE(chain.ready);
+  FakeKubeApi& api = *chain.server;
+  const std::string& accounts = chain.accounts;
+  const EngineProcess& engine = *chain.engine;
+  HttpDaemon& check = *chain.check;
   const int gpu = PassingGpu(engine, 2);
   ASSERT_GE(gpu, 0);
   const std::vector<std::string> drill = {"drill",
@@ -323,24 +344,16 @@ TEST(DrillTest, TheKubernetesStagesAreADryRunUnlessActionsAreAllowed) {
 // draining it, resetting the GPU through the health check's relay, and handing it back.
 TEST(DrillTest, WithActionsAllowedTheTimelineShowsTheRemediationLoop) {
   TempDir dir;
-  std::string error;
-  const std::unique_ptr<FakeKubeApi> server = FakeKubeApi::Start(dir.path().string(), &error);
-  ASSERT_NE(server, nullptr) << error;
-  FakeKubeApi& api = *server;
-  api.AddNode("n1", {{"nvidia.com/gpu.present", "true"}});
-  const std::string accounts = api.credentials().service_account_dir;
-  EngineProcess engine(dir.path(), "n1", 2);
-  HttpDaemon check(
-      "healthcheck", dir.path(), engine.unix_address,
-      {"--node-name", "n1", "--kubernetes", "--taint", "--service-account-dir", accounts,
-       "--untaint-after", "2s", "--remediation", "--pod-resources-socket", ""});
-  ASSERT_GT(check.port(), 0) << check.process().Stderr();
+  KubeChain chain(dir, {"--untaint-after", "2s", "--remediation", "--pod-resources-socket", ""});
+  ASSERT_TRUE(chain.ready);
+  FakeKubeApi& api = *chain.server;
+  const std::string& accounts = chain.accounts;
+  const EngineProcess& engine = *chain.engine;
+  HttpDaemon& check = *chain.check;
   HttpDaemon remediator("remediator", dir.path(), "",
                         {"--mode", "on", "--untaint-after", "2s", "--identity", "r1",
                          "--service-account-dir", accounts});
   ASSERT_GT(remediator.port(), 0) << remediator.process().Stderr();
-  ASSERT_TRUE(Eventually([&] { return ConditionStatus(api.Node("n1"), "GpuProblem") != ""; }))
-      << check.process().Stderr();
   const int gpu = PassingGpu(engine, 2);
   ASSERT_GE(gpu, 0);
   const CommandResult run = RunCommand(

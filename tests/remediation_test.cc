@@ -117,12 +117,26 @@ class RemediationTest : public ::testing::Test {
     }
     return reasons;
   }
+  // How many Events with `reason` the remediator has posted.
+  int Count(const std::string& reason) const {
+    const std::vector<std::string> reasons = Reasons("vigil-remediator");
+    return static_cast<int>(std::count(reasons.begin(), reasons.end(), reason));
+  }
+  // Whether the remediator posts an Event with `reason` within `timeout`.
+  bool EventuallyEvent(const std::string& reason, absl::Duration timeout) const {
+    return Eventually(
+        [&] {
+          const std::vector<std::string> reasons = Reasons("vigil-remediator");
+          return std::find(reasons.begin(), reasons.end(), reason) != reasons.end();
+        },
+        timeout);
+  }
   std::vector<std::string> PodNames() const {
     std::vector<std::string> names;
     for (const Json& pod : api_->Pods()) names.push_back(pod["metadata"]["name"]);
     return names;
   }
-  bool Tainted(const std::string& key = "vigil.dev/gpu-problem") const {
+  bool Tainted(const std::string& key = "vigil.dev/gpu-problem") const {  // NoSchedule
     for (const Json& taint : api_->Node("n1")["spec"].value("taints", Json::array())) {
       if (taint.value("key", "") == key) return true;
     }
@@ -150,13 +164,7 @@ TEST_F(RemediationTest, Xid48IsDrainedForItsGpuResetAndHandedBackAfterPass) {
   Inject("48", 0, /*allow_actions=*/true);
 
   // The loop, as the cluster sees it, to the end: handed back, no taint, no cordon.
-  ASSERT_TRUE(Eventually(
-      [&] {
-        const std::vector<std::string> reasons = Reasons("vigil-remediator");
-        return std::find(reasons.begin(), reasons.end(), "VigilRecovered") != reasons.end();
-      },
-      absl::Seconds(60)))
-      << Logs(remediator.get());
+  ASSERT_TRUE(EventuallyEvent("VigilRecovered", absl::Seconds(60))) << Logs(remediator.get());
   const absl::Duration loop = absl::Now() - injected;
   EXPECT_THAT(Reasons("vigil-remediator"),
               ::testing::IsSupersetOf({"VigilQuarantined", "VigilDrained", "VigilResetRequested",
@@ -199,13 +207,7 @@ TEST_F(RemediationTest, Xid79RequestsARebootThroughTheSentinelAndANewBootClearsI
   engine_->process->Wait();
   std::ofstream(boot_id_file_) << "boot-two\n";
   StartEngine();
-  ASSERT_TRUE(Eventually(
-      [&] {
-        const std::vector<std::string> reasons = Reasons("vigil-remediator");
-        return std::find(reasons.begin(), reasons.end(), "VigilRecovered") != reasons.end();
-      },
-      absl::Seconds(60)))
-      << Logs(remediator.get());
+  ASSERT_TRUE(EventuallyEvent("VigilRecovered", absl::Seconds(60))) << Logs(remediator.get());
   EXPECT_FALSE(Tainted());
   EXPECT_THAT(Reasons("vigil-remediator"), ::testing::Contains("VigilRebootRequested"));
 }
@@ -214,13 +216,7 @@ TEST_F(RemediationTest, DryRunAndADrillsFaultWithoutPermissionChangeNothing) {
   StartHealthcheck();
   auto remediator = StartRemediator("r1", {"--mode", "on"});
   Inject("48", 0, /*allow_actions=*/false);  // a drill that did not allow actions
-  ASSERT_TRUE(Eventually(
-      [&] {
-        const std::vector<std::string> reasons = Reasons("vigil-remediator");
-        return std::find(reasons.begin(), reasons.end(), "VigilDryRun") != reasons.end();
-      },
-      absl::Seconds(30)))
-      << Logs(remediator.get());
+  ASSERT_TRUE(EventuallyEvent("VigilDryRun", absl::Seconds(30))) << Logs(remediator.get());
   bool said_why = false;
   for (const Json& event : api_->Events()) {
     said_why |=
@@ -286,13 +282,7 @@ TEST_F(RemediationTest, TheOtherReplicaTakesOverMidDrainAndResumesIt) {
 
   first->process().Signal(SIGKILL);  // no time to give the Lease up: it must expire
   api_->BlockEvictions("ml", "train-0", 0);
-  ASSERT_TRUE(Eventually(
-      [&] {
-        const std::vector<std::string> reasons = Reasons("vigil-remediator");
-        return std::find(reasons.begin(), reasons.end(), "VigilRecovered") != reasons.end();
-      },
-      absl::Seconds(60)))
-      << Logs(second.get());
+  ASSERT_TRUE(EventuallyEvent("VigilRecovered", absl::Seconds(60))) << Logs(second.get());
   EXPECT_EQ(api_->Lease("default", "vigil-remediator")["spec"]["holderIdentity"], "r2");
   int quarantines = 0;
   for (const std::string& reason : Reasons("vigil-remediator")) {
@@ -300,6 +290,63 @@ TEST_F(RemediationTest, TheOtherReplicaTakesOverMidDrainAndResumesIt) {
   }
   EXPECT_EQ(quarantines, 1) << "resumed, not started over";
   EXPECT_THAT(PodNames(), ::testing::ElementsAre("train-1"));
+}
+
+TEST_F(RemediationTest, AFailureBackAfterTwoRecoveriesNeedsInspectionAndStaysQuarantined) {
+  StartHealthcheck();
+  auto remediator = StartRemediator("r1", {"--mode", "on", "--max-attempts", "2"});
+  for (int round = 1; round <= 2; ++round) {
+    Inject("48", 0, /*allow_actions=*/true);
+    ASSERT_TRUE(Eventually([&] { return Count("VigilRecovered") == round; }, absl::Seconds(60)))
+        << "round " << round << "\n"
+        << Logs(remediator.get());
+  }
+  Inject("48", 0, /*allow_actions=*/true);  // the third time in the window
+  ASSERT_TRUE(EventuallyEvent("VigilNeedsInspection", absl::Seconds(30))) << Logs(remediator.get());
+  EXPECT_EQ(Step(), "escalated");
+  EXPECT_EQ(api_->Node("n1")["metadata"]["labels"].value(std::string(kNeedsInspectionLabel), ""),
+            "true");
+  EXPECT_EQ(Count("VigilResetRequested"), 2) << "no third reset";
+  // The GPU passes again (an operator clears it): the health check's taint goes after its
+  // hysteresis, the remediator's stays.
+  ASSERT_EQ(Vigil({"health", "clear", "--gpu", "0", "--engine", engine_->unix_address}).exit_code,
+            0);
+  ASSERT_TRUE(Eventually([&] { return !Tainted(); }, absl::Seconds(30)));
+  EXPECT_TRUE(Tainted(std::string(kNeedsInspectionTaint)));
+  EXPECT_EQ(Step(), "escalated");
+}
+
+TEST_F(RemediationTest, TwoNodesFailingTogetherWithMaxConcurrentOneGoOneAfterTheOther) {
+  StartHealthcheck();
+  EngineProcess second(dir_.path(), "n2", 2);
+  ASSERT_FALSE(second.tcp_address.empty()) << second.process->Stderr();
+  HttpDaemon second_check(
+      "healthcheck", dir_.path(), second.unix_address,
+      {"--node-name", "n2", "--kubernetes", "--taint", "--untaint-after", "2s", "--remediation",
+       "--pod-resources-socket", "", "--service-account-dir", Accounts()});
+  ASSERT_GT(second_check.port(), 0) << second_check.process().Stderr();
+  // Two of three GPU nodes tainted: over the default breaker, which this test is not about.
+  auto remediator =
+      StartRemediator("r1", {"--mode", "on", "--max-concurrent", "1", "--max-tainted-share", "1"});
+  Inject("48", 0, /*allow_actions=*/true);
+  const auto injected = Vigil({"inject", "xid", "--gpu", "1", "--xid", "48", "--allow-actions",
+                               "--engine", second.unix_address});
+  ASSERT_EQ(injected.exit_code, 0) << injected.err;
+  ASSERT_TRUE(Eventually([&] { return Count("VigilRecovered") == 2; }, absl::Seconds(90)))
+      << Logs(remediator.get());
+  // In the order the API server took the Events: the second node taken on only after the first
+  // was out of drain and recovery (its reset done), and told to wait before that.
+  std::map<std::string, std::map<std::string, size_t>> at;  // node -> reason -> first index
+  const std::vector<Json> events = api_->Events();
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (events[i].value("reportingComponent", "") != "vigil-remediator") continue;
+    at[events[i]["involvedObject"]["name"]].emplace(events[i]["reason"], i);
+  }
+  const std::string first =
+      at["n1"]["VigilQuarantined"] < at["n2"]["VigilQuarantined"] ? "n1" : "n2";
+  const std::string later = first == "n1" ? "n2" : "n1";
+  ASSERT_TRUE(at[later].contains("VigilWaiting")) << "the later node waited";
+  EXPECT_GT(at[later]["VigilQuarantined"], at[first]["VigilGpuReset"]);
 }
 
 TEST_F(RemediationTest, BadFlagsAreRefusedWithOneLine) {

@@ -9,7 +9,9 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
+#include "api/node_condition.h"
 #include "client/engine_client.h"
+#include "kube/kube_api.h"
 
 namespace vigil::cli {
 
@@ -43,6 +45,21 @@ struct ClientFlags {
 void AddClientFlags(CLI::App* command, ClientFlags* flags);
 // --token-file, for the commands that inject or clear (privileged over TCP).
 void AddTokenFileFlag(CLI::App* command, ClientFlags* flags);
+// The flags the Kubernetes-facing daemons share (kube_flags.cc): the health check's taint, the
+// GPU nodes, the Events' namespace, the service account, the tainted-share circuit breaker.
+struct KubeFlags {
+  std::string taint_key = std::string(kDefaultTaintKey);
+  double max_tainted_share = 0.5;
+  std::string gpu_node_selector = "nvidia.com/gpu.present=true";
+  std::string event_namespace = "default";
+  std::string service_account_dir = std::string(InClusterKube::kServiceAccountDir);
+};
+// `share_help`: what --max-tainted-share does in that command.
+void AddKubeFlags(CLI::App* command, KubeFlags* flags, const std::string& share_help);
+// InvalidArgument naming the flag: a taint key that is not a qualified name, a share out of
+// (0, 1], an empty selector.
+absl::Status CheckKubeFlags(const KubeFlags& flags);
+
 // The engine's token from the file at `path` (named `flag` in errors); "" for no file.
 absl::StatusOr<std::string> ReadEngineToken(const std::string& path, std::string_view flag);
 // Sets up logging and a client from the flags; the error says what is wrong with which flag.

@@ -20,45 +20,16 @@ struct HealthcheckFlags {
   std::string node_name;
   bool kubernetes = false;
   bool taint = false;
-  std::string taint_key = std::string(kDefaultTaintKey);
   std::string untaint_after = "5m";
   std::string heartbeat = "5m";
-  double max_tainted_share = 0.5;
-  std::string gpu_node_selector = "nvidia.com/gpu.present=true";
   std::string unknown_after = "30s";
-  std::string event_namespace = "default";
-  std::string service_account_dir = std::string(InClusterKube::kServiceAccountDir);
+  KubeFlags kube;
   bool remediation = false;
   std::string engine_token_file;
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string reboot_sentinel;
   std::string log_level = "info";
 };
-
-// A taint key is a qualified name: an optional DNS-subdomain prefix and '/', then 1-63
-// characters of [A-Za-z0-9-_.] starting and ending alphanumeric.
-absl::Status CheckTaintKey(const std::string& key) {
-  const size_t slash = key.rfind('/');
-  const std::string name = slash == std::string::npos ? key : key.substr(slash + 1);
-  bool ok = !name.empty() && name.size() <= 63 &&
-            std::isalnum(static_cast<unsigned char>(name.front())) &&
-            std::isalnum(static_cast<unsigned char>(name.back()));
-  for (char c : name) {
-    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
-  }
-  if (slash != std::string::npos) {
-    const std::string prefix = key.substr(0, slash);
-    ok = ok && !prefix.empty() && prefix.size() <= 253;
-    for (char c : prefix) {
-      ok = ok && (std::islower(static_cast<unsigned char>(c)) ||
-                  std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '.');
-    }
-  }
-  if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(fmt::format(
-      "--taint-key '{}' is not a valid taint key: use [prefix/]name, e.g. vigil.dev/gpu-problem",
-      key));
-}
 
 absl::StatusOr<HealthcheckOptions> OptionsFromFlags(const HealthcheckFlags& flags) {
   HealthcheckOptions options{.listen = flags.listen};
@@ -84,23 +55,13 @@ absl::StatusOr<HealthcheckOptions> OptionsFromFlags(const HealthcheckFlags& flag
   if (flags.taint && !flags.kubernetes) {
     return absl::InvalidArgumentError("--taint needs --kubernetes (it taints the Kubernetes node)");
   }
-  if (absl::Status status = CheckTaintKey(flags.taint_key); !status.ok()) return status;
-  if (!(flags.max_tainted_share > 0 && flags.max_tainted_share <= 1)) {
-    return absl::InvalidArgumentError(fmt::format(
-        "--max-tainted-share {} is out of range: give a share of the GPU nodes in (0, 1]",
-        flags.max_tainted_share));
-  }
-  if (flags.gpu_node_selector.empty()) {
-    return absl::InvalidArgumentError(
-        "--gpu-node-selector is empty: give the label selector of the GPU nodes, e.g. "
-        "nvidia.com/gpu.present=true");
-  }
+  if (absl::Status status = CheckKubeFlags(flags.kube); !status.ok()) return status;
   options.reporter.node_name = options.node_name;
-  options.reporter.event_namespace = flags.event_namespace;
+  options.reporter.event_namespace = flags.kube.event_namespace;
   options.reporter.taint = flags.taint;
-  options.reporter.taint_key = flags.taint_key;
-  options.reporter.max_tainted_share = flags.max_tainted_share;
-  options.reporter.gpu_node_selector = flags.gpu_node_selector;
+  options.reporter.taint_key = flags.kube.taint_key;
+  options.reporter.max_tainted_share = flags.kube.max_tainted_share;
+  options.reporter.gpu_node_selector = flags.kube.gpu_node_selector;
   if (flags.remediation && !flags.kubernetes) {
     return absl::InvalidArgumentError(
         "--remediation needs --kubernetes (it hands off through the Kubernetes node)");
@@ -118,7 +79,7 @@ absl::StatusOr<HealthcheckOptions> OptionsFromFlags(const HealthcheckFlags& flag
     options.relay_engine = std::move(*relay_engine);
   }
   if (flags.kubernetes) {
-    auto kube = InClusterKube::Create(flags.service_account_dir, "healthcheck");
+    auto kube = InClusterKube::Create(flags.kube.service_account_dir, "healthcheck");
     if (!kube.ok()) return kube.status();
     options.kube = std::move(*kube);
   }
@@ -142,7 +103,7 @@ int RunHealthcheck(const HealthcheckFlags& flags) {
       "healthcheck listening on http://{}:{}/status for node {}, engine {}; kubernetes {}{}",
       flags.listen.substr(0, flags.listen.rfind(':')), (*check)->port(), node_name, flags.engine,
       kubernetes ? "on (condition GpuProblem)" : "off",
-      flags.taint ? fmt::format(", taint {}:NoSchedule", flags.taint_key) : "");
+      flags.taint ? fmt::format(", taint {}:NoSchedule", flags.kube.taint_key) : "");
   signals.WaitForStop([] { spdlog::info("SIGHUP: the health check has nothing to reload"); },
                       "stopping the health check");
   (*check)->Stop();
@@ -170,7 +131,6 @@ CommandRunner AddHealthcheckCommand(CLI::App* parent) {
                     "account)");
   command->add_flag("--taint", flags->taint,
                     "Also taint the node NoSchedule while a GPU fails (needs --kubernetes)");
-  command->add_option("--taint-key", flags->taint_key, "Key of the taint")->capture_default_str();
   command
       ->add_option("--heartbeat", flags->heartbeat,
                    "Re-write the node condition (lastHeartbeatTime) this often when nothing "
@@ -181,24 +141,12 @@ CommandRunner AddHealthcheckCommand(CLI::App* parent) {
                    "Remove the taint only after the node has been healthy this long")
       ->capture_default_str();
   command
-      ->add_option("--max-tainted-share", flags->max_tainted_share,
-                   "Refuse to taint when this share of the GPU nodes already carry the taint "
-                   "(circuit breaker; at least one node may always be tainted)")
-      ->capture_default_str();
-  command
-      ->add_option("--gpu-node-selector", flags->gpu_node_selector,
-                   "Label selector of the cluster's GPU nodes (for the circuit breaker)")
-      ->capture_default_str();
-  command
       ->add_option("--unknown-after", flags->unknown_after,
                    "Set the condition Unknown after this long without a fresh verdict")
       ->capture_default_str();
-  command->add_option("--event-namespace", flags->event_namespace, "Namespace of the Events")
-      ->capture_default_str();
-  command
-      ->add_option("--service-account-dir", flags->service_account_dir,
-                   "Where the pod's service account token and CA are mounted")
-      ->capture_default_str();
+  AddKubeFlags(command, &flags->kube,
+               "Refuse to taint when this share of the GPU nodes already carry the taint "
+               "(circuit breaker; at least one node may always be tainted)");
   command->add_flag("--remediation", flags->remediation,
                     "Hand off with the remediator: publish the node's GPU faults (with the pods of "
                     "each failing GPU) and relay its GPU reset and reboot requests (needs "

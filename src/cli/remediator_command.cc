@@ -32,18 +32,15 @@ struct RemediatorFlags {
   int max_attempts = 2;
   std::string attempt_window = "24h";
   int max_concurrent = 1;
-  double max_tainted_share = 0.5;
   bool cordon = false;
   bool drain_all_pods = false;
   std::vector<std::string> exclude_namespaces;
   std::string drain_timeout = "10m";
+  std::string force_after;
   std::string reboot_via = "none";
   std::string recovery_timeout = "15m";
   std::string untaint_after = "5m";
-  std::string taint_key = std::string(kDefaultTaintKey);
-  std::string gpu_node_selector = "nvidia.com/gpu.present=true";
-  std::string event_namespace = "default";
-  std::string service_account_dir = std::string(InClusterKube::kServiceAccountDir);
+  KubeFlags kube;
   std::string log_level = "info";
   // status
   std::string url = "http://127.0.0.1:9402";
@@ -84,6 +81,17 @@ absl::StatusOr<remediator::RunnerOptions> OptionsFromFlags(const RemediatorFlags
     }
     *targets[i] = *duration;
   }
+  if (!flags.force_after.empty()) {
+    auto force = ParseDuration(flags.force_after);
+    if (!force.ok()) return WithContext(force.status(), "--force-after");
+    if (*force <= absl::ZeroDuration() || *force >= r.drain_timeout) {
+      return absl::InvalidArgumentError(fmt::format(
+          "--force-after {} must be more than 0 and shorter than --drain-timeout {} (the drain "
+          "stops at its timeout)",
+          flags.force_after, flags.drain_timeout));
+    }
+    r.force_after = *force;
+  }
   if (options.lease.duration < absl::Seconds(3)) {
     return absl::InvalidArgumentError(fmt::format(
         "--lease-duration {} is too short: the active replica renews every second; give at "
@@ -100,20 +108,16 @@ absl::StatusOr<remediator::RunnerOptions> OptionsFromFlags(const RemediatorFlags
         fmt::format("--max-concurrent {}: give at least 1 (nodes in drain or recovery at once)",
                     flags.max_concurrent));
   }
-  if (!(flags.max_tainted_share > 0 && flags.max_tainted_share <= 1)) {
-    return absl::InvalidArgumentError(fmt::format(
-        "--max-tainted-share {} is out of range: give a share of the GPU nodes in (0, 1]",
-        flags.max_tainted_share));
-  }
+  if (absl::Status status = CheckKubeFlags(flags.kube); !status.ok()) return status;
   r.max_attempts = flags.max_attempts;
   r.max_concurrent = flags.max_concurrent;
-  r.max_tainted_share = flags.max_tainted_share;
+  r.max_tainted_share = flags.kube.max_tainted_share;
   r.cordon = flags.cordon;
   r.drain_all_pods = flags.drain_all_pods;
   r.exclude_namespaces = flags.exclude_namespaces;
-  r.taint_key = flags.taint_key;
-  r.gpu_node_selector = flags.gpu_node_selector;
-  r.event_namespace = flags.event_namespace;
+  r.taint_key = flags.kube.taint_key;
+  r.gpu_node_selector = flags.kube.gpu_node_selector;
+  r.event_namespace = flags.kube.event_namespace;
   // The Pod's name (the downward API's POD_NAME, else the host name, which is the Pod's name in
   // a container).
   std::string identity = flags.identity;
@@ -141,7 +145,7 @@ int RunRemediator(const RemediatorFlags& flags) {
   }
   auto options = OptionsFromFlags(flags);
   if (!options.ok()) return Fail("remediator", options.status());
-  auto kube = InClusterKube::Create(flags.service_account_dir, "remediator");
+  auto kube = InClusterKube::Create(flags.kube.service_account_dir, "remediator");
   if (!kube.ok()) return Fail("remediator", kube.status());
   const std::string identity = options->lease.identity;
   auto runner = remediator::Runner::Start(*std::move(options), std::move(*kube));
@@ -225,10 +229,6 @@ CommandRunner AddRemediatorCommand(CLI::App* parent) {
       ->add_option("--max-concurrent", flags->max_concurrent,
                    "Nodes in drain or recovery at once, cluster-wide")
       ->capture_default_str();
-  command
-      ->add_option("--max-tainted-share", flags->max_tainted_share,
-                   "Start no remediation while more than this share of the GPU nodes is tainted")
-      ->capture_default_str();
   command->add_flag("--cordon", flags->cordon, "Also cordon a node while it is remediated");
   command->add_flag("--drain-all-pods", flags->drain_all_pods,
                     "For a reboot, evict every pod not owned by a DaemonSet, not only GPU pods");
@@ -238,6 +238,9 @@ CommandRunner AddRemediatorCommand(CLI::App* parent) {
       ->add_option("--drain-timeout", flags->drain_timeout,
                    "Stop and report a drain that PodDisruptionBudgets hold up this long")
       ->capture_default_str();
+  command->add_option("--force-after", flags->force_after,
+                      "Delete a pod a PodDisruptionBudget still protects this long into the drain "
+                      "(default: never; needs pods delete in the ClusterRole)");
   command
       ->add_option("--reboot-via", flags->reboot_via,
                    "How a reboot is requested: none (a person), sentinel (kured), label")
@@ -250,18 +253,8 @@ CommandRunner AddRemediatorCommand(CLI::App* parent) {
       ->add_option("--untaint-after", flags->untaint_after,
                    "PASS held this long before a node is handed back")
       ->capture_default_str();
-  command->add_option("--taint-key", flags->taint_key, "The health check's taint")
-      ->capture_default_str();
-  command
-      ->add_option("--gpu-node-selector", flags->gpu_node_selector,
-                   "Label selector of the GPU nodes")
-      ->capture_default_str();
-  command->add_option("--event-namespace", flags->event_namespace, "Namespace of the Events")
-      ->capture_default_str();
-  command
-      ->add_option("--service-account-dir", flags->service_account_dir,
-                   "Where the pod's service account token and CA are mounted")
-      ->capture_default_str();
+  AddKubeFlags(command, &flags->kube,
+               "Start no remediation while more than this share of the GPU nodes is tainted");
   command->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
   CLI::App* status = command->add_subcommand(

@@ -4,6 +4,7 @@
 
 #include "backend/sim_backend.h"
 #include "engine/engine.h"
+#include "engine/recording_events.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -13,18 +14,6 @@ namespace {
 using ::testing::HasSubstr;
 
 const Principal kRoot{.transport = "unix", .uid = 0, .pid = 42, .description = "uid 0 (root)"};
-
-class RecordingEvents : public EventListener {
- public:
-  void OnMessage(const EventPtr& event) override { events.push_back(event); }
-  void OnStop(const absl::Status&) override {}
-  std::vector<std::string> Kinds() const {
-    std::vector<std::string> kinds;
-    for (const auto& event : events) kinds.emplace_back(EventKindName(event->kind));
-    return kinds;
-  }
-  std::vector<EventPtr> events;
-};
 
 class InjectionEngineTest : public ::testing::Test {
  protected:

@@ -3,6 +3,7 @@
 // the engine sees in the GPU's counters.
 #include "backend/sim_backend.h"
 #include "engine/engine.h"
+#include "engine/recording_events.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -12,20 +13,6 @@ namespace {
 using ::testing::HasSubstr;
 
 const Principal kRoot{.transport = "unix", .uid = 0, .pid = 42, .description = "uid 0 (root)"};
-
-class RecordingEvents : public EventListener {
- public:
-  void OnMessage(const EventPtr& event) override { events.push_back(event); }
-  void OnStop(const absl::Status&) override {}
-  std::vector<std::string> Messages(EventKind kind) const {
-    std::vector<std::string> messages;
-    for (const auto& event : events) {
-      if (event->kind == kind) messages.push_back(event->message);
-    }
-    return messages;
-  }
-  std::vector<EventPtr> events;
-};
 
 class ResetGpuTest : public ::testing::Test {
  protected:

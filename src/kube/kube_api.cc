@@ -108,7 +108,8 @@ absl::StatusOr<KubeResponse> InClusterKube::WithToken(
 absl::StatusOr<KubeResponse> InClusterKube::Call(std::string_view method, const std::string& path,
                                                  std::string_view content_type,
                                                  const std::string& body) {
-  if (method != "GET" && method != "POST" && method != "PATCH" && method != "PUT") {
+  if (method != "GET" && method != "POST" && method != "PATCH" && method != "PUT" &&
+      method != "DELETE") {
     return absl::InvalidArgumentError(fmt::format("unsupported method {}", method));
   }
   return WithToken(
@@ -162,6 +163,7 @@ absl::StatusOr<KubeResponse> InClusterKube::Send(std::string_view method, const 
     if (method == "POST") return client.Post(path.c_str(), headers, body, type.c_str());
     if (method == "PATCH") return client.Patch(path.c_str(), headers, body, type.c_str());
     if (method == "PUT") return client.Put(path.c_str(), headers, body, type.c_str());
+    if (method == "DELETE") return client.Delete(path.c_str(), headers, body, type.c_str());
     return client.Get(path.c_str(), headers);
   }();
   if (!result) {

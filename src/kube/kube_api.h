@@ -50,7 +50,7 @@ class KubeApi {
   using LineHandler = std::function<bool(std::string_view line)>;
 
   virtual ~KubeApi() = default;
-  // An HTTP request: GET, POST, PATCH or PUT (another method is InvalidArgument). Transport
+  // An HTTP request: GET, POST, PATCH, PUT or DELETE (another method is InvalidArgument). Transport
   // failures (no connection, TLS) are a non-OK status; an answer with any HTTP status is a
   // response.
   virtual absl::StatusOr<KubeResponse> Call(std::string_view method, const std::string& path,

@@ -64,6 +64,18 @@ absl::StatusOr<Eviction> Evict(KubeApi& api, const std::string& ns, const std::s
   }
 }
 
+absl::StatusOr<bool> DeletePod(KubeApi& api, const std::string& ns, const std::string& name) {
+  auto response =
+      api.Call("DELETE", "/api/v1/namespaces/" + ns + "/pods/" + name, "application/json", "");
+  if (!response.ok()) return response.status();
+  if (response->status == 200 || response->status == 202) return true;
+  if (response->status == 404) return false;
+  const std::string message = fmt::format("deleting pod {}/{}: {} {}", ns, name, response->status,
+                                          ApiMessage(response->body));
+  if (response->status >= 500) return absl::UnavailableError(message);
+  return absl::FailedPreconditionError(message);
+}
+
 std::vector<std::string> GpuResourcesOf(const Json& pod) {
   std::vector<std::string> out;
   for (const Json& container : At(At(pod, "spec"), "containers")) {

@@ -29,6 +29,11 @@ enum class Eviction : uint8_t {
 absl::StatusOr<Eviction> Evict(KubeApi& api, const std::string& ns, const std::string& name,
                                absl::Duration* retry_after);
 
+// Deletes pod `ns`/`name` (its grace period applies), bypassing any PodDisruptionBudget: the
+// drain's last resort (--force-after). True when deleted, false when it was gone already;
+// Unavailable for no answer or a server error, FailedPrecondition for any other answer.
+absl::StatusOr<bool> DeletePod(KubeApi& api, const std::string& ns, const std::string& name);
+
 // What a pod holds of the node's GPUs: its containers' limits (or requests) of nvidia.com/gpu
 // and nvidia.com/mig-* (e.g. {"nvidia.com/gpu"}); empty for a pod without GPUs.
 std::vector<std::string> GpuResourcesOf(const nlohmann::json& pod);

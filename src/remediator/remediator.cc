@@ -8,6 +8,7 @@
 #include "fmt/format.h"
 #include "kube/events.h"
 #include "kube/object.h"
+#include "kube/pods.h"
 #include "remediator/drain.h"
 #include "spdlog/spdlog.h"
 
@@ -701,9 +702,33 @@ absl::Status Remediator::ReconcileNode(const std::string& name, const Json& node
           state.drain[i].attempts = pods[i].attempts;
         }
       }
+      // The last resort, when configured: what a PodDisruptionBudget still holds is deleted.
+      if (options_.force_after.has_value() && now - state.step_started >= *options_.force_after) {
+        std::string deleted;
+        for (DrainPodState& pod : state.drain) {
+          if (pod.outcome != "blocked") continue;
+          const size_t slash = pod.id.find('/');
+          auto gone = kube::DeletePod(*api_, pod.id.substr(0, slash),
+                                      slash == std::string::npos ? "" : pod.id.substr(slash + 1));
+          if (!gone.ok()) {
+            spdlog::warn("remediation: node {}: {}", name, MessageOf(gone.status()));
+            continue;
+          }
+          pod.outcome = *gone ? "deleted" : "gone";
+          ++stats_.pods_deleted;
+          deleted += (deleted.empty() ? "" : ", ") + pod.id;
+        }
+        if (!deleted.empty()) {
+          step.Event(
+              "Warning", "VigilPodsDeleted",
+              fmt::format("{}: deleted {}: a PodDisruptionBudget still blocked its "
+                          "eviction after {} (--force-after)",
+                          state.incident, deleted, absl::FormatDuration(*options_.force_after)));
+        }
+      }
       const bool drained =
           std::all_of(state.drain.begin(), state.drain.end(), [](const DrainPodState& pod) {
-            return pod.outcome == "evicted" || pod.outcome == "gone";
+            return pod.outcome == "evicted" || pod.outcome == "gone" || pod.outcome == "deleted";
           });
       if (drained) {
         step.Event("Normal", "VigilDrained",
@@ -970,6 +995,10 @@ std::string Remediator::Metrics() const {
                      stats_.evictions_failed.load());
   counter("vigil_remediator_episodes_total", "Failing nodes the remediator took on.",
           stats_.episodes.load());
+  counter("vigil_remediator_pods_deleted_total",
+          "Pods deleted because a PodDisruptionBudget still blocked their eviction "
+          "(--force-after).",
+          stats_.pods_deleted.load());
   counter("vigil_remediator_resets_requested_total", "GPU resets asked of nodes' health checks.",
           stats_.resets_requested.load());
   counter("vigil_remediator_reboots_requested_total", "Reboots requested.",

@@ -68,6 +68,9 @@ struct RemediatorOptions {
   bool drain_all_pods = false;  // a reboot's drain evicts every pod not owned by a DaemonSet
   std::vector<std::string> exclude_namespaces;
   absl::Duration drain_timeout = absl::Minutes(10);
+  // Delete a pod whose eviction a PodDisruptionBudget still blocks this long after the drain
+  // began (shorter than drain_timeout); nullopt: never, the drain stops and reports instead.
+  std::optional<absl::Duration> force_after;
   RebootVia reboot_via = RebootVia::kNone;
   // How long a reset or reboot may take to show (its result, the node back to PASS).
   absl::Duration recovery_timeout = absl::Minutes(15);
@@ -85,6 +88,7 @@ struct RemediatorStats {
   std::atomic<uint64_t> episodes{0};  // nodes taken on
   std::atomic<uint64_t> evictions_evicted{0}, evictions_gone{0}, evictions_blocked{0},
       evictions_failed{0};
+  std::atomic<uint64_t> pods_deleted{0};  // --force-after
   std::atomic<uint64_t> resets_requested{0}, reboots_requested{0};
   std::atomic<uint64_t> recoveries{0};       // nodes handed back healthy
   std::atomic<uint64_t> failed_attempts{0};  // a FAIL back after a recovery, a failed reset

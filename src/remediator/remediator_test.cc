@@ -370,6 +370,56 @@ TEST_F(RemediatorTest, AReplicaThatTakesOverResumesTheDrainWhereItWas) {
   EXPECT_EQ(evictions_of_train_1, 0) << "what was evicted is not evicted again";
 }
 
+TEST_F(RemediatorTest, ADrainAPodDisruptionBudgetHoldsUpStopsAndReportsOrDeletesWithForceAfter) {
+  Start({.mode = Mode::kOn, .drain_timeout = absl::Minutes(2)});
+  api_->BlockEvictions("ml", "train-0", 1000);
+  Fail("n1", 0, "reset-gpu");
+  ASSERT_TRUE(Pass().ok());
+  for (int i = 0; i < 20 && State("n1").step == RemediationStep::kDraining; ++i) {
+    clock_.Advance(absl::Seconds(10));
+    ASSERT_TRUE(Pass().ok());
+  }
+  NodeRemediation state = State("n1");
+  ASSERT_EQ(state.step, RemediationStep::kDrainStuck);
+  EXPECT_THAT(state.message, HasSubstr("ml/train-0 (blocked"));
+  EXPECT_THAT(EventReasons("n1"), Contains("VigilDrainStuck"));
+  EXPECT_THAT(PodNames(), Contains("train-0")) << "stopped and reported, not forced";
+  EXPECT_THAT(remediator_->Metrics(), HasSubstr("vigil_remediator_nodes{step=\"drain-stuck\"} 1"));
+  EXPECT_THAT(remediator_->Metrics(),
+              HasSubstr("vigil_remediator_node_step{node=\"n1\",step=\"drain-stuck\""));
+
+  // Another node, with --force-after: the pod is deleted once the budget held it that long.
+  remediator_->Stop();
+  remediator_.reset();
+  Start({.mode = Mode::kOn,
+         .max_tainted_share = 1.0,  // n1 stays tainted: two of three, over the default breaker
+         .drain_timeout = absl::Minutes(2),
+         .force_after = absl::Seconds(30)});
+  api_->AddPod(Pod("ml", "train-9", "n2", true));
+  api_->BlockEvictions("ml", "train-9", 1000);
+  PublishedFaults faults{.engine = "e1", .seq = 10, .pods_known = true};
+  faults.faults.push_back(
+      {.gpu = 0, .uuid = "GPU-0", .system = "memory", .action = v1::RECOMMENDED_ACTION_RESET_GPU});
+  faults.gpu_pods = {{.uuid = "GPU-0", .pods = {"ml/train-9"}}};
+  Fail("n2", 0, "reset-gpu");
+  api_->ModifyNode("n2", [&](Json& node) {
+    node["metadata"]["annotations"][std::string(kFaultsAnnotation)] = FaultsToJson(faults);
+  });
+  ASSERT_TRUE(Pass().ok());
+  ASSERT_EQ(State("n2").step, RemediationStep::kDraining);
+  for (int i = 0; i < 10 && State("n2").step == RemediationStep::kDraining; ++i) {
+    clock_.Advance(absl::Seconds(10));
+    ASSERT_TRUE(Pass().ok());
+  }
+  state = State("n2");
+  EXPECT_EQ(state.step, RemediationStep::kRecovering) << state.message;
+  ASSERT_EQ(state.drain.size(), 1u);
+  EXPECT_EQ(state.drain[0].outcome, "deleted");
+  EXPECT_THAT(EventReasons("n2"), Contains("VigilPodsDeleted"));
+  EXPECT_THAT(PodNames(), ::testing::Not(Contains("train-9")));
+  EXPECT_EQ(remediator_->stats().pods_deleted, 1u);
+}
+
 TEST_F(RemediatorTest, AWriteOnANodeThatMovedIsRefusedAndDecidedAgain) {
   Start({.mode = Mode::kOn});
   Fail("n1", 0, "reset-gpu");

@@ -444,6 +444,18 @@ FakeKubeApi::Answer FakeKubeApi::Route(const KubeRequest& request) {
     if (request.method != "GET") return {405, Status(405, "MethodNotAllowed", "not allowed")};
     return ListPods(request);
   }
+  static const std::regex pod_path("/api/v1/namespaces/([a-z0-9-]+)/pods/([a-z0-9.-]+)");
+  if (std::regex_match(request.path, match, pod_path)) {
+    if (request.method != "DELETE") return {405, Status(405, "MethodNotAllowed", "not allowed")};
+    // A delete is not an eviction: no PodDisruptionBudget is consulted.
+    auto pod = pods_.find({match[1].str(), match[2].str()});
+    if (pod == pods_.end()) {
+      return {404, Status(404, "NotFound", fmt::format("pods \"{}\" not found", match[2].str()))};
+    }
+    Json deleted = pod->second;
+    pods_.erase(pod);
+    return {200, deleted};
+  }
   static const std::regex eviction_path(
       "/api/v1/namespaces/([a-z0-9-]+)/pods/([a-z0-9.-]+)/eviction");
   if (std::regex_match(request.path, match, eviction_path)) {

@@ -86,7 +86,8 @@ class FakeKubeApi {
   // fieldSelector spec.nodeName=NODE (the only field selector the fake serves, for pods);
   // evicted through POST .../pods/NAME/eviction with a policy/v1 Eviction: 201 and the pod gone,
   // 404 when it is gone already, 429 while a PodDisruptionBudget forbids (BlockEvictions), 400
-  // for a body that is not an Eviction of that pod.
+  // for a body that is not an Eviction of that pod; deleted with DELETE .../pods/NAME (200, 404
+  // when gone), which no PodDisruptionBudget holds up.
   void AddPod(const nlohmann::json& pod);
   std::vector<nlohmann::json> Pods() const;
   // The next `count` evictions of pod NS/NAME answer 429, as while a PDB allows no disruption.
