@@ -3,7 +3,7 @@
 // the engine sees in the GPU's counters.
 #include "backend/sim_backend.h"
 #include "engine/engine.h"
-#include "engine/recording_events.h"
+#include "engine/test_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -12,34 +12,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const Principal kRoot{.transport = "unix", .uid = 0, .pid = 42, .description = "uid 0 (root)"};
+const Principal& kRoot = kTestRoot;
 
-class ResetGpuTest : public ::testing::Test {
+class ResetGpuTest : public SimEngineTest {
  protected:
-  void SetUp() override {
-    auto sim = SimBackend::Create({.gpu_count = 2, .seed = 3});
-    sim_ = sim->get();
-    auto engine = Engine::Create({.node_name = "n1", .clock = &clock_}, std::move(*sim));
-    ASSERT_TRUE(engine.ok());
-    engine_ = std::move(*engine);
-    events_ = std::make_shared<RecordingEvents>();
-    ASSERT_TRUE(engine_->WatchEvents(events_, 0).ok());
-    Tick(3);
-  }
-
-  void Tick(int count = 1) {
-    for (int i = 0; i < count; ++i) {
-      clock_.Advance(absl::Seconds(1));
-      engine_->RunTick();
-    }
-  }
+  void SetUp() override { StartEngine(3); }
 
   HealthStatus Status(uint32_t gpu) { return engine_->Health()->gpus[gpu].status; }
-
-  FakeClock clock_;
-  SimBackend* sim_ = nullptr;
-  std::unique_ptr<Engine> engine_;
-  std::shared_ptr<RecordingEvents> events_;
 };
 
 TEST_F(ResetGpuTest, AResetEndsAStickyFailureOnceTheEngineSeesIt) {
