@@ -77,6 +77,48 @@ TEST(CliTest, InfoDiscoveryAndDmonOverBothTransports) {
   EXPECT_LE(by_seq.size(), 4u) << "the two clients saw mostly different ticks";
 }
 
+TEST(CliTest, DiscoveryListsTheGpuInstancesOfSimulatedMigGpus) {
+  TempDir dir;
+  EngineProcess engine(dir.path(), "n1", 3,
+                       {"--mig", "0:1g.10gb,1g.10gb,2g.20gb", "--mig", "1:3g.40gb,4g.40gb", "--mig",
+                        "2:" + std::string("1g.10gb,1g.10gb,1g.10gb,1g.10gb,1g.10gb,"
+                                           "1g.10gb,1g.10gb")});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  auto discovery =
+      RunCommand({VigilBinary(), "discovery", "--engine", engine.unix_address, "--json"});
+  ASSERT_EQ(discovery.exit_code, 0) << discovery.err;
+  const auto gpus = nlohmann::json::parse(discovery.out)["gpus"];
+  ASSERT_EQ(gpus.size(), 3u);
+  const auto profiles = [&](int gpu) {
+    std::vector<std::string> out;
+    for (const auto& mig : gpus[gpu]["mig_instances"]) {
+      out.push_back(mig["profile"].get<std::string>() + "@" +
+                    std::to_string(mig["placement_start"].get<int>()));
+    }
+    return out;
+  };
+  EXPECT_TRUE(gpus[0]["mig_mode"].get<bool>());
+  EXPECT_THAT(profiles(0), ::testing::ElementsAre("2g.20gb@0", "1g.10gb@2", "1g.10gb@3"));
+  EXPECT_THAT(profiles(1), ::testing::ElementsAre("4g.40gb@0", "3g.40gb@4"));
+  EXPECT_EQ(gpus[2]["mig_instances"].size(), 7u);
+  EXPECT_THAT(gpus[2]["mig_instances"][0]["uuid"].get<std::string>(), HasSubstr("MIG-"));
+  auto table = RunCommand({VigilBinary(), "discovery", "--engine", engine.unix_address});
+  EXPECT_THAT(table.out, HasSubstr("  1/2  MIG 3g.40gb"));
+
+  // A layout the GPU cannot hold, and --mig on real GPUs, are refused before anything starts.
+  auto wont_fit = RunCommand({VigilBinary(), "engine", "--backend", "sim", "--gpus", "1", "--mig",
+                              "0:4g.40gb,4g.40gb", "--socket", dir.File("x.sock"), "--listen", "",
+                              "--state-dir", dir.File("x")});
+  EXPECT_EQ(wont_fit.exit_code, 2);
+  EXPECT_THAT(wont_fit.err,
+              HasSubstr("--mig for GPU 0: 2 x 4g.40gb: an H100 80GB holds at most 1"));
+  auto real =
+      RunCommand({VigilBinary(), "engine", "--backend", "nvml", "--mig", "0:1g.10gb", "--socket",
+                  dir.File("y.sock"), "--listen", "", "--state-dir", dir.File("y")});
+  EXPECT_EQ(real.exit_code, 2);
+  EXPECT_THAT(real.err, HasSubstr("--mig apply to --backend sim only"));
+}
+
 TEST(CliTest, DmonTextTableLooksLikeDcgmi) {
   TempDir dir;
   EngineProcess engine(dir.path(), "n1", 2);

@@ -39,12 +39,21 @@ absl::Status PrepareStateDir(const std::string& path) {
 absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const EngineFlags& flags,
                                                      const EngineConfig& config) {
   if (flags.backend == "sim") {
-    auto sim = SimBackend::Create({.gpu_count = flags.gpus, .seed = flags.seed});
+    SimOptions options{.gpu_count = flags.gpus, .seed = flags.seed};
+    for (const std::string& text : flags.mig) {
+      auto layout = ParseMigLayout(text);
+      if (!layout.ok()) return layout.status();
+      options.mig.push_back(*std::move(layout));
+    }
+    auto sim = SimBackend::Create(options);
     if (!sim.ok()) return sim.status();
     return std::unique_ptr<Backend>(std::move(*sim));
   }
-  if (flags.gpus_option->count() > 0 || flags.seed_option->count() > 0) {
-    return absl::InvalidArgumentError("--gpus and --seed apply to --backend sim only");
+  if (flags.gpus_option->count() > 0 || flags.seed_option->count() > 0 ||
+      flags.mig_option->count() > 0) {
+    return absl::InvalidArgumentError(
+        "--gpus, --seed and --mig apply to --backend sim only (real GPUs are partitioned with "
+        "nvidia-smi mig)");
   }
   // Checked before NVML is opened, so a bad command is refused on any machine.
   if (absl::Status valid = ValidateResetCommand(flags.gpu_reset_command); !valid.ok()) {
@@ -78,6 +87,10 @@ void AddEngineFlags(CLI::App* command, EngineFlags* flags) {
   flags->seed_option =
       command->add_option("--seed", flags->seed, "Seed of the simulation (--backend sim)")
           ->capture_default_str();
+  flags->mig_option = command->add_option(
+      "--mig", flags->mig,
+      "A simulated GPU in MIG mode: GPU:PROFILE[,PROFILE...], e.g. 0:1g.10gb,1g.10gb,2g.20gb "
+      "(repeatable, --backend sim)");
   command->add_option("--socket", flags->socket, "Unix socket to serve on ('' disables it)")
       ->capture_default_str();
   command->add_option("--listen", flags->listen, "TCP address to serve on ('' disables it)")

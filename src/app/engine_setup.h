@@ -35,6 +35,9 @@ struct EngineFlags {
   // How the nvml backend resets a GPU (vigil reset-gpu, the remediator's reset-gpu action).
   std::string gpu_reset_command = NvmlResetOptions().command;
   std::string gpu_reset_timeout = "2m";
+  // --backend sim: the MIG layouts, "GPU:PROFILE[,PROFILE…]" each.
+  std::vector<std::string> mig;
+  CLI::Option* mig_option = nullptr;
   // Set by CLI11 when given, to refuse sim-only flags with --backend nvml.
   CLI::Option* gpus_option = nullptr;
   CLI::Option* seed_option = nullptr;

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "backend/mig.h"
 #include "fields/value.h"
 
 namespace vigil {
@@ -33,6 +34,9 @@ struct GpuIdentity {
   std::string driver_version;
   uint64_t memory_total_mib = 0;
   std::string device;  // "nvidia0"
+  // MIG mode, and the GPU instances it holds (in placement order); none outside MIG mode.
+  bool mig_mode = false;
+  std::vector<MigInstance> mig_instances;
 };
 
 // Where a real XID was seen: NVML's event API (the backend's event thread) or the kernel log.

@@ -2,6 +2,7 @@
 #include "backend/sim_backend.h"
 
 #include "common/check.h"
+#include "common/status.h"
 #include "fmt/format.h"
 
 namespace vigil {
@@ -12,7 +13,30 @@ absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(const SimOptions&
         fmt::format("--gpus {} is out of range: the simulated backend supports 1 to {} GPUs",
                     options.gpu_count, kMaxGpus));
   }
-  return std::unique_ptr<SimBackend>(new SimBackend(options));
+  std::unique_ptr<SimBackend> sim(new SimBackend(options));
+  std::vector<bool> laid_out(options.gpu_count, false);
+  for (const MigLayout& layout : options.mig) {
+    if (layout.gpu >= options.gpu_count) {
+      return absl::InvalidArgumentError(
+          fmt::format("--mig {}:...: there is no GPU {} (--gpus {}: 0-{})", layout.gpu, layout.gpu,
+                      options.gpu_count, options.gpu_count - 1));
+    }
+    if (laid_out[layout.gpu]) {
+      return absl::InvalidArgumentError(
+          fmt::format("--mig {}:... is given twice: give all of GPU {}'s instances in one --mig",
+                      layout.gpu, layout.gpu));
+    }
+    laid_out[layout.gpu] = true;
+    GpuIdentity& gpu = sim->identities_[layout.gpu];
+    auto instances = PlaceMigInstances(layout.profiles, gpu.memory_total_mib, gpu.uuid);
+    if (!instances.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("--mig for GPU {}: {}", layout.gpu, MessageOf(instances.status())));
+    }
+    gpu.mig_mode = true;
+    gpu.mig_instances = *std::move(instances);
+  }
+  return sim;
 }
 
 SimBackend::SimBackend(const SimOptions& options) {

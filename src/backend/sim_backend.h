@@ -22,13 +22,16 @@ struct SimOptions {
   uint32_t gpu_count = 8;
   uint64_t seed = 1;
   std::string driver_version = "580.82.07";
+  // GPUs in MIG mode and their instances (--mig); the others whole.
+  std::vector<MigLayout> mig;
 };
 
 class SimBackend : public Backend {
  public:
   static constexpr uint32_t kMaxGpus = 64;
 
-  // InvalidArgument when gpu_count is 0 or above kMaxGpus.
+  // InvalidArgument when gpu_count is 0 or above kMaxGpus, or for a MIG layout of a GPU that does
+  // not exist, given twice, or that the GPU could not hold.
   static absl::StatusOr<std::unique_ptr<SimBackend>> Create(const SimOptions& options);
 
   std::string_view name() const override { return "sim"; }

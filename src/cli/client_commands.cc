@@ -177,14 +177,28 @@ int RunDiscovery(const ClientFlags& flags) {
   if (flags.json) {
     nlohmann::json json = {{"instance_id", gpus->instance_id()}, {"gpus", nlohmann::json::array()}};
     for (const auto& gpu : gpus->gpus()) {
-      json["gpus"].push_back({{"index", gpu.index()},
+      nlohmann::json entry = {{"index", gpu.index()},
                               {"uuid", gpu.uuid()},
                               {"name", gpu.name()},
                               {"pci_bus_id", gpu.pci_bus_id()},
                               {"serial", gpu.serial()},
                               {"memory_total_mib", gpu.memory_total_mib()},
                               {"driver_version", gpu.driver_version()},
-                              {"device", gpu.device()}});
+                              {"device", gpu.device()},
+                              {"mig_mode", gpu.mig_mode()}};
+      if (gpu.mig_mode()) {
+        entry["mig_instances"] = nlohmann::json::array();
+        for (const auto& mig : gpu.mig_instances()) {
+          entry["mig_instances"].push_back({{"gpu_instance_id", mig.gpu_instance_id()},
+                                            {"compute_instance_id", mig.compute_instance_id()},
+                                            {"profile", mig.profile()},
+                                            {"uuid", mig.uuid()},
+                                            {"placement_start", mig.placement_start()},
+                                            {"placement_size", mig.placement_size()},
+                                            {"memory_total_mib", mig.memory_total_mib()}});
+        }
+      }
+      json["gpus"].push_back(std::move(entry));
     }
     std::cout << json.dump() << std::endl;
     return kExitOk;
@@ -194,6 +208,14 @@ int RunDiscovery(const ClientFlags& flags) {
   for (const auto& gpu : gpus->gpus()) {
     table.AddRow({std::to_string(gpu.index()), gpu.name(), gpu.uuid(), gpu.pci_bus_id(),
                   fmt::format("{} MiB", gpu.memory_total_mib()), gpu.serial(), gpu.device()});
+    // Its GPU instances, under it, as `nvidia-smi -L` lists MIG devices: GPU/GI ID.
+    for (const auto& mig : gpu.mig_instances()) {
+      table.AddRow({fmt::format("  {}/{}", gpu.index(), mig.gpu_instance_id()),
+                    "MIG " + mig.profile(), mig.uuid(),
+                    fmt::format("slices {}-{}", mig.placement_start(),
+                                mig.placement_start() + mig.placement_size() - 1),
+                    fmt::format("{} MiB", mig.memory_total_mib()), "", ""});
+    }
   }
   table.Print(std::cout);
   return kExitOk;

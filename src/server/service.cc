@@ -179,6 +179,17 @@ grpc::ServerUnaryReactor* EngineService::ListGpus(grpc::CallbackServerContext* c
     out->set_memory_total_mib(gpu.memory_total_mib);
     out->set_driver_version(gpu.driver_version);
     out->set_device(gpu.device);
+    out->set_mig_mode(gpu.mig_mode);
+    for (const MigInstance& instance : gpu.mig_instances) {
+      v1::MigInstance* mig = out->add_mig_instances();
+      mig->set_gpu_instance_id(instance.gpu_instance_id);
+      mig->set_compute_instance_id(instance.compute_instance_id);
+      mig->set_profile(instance.profile);
+      mig->set_uuid(instance.uuid);
+      mig->set_placement_start(instance.placement_start);
+      mig->set_placement_size(instance.placement_size);
+      mig->set_memory_total_mib(instance.memory_total_mib);
+    }
   }
   return Finish(context, absl::OkStatus());
 }
