@@ -39,7 +39,7 @@ absl::Status PrepareStateDir(const std::string& path) {
 absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const EngineFlags& flags,
                                                      const EngineConfig& config) {
   if (flags.backend == "sim") {
-    SimOptions options{.gpu_count = flags.gpus, .seed = flags.seed};
+    SimOptions options{.gpu_count = flags.gpus, .seed = flags.seed, .mig = config.sim_mig};
     for (const std::string& text : flags.mig) {
       auto layout = ParseMigLayout(text);
       if (!layout.ok()) return layout.status();
@@ -50,10 +50,10 @@ absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const EngineFlags& flags,
     return std::unique_ptr<Backend>(std::move(*sim));
   }
   if (flags.gpus_option->count() > 0 || flags.seed_option->count() > 0 ||
-      flags.mig_option->count() > 0) {
+      flags.mig_option->count() > 0 || !config.sim_mig.empty()) {
     return absl::InvalidArgumentError(
-        "--gpus, --seed and --mig apply to --backend sim only (real GPUs are partitioned with "
-        "nvidia-smi mig)");
+        "--gpus, --seed and --mig (sim.mig in the config) apply to --backend sim only (real GPUs "
+        "are partitioned with nvidia-smi mig)");
   }
   // Checked before NVML is opened, so a bad command is refused on any machine.
   if (absl::Status valid = ValidateResetCommand(flags.gpu_reset_command); !valid.ok()) {

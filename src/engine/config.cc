@@ -138,9 +138,25 @@ absl::StatusOr<EngineConfig> ParseEngineConfigUnguarded(std::string_view yaml_te
   if (document->IsNull()) return config;  // an empty file means all defaults
   const yaml::Reader reader{std::string(source)};
   if (auto status = reader.ExpectMap(*document, "(top level)",
-                                     {"sampling", "subscribers", "injection", "health"});
+                                     {"sampling", "subscribers", "injection", "health", "sim"});
       !status.ok()) {
     return status;
+  }
+  if (const YAML::Node sim = (*document)["sim"]) {
+    if (auto status = reader.ExpectMap(sim, "sim", {"mig"}); !status.ok()) return status;
+    if (const YAML::Node mig = sim["mig"]) {
+      if (!mig.IsSequence()) {
+        return reader.Error(mig, "sim.mig",
+                            "expected a list of GPU:PROFILE[,PROFILE...], e.g. "
+                            "[\"0:1g.10gb,1g.10gb,2g.20gb\"]");
+      }
+      for (const YAML::Node& entry : mig) {
+        if (!entry.IsScalar()) return reader.Error(entry, "sim.mig", "expected GPU:PROFILE,...");
+        auto layout = ParseMigLayout(entry.Scalar());
+        if (!layout.ok()) return reader.Error(entry, "sim.mig", MessageOf(layout.status()));
+        config.sim_mig.push_back(*std::move(layout));
+      }
+    }
   }
   if (const YAML::Node sampling = (*document)["sampling"]) {
     if (auto status = ParseSampling(sampling, reader, &config); !status.ok()) return status;

@@ -29,6 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "backend/mig.h"
 #include "fields/value.h"
 #include "health/policy.h"
 #include "inject/injection.h"
@@ -50,6 +51,8 @@ struct EngineConfig {
   InjectionLimits injection;
   std::vector<uint32_t> injection_allowed_uids;
   HealthPolicy health = DefaultHealthPolicy();
+  // sim.mig: the simulated GPUs in MIG mode (as --mig; --backend sim only).
+  std::vector<MigLayout> sim_mig;
 };
 
 // Bounds, also used to validate flags.

@@ -29,6 +29,8 @@ sampling:
     310: 10s
 subscribers:
   queue_depth: 4
+sim:
+  mig: ["0:1g.10gb,1g.10gb,2g.20gb", "1:7g.80gb"]
 )",
                                   "e.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
@@ -38,6 +40,9 @@ subscribers:
   EXPECT_EQ(config->interval_overrides.at(310), absl::Seconds(10));
   EXPECT_EQ(config->subscriber_queue_depth, 4u);
   EXPECT_EQ(config->EffectiveGpuReadTimeout(), absl::Milliseconds(80));
+  ASSERT_EQ(config->sim_mig.size(), 2u);
+  EXPECT_EQ(config->sim_mig[1].gpu, 1u);
+  EXPECT_EQ(config->sim_mig[0].profiles.size(), 3u);
 }
 
 TEST(EngineConfigTest, TheGpuReadTimeoutDefaultsToNoMoreThanATick) {
@@ -76,6 +81,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"subscribers:\n  queue_depth: many\n", "expected an integer"},
         BadCase{"subscribers:\n  queue_depth: 0\n", "out of range"},
         BadCase{"sampling: [\n", "YAML syntax error"},
+        BadCase{"sim:\n  mig: 0:1g.10gb\n", "e.yaml:2: sim.mig: expected a list"},
+        BadCase{"sim:\n  mig:\n    - 0:8g.90gb\n",
+                "e.yaml:3: sim.mig: --mig '0:8g.90gb': unknown profile"},
+        BadCase{"sim:\n  gpus: 4\n", "e.yaml:2: sim: unknown key 'gpus'"},
         BadCase{"- 1\n- 2\n", "expected a mapping"}));
 
 }  // namespace
