@@ -11,8 +11,8 @@ namespace vigil {
 struct PodInfo {
   std::string pod, namespace_name, container;
 };
-// GPU UUID -> the containers the kubelet gave it to (several when the GPU is time-sliced or
-// shared), in the kubelet's order.
+// Device (a GPU's UUID, or a MIG device's id) -> the containers the kubelet gave it to (several
+// when the GPU is time-sliced or shared), in the kubelet's order.
 using GpuPodMap = std::map<std::string, std::vector<PodInfo>>;
 
 }  // namespace vigil

@@ -16,15 +16,15 @@ GpuPodMap MapPods(const ::v1::ListPodResourcesResponse& response, size_t* mig_de
     for (const auto& container : pod.containers()) {
       for (const auto& devices : container.devices()) {
         const std::string& resource = devices.resource_name();
-        if (resource.starts_with("nvidia.com/mig-")) {
-          *mig_devices += devices.device_ids_size();
-          continue;
-        }
-        if (!resource.starts_with("nvidia.com/gpu")) continue;  // also nvidia.com/gpu.shared
+        // nvidia.com/gpu (also .shared, and MIG devices under the "single" strategy) and
+        // nvidia.com/mig-<profile> (the "mixed" strategy).
+        const bool mig_resource = resource.starts_with("nvidia.com/mig-");
+        if (!mig_resource && !resource.starts_with("nvidia.com/gpu")) continue;
         for (std::string id : devices.device_ids()) {
           if (const size_t replica = id.find("::"); replica != std::string::npos)
             id.resize(replica);
-          if (!id.starts_with("GPU-")) continue;
+          if (!id.starts_with("GPU-") && !id.starts_with("MIG-")) continue;
+          if (id.starts_with("MIG-")) ++*mig_devices;
           pods[id].push_back(PodInfo{pod.name(), pod.namespace_(), container.name()});
         }
       }
@@ -88,8 +88,7 @@ absl::Status PodMapper::Refresh() {
     failing_ = false;
   }
   if (mig_devices > 0) {
-    spdlog::debug("pod attribution: {} MIG device(s) seen; MIG attribution is not supported yet",
-                  mig_devices);
+    spdlog::debug("pod attribution: {} MIG device(s) seen", mig_devices);
   }
   absl::MutexLock lock(&mutex_);
   pods_ = std::move(pods);
@@ -106,6 +105,13 @@ std::optional<GpuPodMap> PodMapper::Known() const {
   absl::MutexLock lock(&mutex_);
   if (!known_) return std::nullopt;
   return pods_;
+}
+
+std::string MigParentUuid(std::string_view device_id) {
+  // "MIG-GPU-<uuid>/<gi>/<ci>", the device plugin's id on drivers before R470.
+  if (!device_id.starts_with("MIG-GPU-")) return "";
+  const std::string_view rest = device_id.substr(4);
+  return std::string(rest.substr(0, rest.find('/')));
 }
 
 }  // namespace vigil

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -31,11 +32,16 @@ struct PodMapperOptions {
   Clock* clock = Clock::Real();  // waits between refreshes; not owned
 };
 
-// Maps one List response to GPU UUID -> containers. Whole GPUs are matched by UUID (the NVIDIA
+// Maps one List response to device -> containers: whole GPUs by UUID ("GPU-…", the NVIDIA
 // device plugin's device IDs for nvidia.com/gpu and nvidia.com/gpu.shared, also with a
-// time-slicing replica suffix "::N"); MIG devices (nvidia.com/mig-*) are counted in *mig_devices,
-// not attributed yet.
+// time-slicing replica suffix "::N"), MIG devices by their id (the MIG device UUID "MIG-…", or
+// "MIG-GPU-<uuid>/<gi>/<ci>" from drivers before R470), under nvidia.com/mig-<profile> (the
+// device plugin's "mixed" strategy) or nvidia.com/gpu ("single"). *mig_devices: how many MIG
+// devices are held.
 GpuPodMap MapPods(const ::v1::ListPodResourcesResponse& response, size_t* mig_devices);
+// The parent GPU's UUID of a MIG device id in the old "MIG-GPU-<uuid>/<gi>/<ci>" form; "" for
+// any other id (a MIG UUID names no parent: ListGpus does).
+std::string MigParentUuid(std::string_view device_id);
 
 class PodMapper {
  public:

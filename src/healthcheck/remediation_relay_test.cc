@@ -1,0 +1,51 @@
+// Tests of the faults the relay publishes: FAIL incidents only, with the pods of each failing GPU
+// — those given the GPU and those given its MIG devices.
+#include "healthcheck/remediation_relay.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace vigil {
+namespace {
+
+HealthView Failing(const std::string& uuid) {
+  HealthView view{.engine_instance_id = "e1", .have_verdict = true};
+  view.verdict.set_seq(7);
+  v1::GpuHealth* gpu = view.verdict.add_gpus();
+  gpu->set_gpu(0);
+  gpu->set_uuid(uuid);
+  v1::SystemHealth* memory = gpu->add_systems();
+  memory->set_system("memory");
+  v1::HealthIncident* fail = memory->add_incidents();
+  fail->set_gpu(0);
+  fail->set_uuid(uuid);
+  fail->set_status(v1::HEALTH_STATUS_FAIL);
+  fail->set_code("DCGM_FR_VOLATILE_DBE_DETECTED");
+  fail->set_recommended_action(v1::RECOMMENDED_ACTION_RESET_GPU);
+  v1::HealthIncident* warn = memory->add_incidents();
+  warn->set_status(v1::HEALTH_STATUS_WARN);
+  return view;
+}
+
+TEST(RemediationRelayTest, PublishesFailuresWithThePodsOfTheGpuAndOfItsMigDevices) {
+  GpuPodMap pods;
+  pods["GPU-0"] = {{.pod = "whole", .namespace_name = "ml"}};
+  pods["MIG-a"] = {{.pod = "infer-a", .namespace_name = "ml"}};
+  pods["MIG-GPU-0/2/0"] = {{.pod = "infer-old", .namespace_name = "ml"}};
+  pods["MIG-z"] = {{.pod = "other-gpu", .namespace_name = "ml"}};
+  const PublishedFaults faults = RemediationRelay::FaultsOf(
+      Failing("GPU-0"), pods, {{"GPU-0", {"MIG-a", "MIG-b"}}, {"GPU-1", {"MIG-z"}}});
+  EXPECT_EQ(faults.engine, "e1");
+  EXPECT_EQ(faults.seq, 7u);
+  ASSERT_EQ(faults.faults.size(), 1u) << "the WARN is not published";
+  EXPECT_EQ(faults.faults[0].action, v1::RECOMMENDED_ACTION_RESET_GPU);
+  ASSERT_TRUE(faults.pods_known);
+  ASSERT_EQ(faults.gpu_pods.size(), 1u);
+  EXPECT_THAT(faults.gpu_pods[0].pods,
+              ::testing::UnorderedElementsAre("ml/whole", "ml/infer-a", "ml/infer-old"));
+  // Without the kubelet's answer the remediator is told the pods are not known.
+  EXPECT_FALSE(RemediationRelay::FaultsOf(Failing("GPU-0"), std::nullopt, {}).pods_known);
+}
+
+}  // namespace
+}  // namespace vigil

@@ -1,0 +1,54 @@
+// Tests of MapPods: what the kubelet's pod-resources answer says each GPU and MIG device is
+// given to, in the device plugin's id forms.
+#include "podresources/pod_mapper.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace vigil {
+namespace {
+
+void Add(::v1::ListPodResourcesResponse* response, const std::string& name,
+         const std::string& resource, const std::vector<std::string>& ids) {
+  auto* pod = response->add_pod_resources();
+  pod->set_name(name);
+  pod->set_namespace_("ml");
+  auto* container = pod->add_containers();
+  container->set_name("main");
+  auto* devices = container->add_devices();
+  devices->set_resource_name(resource);
+  for (const std::string& id : ids) devices->add_device_ids(id);
+}
+
+std::vector<std::string> Names(const GpuPodMap& pods, const std::string& device) {
+  std::vector<std::string> names;
+  if (auto it = pods.find(device); it != pods.end()) {
+    for (const PodInfo& pod : it->second) names.push_back(pod.pod);
+  }
+  return names;
+}
+
+TEST(MapPodsTest, WholeGpusSharedGpusAndMigDevicesInEveryIdForm) {
+  ::v1::ListPodResourcesResponse response;
+  Add(&response, "whole", "nvidia.com/gpu", {"GPU-aaaa"});
+  Add(&response, "slice-1", "nvidia.com/gpu.shared", {"GPU-bbbb::1"});
+  Add(&response, "slice-2", "nvidia.com/gpu.shared", {"GPU-bbbb::2"});
+  Add(&response, "mixed", "nvidia.com/mig-1g.10gb", {"MIG-1111"});
+  Add(&response, "single", "nvidia.com/gpu", {"MIG-2222"});
+  Add(&response, "old-driver", "nvidia.com/mig-3g.40gb", {"MIG-GPU-cccc/1/0"});
+  Add(&response, "nic", "example.com/nic", {"eth1"});
+  size_t mig = 0;
+  const GpuPodMap pods = MapPods(response, &mig);
+  EXPECT_THAT(Names(pods, "GPU-aaaa"), ::testing::ElementsAre("whole"));
+  EXPECT_THAT(Names(pods, "GPU-bbbb"), ::testing::ElementsAre("slice-1", "slice-2"));
+  EXPECT_THAT(Names(pods, "MIG-1111"), ::testing::ElementsAre("mixed"));
+  EXPECT_THAT(Names(pods, "MIG-2222"), ::testing::ElementsAre("single"));
+  EXPECT_THAT(Names(pods, "MIG-GPU-cccc/1/0"), ::testing::ElementsAre("old-driver"));
+  EXPECT_EQ(pods.count("eth1"), 0u);
+  EXPECT_EQ(mig, 3u);
+  EXPECT_EQ(MigParentUuid("MIG-GPU-cccc/1/0"), "GPU-cccc");
+  EXPECT_EQ(MigParentUuid("MIG-1111"), "");
+}
+
+}  // namespace
+}  // namespace vigil
