@@ -105,6 +105,18 @@ TEST(CliTest, DiscoveryListsTheGpuInstancesOfSimulatedMigGpus) {
   auto table = RunCommand({VigilBinary(), "discovery", "--engine", engine.unix_address});
   EXPECT_THAT(table.out, HasSubstr("  1/2  MIG 3g.40gb"));
 
+  // An XID raised in one of GPU 0's instances names it; an instance it does not have is refused.
+  auto in_instance = RunCommand({VigilBinary(), "inject", "xid", "--gpu", "0", "--xid", "94",
+                                 "--gpu-instance", "2", "--engine", engine.unix_address});
+  EXPECT_EQ(in_instance.exit_code, 0) << in_instance.err;
+  auto events = RunCommand(
+      {VigilBinary(), "events", "--no-follow", "--recent", "10", "--engine", engine.unix_address});
+  EXPECT_THAT(events.out, HasSubstr("XID 94 in GPU instance 2 (1g.10gb, MIG-"));
+  auto no_such = RunCommand({VigilBinary(), "inject", "xid", "--gpu", "0", "--xid", "94",
+                             "--gpu-instance", "9", "--engine", engine.unix_address});
+  EXPECT_EQ(no_such.exit_code, 2);
+  EXPECT_THAT(no_such.err, HasSubstr("GPU 0 has no GPU instance 9: its instances are 1, 2, 3"));
+
   // A layout the GPU cannot hold, and --mig on real GPUs, are refused before anything starts.
   auto wont_fit = RunCommand({VigilBinary(), "engine", "--backend", "sim", "--gpus", "1", "--mig",
                               "0:4g.40gb,4g.40gb", "--socket", dir.File("x.sock"), "--listen", "",

@@ -364,6 +364,24 @@ TEST(NvmlTest, AResetCommandThatFailsOrCannotBeSplitIsReported) {
                                      "unknown placeholder {serial}"));
 }
 
+TEST(NvmlTest, AnXidInAMigGpuInstanceNamesTheInstance) {
+  TempDir dir;
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 2);
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  ASSERT_TRUE(Eventually([&] { return Health(engine)["gpus"][1]["status"] == "PASS"; }));
+  fake.gpu(1)["xids"] = json::array({{{"xid", 48}, {"gpu_instance", 5}, {"compute_instance", 0}}});
+  fake.Write();
+  std::string message;
+  ASSERT_TRUE(Eventually([&] {
+    const json health = Health(engine);
+    if (health["gpus"][1]["status"] != "FAIL") return false;
+    message = health["gpus"][1]["systems"]["memory"]["incidents"][0]["message"];
+    return true;
+  }));
+  EXPECT_THAT(message, HasSubstr("XID 48 in GPU instance 5"));
+}
+
 TEST(NvmlTest, NoDriverNoGpuOrABrokenLibraryExitTwoWithAMessage) {
   TempDir dir;
   FakeNvmlScript fake(dir.File("fake-nvml.json"), 4);

@@ -51,6 +51,10 @@ struct XidEvent {
   bool injected = false;
   XidSource source = XidSource::kDriverEvents;
   std::string detail;  // the driver's words, when the source has them (the kernel log)
+  // On a GPU in MIG mode, the GPU instance (and compute instance) the XID was raised in, when
+  // the source says (NVML's event data; the kernel log's `GPU-I:`).
+  std::optional<uint32_t> gpu_instance;
+  std::optional<uint32_t> compute_instance;
 };
 
 // An error of an NVSwitch (an SXid), from the kernel log: the switch, not a GPU.

@@ -43,6 +43,15 @@ std::string MigProfileChoices() {
   return out;
 }
 
+std::string DescribeGpuInstance(const std::vector<MigInstance>& instances, uint32_t id) {
+  for (const MigInstance& instance : instances) {
+    if (instance.gpu_instance_id == id) {
+      return fmt::format("GPU instance {} ({}, {})", id, instance.profile, instance.uuid);
+    }
+  }
+  return fmt::format("GPU instance {}", id);
+}
+
 absl::StatusOr<MigLayout> ParseMigLayout(std::string_view text) {
   const auto invalid = [&](const std::string& why) {
     return absl::InvalidArgumentError(

@@ -44,6 +44,10 @@ const MigProfile* FindMigProfile(std::string_view name);
 // "1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb or 7g.80gb".
 std::string MigProfileChoices();
 
+// "GPU instance 5 (1g.10gb, MIG-…)", or "GPU instance 5" when `instances` has no such id (the
+// layout changed, or the source named an instance the backend does not list).
+std::string DescribeGpuInstance(const std::vector<MigInstance>& instances, uint32_t id);
+
 // One `--mig` value: "GPU:PROFILE[,PROFILE…]" (profiles repeat for several instances).
 struct MigLayout {
   uint32_t gpu = 0;

@@ -877,10 +877,17 @@ void NvmlBackend::RunEvents(nvml::EventSet set) {
                     data.event_data);
       continue;
     }
-    sink_->OnXid({.gpu = gpu,
-                  .xid = static_cast<uint32_t>(data.event_data),
-                  .time = clock_->Now(),
-                  .injected = false});
+    // The instance ids are 0xFFFFFFFF when the GPU is not in MIG mode (or NVML cannot tell).
+    constexpr unsigned int kNoInstance = 0xFFFFFFFFu;
+    XidEvent event{.gpu = gpu,
+                   .xid = static_cast<uint32_t>(data.event_data),
+                   .time = clock_->Now(),
+                   .injected = false};
+    if (data.gpu_instance_id != kNoInstance) event.gpu_instance = data.gpu_instance_id;
+    if (data.compute_instance_id != kNoInstance) {
+      event.compute_instance = data.compute_instance_id;
+    }
+    sink_->OnXid(event);
   }
   api_.EventSetFree(set);
 }

@@ -25,6 +25,7 @@ struct InjectFlags {
   std::string add;
   std::string duration;
   int64_t xid = 0;
+  int64_t gpu_instance = -1;   // xid: the MIG GPU instance
   bool allow_actions = false;  // field / xid: let the health check's taint follow
   // scenario
   std::string scenario_file;
@@ -141,6 +142,7 @@ int RunXid(const InjectFlags& flags) {
   request.set_gpu(static_cast<uint32_t>(flags.gpu));
   request.set_xid(static_cast<uint32_t>(flags.xid));
   request.set_allow_actions(flags.allow_actions);
+  if (flags.gpu_instance >= 0) request.set_gpu_instance(static_cast<uint32_t>(flags.gpu_instance));
   auto response = (*client)->InjectXid(request);
   if (!response.ok()) return Fail("inject xid", response.status());
   PrintInjection(flags.client, response->injection());
@@ -273,6 +275,9 @@ CommandRunner AddInjectCommand(CLI::App* parent) {
   AddInjectClientFlags(xid, flags.get());
   xid->add_option("--gpu", flags->gpu, "GPU index")->required()->check(CLI::Range(0, 1023));
   xid->add_option("--xid", flags->xid, "XID code, e.g. 79")->required()->check(CLI::Range(1, 999));
+  xid->add_option("--gpu-instance", flags->gpu_instance,
+                  "MIG: the GPU instance it is raised in (see vigil discovery)")
+      ->check(CLI::Range(0, 1023));
   xid->add_flag("--allow-actions", flags->allow_actions, allow_actions_help);
 
   CLI::App* scenario = inject->add_subcommand(

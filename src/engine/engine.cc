@@ -356,9 +356,13 @@ void Engine::OnXid(const XidEvent& event) {
     unmatched.push_back({event.time, event.source});
     if (unmatched.size() > 256) unmatched.pop_front();  // a storm from one source
   }
-  ApplyXid(event.gpu, event.xid, event.time, event.injected,
-           {.message = fmt::format("GPU {} ({}): XID {}{}{}", event.gpu, gpus()[event.gpu].uuid,
-                                   event.xid, from_log ? " (kernel log)" : "",
+  const std::string instance =
+      event.gpu_instance.has_value()
+          ? " in " + DescribeGpuInstance(gpus()[event.gpu].mig_instances, *event.gpu_instance)
+          : "";
+  ApplyXid(event.gpu, event.xid, event.time, event.injected, event.gpu_instance,
+           {.message = fmt::format("GPU {} ({}): XID {}{}{}{}", event.gpu, gpus()[event.gpu].uuid,
+                                   event.xid, instance, from_log ? " (kernel log)" : "",
                                    event.detail.empty() ? "" : ": " + event.detail)});
 }
 
@@ -373,7 +377,7 @@ void Engine::OnSxid(const SxidEvent& event) {
 }
 
 void Engine::ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected,
-                      EngineEvent event) {
+                      std::optional<uint32_t> gpu_instance, EngineEvent event) {
   stats_.xid_events.fetch_add(1, std::memory_order_relaxed);
   {
     absl::MutexLock lock(&xid_mutex_);
@@ -381,7 +385,8 @@ void Engine::ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected
     last_xid_[gpu].injected = injected;
   }
   health_->RecordXid(gpu, xid, time, injected,
-                     /*actions_allowed=*/event.injection && event.injection->allow_actions);
+                     /*actions_allowed=*/event.injection && event.injection->allow_actions,
+                     gpu_instance);
   event.kind = EventKind::kXid;
   event.time = time;  // when the driver reported it: earlier than now for one from the log
   event.gpu = static_cast<int>(gpu);
@@ -437,17 +442,37 @@ absl::StatusOr<InjectionRecord> Engine::InjectField(const FieldInjectionRequest&
 
 absl::StatusOr<InjectionRecord> Engine::InjectXid(const XidInjectionRequest& request,
                                                   const Principal& principal) {
+  if (request.gpu_instance.has_value() && request.gpu < gpus().size()) {
+    const GpuIdentity& identity = gpus()[request.gpu];
+    std::string ids;
+    bool found = false;
+    for (const MigInstance& instance : identity.mig_instances) {
+      ids += fmt::format("{}{}", ids.empty() ? "" : ", ", instance.gpu_instance_id);
+      found |= instance.gpu_instance_id == *request.gpu_instance;
+    }
+    if (!found) {
+      return absl::InvalidArgumentError(
+          identity.mig_mode ? fmt::format("GPU {} has no GPU instance {}: its instances are {}",
+                                          request.gpu, *request.gpu_instance, ids)
+                            : fmt::format("GPU {} is not in MIG mode: it has no GPU instance {}",
+                                          request.gpu, *request.gpu_instance));
+    }
+  }
   auto record = injections_.MakeXid(request, principal, options_.clock->Now());
   if (!record.ok()) return record.status();
   const uint32_t gpu = request.gpu, xid = request.xid;
   const std::string& scenario_id = request.scenario_id;
+  const std::string instance =
+      request.gpu_instance.has_value()
+          ? " in " + DescribeGpuInstance(gpus()[gpu].mig_instances, *request.gpu_instance)
+          : "";
   // The same event a real XID produces, flagged injected and signed.
-  ApplyXid(
-      gpu, xid, record->start, /*injected=*/true,
-      {.injection = *record,
-       .principal = principal,
-       .message = fmt::format("GPU {} ({}): XID {} (injected, {}{})", gpu, gpus()[gpu].uuid, xid,
-                              record->id, scenario_id.empty() ? "" : " in " + scenario_id)});
+  ApplyXid(gpu, xid, record->start, /*injected=*/true, request.gpu_instance,
+           {.injection = *record,
+            .principal = principal,
+            .message = fmt::format("GPU {} ({}): XID {}{} (injected, {}{})", gpu, gpus()[gpu].uuid,
+                                   xid, instance, record->id,
+                                   scenario_id.empty() ? "" : " in " + scenario_id)});
   return record;
 }
 

@@ -282,7 +282,8 @@ class Engine : public EventSink, private ScenarioTarget {
   // What a real and an injected XID both do: count it, show it in field 230 from the next tick,
   // hand it to the health evaluator, and record `event` as the XID event (kind, GPU, code, the
   // policy's rule for it, injected flag filled in here).
-  void ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected, EngineEvent event);
+  void ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected,
+                std::optional<uint32_t> gpu_instance, EngineEvent event);
   // ScenarioTarget: what the scenario runner's steps act on.
   std::vector<std::string> ClearScenarioInjections(const std::string& scenario_id,
                                                    const Principal& who,

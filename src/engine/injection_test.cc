@@ -153,6 +153,37 @@ TEST_F(InjectionEngineTest, InjectedXidIsTheSameEventAsARealOneButFlagged) {
   EXPECT_EQ(xids[1]->principal->uid, 0);
 }
 
+TEST(MigXidTest, AnXidInAGpuInstanceNamesItInTheIncidentAndTheEvent) {
+  FakeClock clock;
+  auto sim = SimBackend::Create(
+      {.gpu_count = 2, .seed = 3, .mig = {{.gpu = 0, .profiles = {"1g.10gb", "2g.20gb"}}}});
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  auto engine = Engine::Create({.node_name = "n1", .clock = &clock}, std::move(*sim));
+  ASSERT_TRUE(engine.ok());
+  auto events = std::make_shared<RecordingEvents>();
+  ASSERT_TRUE((*engine)->WatchEvents(events, 0).ok());
+  const std::string mig_uuid = (*engine)->gpus()[0].mig_instances[1].uuid;  // the 1g.10gb at 2
+  ASSERT_TRUE((*engine)->InjectXid({.gpu = 0, .xid = 94, .gpu_instance = 2}, kTestRoot).ok());
+  clock.Advance(absl::Seconds(1));
+  (*engine)->RunTick();
+  EXPECT_THAT(events->Messages(EventKind::kXid)[0],
+              HasSubstr("XID 94 in GPU instance 2 (1g.10gb, " + mig_uuid + ")"));
+  const auto verdict = (*engine)->Health();
+  std::string incident;
+  for (const SystemHealth& system : verdict->gpus[0].systems) {
+    for (const Incident& found : system.incidents) incident += found.message;
+  }
+  EXPECT_THAT(incident, HasSubstr("XID 94 in GPU instance 2 (1g.10gb"));
+  EXPECT_NE(verdict->gpus[0].status, HealthStatus::kPass) << "the GPU's verdict";
+  // An instance the GPU does not have, or a GPU not in MIG mode, is refused.
+  EXPECT_THAT(
+      (*engine)->InjectXid({.gpu = 0, .xid = 94, .gpu_instance = 7}, kTestRoot).status().message(),
+      HasSubstr("GPU 0 has no GPU instance 7: its instances are 1, 2"));
+  EXPECT_THAT(
+      (*engine)->InjectXid({.gpu = 1, .xid = 94, .gpu_instance = 1}, kTestRoot).status().message(),
+      HasSubstr("GPU 1 is not in MIG mode"));
+}
+
 TEST_F(InjectionEngineTest, ClearAllAndUnknownIds) {
   ASSERT_TRUE(engine_->InjectField({.gpu = 0, .field = 150, .value = 95}, kRoot).ok());
   ASSERT_TRUE(engine_->InjectField({.gpu = 1, .field = 155, .value = 650}, kRoot).ok());

@@ -86,10 +86,10 @@ size_t HealthEvaluator::Index(FieldId field) const {
 }
 
 void HealthEvaluator::RecordXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected,
-                                bool actions_allowed) {
+                                bool actions_allowed, std::optional<uint32_t> gpu_instance) {
   if (gpu >= gpus_.size()) return;
   absl::MutexLock lock(&mutex_);
-  pending_xids_.push_back({gpu, xid, time, injected, injected && actions_allowed});
+  pending_xids_.push_back({gpu, xid, time, injected, injected && actions_allowed, gpu_instance});
 }
 
 void HealthEvaluator::RecordSxid(const SxidEvent& sxid) {
@@ -218,7 +218,12 @@ void HealthEvaluator::EvaluateXids(absl::Time now) {
         rule.severity == XidRule::Severity::kFail ? HealthStatus::kFail : HealthStatus::kWarn;
     Upsert(xid.gpu,
            {rule.system, status, fmt::format("xid.{}", xid.xid), rule.code,
-            fmt::format("XID {}: {}{}", xid.xid, rule.meaning, Repeats(rule, times.size())),
+            fmt::format(
+                "XID {}{}: {}{}", xid.xid,
+                xid.gpu_instance.has_value()
+                    ? " in " + DescribeGpuInstance(gpus_[xid.gpu].mig_instances, *xid.gpu_instance)
+                    : "",
+                rule.meaning, Repeats(rule, times.size())),
             rule.action, xid.injected, xid.actions_allowed, rule.recommended},
            now, /*onset=*/true, rule.window);
   }

@@ -74,6 +74,8 @@ struct FieldInjectionRequest {
 struct XidInjectionRequest {
   uint32_t gpu = 0;
   uint32_t xid = 0;
+  // MIG: the GPU instance the XID is raised in (the engine checks the GPU has it).
+  std::optional<uint32_t> gpu_instance;
   std::string scenario_id;
   bool allow_actions = false;  // see InjectionRecord
 };

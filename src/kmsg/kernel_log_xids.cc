@@ -169,7 +169,9 @@ void KernelLogXids::OnRecord(const Record& record) {
                         .xid = xid.code,
                         .time = RecordTime(record),
                         .source = vigil::XidSource::kKernelLog,
-                        .detail = detail});
+                        .detail = detail,
+                        .gpu_instance = xid.gpu_instance,
+                        .compute_instance = xid.compute_instance});
   ++stats_.xids;
   if (catching_up_) ++stats_.replayed;
   unsettled_.emplace_back(record.sequence, options_.clock->Now());

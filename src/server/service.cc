@@ -342,9 +342,10 @@ grpc::ServerUnaryReactor* EngineService::InjectXid(grpc::CallbackServerContext* 
                                                    v1::InjectXidResponse* response) {
   auto principal = Authorize(context);
   if (!principal.ok()) return Finish(context, principal.status());
-  auto record = engine_->InjectXid(
-      {.gpu = request->gpu(), .xid = request->xid(), .allow_actions = request->allow_actions()},
-      *principal);
+  XidInjectionRequest injection{
+      .gpu = request->gpu(), .xid = request->xid(), .allow_actions = request->allow_actions()};
+  if (request->has_gpu_instance()) injection.gpu_instance = request->gpu_instance();
+  auto record = engine_->InjectXid(injection, *principal);
   if (!record.ok()) return Finish(context, record.status());
   *response->mutable_injection() = ToProto(*record);
   return Finish(context, absl::OkStatus());

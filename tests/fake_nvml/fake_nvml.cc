@@ -17,7 +17,8 @@
 //              "hang": ["nvmlDeviceGetTemperature"],     // calls that block while listed
 //              "lost": false,                             // every call: GPU_IS_LOST
 //              "processes": [4242],     // compute processes' pids (_v3; _v2 on the old driver)
-//              "xids": [79]}]}                            // delivered once each, in order
+//              "xids": [79, {"xid": 94, "gpu_instance": 5}]}]}  // delivered once each, in
+//                                            // order (a MIG XID with its instance)
 //
 // A value or field the script omits answers NOT_SUPPORTED. Built twice: as a current driver, and
 // with FAKE_NVML_OLD_DRIVER as an older one that lacks some entry points (GPM, memory info v2,
@@ -600,9 +601,17 @@ nv::Return nvmlEventSetWait_v2(nv::EventSet set, nv::EventData* data, unsigned i
         *data = {};
         data->device = &g_devices[index];
         data->event_type = nv::kEventTypeXidCriticalError;
-        data->event_data = gpu["xids"][g_xids_delivered[index]++].get<unsigned long long>();
+        // A code, or {"xid": CODE, "gpu_instance": GI, "compute_instance": CI} (MIG).
+        const json& entry = gpu["xids"][g_xids_delivered[index]++];
         data->gpu_instance_id = 0xFFFFFFFF;
         data->compute_instance_id = 0xFFFFFFFF;
+        if (entry.is_object()) {
+          data->event_data = entry.value("xid", 0ull);
+          data->gpu_instance_id = entry.value("gpu_instance", 0xFFFFFFFFu);
+          data->compute_instance_id = entry.value("compute_instance", 0xFFFFFFFFu);
+        } else {
+          data->event_data = entry.get<unsigned long long>();
+        }
         return nv::kSuccess;
       }
     }
