@@ -164,6 +164,22 @@ TEST_F(KernelLogXidsTest, TheTwoLinesOfAnXid79AreOneXid) {
   EXPECT_EQ(events[1].xid, 79u);
 }
 
+TEST_F(KernelLogXidsTest, AnXidInAMigGpuInstanceCarriesTheInstance) {
+  std::ofstream(log_) << "4,1,5000000,-;NVRM: Xid (PCI:0000:18:00 GPU-I:05 GPU-CI:02): 94, "
+                         "pid=7194, name=python3, Contained: CE User Channel (0x9)\n"
+                         "4,2,5000001,-;NVRM: Xid (PCI:0000:2a:00): 94, pid=7195, name=python3, "
+                         "Contained\n";
+  RecordingSink sink;
+  auto source = Source("boot-1", &sink);
+  source->CatchUp();
+  const std::vector<XidEvent> events = sink.events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].gpu, 0u);
+  EXPECT_EQ(events[0].gpu_instance, 5u);
+  EXPECT_EQ(events[0].compute_instance, 2u);
+  EXPECT_FALSE(events[1].gpu_instance.has_value()) << "a whole GPU's XID names no instance";
+}
+
 // The state belongs to one log: a saved log replayed later (its own sequence numbers) is read
 // afresh, not skipped because /dev/kmsg's sequences went further.
 TEST_F(KernelLogXidsTest, AnotherLogStartsAfresh) {
