@@ -1,11 +1,18 @@
 // Implements the condition message's prefix, written by the health check and read by the drill.
 #include "api/node_condition.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 
 #include "fmt/format.h"
 
 namespace vigil {
+
+size_t MaxTaintedNodes(double max_tainted_share, size_t gpu_nodes) {
+  return std::max<size_t>(
+      1, static_cast<size_t>(std::floor(max_tainted_share * static_cast<double>(gpu_nodes))));
+}
 
 std::string ConditionPrefix(std::string_view instance_id, uint64_t seq) {
   return fmt::format("engine {} seq {}: ", instance_id, seq);

@@ -3,6 +3,7 @@
 // writer and the readers cannot drift apart. Constants; thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -21,6 +22,11 @@ inline constexpr std::string_view kNoActionForDrill =
 std::string ConditionPrefix(std::string_view instance_id, uint64_t seq);
 // Reads that prefix back; false (outputs untouched) for a message that does not begin with it.
 bool ParseConditionPrefix(std::string_view message, std::string* instance_id, uint64_t* seq);
+
+// The tainted-share circuit breaker, as the health check and the remediator both apply it: at
+// most max(1, floor(share x GPU nodes)) nodes may carry the taint — the first is always allowed,
+// so a one- or two-node cluster can still take its broken GPU node out.
+size_t MaxTaintedNodes(double max_tainted_share, size_t gpu_nodes);
 
 // The health check's NoSchedule taint, unless --taint-key says otherwise.
 inline constexpr std::string_view kDefaultTaintKey = "vigil.dev/gpu-problem";

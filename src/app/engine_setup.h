@@ -34,7 +34,7 @@ struct EngineFlags {
   std::optional<std::string> kmsg;
   // How the nvml backend resets a GPU (vigil reset-gpu, the remediator's reset-gpu action).
   std::string gpu_reset_command = NvmlResetOptions().command;
-  std::string gpu_reset_timeout = "2m";
+  std::string gpu_reset_timeout = absl::FormatDuration(NvmlResetOptions().limit);
   // --backend sim: the MIG layouts, "GPU:PROFILE[,PROFILE…]" each.
   std::vector<std::string> mig;
   CLI::Option* mig_option = nullptr;

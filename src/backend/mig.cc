@@ -5,8 +5,8 @@
 #include <functional>
 #include <map>
 
-#include "absl/strings/str_split.h"
 #include "common/crc32.h"
+#include "common/strings.h"
 #include "fmt/format.h"
 
 namespace vigil {
@@ -43,13 +43,14 @@ std::string MigProfileChoices() {
   return out;
 }
 
-std::string DescribeGpuInstance(const std::vector<MigInstance>& instances, uint32_t id) {
+std::string InGpuInstance(const std::vector<MigInstance>& instances, std::optional<uint32_t> id) {
+  if (!id.has_value()) return "";
   for (const MigInstance& instance : instances) {
-    if (instance.gpu_instance_id == id) {
-      return fmt::format("GPU instance {} ({}, {})", id, instance.profile, instance.uuid);
+    if (instance.gpu_instance_id == *id) {
+      return fmt::format(" in GPU instance {} ({}, {})", *id, instance.profile, instance.uuid);
     }
   }
-  return fmt::format("GPU instance {}", id);
+  return fmt::format(" in GPU instance {}", *id);
 }
 
 absl::StatusOr<MigLayout> ParseMigLayout(std::string_view text) {
@@ -61,23 +62,17 @@ absl::StatusOr<MigLayout> ParseMigLayout(std::string_view text) {
   const size_t colon = text.find(':');
   if (colon == std::string_view::npos || colon == 0) return invalid("no GPU index before ':'");
   MigLayout layout;
-  uint64_t gpu = 0;
-  for (char c : text.substr(0, colon)) {
-    if (c < '0' || c > '9' || gpu > 1023) return invalid("the GPU is not an index");
-    gpu = gpu * 10 + static_cast<uint64_t>(c - '0');
-  }
-  layout.gpu = static_cast<uint32_t>(gpu);
-  const std::string_view list = text.substr(colon + 1);
-  const absl::string_view pieces(list.data(), list.size());
-  for (absl::string_view piece : absl::StrSplit(pieces, ',')) {
-    const std::string profile(piece.data(), piece.size());
+  const std::optional<uint64_t> gpu = ParseUint64(text.substr(0, colon));
+  if (!gpu.has_value() || *gpu > 1023) return invalid("the GPU is not an index");
+  layout.gpu = static_cast<uint32_t>(*gpu);
+  for (std::string_view piece : Split(text.substr(colon + 1), ',')) {
+    const std::string profile(piece);
     if (FindMigProfile(profile) == nullptr) {
       return invalid(fmt::format("unknown profile '{}' (the simulated H100 80GB has {})", profile,
                                  MigProfileChoices()));
     }
     layout.profiles.push_back(profile);
   }
-  if (layout.profiles.empty()) return invalid("no profile");
   return layout;
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,9 +45,10 @@ const MigProfile* FindMigProfile(std::string_view name);
 // "1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb or 7g.80gb".
 std::string MigProfileChoices();
 
-// "GPU instance 5 (1g.10gb, MIG-…)", or "GPU instance 5" when `instances` has no such id (the
-// layout changed, or the source named an instance the backend does not list).
-std::string DescribeGpuInstance(const std::vector<MigInstance>& instances, uint32_t id);
+// " in GPU instance 5 (1g.10gb, MIG-…)", " in GPU instance 5" when `instances` has no such id
+// (the source named an instance the backend does not list), "" without an id: what follows an
+// XID's code where it says where it was raised.
+std::string InGpuInstance(const std::vector<MigInstance>& instances, std::optional<uint32_t> id);
 
 // One `--mig` value: "GPU:PROFILE[,PROFILE…]" (profiles repeat for several instances).
 struct MigLayout {

@@ -31,6 +31,8 @@ CommandRunner AddRemediatorCommand(CLI::App* parent);
 
 // $NODE_NAME (the downward API on Kubernetes), else the host name; "" if neither is known.
 std::string DefaultNodeName();
+// The same for another variable ($POD_NAME: a Pod's host name is its name).
+std::string EnvOrHostName(const char* variable);
 // Kubernetes node names are DNS subdomains; accept those (and underscores, seen on bare metal).
 absl::Status CheckNodeName(const std::string& name);
 

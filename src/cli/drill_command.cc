@@ -112,7 +112,7 @@ absl::StatusOr<drill::DrillPlan> PlanFrom(const DrillFlags& flags) {
     named.push_back(Stage::kNodeCondition);
     if (flags.taint) named.push_back(Stage::kTaint);
     if (flags.remediation) {
-      for (Stage stage : {Stage::kQuarantine, Stage::kDrain, Stage::kRecovery}) {
+      for (Stage stage : drill::kRemediationStages) {
         named.push_back(stage);
       }
     }
@@ -217,7 +217,7 @@ int RunDrill(const DrillFlags& flags) {
       links.push_back(drill::NewTaintLink(kube.get(), node, flags.taint_key, flags.allow_actions));
     }
     if (flags.remediation) {
-      for (Stage stage : {Stage::kQuarantine, Stage::kDrain, Stage::kRecovery}) {
+      for (Stage stage : drill::kRemediationStages) {
         links.push_back(drill::NewRemediationLink(kube.get(), node, stage, flags.allow_actions));
       }
     }

@@ -9,12 +9,14 @@
 
 namespace vigil::cli {
 
-std::string DefaultNodeName() {
-  if (const char* node = std::getenv("NODE_NAME"); node != nullptr && *node != '\0') return node;
+std::string EnvOrHostName(const char* variable) {
+  if (const char* value = std::getenv(variable); value != nullptr && *value != '\0') return value;
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') return host;
   return "";
 }
+
+std::string DefaultNodeName() { return EnvOrHostName("NODE_NAME"); }
 
 // Kubernetes node names are DNS subdomains; accept those (and underscores, seen on bare metal).
 absl::Status CheckNodeName(const std::string& name) {

@@ -2,8 +2,6 @@
 // remediator status` (a replica's view of each node's state machine, from its /status).
 // SIGTERM/SIGINT stop a replica, giving its Lease up. Single-threaded here; the runner has its
 // own threads.
-#include <unistd.h>
-
 #include <iostream>
 
 #include "api/remediation.h"
@@ -120,14 +118,7 @@ absl::StatusOr<remediator::RunnerOptions> OptionsFromFlags(const RemediatorFlags
   r.event_namespace = flags.kube.event_namespace;
   // The Pod's name (the downward API's POD_NAME, else the host name, which is the Pod's name in
   // a container).
-  std::string identity = flags.identity;
-  if (identity.empty()) {
-    if (const char* pod = std::getenv("POD_NAME"); pod != nullptr) identity = pod;
-  }
-  if (identity.empty()) {
-    char host[256] = {};
-    if (gethostname(host, sizeof(host) - 1) == 0) identity = host;
-  }
+  const std::string identity = flags.identity.empty() ? EnvOrHostName("POD_NAME") : flags.identity;
   if (identity.empty()) {
     return absl::InvalidArgumentError("--identity is empty and the host has no name: give one");
   }

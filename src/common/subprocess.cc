@@ -112,7 +112,6 @@ absl::StatusOr<SubprocessResult> RunSubprocess(const std::vector<std::string>& a
   for (ssize_t got; open_pipe && (got = read(pipe_fds[0], buffer, sizeof(buffer))) > 0;) take(got);
   close(pipe_fds[0]);
   result.exit_code = DecodeWaitStatus(status);
-  result.took = absl::Now() - start;
   return result;
 }
 

@@ -18,7 +18,6 @@ struct SubprocessResult {
   int exit_code = -1;      // the exit status; 128+N when killed by signal N
   bool timed_out = false;  // killed (SIGKILL) at the limit
   std::string output;      // stdout and stderr together, at most kMaxSubprocessOutput bytes
-  absl::Duration took;
 };
 
 inline constexpr size_t kMaxSubprocessOutput = 64 * 1024;

@@ -15,10 +15,8 @@ namespace {
 // Stages whose way back the health check or Prometheus times on their own clocks: shown as
 // pending unless the drill is asked to wait for them. (A taint withheld has no way back.)
 bool SlowWayBack(Stage stage, bool actions_allowed) {
-  const bool remediation =
-      stage == Stage::kQuarantine || stage == Stage::kDrain || stage == Stage::kRecovery;
-  return ((stage == Stage::kTaint || remediation) && actions_allowed) || stage == Stage::kAlert ||
-         stage == Stage::kAlertmanager;
+  return ((stage == Stage::kTaint || IsRemediationStage(stage)) && actions_allowed) ||
+         stage == Stage::kAlert || stage == Stage::kAlertmanager;
 }
 
 std::string PendingWhy(Stage stage, std::optional<absl::Duration> untaint_after) {
@@ -441,9 +439,8 @@ DrillReport Drill::Run() {
                            .deadline = row.deadline,
                            .link = row.link};
       // The taint goes only after the health check's hysteresis: wait for it, and then some.
-      const bool remediation = row.stage == Stage::kQuarantine || row.stage == Stage::kDrain ||
-                               row.stage == Stage::kRecovery;
-      if ((row.stage == Stage::kTaint || remediation) && plan_.untaint_after.has_value()) {
+      if ((row.stage == Stage::kTaint || IsRemediationStage(row.stage)) &&
+          plan_.untaint_after.has_value()) {
         way_back.deadline = std::max(row.deadline, *plan_.untaint_after + absl::Seconds(30));
       }
       if (row.result == StageReport::Result::kSkip) {

@@ -34,6 +34,11 @@ inline constexpr Stage kAllStages[] = {
     Stage::kEngine, Stage::kExporter, Stage::kHealthcheck,  Stage::kNodeCondition,
     Stage::kTaint,  Stage::kAlert,    Stage::kAlertmanager, Stage::kQuarantine,
     Stage::kDrain,  Stage::kRecovery};
+// The remediator's steps, followed with --remediation.
+inline constexpr Stage kRemediationStages[] = {Stage::kQuarantine, Stage::kDrain, Stage::kRecovery};
+inline constexpr bool IsRemediationStage(Stage stage) {
+  return stage == Stage::kQuarantine || stage == Stage::kDrain || stage == Stage::kRecovery;
+}
 // "engine", "exporter", "healthcheck", "node-condition", "taint", "alert", "alertmanager",
 // "quarantine", "drain", "recovery".
 std::string_view StageName(Stage stage);

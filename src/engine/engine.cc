@@ -239,17 +239,12 @@ void Engine::RunTick() {
   next->time = now;
   next->gpu_read = gpu_read_;
   // Only while something is injected (an empty list allows nothing): no work on a plain tick.
+  const bool injecting = !injections_.Empty();
   next->injection_allows_actions.clear();
-  if (!injections_.Empty()) {
-    next->injection_allows_actions.resize(gpu_count);
-    for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) {
-      next->injection_allows_actions[gpu] = injections_.AllowsActions(gpu);
-    }
-  }
+  if (injecting) next->injection_allows_actions = injections_.ActionGpus(gpu_count);
   {
     absl::MutexLock history_lock(&history_mutex_);
     history_.BeginTick(seq, now);
-    const bool injecting = !injections_.Empty();
     for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) {
       auto store = [&](size_t index, FieldValue value) {
         if (injecting) injections_.Apply(gpu, index, &value);
@@ -356,10 +351,7 @@ void Engine::OnXid(const XidEvent& event) {
     unmatched.push_back({event.time, event.source});
     if (unmatched.size() > 256) unmatched.pop_front();  // a storm from one source
   }
-  const std::string instance =
-      event.gpu_instance.has_value()
-          ? " in " + DescribeGpuInstance(gpus()[event.gpu].mig_instances, *event.gpu_instance)
-          : "";
+  const std::string instance = InGpuInstance(gpus()[event.gpu].mig_instances, event.gpu_instance);
   ApplyXid(event.gpu, event.xid, event.time, event.injected, event.gpu_instance,
            {.message = fmt::format("GPU {} ({}): XID {}{}{}{}", event.gpu, gpus()[event.gpu].uuid,
                                    event.xid, instance, from_log ? " (kernel log)" : "",
@@ -462,10 +454,7 @@ absl::StatusOr<InjectionRecord> Engine::InjectXid(const XidInjectionRequest& req
   if (!record.ok()) return record.status();
   const uint32_t gpu = request.gpu, xid = request.xid;
   const std::string& scenario_id = request.scenario_id;
-  const std::string instance =
-      request.gpu_instance.has_value()
-          ? " in " + DescribeGpuInstance(gpus()[gpu].mig_instances, *request.gpu_instance)
-          : "";
+  const std::string instance = InGpuInstance(gpus()[gpu].mig_instances, request.gpu_instance);
   // The same event a real XID produces, flagged injected and signed.
   ApplyXid(gpu, xid, record->start, /*injected=*/true, request.gpu_instance,
            {.injection = *record,
@@ -597,21 +586,20 @@ absl::StatusOr<GpuResetResult> Engine::ResetGpu(uint32_t gpu, std::string_view u
         subject, processes->size(), processes->size() == 1 ? "" : "es",
         absl::StrJoin(*processes, ", ")));
   }
+  const auto audit = [&](std::string message) {
+    Record({.kind = EventKind::kGpuReset,
+            .gpu = static_cast<int>(gpu),
+            .principal = principal,
+            .message = std::move(message)});
+  };
   const std::string why = reason.empty() ? "" : fmt::format(" ({})", reason);
-  Record(
-      {.kind = EventKind::kGpuReset,
-       .gpu = static_cast<int>(gpu),
-       .principal = principal,
-       .message = fmt::format("{}: reset requested by {}{}", subject, principal.description, why)});
+  audit(fmt::format("{}: reset requested by {}{}", subject, principal.description, why));
   spdlog::info("{}: resetting, as {} asked{}", subject, principal.description, why);
   const absl::Time start = options_.clock->Now();
   auto output = backend_->ResetGpu(gpu);
   const absl::Duration took = options_.clock->Now() - start;
   if (!output.ok()) {
-    Record({.kind = EventKind::kGpuReset,
-            .gpu = static_cast<int>(gpu),
-            .principal = principal,
-            .message = fmt::format("{}: reset failed: {}", subject, MessageOf(output.status()))});
+    audit(fmt::format("{}: reset failed: {}", subject, MessageOf(output.status())));
     spdlog::error("{}: the reset failed: {}", subject, MessageOf(output.status()));
     // Attempted and failed: not a refusal to ask again about (those are FailedPrecondition).
     return absl::InternalError(
@@ -619,11 +607,8 @@ absl::StatusOr<GpuResetResult> Engine::ResetGpu(uint32_t gpu, std::string_view u
   }
   GpuResetResult result{.gpu = gpu, .uuid = gpu_uuid, .output = *output, .took = took};
   result.injections_cleared = RecordCleared(injections_.ClearGpu(gpu), principal, "GPU reset");
-  Record({.kind = EventKind::kGpuReset,
-          .gpu = static_cast<int>(gpu),
-          .principal = principal,
-          .message = fmt::format("{}: reset done in {}: {}", subject, absl::FormatDuration(took),
-                                 FirstLine(*output))});
+  audit(fmt::format("{}: reset done in {}: {}", subject, absl::FormatDuration(took),
+                    FirstLine(*output)));
   spdlog::info("{}: reset done in {}", subject, absl::FormatDuration(took));
   return result;
 }

@@ -218,12 +218,9 @@ void HealthEvaluator::EvaluateXids(absl::Time now) {
         rule.severity == XidRule::Severity::kFail ? HealthStatus::kFail : HealthStatus::kWarn;
     Upsert(xid.gpu,
            {rule.system, status, fmt::format("xid.{}", xid.xid), rule.code,
-            fmt::format(
-                "XID {}{}: {}{}", xid.xid,
-                xid.gpu_instance.has_value()
-                    ? " in " + DescribeGpuInstance(gpus_[xid.gpu].mig_instances, *xid.gpu_instance)
-                    : "",
-                rule.meaning, Repeats(rule, times.size())),
+            fmt::format("XID {}{}: {}{}", xid.xid,
+                        InGpuInstance(gpus_[xid.gpu].mig_instances, xid.gpu_instance), rule.meaning,
+                        Repeats(rule, times.size())),
             rule.action, xid.injected, xid.actions_allowed, rule.recommended},
            now, /*onset=*/true, rule.window);
   }

@@ -22,8 +22,6 @@ using kube::StringAt;
 
 using Json = nlohmann::json;
 
-constexpr std::string_view kJson = "application/json";
-constexpr std::string_view kStrategicMerge = "application/strategic-merge-patch+json";
 constexpr std::string_view kJsonPatch = "application/json-patch+json";
 
 // A JSON pointer token for a map key ("vigil.dev/taint-owner" -> "vigil.dev~1taint-owner").
@@ -300,7 +298,7 @@ absl::Status NodeReporter::PatchCondition(const DesiredCondition& desired, bool 
   }
   const Json patch = {{"status", {{"conditions", Json::array({condition})}}}};
   auto node = Check(
-      api_->Call("PATCH", "/api/v1/nodes/" + options_.node_name + "/status", kStrategicMerge,
+      api_->Call("PATCH", "/api/v1/nodes/" + options_.node_name + "/status", kStrategicMergePatch,
                  patch.dump()),
       fmt::format("patching the {} condition of node {}", kConditionType, options_.node_name));
   if (!node.ok()) return node.status();
@@ -343,7 +341,7 @@ absl::Status NodeReporter::PostEvent(PendingEvent& pending, absl::Time now) {
         {"count", it->second.count + 1}, {"lastTimestamp", time}, {"message", message}};
     auto response = api_->Call(
         "PATCH", "/api/v1/namespaces/" + options_.event_namespace + "/events/" + it->second.name,
-        kStrategicMerge, patch.dump());
+        kStrategicMergePatch, patch.dump());
     if (response.ok() && response->status == 404) {
       recent_events_.erase(it);  // expired on the server (Events live an hour): a new one below
     } else {
@@ -372,8 +370,9 @@ absl::Status NodeReporter::PostEvent(PendingEvent& pending, absl::Time now) {
                                       .component = "vigil-healthcheck",
                                       .instance = options_.node_name,
                                       .time = now});
-  const auto response = api_->Call(
-      "POST", "/api/v1/namespaces/" + options_.event_namespace + "/events", kJson, event.dump());
+  const auto response =
+      api_->Call("POST", "/api/v1/namespaces/" + options_.event_namespace + "/events", kJsonContent,
+                 event.dump());
   // 409 AlreadyExists: an earlier try was created although its answer was lost.
   if (!response.ok() || response->status != 409) {
     auto created = Check(response, fmt::format("posting an Event for node {}", options_.node_name));
@@ -437,10 +436,7 @@ absl::StatusOr<bool> NodeReporter::TaintAllowed() {
     }
   });
   if (!self_listed) ++nodes;  // this node has GPUs even if its labels do not say so
-  // At most max(1, floor(share x GPU nodes)) nodes carry the taint: the first one is always
-  // allowed, so a one- or two-node cluster can still take its broken GPU node out.
-  const size_t limit = std::max<size_t>(
-      1, static_cast<size_t>(std::floor(options_.max_tainted_share * static_cast<double>(nodes))));
+  const size_t limit = MaxTaintedNodes(options_.max_tainted_share, nodes);
   if (tainted + 1 <= limit) {
     refusing_ = false;
     return true;

@@ -14,8 +14,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr std::string_view kMergePatch = "application/merge-patch+json";
-
 // The faults without the verdict's seq: what a change worth a write is.
 std::string Identity(PublishedFaults faults) {
   if (faults.faults.empty()) return "";

@@ -210,12 +210,13 @@ std::vector<InjectionRecord> InjectionTable::List() const {
   return records;
 }
 
-bool InjectionTable::AllowsActions(uint32_t gpu) const {
+std::vector<bool> InjectionTable::ActionGpus(uint32_t gpu_count) const {
+  std::vector<bool> allows(gpu_count, false);
   absl::MutexLock lock(&mutex_);
   for (const auto& [key, record] : active_) {
-    if (record.gpu == gpu && record.allow_actions) return true;
+    if (record.allow_actions && record.gpu < gpu_count) allows[record.gpu] = true;
   }
-  return false;
+  return allows;
 }
 
 std::vector<InjectionRecord> InjectionTable::Expire(absl::Time now) {

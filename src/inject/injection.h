@@ -108,8 +108,9 @@ class InjectionTable {
   // Every injection on `gpu` (a reset ends what they simulated).
   std::vector<InjectionRecord> ClearGpu(uint32_t gpu);
   std::vector<InjectionRecord> List() const;
-  // Whether an active injection on `gpu` lets automatic actions follow it (a drill's choice).
-  bool AllowsActions(uint32_t gpu) const;
+  // Per GPU (0 .. gpu_count-1): whether an active injection on it lets automatic actions follow
+  // it (a drill's choice). One pass under the lock.
+  std::vector<bool> ActionGpus(uint32_t gpu_count) const;
 
   // Tick thread: removes and returns the injections whose time is up.
   std::vector<InjectionRecord> Expire(absl::Time now);

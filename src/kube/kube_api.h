@@ -44,6 +44,11 @@ class StreamCanceller {
   std::function<void()> interrupt_ ABSL_GUARDED_BY(mutex_);
 };
 
+// Content types of the requests Vigil sends.
+inline constexpr std::string_view kJsonContent = "application/json";
+inline constexpr std::string_view kMergePatch = "application/merge-patch+json";
+inline constexpr std::string_view kStrategicMergePatch = "application/strategic-merge-patch+json";
+
 class KubeApi {
  public:
   // Called with each line of a streamed body (without its newline); false ends the stream.

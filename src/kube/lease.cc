@@ -21,7 +21,7 @@ LeaseLock::LeaseLock(KubeApi* api, Clock* clock, LeaseOptions options)
 
 absl::StatusOr<bool> LeaseLock::Write(const std::string& method, const std::string& path,
                                       const Json& lease) {
-  auto response = api_->Call(method, path, "application/json", lease.dump());
+  auto response = api_->Call(method, path, kJsonContent, lease.dump());
   if (!response.ok()) {
     held_ = false;
     return response.status();
@@ -119,7 +119,7 @@ absl::Status LeaseLock::Release() {
     return absl::OkStatus();  // not ours any more
   }
   lease["spec"]["holderIdentity"] = "";
-  auto written = api_->Call("PUT", path, "application/json", lease.dump());
+  auto written = api_->Call("PUT", path, kJsonContent, lease.dump());
   if (!written.ok()) return written.status();
   return absl::OkStatus();
 }

@@ -44,7 +44,7 @@ absl::StatusOr<Eviction> Evict(KubeApi& api, const std::string& ns, const std::s
   auto response = api.Call(
       "POST",
       fmt::format("/api/v1/namespaces/{}/pods/{}/eviction", QueryEscape(ns), QueryEscape(name)),
-      "application/json", eviction.dump());
+      kJsonContent, eviction.dump());
   if (!response.ok()) return response.status();
   switch (response->status) {
     case 200:
@@ -66,7 +66,7 @@ absl::StatusOr<Eviction> Evict(KubeApi& api, const std::string& ns, const std::s
 
 absl::StatusOr<bool> DeletePod(KubeApi& api, const std::string& ns, const std::string& name) {
   auto response =
-      api.Call("DELETE", "/api/v1/namespaces/" + ns + "/pods/" + name, "application/json", "");
+      api.Call("DELETE", "/api/v1/namespaces/" + ns + "/pods/" + name, kJsonContent, "");
   if (!response.ok()) return response.status();
   if (response->status == 200 || response->status == 202) return true;
   if (response->status == 404) return false;

@@ -96,10 +96,7 @@ absl::Status PodMapper::Refresh() {
   return absl::OkStatus();
 }
 
-GpuPodMap PodMapper::Current() const {
-  absl::MutexLock lock(&mutex_);
-  return pods_;
-}
+GpuPodMap PodMapper::Current() const { return Known().value_or(GpuPodMap{}); }
 
 std::optional<GpuPodMap> PodMapper::Known() const {
   absl::MutexLock lock(&mutex_);

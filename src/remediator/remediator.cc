@@ -17,7 +17,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr std::string_view kMergePatch = "application/merge-patch+json";
 // A reset the engine refused (the GPU still in use while evicted pods terminate) is asked again
 // this long after.
 constexpr absl::Duration kRefusedResetRetry = absl::Seconds(10);
@@ -325,7 +324,7 @@ void Remediator::PostEvent(const NodeView& view, std::string_view type, std::str
                                       .time = now});
   spdlog::info("remediation: node {}: {} {}", view.name, reason, message);
   auto response = api_->Call("POST", "/api/v1/namespaces/" + options_.event_namespace + "/events",
-                             "application/json", event.dump());
+                             kJsonContent, event.dump());
   if (!response.ok() || response->status < 200 || response->status >= 300) {
     ++stats_.api_errors;
     // An Event is a record, not a step: the step stands, the log line above keeps it.
@@ -371,9 +370,8 @@ absl::Status Remediator::ReconcileOnce(absl::Time act_until) {
       }
     }
   }
-  // As the health check's breaker: a share of the GPU nodes, but one node may always be tainted.
-  if (tainted > 1 && static_cast<double>(tainted) >
-                         options_.max_tainted_share * static_cast<double>(nodes.size())) {
+  // The health check's breaker, seen cluster-wide: more tainted than it would let be.
+  if (static_cast<size_t>(tainted) > MaxTaintedNodes(options_.max_tainted_share, nodes.size())) {
     pass.breaker_open = true;
     pass.breaker_why = fmt::format("{} of {} GPU nodes are tainted, more than {:.0f}%", tainted,
                                    nodes.size(), options_.max_tainted_share * 100);
