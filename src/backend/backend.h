@@ -24,7 +24,8 @@
 
 namespace vigil {
 
-// What a GPU is, as discovered when the backend starts. Stable for the backend's lifetime.
+// What a GPU is, as discovered when the backend starts. Stable for the backend's lifetime, but
+// for its MIG layout.
 struct GpuIdentity {
   uint32_t index = 0;
   std::string uuid;        // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
@@ -34,9 +35,9 @@ struct GpuIdentity {
   std::string driver_version;
   uint64_t memory_total_mib = 0;
   std::string device;  // "nvidia0"
-  // MIG mode, and the GPU instances it holds (in placement order); none outside MIG mode.
-  bool mig_mode = false;
-  std::vector<MigInstance> mig_instances;
+  // MIG mode and the GPU instances, as discovered at start (the only part that may change while
+  // the backend runs: Backend::ReadMig() says what it is now).
+  MigState mig;
 };
 
 // Where a real XID was seen: NVML's event API (the backend's event thread) or the kernel log.
@@ -106,6 +107,25 @@ class Backend {
     for (uint32_t gpu = 0; gpu < statuses.size(); ++gpu) {
       statuses[gpu] = Read(gpu, fields, now, out.subspan(gpu * fields.size(), fields.size()));
     }
+  }
+
+  // GPU `gpu`'s MIG mode and instances now, as the driver reports them: an operator may change
+  // them while the engine runs. A driver without MIG support reports MIG off, never an error; an
+  // error means the state could not be read this time (the engine keeps the last one).
+  // Called from the sampling thread. Precondition: gpu < gpus().size().
+  virtual absl::StatusOr<MigState> ReadMig(uint32_t gpu) { return gpus()[gpu].mig; }
+
+  // Reads `fields` of one GPU instance of GPU `gpu` (one ReadMig() listed) into `out`, as Read()
+  // does for the GPU: fields that the driver gives per GPU instance (SampledPerMigInstance), and a
+  // kNotSupported value for any it does not. A non-OK return: the instance could not be read at
+  // all (gone since ReadMig, or the GPU lost). Called from the sampling thread, after Read() of
+  // the same GPU. The default: the backend samples no instance.
+  virtual absl::Status ReadInstance(uint32_t gpu, const MigInstance& instance,
+                                    absl::Span<const FieldId> fields, absl::Time now,
+                                    absl::Span<FieldValue> out) {
+    (void)gpu, (void)instance, (void)fields, (void)now;
+    for (FieldValue& value : out) value = FieldValue::Error(ValueStatus::kNotSupported);
+    return absl::OkStatus();
   }
 
   // Starts delivering events to `sink`, which must outlive StopEvents().

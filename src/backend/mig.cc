@@ -43,16 +43,6 @@ std::string MigProfileChoices() {
   return out;
 }
 
-std::string InGpuInstance(const std::vector<MigInstance>& instances, std::optional<uint32_t> id) {
-  if (!id.has_value()) return "";
-  for (const MigInstance& instance : instances) {
-    if (instance.gpu_instance_id == *id) {
-      return fmt::format(" in GPU instance {} ({}, {})", *id, instance.profile, instance.uuid);
-    }
-  }
-  return fmt::format(" in GPU instance {}", *id);
-}
-
 absl::StatusOr<MigLayout> ParseMigLayout(std::string_view text) {
   const auto invalid = [&](const std::string& why) {
     return absl::InvalidArgumentError(

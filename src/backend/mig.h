@@ -1,6 +1,6 @@
-// MIG (Multi-Instance GPU): a GPU in MIG mode is partitioned into GPU instances, each a profile
-// (`1g.10gb`, `3g.40gb`, …) at a placement of the GPU's memory slices, with its own MIG device
-// UUID. This holds the instance as the backends discover it, the profiles of the simulated GPU
+// MIG (Multi-Instance GPU) for the backends: a GPU in MIG mode is partitioned into GPU instances
+// (fields/mig_entity.h), each a profile (`1g.10gb`, `3g.40gb`, …) at a placement of the GPU's
+// memory slices. This holds the profiles of the simulated GPU
 // (an H100 80GB, as NVIDIA's MIG user guide lists them: 7 compute slices, 8 memory slices), and
 // the `--mig GPU:PROFILE[,PROFILE…]` layouts the sim backend is given, placed as the driver would
 // (each profile only at its allowed starts, no two overlapping) or refused with why.
@@ -14,21 +14,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "fields/mig_entity.h"
 
 namespace vigil {
 
-// One GPU instance (with its one compute instance: Vigil does not model compute-instance
-// partitions within a GPU instance, which the device plugin does not hand out either).
-struct MigInstance {
-  uint32_t gpu_instance_id = 0;
-  uint32_t compute_instance_id = 0;
-  std::string profile;           // "1g.10gb"
-  std::string uuid;              // "MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
-  uint32_t placement_start = 0;  // in memory slices
-  uint32_t placement_size = 0;
-  uint64_t memory_total_mib = 0;
-  uint32_t compute_slices = 0;  // the "1g" of 1g.10gb: sevenths of the GPU's SMs
-};
+
 
 // A profile of the simulated H100 80GB.
 struct MigProfile {
@@ -45,10 +35,7 @@ const MigProfile* FindMigProfile(std::string_view name);
 // "1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb or 7g.80gb".
 std::string MigProfileChoices();
 
-// " in GPU instance 5 (1g.10gb, MIG-…)", " in GPU instance 5" when `instances` has no such id
-// (the source named an instance the backend does not list), "" without an id: what follows an
-// XID's code where it says where it was raised.
-std::string InGpuInstance(const std::vector<MigInstance>& instances, std::optional<uint32_t> id);
+
 
 // One `--mig` value: "GPU:PROFILE[,PROFILE…]" (profiles repeat for several instances).
 struct MigLayout {

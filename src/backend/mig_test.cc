@@ -75,11 +75,11 @@ TEST(MigTest, TheSimBackendPartitionsTheGpusItIsGiven) {
                                          {.gpu = 2, .profiles = {"7g.80gb"}}}});
   ASSERT_TRUE(sim.ok()) << sim.status();
   const auto& gpus = (*sim)->gpus();
-  EXPECT_TRUE(gpus[0].mig_mode);
-  EXPECT_THAT(Profiles(gpus[0].mig_instances), ElementsAre("2g.20gb@0", "1g.10gb@2"));
-  EXPECT_FALSE(gpus[1].mig_mode);
-  EXPECT_TRUE(gpus[1].mig_instances.empty());
-  EXPECT_EQ(gpus[2].mig_instances.size(), 1u);
+  EXPECT_TRUE(gpus[0].mig.mode);
+  EXPECT_THAT(Profiles(gpus[0].mig.instances), ElementsAre("2g.20gb@0", "1g.10gb@2"));
+  EXPECT_FALSE(gpus[1].mig.mode);
+  EXPECT_TRUE(gpus[1].mig.instances.empty());
+  EXPECT_EQ(gpus[2].mig.instances.size(), 1u);
   EXPECT_THAT(SimBackend::Create({.gpu_count = 2, .mig = {{.gpu = 2, .profiles = {"1g.10gb"}}}})
                   .status()
                   .message(),

@@ -1,6 +1,8 @@
 // Implements SimBackend over one SimGpu model per GPU.
 #include "backend/sim_backend.h"
 
+#include <algorithm>
+
 #include "common/check.h"
 #include "common/status.h"
 #include "fmt/format.h"
@@ -33,9 +35,9 @@ absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(const SimOptions&
       return absl::InvalidArgumentError(
           fmt::format("--mig for GPU {}: {}", layout.gpu, MessageOf(instances.status())));
     }
-    gpu.mig_mode = true;
-    gpu.mig_instances = *std::move(instances);
+    gpu.mig = {.mode = true, .instances = *std::move(instances)};
   }
+  for (const GpuIdentity& gpu : sim->identities_) sim->mig_.push_back(gpu.mig);
   return sim;
 }
 
@@ -95,6 +97,45 @@ void SimBackend::SetComputeProcesses(uint32_t gpu, std::vector<uint32_t> pids) {
 int SimBackend::resets() const {
   absl::MutexLock lock(&mutex_);
   return resets_;
+}
+
+absl::StatusOr<MigState> SimBackend::ReadMig(uint32_t gpu) {
+  VIGIL_CHECK(gpu < identities_.size());
+  absl::MutexLock lock(&mutex_);
+  return mig_[gpu];
+}
+
+absl::Status SimBackend::ReadInstance(uint32_t gpu, const MigInstance& instance,
+                                      absl::Span<const FieldId> fields, absl::Time now,
+                                      absl::Span<FieldValue> out) {
+  VIGIL_CHECK(gpu < identities_.size());
+  VIGIL_CHECK(out.size() == fields.size());
+  absl::MutexLock lock(&mutex_);
+  const std::vector<MigInstance>& current = mig_[gpu].instances;
+  if (std::find(current.begin(), current.end(), instance) == current.end()) {
+    return absl::NotFoundError(fmt::format("GPU {} has no GPU instance {} ({}) any more", gpu,
+                                           instance.gpu_instance_id, instance.uuid));
+  }
+  models_[gpu].AdvanceTo(now);
+  for (size_t i = 0; i < fields.size(); ++i) out[i] = models_[gpu].ReadInstance(instance, fields[i]);
+  return absl::OkStatus();
+}
+
+absl::Status SimBackend::SetMig(uint32_t gpu, bool mode, const std::vector<std::string>& profiles) {
+  VIGIL_CHECK(gpu < identities_.size());
+  if (!mode && !profiles.empty()) {
+    return absl::InvalidArgumentError("a GPU with MIG off has no GPU instances");
+  }
+  absl::MutexLock lock(&mutex_);
+  std::vector<MigInstance> instances;
+  if (!profiles.empty()) {
+    auto placed = PlaceMigInstances(profiles, identities_[gpu].memory_total_mib,
+                                    fmt::format("{}/{}", identities_[gpu].uuid, ++mig_changes_));
+    if (!placed.ok()) return placed.status();
+    instances = *std::move(placed);
+  }
+  mig_[gpu] = {.mode = mode, .instances = std::move(instances)};
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<uint32_t>> SimBackend::ComputeProcesses(uint32_t gpu) {

@@ -42,6 +42,15 @@ class SimBackend : public Backend {
   void StopEvents() override;
   absl::StatusOr<std::vector<uint32_t>> ComputeProcesses(uint32_t gpu) override;
   absl::StatusOr<std::string> ResetGpu(uint32_t gpu) override;
+  absl::StatusOr<MigState> ReadMig(uint32_t gpu) override;
+  absl::Status ReadInstance(uint32_t gpu, const MigInstance& instance,
+                            absl::Span<const FieldId> fields, absl::Time now,
+                            absl::Span<FieldValue> out) override;
+
+  // An operator's MIG change while the engine runs (`nvidia-smi -mig 0|1`, `mig -dci -dgi` then
+  // `-cgi`): MIG off with no profiles, else the instances of `profiles`, placed as --mig places
+  // them (new MIG UUIDs). InvalidArgument, with nothing changed, for a layout that does not fit.
+  absl::Status SetMig(uint32_t gpu, bool mode, const std::vector<std::string>& profiles);
 
   // A lost GPU fails every read with kUnavailable, as a GPU that fell off the bus does.
   void SetGpuLost(uint32_t gpu, bool lost);
@@ -59,6 +68,8 @@ class SimBackend : public Backend {
   mutable absl::Mutex mutex_;
   std::vector<SimGpu> models_ ABSL_GUARDED_BY(mutex_);
   std::vector<bool> lost_ ABSL_GUARDED_BY(mutex_);
+  std::vector<MigState> mig_ ABSL_GUARDED_BY(mutex_);  // now (identities_: as discovered)
+  uint32_t mig_changes_ ABSL_GUARDED_BY(mutex_) = 0;    // seeds the UUIDs of new instances
   std::vector<std::vector<uint32_t>> compute_processes_ ABSL_GUARDED_BY(mutex_);
   int resets_ ABSL_GUARDED_BY(mutex_) = 0;
   EventSink* sink_ ABSL_GUARDED_BY(mutex_) = nullptr;

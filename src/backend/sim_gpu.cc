@@ -266,6 +266,51 @@ void SimGpu::Reset() {
   ecc_sbe_volatile_ = 0;
 }
 
+FieldValue SimGpu::ReadInstance(const MigInstance& instance, FieldId field) const {
+  // The instance's share of the GPU's load: between 0.1 and 1.1 of it, drifting with a period
+  // of 5 to 20 minutes set by its GPU instance id, deterministic in the model's time.
+  const double seconds = static_cast<double>(steps_done_) * absl::ToDoubleSeconds(kStep);
+  const double period = 300 + 97.0 * (instance.gpu_instance_id % 10);
+  const double share =
+      0.6 + 0.5 * std::sin(2 * M_PI * seconds / period + 1.3 * instance.gpu_instance_id);
+  const double busy = std::clamp(util_ / 100 * share, 0.0, 1.0);
+  const bool training = phase_ == Phase::kTraining;
+  const auto total = static_cast<int64_t>(instance.memory_total_mib);
+  const int64_t reserved = kFbReservedMib * instance.placement_size / kMigMemorySlices;
+  const int64_t used = std::clamp(
+      static_cast<int64_t>(mem_used_mib_ / kFbTotalMib * static_cast<double>(total) *
+                           std::clamp(share, 0.2, 1.0)),
+      int64_t{0}, total - reserved);
+  switch (field) {
+    case fid::kFbTotal:
+      return FieldValue::Int(total);
+    case fid::kFbUsed:
+      return FieldValue::Int(used);
+    case fid::kFbFree:
+      return FieldValue::Int(total - reserved - used);
+    case fid::kFbReserved:
+      return FieldValue::Int(reserved);
+    case fid::kProfGrEngineActive:
+      return FieldValue::Double(busy * 0.97);
+    case fid::kProfSmActive:
+      return FieldValue::Double(busy * 0.9);
+    case fid::kProfSmOccupancy:
+      return FieldValue::Double(busy * 0.9 * (training ? 0.45 : 0.3));
+    case fid::kProfPipeTensorActive:
+      return FieldValue::Double(training ? busy * 0.55 * intensity_ : busy * 0.1);
+    case fid::kProfDramActive:
+      return FieldValue::Double(std::min(1.0, mem_copy_util_ / 100 * 1.2 * share));
+    case fid::kProfPipeFp64Active:
+      return FieldValue::Double(0);
+    case fid::kProfPipeFp32Active:
+      return FieldValue::Double(busy * 0.12);
+    case fid::kProfPipeFp16Active:
+      return FieldValue::Double(training ? busy * 0.08 : 0);
+    default:
+      return FieldValue::Error(ValueStatus::kNotSupported);
+  }
+}
+
 FieldValue SimGpu::Read(FieldId field) const {
   const double util = util_;
   const double busy = util / 100;

@@ -32,6 +32,11 @@ class SimGpu {
 
   // The field's current value; kNotSupported for fields an H100 SXM cannot provide.
   FieldValue Read(FieldId field) const;
+  // The field's current value in one MIG GPU instance of this GPU, for the fields sampled per
+  // instance (SampledPerMigInstance; kNotSupported for the others). Each instance runs a share of
+  // the GPU's workload that drifts on a period of its own, so instances differ; its framebuffer
+  // is its own memory slices'.
+  FieldValue ReadInstance(const MigInstance& instance, FieldId field) const;
 
   // A GPU reset: the counters a reset (or driver reload) zeroes start again from zero — the
   // volatile ECC counts and the energy total. The rest (aggregate ECC, remapped rows) is kept in

@@ -151,11 +151,86 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Backend> backend)
   gpu_read_.assign(gpu_count, ValueStatus::kOk);
   last_xid_.assign(gpu_count, FieldValue::Int(0));
   real_values_.resize(gpu_count * layout_->size());
+  mig_read_failing_.assign(gpu_count, false);
+  auto instance_fields = std::make_shared<std::vector<size_t>>();
+  instance_slot_.resize(layout_->size());
+  for (size_t i = 0; i < layout_->size(); ++i) {
+    if (!SampledPerMigInstance(layout_->field(i).id)) continue;
+    instance_slot_[i] = instance_fields->size();
+    instance_fields->push_back(i);
+  }
+  instance_fields_ = std::move(instance_fields);
+  std::vector<MigState> discovered;
+  for (const GpuIdentity& gpu : gpus()) discovered.push_back(gpu.mig);
   auto initial = std::make_shared<Snapshot>();
   initial->gpu_count = gpu_count;
   initial->layout = layout_;
   initial->values.resize(gpu_count * layout_->size());
+  initial->mig = std::make_shared<const MigTable>(1, std::move(discovered));
+  initial->instance_fields = instance_fields_;
+  initial->instance_values.resize(initial->mig->rows.size() * instance_fields_->size());
+  for (size_t row = 0; row < initial->mig->rows.size(); ++row) {
+    instance_history_.emplace(initial->mig->instance(row).uuid, NewInstanceHistory());
+  }
   latest_ = std::move(initial);
+}
+
+HistoryStore Engine::NewInstanceHistory() const {
+  std::vector<FieldType> types;
+  std::vector<absl::Duration> intervals;
+  for (size_t index : *instance_fields_) {
+    types.push_back(layout_->field(index).type);
+    intervals.push_back(schedule_.interval(index));
+  }
+  return HistoryStore(1, std::move(types), std::move(intervals),
+                      options_.config.history_max_age);
+}
+
+std::shared_ptr<const MigTable> Engine::PollMig(absl::Time now, const MigTable& current) {
+  if (now - last_mig_poll_ < kMigPollInterval) return nullptr;
+  last_mig_poll_ = now;
+  std::vector<MigState> states = current.gpus;
+  bool changed = false;
+  for (uint32_t gpu = 0; gpu < states.size(); ++gpu) {
+    if (gpu_read_[gpu] != ValueStatus::kOk) continue;  // a GPU that does not answer keeps it
+    absl::StatusOr<MigState> state = backend_->ReadMig(gpu);
+    if (!state.ok()) {
+      if (!mig_read_failing_[gpu]) {
+        spdlog::warn("GPU {} ({}): its MIG state could not be read ({}); keeping the last one",
+                     gpu, gpus()[gpu].uuid, MessageOf(state.status()));
+      }
+      mig_read_failing_[gpu] = true;
+      continue;
+    }
+    mig_read_failing_[gpu] = false;
+    if (*state == states[gpu]) continue;
+    const std::string message =
+        fmt::format("GPU {} ({}): MIG layout changed: {} -> {}", gpu, gpus()[gpu].uuid,
+                    DescribeMig(states[gpu]), DescribeMig(*state));
+    spdlog::warn("{}", message);
+    Record({.kind = EventKind::kMigLayoutChanged, .gpu = static_cast<int>(gpu), .message = message});
+    states[gpu] = *std::move(state);
+    changed = true;
+  }
+  if (!changed) return nullptr;
+  return std::make_shared<const MigTable>(current.generation + 1, std::move(states));
+}
+
+void Engine::ReadInstances(const MigTable& mig, absl::Time now) {
+  const size_t width = due_instance_ids_.size();
+  instance_buffer_.resize(mig.rows.size() * width);
+  if (width == 0) return;
+  for (size_t row = 0; row < mig.rows.size(); ++row) {
+    const uint32_t gpu = mig.rows[row].gpu;
+    const auto out = absl::MakeSpan(instance_buffer_).subspan(row * width, width);
+    if (gpu_read_[gpu] != ValueStatus::kOk) {  // the GPU's failure is its instances' too
+      std::fill(out.begin(), out.end(), FieldValue::Error(gpu_read_[gpu]));
+      continue;
+    }
+    const absl::Status read =
+        backend_->ReadInstance(gpu, mig.instance(row), due_instance_ids_, now, out);
+    if (!read.ok()) std::fill(out.begin(), out.end(), FieldValue::Error(StatusForGpuFailure(read)));
+  }
 }
 
 Engine::~Engine() {
@@ -225,6 +300,27 @@ void Engine::RunTick() {
     for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) NoteGpuRead(gpu, read_statuses_[gpu]);
   }
 
+  // MIG: the layout (re-read every kMigPollInterval), then each instance's due fields.
+  const std::shared_ptr<const Snapshot> previous = Latest();
+  const std::shared_ptr<const MigTable> changed_mig = PollMig(now, *previous->mig);
+  const MigTable& mig = changed_mig != nullptr ? *changed_mig : *previous->mig;
+  due_instance_ids_.clear();
+  due_instance_k_.clear();
+  if (changed_mig != nullptr) {  // new instances get every field now, not at its next interval
+    for (size_t k = 0; k < instance_fields_->size(); ++k) {
+      due_instance_ids_.push_back(layout_->field((*instance_fields_)[k]).id);
+      due_instance_k_.push_back(k);
+    }
+  } else {
+    for (size_t i = 0; i < width; ++i) {
+      if (const auto k = instance_slot_[due_index_[i]]) {
+        due_instance_ids_.push_back(due_ids_[i]);
+        due_instance_k_.push_back(*k);
+      }
+    }
+  }
+  ReadInstances(mig, now);
+
   {
     absl::MutexLock lock(&real_mutex_);
     for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) {
@@ -234,7 +330,22 @@ void Engine::RunTick() {
     }
   }
 
-  auto next = std::make_shared<Snapshot>(*Latest());
+  auto next = std::make_shared<Snapshot>(*previous);
+  const size_t instance_width = instance_fields_->size();
+  if (changed_mig != nullptr) {
+    // An instance that stays keeps its values; a new one starts with none.
+    std::vector<LatestValue> values(changed_mig->rows.size() * instance_width);
+    for (size_t row = 0; row < changed_mig->rows.size(); ++row) {
+      const MigTable::Row& at = changed_mig->rows[row];
+      const auto old = previous->mig->RowOf(at.gpu, changed_mig->instance(row).gpu_instance_id);
+      if (old && previous->mig->instance(*old).uuid == changed_mig->instance(row).uuid) {
+        std::copy_n(previous->instance_values.begin() + *old * instance_width, instance_width,
+                    values.begin() + row * instance_width);
+      }
+    }
+    next->mig = changed_mig;
+    next->instance_values = std::move(values);
+  }
   next->seq = seq;
   next->time = now;
   next->gpu_read = gpu_read_;
@@ -257,6 +368,27 @@ void Engine::RunTick() {
       }
     }
     history_.Trim(now);
+    if (changed_mig != nullptr) {  // the histories of instances gone end; new ones start
+      std::map<std::string, HistoryStore> kept;
+      for (size_t row = 0; row < mig.rows.size(); ++row) {
+        const std::string& uuid = mig.instance(row).uuid;
+        auto it = instance_history_.find(uuid);
+        kept.emplace(uuid, it != instance_history_.end() ? std::move(it->second)
+                                                         : NewInstanceHistory());
+      }
+      instance_history_ = std::move(kept);
+    }
+    const size_t width_due = due_instance_ids_.size();
+    for (size_t row = 0; row < mig.rows.size(); ++row) {
+      HistoryStore& store = instance_history_.at(mig.instance(row).uuid);
+      store.BeginTick(seq, now);
+      for (size_t i = 0; i < width_due; ++i) {
+        const FieldValue& value = instance_buffer_[row * width_due + i];
+        store.Append(0, due_instance_k_[i], value);
+        next->instance_values[row * instance_width + due_instance_k_[i]] = {value, seq, now};
+      }
+      store.Trim(now);
+    }
   }
 
   stats_.ticks.fetch_add(1, std::memory_order_relaxed);
@@ -351,8 +483,9 @@ void Engine::OnXid(const XidEvent& event) {
     unmatched.push_back({event.time, event.source});
     if (unmatched.size() > 256) unmatched.pop_front();  // a storm from one source
   }
-  const std::string instance = InGpuInstance(gpus()[event.gpu].mig_instances, event.gpu_instance);
-  ApplyXid(event.gpu, event.xid, event.time, event.injected, event.gpu_instance,
+  const std::string instance =
+      InGpuInstance(Mig()->gpus[event.gpu].instances, event.gpu_instance);
+  ApplyXid(event.gpu, event.xid, event.time, event.injected, instance,
            {.message = fmt::format("GPU {} ({}): XID {}{}{}{}", event.gpu, gpus()[event.gpu].uuid,
                                    event.xid, instance, from_log ? " (kernel log)" : "",
                                    event.detail.empty() ? "" : ": " + event.detail)});
@@ -369,7 +502,7 @@ void Engine::OnSxid(const SxidEvent& event) {
 }
 
 void Engine::ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected,
-                      std::optional<uint32_t> gpu_instance, EngineEvent event) {
+                      std::string where, EngineEvent event) {
   stats_.xid_events.fetch_add(1, std::memory_order_relaxed);
   {
     absl::MutexLock lock(&xid_mutex_);
@@ -378,7 +511,7 @@ void Engine::ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected
   }
   health_->RecordXid(gpu, xid, time, injected,
                      /*actions_allowed=*/event.injection && event.injection->allow_actions,
-                     gpu_instance);
+                     std::move(where));
   event.kind = EventKind::kXid;
   event.time = time;  // when the driver reported it: earlier than now for one from the log
   event.gpu = static_cast<int>(gpu);
@@ -435,16 +568,16 @@ absl::StatusOr<InjectionRecord> Engine::InjectField(const FieldInjectionRequest&
 absl::StatusOr<InjectionRecord> Engine::InjectXid(const XidInjectionRequest& request,
                                                   const Principal& principal) {
   if (request.gpu_instance.has_value() && request.gpu < gpus().size()) {
-    const GpuIdentity& identity = gpus()[request.gpu];
+    const MigState& state = Mig()->gpus[request.gpu];
     std::string ids;
     bool found = false;
-    for (const MigInstance& instance : identity.mig_instances) {
+    for (const MigInstance& instance : state.instances) {
       ids += fmt::format("{}{}", ids.empty() ? "" : ", ", instance.gpu_instance_id);
       found |= instance.gpu_instance_id == *request.gpu_instance;
     }
     if (!found) {
       return absl::InvalidArgumentError(
-          identity.mig_mode ? fmt::format("GPU {} has no GPU instance {}: its instances are {}",
+          state.mode ? fmt::format("GPU {} has no GPU instance {}: its instances are {}",
                                           request.gpu, *request.gpu_instance, ids)
                             : fmt::format("GPU {} is not in MIG mode: it has no GPU instance {}",
                                           request.gpu, *request.gpu_instance));
@@ -454,9 +587,9 @@ absl::StatusOr<InjectionRecord> Engine::InjectXid(const XidInjectionRequest& req
   if (!record.ok()) return record.status();
   const uint32_t gpu = request.gpu, xid = request.xid;
   const std::string& scenario_id = request.scenario_id;
-  const std::string instance = InGpuInstance(gpus()[gpu].mig_instances, request.gpu_instance);
+  const std::string instance = InGpuInstance(Mig()->gpus[gpu].instances, request.gpu_instance);
   // The same event a real XID produces, flagged injected and signed.
-  ApplyXid(gpu, xid, record->start, /*injected=*/true, request.gpu_instance,
+  ApplyXid(gpu, xid, record->start, /*injected=*/true, instance,
            {.injection = *record,
             .principal = principal,
             .message = fmt::format("GPU {} ({}): XID {}{} (injected, {}{})", gpu, gpus()[gpu].uuid,
@@ -678,11 +811,36 @@ absl::StatusOr<std::vector<HistorySeries>> Engine::History(const HistoryRequest&
   const size_t max_samples =
       request.max_samples == 0 ? kMaxHistorySamplesPerSeries : request.max_samples;
   absl::ReaderMutexLock lock(&history_mutex_);
+  // The instance series asked for: (GPU, instance, field index, its history, k).
+  struct InstanceSeries {
+    uint32_t gpu, gpu_instance;
+    size_t index;
+    const HistoryStore* store;
+    size_t k;
+  };
+  std::vector<InstanceSeries> instance_series;
+  if (request.include_mig_instances) {
+    const std::shared_ptr<const MigTable> mig = Mig();
+    for (uint32_t gpu : *gpu_list) {
+      for (const MigInstance& instance : mig->gpus[gpu].instances) {
+        auto store = instance_history_.find(instance.uuid);
+        if (store == instance_history_.end()) continue;  // appeared since the last tick
+        for (size_t index : *field_indexes) {
+          if (const auto k = instance_slot_[index]) {
+            instance_series.push_back({gpu, instance.gpu_instance_id, index, &store->second, *k});
+          }
+        }
+      }
+    }
+  }
   size_t total = 0;
   for (uint32_t gpu : *gpu_list) {
     for (size_t index : *field_indexes) {
       total += std::min(max_samples, history_.Count(gpu, index, request.start, request.end));
     }
+  }
+  for (const InstanceSeries& series : instance_series) {
+    total += std::min(max_samples, series.store->Count(0, series.k, request.start, request.end));
   }
   if (total > kMaxHistoryResponseSamples) {
     return absl::InvalidArgumentError(fmt::format(
@@ -699,6 +857,14 @@ absl::StatusOr<std::vector<HistorySeries>> Engine::History(const HistoryRequest&
       history_.Query(gpu, index, request.start, request.end, max_samples, &series.samples,
                      &series.truncated);
     }
+  }
+  for (const InstanceSeries& instance : instance_series) {
+    HistorySeries& series = result.emplace_back();
+    series.gpu = instance.gpu;
+    series.gpu_instance = instance.gpu_instance;
+    series.field = layout_->field(instance.index).id;
+    instance.store->Query(0, instance.k, request.start, request.end, max_samples, &series.samples,
+                          &series.truncated);
   }
   return result;
 }

@@ -73,6 +73,8 @@ struct HistoryRequest {
   absl::Time start = absl::InfinitePast();
   absl::Time end = absl::InfiniteFuture();
   size_t max_samples = 0;  // per series; 0: kMaxHistorySamplesPerSeries
+  // Also the series of the GPUs' MIG GPU instances (current ones), for per-instance fields.
+  bool include_mig_instances = false;
 };
 
 // What a GPU reset did (Engine::ResetGpu).
@@ -86,6 +88,7 @@ struct GpuResetResult {
 
 struct HistorySeries {
   uint32_t gpu = 0;
+  std::optional<uint32_t> gpu_instance;  // a MIG GPU instance's series
   FieldId field = 0;
   std::vector<HistorySample> samples;
   bool truncated = false;
@@ -100,6 +103,10 @@ inline constexpr size_t kMaxHistoryResponseSamples = 500'000;
 // NVML's event and the kernel log's line for one XID arrive within milliseconds of each other;
 // the same code on the same GPU from the other source within this window is that XID again.
 inline constexpr absl::Duration kXidMergeWindow = absl::Seconds(10);
+
+// How often the engine asks the backend for every GPU's MIG state (an operator's
+// `nvidia-smi mig -cgi` shows within this).
+inline constexpr absl::Duration kMigPollInterval = absl::Seconds(5);
 
 // Counters for the engine's own health; read with relaxed ordering.
 struct EngineStats {
@@ -124,7 +131,10 @@ class Engine : public EventSink, private ScenarioTarget {
   const EngineConfig& config() const { return options_.config; }
   // The clock the engine's ticks and events are stamped with (and its loops wait on).
   Clock* clock() const { return options_.clock; }
+  // The GPUs as discovered; their MIG layout now is Mig()'s, not GpuIdentity::mig.
   const std::vector<GpuIdentity>& gpus() const { return backend_->gpus(); }
+  // The MIG layout of the latest tick (as discovered before the first); never null.
+  std::shared_ptr<const MigTable> Mig() const { return Latest()->mig; }
   const FieldLayout& layout() const { return *layout_; }
   // The sampling interval of field_index, as scheduled.
   absl::Duration interval(size_t field_index) const { return intervals_[field_index]; }
@@ -244,12 +254,27 @@ class Engine : public EventSink, private ScenarioTarget {
   std::vector<size_t> due_index_;
   std::vector<FieldValue> read_buffer_;      // gpu-major: due_ids_.size() values per GPU
   std::vector<absl::Status> read_statuses_;  // per GPU, of the latest ReadAll
+  // MIG (tick thread): when the layout was last read; per GPU, whether reading it fails (said
+  // once per failure); the per-instance fields due this tick (ids, and k in instance_fields_)
+  // and what was read, row-major.
+  absl::Time last_mig_poll_ = absl::InfinitePast();
+  std::vector<bool> mig_read_failing_;
+  std::vector<FieldId> due_instance_ids_;
+  std::vector<size_t> due_instance_k_;
+  std::vector<FieldValue> instance_buffer_;
+  // Immutable after construction: the per-instance fields (layout indexes) and, per layout
+  // index, its k among them.
+  std::shared_ptr<const std::vector<size_t>> instance_fields_;
+  std::vector<std::optional<size_t>> instance_slot_;
 
   mutable absl::Mutex latest_mutex_;
   std::shared_ptr<const Snapshot> latest_ ABSL_GUARDED_BY(latest_mutex_);
 
   mutable absl::Mutex history_mutex_ ABSL_ACQUIRED_BEFORE(real_mutex_, latest_mutex_);
   HistoryStore history_ ABSL_GUARDED_BY(history_mutex_);
+  // The history of each current MIG GPU instance (one row, instance_fields_ wide), by its MIG
+  // device UUID; an instance's history ends with it.
+  std::map<std::string, HistoryStore> instance_history_ ABSL_GUARDED_BY(history_mutex_);
 
   absl::Mutex xid_mutex_ ABSL_ACQUIRED_BEFORE(latest_mutex_);
   std::vector<FieldValue> last_xid_ ABSL_GUARDED_BY(xid_mutex_);  // per GPU, for field 230
@@ -275,15 +300,23 @@ class Engine : public EventSink, private ScenarioTarget {
   std::atomic<bool> resetting_{false};  // a ResetGpu() is running (one at a time)
   std::function<void(Snapshot::Counters*)> external_counters_;  // set before the first tick
 
+  // Tick thread: reads every GPU's MIG state when kMigPollInterval has passed; the new table
+  // when any GPU's changed (logged and recorded as an event), else null.
+  std::shared_ptr<const MigTable> PollMig(absl::Time now, const MigTable& current);
+  // Tick thread: reads the due per-instance fields of every row of `mig` into instance_buffer_.
+  void ReadInstances(const MigTable& mig, absl::Time now);
+  // An empty history for one GPU instance.
+  HistoryStore NewInstanceHistory() const;
   // Opens the incident store and the health evaluator (Create).
   absl::Status StartHealth();
   // Records an event stamped with the current time and seq.
   EventPtr Record(EngineEvent event);
   // What a real and an injected XID both do: count it, show it in field 230 from the next tick,
-  // hand it to the health evaluator, and record `event` as the XID event (kind, GPU, code, the
+  // hand it to the health evaluator (`where`: InGpuInstance's words), and record `event` as the
+  // XID event (kind, GPU, code, the
   // policy's rule for it, injected flag filled in here).
-  void ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected,
-                std::optional<uint32_t> gpu_instance, EngineEvent event);
+  void ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected, std::string where,
+                EngineEvent event);
   // ScenarioTarget: what the scenario runner's steps act on.
   std::vector<std::string> ClearScenarioInjections(const std::string& scenario_id,
                                                    const Principal& who,

@@ -29,6 +29,8 @@ std::string_view EventKindName(EventKind kind) {
       return "GPU_RESET";
     case EventKind::kSxid:
       return "SXID";
+    case EventKind::kMigLayoutChanged:
+      return "MIG_LAYOUT_CHANGED";
   }
   return "UNKNOWN";
 }

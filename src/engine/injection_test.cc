@@ -162,7 +162,7 @@ TEST(MigXidTest, AnXidInAGpuInstanceNamesItInTheIncidentAndTheEvent) {
   ASSERT_TRUE(engine.ok());
   auto events = std::make_shared<RecordingEvents>();
   ASSERT_TRUE((*engine)->WatchEvents(events, 0).ok());
-  const std::string mig_uuid = (*engine)->gpus()[0].mig_instances[1].uuid;  // the 1g.10gb at 2
+  const std::string mig_uuid = (*engine)->gpus()[0].mig.instances[1].uuid;  // the 1g.10gb at 2
   ASSERT_TRUE((*engine)->InjectXid({.gpu = 0, .xid = 94, .gpu_instance = 2}, kTestRoot).ok());
   clock.Advance(absl::Seconds(1));
   (*engine)->RunTick();

@@ -130,6 +130,11 @@ const FieldInfo* FindField(FieldId id) {
   return it != std::end(kFields) && it->id == id ? it : nullptr;
 }
 
+bool SampledPerMigInstance(FieldId id) {
+  return (id >= fid::kFbTotal && id <= fid::kFbReserved) ||
+         (id >= fid::kProfGrEngineActive && id <= fid::kProfPipeFp16Active);
+}
+
 absl::StatusOr<const FieldInfo*> ResolveField(std::string_view reference) {
   const std::string_view trimmed = Trim(reference);
   if (trimmed.empty()) return absl::InvalidArgumentError("empty field name");

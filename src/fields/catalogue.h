@@ -133,6 +133,13 @@ std::span<const FieldInfo> AllFields();
 // The field with this ID, or nullptr.
 const FieldInfo* FindField(FieldId id);
 
+// Whether the driver gives the field per MIG GPU instance, so that on a GPU in MIG mode each
+// instance has a value of its own: the framebuffer's (an instance owns its memory slices) and
+// the activity ratios of the profiling fields (GPM's per-instance sampling on Hopper and later).
+// Every other field — temperature, power, clocks, ECC, PCIe and NVLink traffic — belongs to the
+// physical GPU and is sampled once per GPU.
+bool SampledPerMigInstance(FieldId id);
+
 // Resolves a field reference as users write it: a numeric ID ("150"), or any of the field's
 // names, case-insensitively ("DCGM_FI_DEV_GPU_TEMP", "dcgm_fi_dev_gpu_temp_celsius").
 // InvalidArgument with a message naming the reference when nothing matches.

@@ -86,10 +86,10 @@ size_t HealthEvaluator::Index(FieldId field) const {
 }
 
 void HealthEvaluator::RecordXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected,
-                                bool actions_allowed, std::optional<uint32_t> gpu_instance) {
+                                bool actions_allowed, std::string where) {
   if (gpu >= gpus_.size()) return;
   absl::MutexLock lock(&mutex_);
-  pending_xids_.push_back({gpu, xid, time, injected, injected && actions_allowed, gpu_instance});
+  pending_xids_.push_back({gpu, xid, time, injected, injected && actions_allowed, std::move(where)});
 }
 
 void HealthEvaluator::RecordSxid(const SxidEvent& sxid) {
@@ -219,7 +219,7 @@ void HealthEvaluator::EvaluateXids(absl::Time now) {
     Upsert(xid.gpu,
            {rule.system, status, fmt::format("xid.{}", xid.xid), rule.code,
             fmt::format("XID {}{}: {}{}", xid.xid,
-                        InGpuInstance(gpus_[xid.gpu].mig_instances, xid.gpu_instance), rule.meaning,
+                        xid.where, rule.meaning,
                         Repeats(rule, times.size())),
             rule.action, xid.injected, xid.actions_allowed, rule.recommended},
            now, /*onset=*/true, rule.window);

@@ -132,10 +132,11 @@ class HealthEvaluator {
   std::shared_ptr<const HealthVerdict> Evaluate(const Snapshot& snapshot, absl::Time now,
                                                 std::vector<HealthTransition>* transitions);
 
-  // An XID, to be judged at the next Evaluate(); `gpu_instance`: the MIG GPU instance it was
-  // raised in, named in the incident (the verdict stays the GPU's). Thread-safe.
+  // An XID, to be judged at the next Evaluate(); `where`: the MIG GPU instance it was raised in,
+  // as InGpuInstance() words it from the GPU's instances at the time, named in the incident (the
+  // verdict stays the GPU's). Thread-safe.
   void RecordXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected,
-                 bool actions_allowed = false, std::optional<uint32_t> gpu_instance = std::nullopt);
+                 bool actions_allowed = false, std::string where = "");
   // An NVSwitch error, judged at the next Evaluate() against the node's nvswitch system.
   void RecordSxid(const SxidEvent& sxid);
 
@@ -169,7 +170,7 @@ class HealthEvaluator {
     uint32_t gpu, xid;
     absl::Time time;
     bool injected, actions_allowed;
-    std::optional<uint32_t> gpu_instance;
+    std::string where;
   };
   // Incident tables are per "slot": one per GPU (its index), then one for the node.
   size_t node_slot() const { return gpus_.size(); }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "fields/mig_entity.h"
 #include "fields/catalogue.h"
 #include "fields/value.h"
 
@@ -32,6 +33,28 @@ class FieldLayout {
  private:
   std::vector<const FieldInfo*> fields_;
   std::unordered_map<FieldId, size_t> index_;
+};
+
+// The MIG layout of every GPU at one tick: which GPU instances exist, each an entity of its own
+// with a row of per-instance values (Snapshot::instance_values). Immutable; the snapshots of the
+// ticks between two layout changes share one.
+struct MigTable {
+  uint64_t generation = 0;     // grows with every change of any GPU's MIG state
+  std::vector<MigState> gpus;  // per GPU
+  struct Row {
+    uint32_t gpu;
+    size_t position;  // in gpus[gpu].instances
+  };
+  std::vector<Row> rows;          // every GPU instance: GPU by GPU, each in placement order
+  std::vector<size_t> first_row;  // per GPU: its first row (its rows are contiguous)
+
+  // Builds rows and first_row from `gpus`.
+  MigTable(uint64_t generation, std::vector<MigState> gpus);
+  const MigInstance& instance(size_t row) const {
+    return gpus[rows[row].gpu].instances[rows[row].position];
+  }
+  // The row of GPU instance `gpu_instance_id` of `gpu`, if it exists.
+  std::optional<size_t> RowOf(uint32_t gpu, uint32_t gpu_instance_id) const;
 };
 
 struct LatestValue {
@@ -86,6 +109,17 @@ struct Snapshot {
 
   const LatestValue& at(uint32_t gpu, size_t field_index) const {
     return values[gpu * layout->size() + field_index];
+  }
+
+  // MIG: the layout as of this tick (never null), the fields sampled per GPU instance (indexes
+  // into layout, in layout order: SampledPerMigInstance's) and their latest values, row by row:
+  // instance_values[row * instance_fields->size() + k] is field instance_fields[k] of mig row
+  // `row`. A field not due at this tick keeps its last value, as for GPUs.
+  std::shared_ptr<const MigTable> mig;
+  std::shared_ptr<const std::vector<size_t>> instance_fields;
+  std::vector<LatestValue> instance_values;
+  const LatestValue& instance_at(size_t row, size_t k) const {
+    return instance_values[row * instance_fields->size() + k];
   }
 };
 

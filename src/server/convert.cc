@@ -95,18 +95,37 @@ void ToProto(const HealthTransition& transition, v1::HealthTransition* out) {
 }
 
 void AppendValues(const Snapshot& snapshot, const std::vector<uint32_t>& gpus,
-                  const std::vector<size_t>& fields,
+                  const std::vector<size_t>& fields, bool include_mig_instances,
                   google::protobuf::RepeatedPtrField<v1::FieldValue>* out) {
+  const auto add = [&](uint32_t gpu, size_t index, const LatestValue& latest) {
+    v1::FieldValue* value = out->Add();
+    value->set_gpu(gpu);
+    value->set_field_id(snapshot.layout->field(index).id);
+    SetValue(latest.value, value);
+    value->set_sample_seq(latest.sample_seq);
+    value->set_timestamp_us(latest.sample_seq == 0 ? 0 : absl::ToUnixMicros(latest.sample_time));
+    return value;
+  };
+  // The requested fields sampled per GPU instance, with their k among the instance fields.
+  std::vector<std::pair<size_t, size_t>> instance_fields;
+  if (include_mig_instances && snapshot.instance_fields != nullptr) {
+    const std::vector<size_t>& sampled = *snapshot.instance_fields;  // ascending
+    for (size_t index : fields) {
+      auto it = std::lower_bound(sampled.begin(), sampled.end(), index);
+      if (it != sampled.end() && *it == index) instance_fields.emplace_back(index, it - sampled.begin());
+    }
+  }
   out->Reserve(static_cast<int>(gpus.size() * fields.size()));
   for (uint32_t gpu : gpus) {
-    for (size_t index : fields) {
-      const LatestValue& latest = snapshot.at(gpu, index);
-      v1::FieldValue* value = out->Add();
-      value->set_gpu(gpu);
-      value->set_field_id(snapshot.layout->field(index).id);
-      SetValue(latest.value, value);
-      value->set_sample_seq(latest.sample_seq);
-      value->set_timestamp_us(latest.sample_seq == 0 ? 0 : absl::ToUnixMicros(latest.sample_time));
+    for (size_t index : fields) add(gpu, index, snapshot.at(gpu, index));
+    if (instance_fields.empty()) continue;
+    const MigState& state = snapshot.mig->gpus[gpu];
+    for (size_t position = 0; position < state.instances.size(); ++position) {
+      const size_t row = snapshot.mig->first_row[gpu] + position;
+      for (const auto& [index, k] : instance_fields) {
+        add(gpu, index, snapshot.instance_at(row, k))
+            ->set_gpu_instance(state.instances[position].gpu_instance_id);
+      }
     }
   }
 }
@@ -231,6 +250,8 @@ v1::Event::Kind ToProto(EventKind kind) {
       return v1::Event::GPU_RESET;
     case EventKind::kSxid:
       return v1::Event::SXID;
+    case EventKind::kMigLayoutChanged:
+      return v1::Event::MIG_LAYOUT_CHANGED;
   }
   return v1::Event::KIND_UNSPECIFIED;
 }

@@ -24,9 +24,11 @@ void ToProto(const HealthVerdict& verdict, const std::string& instance_id,
 void ToProto(const HealthTransition& transition, v1::HealthTransition* out);
 
 void ToProto(const Snapshot::Counters& counters, v1::EngineCounters* out);
-// Appends the latest value of each (gpu, field index), GPU-major, to `out`.
+// Appends the latest value of each (gpu, field index), GPU-major, to `out`; with
+// include_mig_instances, each GPU's values are followed by those of its MIG GPU instances (the
+// fields sampled per instance, gpu_instance set).
 void AppendValues(const Snapshot& snapshot, const std::vector<uint32_t>& gpus,
-                  const std::vector<size_t>& fields,
+                  const std::vector<size_t>& fields, bool include_mig_instances,
                   google::protobuf::RepeatedPtrField<v1::FieldValue>* out);
 
 v1::Principal ToProto(const Principal& principal);

@@ -169,6 +169,8 @@ grpc::ServerUnaryReactor* EngineService::ListGpus(grpc::CallbackServerContext* c
                                                   const v1::ListGpusRequest*,
                                                   v1::ListGpusResponse* response) {
   response->set_instance_id(engine_->identity().instance_id);
+  const std::shared_ptr<const MigTable> mig = engine_->Mig();
+  response->set_mig_generation(mig->generation);
   for (const GpuIdentity& gpu : engine_->gpus()) {
     v1::Gpu* out = response->add_gpus();
     out->set_index(gpu.index);
@@ -179,8 +181,9 @@ grpc::ServerUnaryReactor* EngineService::ListGpus(grpc::CallbackServerContext* c
     out->set_memory_total_mib(gpu.memory_total_mib);
     out->set_driver_version(gpu.driver_version);
     out->set_device(gpu.device);
-    out->set_mig_mode(gpu.mig_mode);
-    for (const MigInstance& instance : gpu.mig_instances) {
+    const MigState& state = mig->gpus[gpu.index];
+    out->set_mig_mode(state.mode);
+    for (const MigInstance& instance : state.instances) {
       v1::MigInstance* mig = out->add_mig_instances();
       mig->set_gpu_instance_id(instance.gpu_instance_id);
       mig->set_compute_instance_id(instance.compute_instance_id);
@@ -226,7 +229,8 @@ grpc::ServerUnaryReactor* EngineService::GetLatestValues(grpc::CallbackServerCon
   response->set_instance_id(engine_->identity().instance_id);
   response->set_seq(latest->seq);
   response->set_timestamp_us(latest->seq == 0 ? 0 : absl::ToUnixMicros(latest->time));
-  AppendValues(*latest, *gpus, *fields, response->mutable_values());
+  AppendValues(*latest, *gpus, *fields, request->include_mig_instances(),
+               response->mutable_values());
   return Finish(context, absl::OkStatus());
 }
 
@@ -244,6 +248,7 @@ grpc::ServerUnaryReactor* EngineService::GetHistory(grpc::CallbackServerContext*
       .end = request->end_time_us() == 0 ? absl::InfiniteFuture()
                                          : absl::FromUnixMicros(request->end_time_us()),
       .max_samples = request->max_samples(),
+      .include_mig_instances = request->include_mig_instances(),
   };
   auto history = engine_->History(query);
   if (!history.ok()) return Finish(context, history.status());
@@ -252,6 +257,7 @@ grpc::ServerUnaryReactor* EngineService::GetHistory(grpc::CallbackServerContext*
   for (const HistorySeries& series : *history) {
     v1::Series* out = response->add_series();
     out->set_gpu(series.gpu);
+    if (series.gpu_instance) out->set_gpu_instance(*series.gpu_instance);
     out->set_field_id(series.field);
     out->set_truncated(series.truncated);
     out->mutable_samples()->Reserve(static_cast<int>(series.samples.size()));
@@ -503,7 +509,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* EngineService::Subscribe(
   auto* reactor = new SubscribeReactor(
       engine_, &encoder_,
       {gpus.ok() ? *gpus : std::vector<uint32_t>{}, fields.ok() ? *fields : std::vector<size_t>{},
-       request.include_health()});
+       request.include_health(), request.include_mig_instances()});
   if (!parsed) {
     reactor->Stop(absl::InvalidArgumentError("the SubscribeRequest could not be parsed"));
   } else if (!gpus.ok() || !fields.ok()) {

@@ -22,6 +22,7 @@ std::string TickFilter::Key() const {
   key.reserve((gpus.size() + fields.size()) * 4 + 1);
   for (uint32_t gpu : gpus) key.append(reinterpret_cast<const char*>(&gpu), sizeof(gpu));
   key.push_back(include_health ? 'H' : '|');
+  key.push_back(include_mig_instances ? 'M' : '|');
   for (size_t field : fields) {
     const uint32_t index = static_cast<uint32_t>(field);
     key.append(reinterpret_cast<const char*>(&index), sizeof(index));
@@ -42,7 +43,9 @@ std::shared_ptr<const std::string> TickEncoder::Encode(const Snapshot& snapshot,
   update.set_instance_id(instance_id_);
   update.set_seq(snapshot.seq);
   update.set_timestamp_us(absl::ToUnixMicros(snapshot.time));
-  AppendValues(snapshot, filter.gpus, filter.fields, update.mutable_values());
+  AppendValues(snapshot, filter.gpus, filter.fields, filter.include_mig_instances,
+               update.mutable_values());
+  update.set_mig_generation(snapshot.mig != nullptr ? snapshot.mig->generation : 0);
   ToProto(snapshot.counters, update.mutable_counters());
   if (filter.include_health && snapshot.health != nullptr) {
     ToProto(*snapshot.health, instance_id_, filter.gpus, update.mutable_health());

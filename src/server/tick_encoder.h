@@ -24,6 +24,7 @@ struct TickFilter {
   std::vector<uint32_t> gpus;
   std::vector<size_t> fields;
   bool include_health = false;
+  bool include_mig_instances = false;
   std::string Key() const;
 };
 

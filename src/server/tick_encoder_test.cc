@@ -43,7 +43,7 @@ TEST(TickEncoderTest, FramedBytesAreTheUpdateWithThisSubscribersDrops) {
   expected.set_instance_id("abc");
   expected.set_seq(7);
   expected.set_timestamp_us(absl::ToUnixMicros(snapshot->time));
-  AppendValues(*snapshot, filter.gpus, filter.fields, expected.mutable_values());
+  AppendValues(*snapshot, filter.gpus, filter.fields, false, expected.mutable_values());
   ToProto(snapshot->counters, expected.mutable_counters());
 
   EXPECT_EQ(Parse(TickEncoder::Frame(body, 0)).SerializeAsString(), expected.SerializeAsString());
