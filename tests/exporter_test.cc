@@ -277,6 +277,57 @@ TEST(ExporterTest, PodAttributionFromTheKubeletAndWithoutIt) {
   EXPECT_TRUE(exporter.process().WaitForStderr("cannot list pod resources from the kubelet"));
 }
 
+TEST(ExporterTest, MigGpuInstancesHaveTheirSeriesAndTheirPods) {
+  TempDir dir;
+  EngineProcess engine(dir.path(), "n1", 2,
+                       {"--mig", "0:" + std::string("1g.10gb,1g.10gb,1g.10gb,1g.10gb,1g.10gb,"
+                                                    "1g.10gb,1g.10gb")});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  const auto gpus = nlohmann::json::parse(
+      RunCommand({VigilBinary(), "discovery", "--json", "--engine", engine.unix_address})
+          .out)["gpus"];
+  ASSERT_EQ(gpus[0]["mig_instances"].size(), 7u);
+  const std::string mig3 = gpus[0]["mig_instances"][2]["uuid"];  // GPU instance 3
+  ASSERT_EQ(gpus[0]["mig_instances"][2]["gpu_instance_id"].get<int>(), 3);
+
+  FakeKubelet kubelet;
+  kubelet.AddMigPod("ml", "infer-3", "triton", "nvidia.com/mig-1g.10gb", {mig3});
+  const std::string socket = dir.File("kubelet.sock");
+  ASSERT_TRUE(kubelet.Serve(socket));
+  ExporterProcess exporter(
+      dir.path(), engine.unix_address,
+      {"--kubernetes", "--pod-resources-socket", socket, "--pod-refresh", "1s"});
+  ASSERT_GT(exporter.port(), 0);
+  const std::string body = exporter.ScrapeUntil(
+      [](const std::string& b) { return b.find("pod=\"infer-3\"") != std::string::npos; });
+  // Seven instance series of each field for GPU 0, none of its own; GPU 1 is whole.
+  EXPECT_EQ(CountLines(body, "DCGM_FI_DEV_FB_USED{gpu=\"0\""), 7);
+  EXPECT_EQ(CountLines(body, "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\""), 7);
+  EXPECT_EQ(CountLines(body, "DCGM_FI_DEV_FB_USED{gpu=\"1\""), 1);
+  EXPECT_THAT(body, HasSubstr("modelName=\"NVIDIA H100 80GB HBM3\",GPU_I_PROFILE=\"1g.10gb\","
+                              "GPU_I_ID=\"3\",Hostname=\"node-a\""));
+  EXPECT_THAT(body, HasSubstr("GPU_I_ID=\"3\",Hostname=\"node-a\",DCGM_FI_DRIVER_VERSION=\"580.82.07\","
+                              "container=\"triton\",namespace=\"ml\",pod=\"infer-3\"}"));
+  // Only instance 3's series carry the pod: one line per field it has.
+  std::istringstream lines(body);
+  int with_pod = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("pod=\"infer-3\"") == std::string::npos) continue;
+    ++with_pod;
+    EXPECT_THAT(line, HasSubstr("GPU_I_ID=\"3\"")) << line;
+  }
+  EXPECT_GT(with_pod, 5);
+  // Each instance's framebuffer is its own: 1g.10gb's total, not the GPU's 80 GB.
+  const std::regex fb_total(R"re(DCGM_FI_DEV_FB_FREE\{gpu="0",[^}]*GPU_I_ID="3"[^}]*\} (\d+))re");
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(body, match, fb_total)) << body.substr(0, 3000);
+  EXPECT_LT(std::stoll(match[1]), 11000);
+  // The text still parses (duplicate series would not).
+  auto promtool = Shell("promtool check metrics < " + WriteFile(dir, "mig.txt", body));
+  EXPECT_TRUE(promtool.exit_code == 0 || promtool.exit_code == 3) << promtool.err << promtool.out;
+  EXPECT_THAT(promtool.err + promtool.out, Not(HasSubstr("duplicate")));
+}
+
 TEST(ExporterTest, SighupReloadsTheCountersWithoutAnEmptyScrape) {
   TempDir dir;
   EngineProcess engine(dir.path(), "n1", 1);

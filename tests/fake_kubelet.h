@@ -36,6 +36,16 @@ class FakeKubelet final : public ::v1::PodResourcesLister::Service {
     for (const std::string& uuid : uuids) devices->add_device_ids(uuid);
   }
 
+  // Container `container` of pod `ns`/`name` holds the MIG devices `ids` of resource `resource`
+  // (nvidia.com/mig-1g.10gb under the device plugin's mixed strategy).
+  void AddMigPod(const std::string& ns, const std::string& name, const std::string& container,
+                 const std::string& resource, const std::vector<std::string>& ids) {
+    AddPod(ns, name, container, {});
+    auto* devices = answer.mutable_pod_resources()->rbegin()->mutable_containers(0)->add_devices();
+    devices->set_resource_name(resource);
+    for (const std::string& id : ids) devices->add_device_ids(id);
+  }
+
   // Serves on `socket`; false when it cannot.
   bool Serve(const std::string& socket) {
     grpc::ServerBuilder builder;

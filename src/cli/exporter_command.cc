@@ -24,6 +24,7 @@ struct ExporterFlags {
   std::string hostname_label = "Hostname";
   std::string node_name;
   bool kubernetes = false;
+  std::string gpu_id_type = "uid";
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string pod_refresh = "10s";
   std::string xid_window = "5m";
@@ -40,7 +41,9 @@ int RunExporter(const ExporterFlags& flags) {
                           .collectors_path = flags.collectors,
                           .hostname_label = flags.hostname_label,
                           .hostname = flags.node_name.empty() ? DefaultNodeName() : flags.node_name,
-                          .kubernetes = flags.kubernetes};
+                          .kubernetes = flags.kubernetes,
+                          .gpu_id_type = flags.gpu_id_type == "device-name" ? GpuIdType::kDeviceName
+                                                                            : GpuIdType::kUid};
   options.pods.socket_path = flags.pod_resources_socket;
   const std::pair<const char*, const std::string*> durations[] = {
       {"--pod-refresh", &flags.pod_refresh},
@@ -91,6 +94,13 @@ CommandRunner AddExporterCommand(CLI::App* parent) {
                       "Value of the Hostname label (default: $NODE_NAME, else the host name)");
   command->add_flag("-k,--kubernetes", flags->kubernetes,
                     "Add pod, namespace and container labels from the kubelet");
+  command
+      ->add_option("--kubernetes-gpu-id-type", flags->gpu_id_type,
+                   "How the kubelet names whole GPUs: uid (GPU-...) or device-name (nvidia0); MIG "
+                   "devices are matched by their own ids either way")
+      ->envname("DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE")
+      ->check(CLI::IsMember({"uid", "device-name"}))
+      ->capture_default_str();
   command
       ->add_option("--pod-resources-socket", flags->pod_resources_socket,
                    "The kubelet's pod-resources socket")

@@ -101,6 +101,7 @@ void Exporter::FollowTicks() {
       }
     }
     request.set_include_health(true);
+    request.set_include_mig_instances(true);
     auto subscription = client_->Subscribe(request);
     {
       absl::MutexLock lock(&mutex_);
@@ -137,19 +138,22 @@ void Exporter::FollowTicks() {
         continue;
       }
       const v1::TickUpdate& tick = *event.message;
-      // A new engine instance (or the first): learn its identity and GPUs, outside the lock.
+      // A new engine instance (or the first), or a MIG layout change: learn its identity and
+      // GPUs (with their instances), outside the lock.
       std::optional<v1::EngineInfo> info;
       std::optional<v1::ListGpusResponse> gpus;
       bool need_identity;
       {
         absl::MutexLock lock(&mutex_);
         need_identity = event.new_instance || view_.gpus.empty() ||
-                        view_.info.instance_id() != tick.instance_id();
+                        view_.info.instance_id() != tick.instance_id() ||
+                        mig_generation_ != tick.mig_generation();
       }
       if (need_identity) {
         auto got_info = client_->GetEngineInfo();
         auto got_gpus = client_->ListGpus();
-        if (!got_info.ok() || !got_gpus.ok() || got_info->instance_id() != tick.instance_id()) {
+        if (!got_info.ok() || !got_gpus.ok() || got_info->instance_id() != tick.instance_id() ||
+            got_gpus->mig_generation() < tick.mig_generation()) {
           continue;  // the engine is changing under us: take the next tick
         }
         info = std::move(*got_info);
@@ -169,6 +173,7 @@ void Exporter::FollowTicks() {
       if (info) {
         view_.info = std::move(*info);
         view_.gpus.assign(gpus->gpus().begin(), gpus->gpus().end());
+        mig_generation_ = gpus->mig_generation();
         stale_after_ =
             std::max(absl::Seconds(3), absl::Microseconds(view_.info.tick_interval_us()) * 3);
         // The new instance's XID policy, so err_msg is right from its first render. (The XID
@@ -268,15 +273,16 @@ void Exporter::RenderLocked() {
   }
   if (pods_ != nullptr) {
     view_.pods.clear();
-    for (const auto& [uuid, pods] : pods_->Current()) {
-      if (!pods.empty()) view_.pods[uuid] = pods.back();
+    for (const auto& [device, pods] : pods_->Current()) {
+      if (!pods.empty()) view_.pods[device] = pods.back();
     }
   }
   RenderOptions render{
       .hostname_label = options_.hostname_label,
       .hostname = options_.hostname,
       .xid_window_ms = absl::ToInt64Milliseconds(options_.xid_window),
-      .clock_events_window_ms = absl::ToInt64Milliseconds(options_.clock_events_window)};
+      .clock_events_window_ms = absl::ToInt64Milliseconds(options_.clock_events_window),
+      .gpu_id_type = options_.gpu_id_type};
   body_ = std::make_shared<const std::string>(RenderMetrics(*counters_, view_, render));
   last_render_ns_.store(absl::ToInt64Nanoseconds(absl::Now() - started));
 }

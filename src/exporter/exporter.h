@@ -36,6 +36,7 @@ struct ExporterOptions {
   std::string hostname_label = "Hostname";  // or "hostname"
   std::string hostname;                     // the label's value; empty: no label
   bool kubernetes = false;
+  GpuIdType gpu_id_type = GpuIdType::kUid;  // how the kubelet names whole GPUs
   PodMapperOptions pods;
   absl::Duration xid_window = absl::Minutes(5);
   absl::Duration clock_events_window = absl::Minutes(5);
@@ -87,6 +88,7 @@ class Exporter {
   TickSubscription* ticks_ ABSL_GUARDED_BY(mutex_) = nullptr;
   EventSubscription* events_ ABSL_GUARDED_BY(mutex_) = nullptr;
   ExporterView view_ ABSL_GUARDED_BY(mutex_);
+  uint64_t mig_generation_ ABSL_GUARDED_BY(mutex_) = 0;  // of view_.gpus' MIG instances
   absl::Time last_tick_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
   absl::Duration stale_after_ ABSL_GUARDED_BY(mutex_) = absl::Seconds(3);
   // Per GPU: (time, XID) within the XID window; (time, reasons bitmask) within the clock window.

@@ -88,6 +88,48 @@ void AppendSample(std::string* out, std::string_view name, const GpuLabels& labe
   out->push_back('\n');
 }
 
+// What one set of series describes: a GPU, or one GPU instance of a GPU in MIG mode.
+struct Entity {
+  const v1::Gpu* gpu;
+  const v1::MigInstance* instance;  // null: the whole GPU
+};
+
+std::vector<Entity> Entities(const ExporterView& view) {
+  std::vector<Entity> entities;
+  for (const v1::Gpu& gpu : view.gpus) {
+    if (gpu.mig_mode() && gpu.mig_instances_size() > 0) {
+      for (const v1::MigInstance& instance : gpu.mig_instances()) {
+        entities.push_back({&gpu, &instance});
+      }
+    } else {
+      entities.push_back({&gpu, nullptr});
+    }
+  }
+  return entities;
+}
+
+// The container an entity is allocated to, as dcgm-exporter matches the kubelet's devices: a
+// whole GPU by its UUID (or, with --kubernetes-gpu-id-type device-name, its device name
+// "nvidia0"); a GPU instance by its MIG device's id whatever the id type — the MIG UUID, the old
+// "MIG-GPU-<uuid>/<gi>/<ci>", or "nvidia0/gi3" as some device plugins (GKE's) name it.
+const PodInfo* PodOf(const ExporterView& view, const Entity& entity, GpuIdType id_type) {
+  const auto find = [&](const std::string& key) -> const PodInfo* {
+    auto it = view.pods.find(key);
+    return it != view.pods.end() ? &it->second : nullptr;
+  };
+  if (entity.instance == nullptr) {
+    return find(id_type == GpuIdType::kDeviceName ? entity.gpu->device() : entity.gpu->uuid());
+  }
+  const v1::MigInstance& instance = *entity.instance;
+  if (const PodInfo* pod = find(instance.uuid())) return pod;
+  if (const PodInfo* pod = find(fmt::format("MIG-{}/{}/{}", entity.gpu->uuid(),
+                                            instance.gpu_instance_id(),
+                                            instance.compute_instance_id()))) {
+    return pod;
+  }
+  return find(fmt::format("{}/gi{}", entity.gpu->device(), instance.gpu_instance_id()));
+}
+
 void Header(std::string* out, std::string_view name, std::string_view type, std::string_view help) {
   fmt::format_to(std::back_inserter(*out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
@@ -113,47 +155,77 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
   std::string out;
   out.reserve(view.gpus.size() * counters.counters.size() * 260 + 4096);
   if (view.engine_up) {
-    // The values by (GPU position, counter position), in one pass over the tick.
-    const size_t gpus = view.gpus.size(), width = counters.counters.size();
-    std::unordered_map<uint32_t, size_t> gpu_position;
-    for (size_t g = 0; g < gpus; ++g) gpu_position[view.gpus[g].index()] = g;
+    // The entities with series, as dcgm-exporter's default (flex) mode monitors them: a GPU, or
+    // on a GPU in MIG mode that holds instances, each of its GPU instances instead.
+    const std::vector<Entity> entities = Entities(view);
+    const size_t gpus = entities.size(), width = counters.counters.size();
+    std::unordered_map<uint32_t, std::pair<size_t, size_t>> gpu_entities;  // [first, last)
+    std::map<std::pair<uint32_t, uint32_t>, size_t> instance_entity;      // (GPU, GPU instance)
+    for (size_t e = 0; e < gpus; ++e) {
+      const uint32_t index = entities[e].gpu->index();
+      auto [range, added] = gpu_entities.try_emplace(index, e, e + 1);
+      if (!added) range->second.second = e + 1;
+      if (entities[e].instance != nullptr) {
+        instance_entity[{index, entities[e].instance->gpu_instance_id()}] = e;
+      }
+    }
     std::unordered_map<FieldId, std::vector<size_t>> counter_positions;
     for (size_t c = 0; c < width; ++c) {
       if (counters.counters[c].field != nullptr) {
         counter_positions[counters.counters[c].field->id].push_back(c);
       }
     }
+    // The values by (entity, counter position), in one pass over the tick: a GPU's value serves
+    // each of its instances (the parent's temperature, power, ... as DCGM answers for a GPU
+    // instance), an instance's own value replaces it.
     std::vector<const v1::FieldValue*> values(gpus * width, nullptr);
     for (const v1::FieldValue& value : view.tick.values()) {
-      auto g = gpu_position.find(value.gpu());
       auto c = counter_positions.find(value.field_id());
-      if (g == gpu_position.end() || c == counter_positions.end()) continue;
-      for (size_t position : c->second) values[g->second * width + position] = &value;
+      if (c == counter_positions.end()) continue;
+      if (value.has_gpu_instance()) {
+        auto e = instance_entity.find({value.gpu(), value.gpu_instance()});
+        if (e == instance_entity.end()) continue;
+        for (size_t position : c->second) values[e->second * width + position] = &value;
+        continue;
+      }
+      auto range = gpu_entities.find(value.gpu());
+      if (range == gpu_entities.end()) continue;
+      for (size_t e = range->second.first; e < range->second.second; ++e) {
+        for (size_t position : c->second) {
+          const v1::FieldValue*& slot = values[e * width + position];
+          if (slot == nullptr || !slot->has_gpu_instance()) slot = &value;
+        }
+      }
     }
-    // Per GPU: the label text, with its label fields and pod.
+    // Per entity: the label text, with its label fields and pod.
     std::vector<GpuLabels> labels(gpus);
-    for (size_t g = 0; g < gpus; ++g) {
-      const v1::Gpu& gpu = view.gpus[g];
-      std::string& head = labels[g].head;
+    for (size_t e = 0; e < gpus; ++e) {
+      const v1::Gpu& gpu = *entities[e].gpu;
+      const v1::MigInstance* instance = entities[e].instance;
+      std::string& head = labels[e].head;
       fmt::format_to(std::back_inserter(head), "{{gpu=\"{}\"", gpu.index());
       AppendLabel(&head, "UUID", gpu.uuid());
       AppendLabel(&head, "pci_bus_id", gpu.pci_bus_id());
       AppendLabel(&head, "device", gpu.device());
       AppendLabel(&head, "modelName", gpu.name());
+      if (instance != nullptr) {
+        AppendLabel(&head, "GPU_I_PROFILE", instance->profile());
+        AppendLabel(&head, "GPU_I_ID", std::to_string(instance->gpu_instance_id()));
+      }
       if (!options.hostname.empty()) AppendLabel(&head, options.hostname_label, options.hostname);
       std::map<std::string_view, std::string> label_fields;  // sorted by name
       for (size_t c = 0; c < width; ++c) {
         const Counter& counter = counters.counters[c];
-        const v1::FieldValue* value = values[g * width + c];
+        const v1::FieldValue* value = values[e * width + c];
         if (!counter.is_label() || value == nullptr) continue;
         std::string text = FormatValue(*value);
         if (!text.empty()) label_fields[counter.name] = std::move(text);
       }
       for (const auto& [name, text] : label_fields) AppendLabel(&head, name, text);
-      if (auto pod = view.pods.find(gpu.uuid()); pod != view.pods.end()) {
-        AppendLabel(&labels[g].container, "container", pod->second.container);
-        AppendLabel(&labels[g].namespace_and_pod, "namespace", pod->second.namespace_name);
-        AppendLabel(&labels[g].namespace_and_pod, "pod", pod->second.pod);
+      if (const PodInfo* pod = PodOf(view, entities[e], options.gpu_id_type)) {
+        AppendLabel(&labels[e].container, "container", pod->container);
+        AppendLabel(&labels[e].namespace_and_pod, "namespace", pod->namespace_name);
+        AppendLabel(&labels[e].namespace_and_pod, "pod", pod->pod);
       }
     }
 
@@ -186,7 +258,7 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
         std::string window;
         AppendLabel(&window, "window_size_in_ms", std::to_string(options.xid_window_ms));
         for (size_t g = 0; g < gpus; ++g) {
-          auto counts = view.xid_counts.find(view.gpus[g].index());
+          auto counts = view.xid_counts.find(entities[g].gpu->index());
           if (counts == view.xid_counts.end() || counts->second.empty()) {
             AppendSample(&rows, counter.name, labels[g], window, "", "0");
             continue;
@@ -201,7 +273,7 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
         std::string window;
         AppendLabel(&window, "window_size_in_ms", std::to_string(options.clock_events_window_ms));
         for (size_t g = 0; g < gpus; ++g) {
-          auto counts = view.clock_event_counts.find(view.gpus[g].index());
+          auto counts = view.clock_event_counts.find(entities[g].gpu->index());
           if (counts == view.clock_event_counts.end()) continue;
           for (const auto& [bit, name] : ClockEventNames()) {
             auto count = counts->second.find(name);
@@ -215,7 +287,7 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
       } else if (*counter.exporter == ExporterMetric::kGpuHealthStatus) {
         for (size_t g = 0; g < gpus; ++g) {
           for (const v1::GpuHealth& gpu : view.tick.health().gpus()) {
-            if (gpu.gpu() != view.gpus[g].index()) continue;
+            if (gpu.gpu() != entities[g].gpu->index()) continue;
             auto row = [&](std::string_view watch, v1::HealthStatus status, std::string_view code) {
               if (HealthStatusNumber(status) < 0) return;  // UNKNOWN has no DCGM value: left out
               extra.clear();

@@ -36,17 +36,24 @@ struct ExporterView {
     auto operator<=>(const SxidKey&) const = default;
   };
   std::map<SxidKey, uint64_t> sxid_counts;
-  std::map<std::string, PodInfo> pods;  // by GPU UUID: the last container the kubelet lists
+  // The gpus' MIG instances have series of their own (GPU_I_PROFILE, GPU_I_ID) instead of the
+  // GPU's; the tick has their values (FieldValue.gpu_instance).
+  // By the kubelet's device id (GPU UUID, "nvidia0", MIG UUID, ...): the last container it lists.
+  std::map<std::string, PodInfo> pods;
   // What each XID code means under the followed engine's policy (EngineInfo.xid_policy); codes
   // it does not list are "Unknown Error". Never from a table of the exporter's own.
   std::map<uint32_t, std::string> xid_meanings;
 };
+
+// dcgm-exporter's --kubernetes-gpu-id-type: how the kubelet's device plugin names whole GPUs.
+enum class GpuIdType { kUid, kDeviceName };
 
 struct RenderOptions {
   std::string hostname_label = "Hostname";  // "hostname" for dcgm-exporter >= 4.8.3's spelling
   std::string hostname;                     // the value; omitted when empty
   int64_t xid_window_ms = 300'000;
   int64_t clock_events_window_ms = 300'000;
+  GpuIdType gpu_id_type = GpuIdType::kUid;
 };
 
 // The GPU series and the engine metrics (everything that changes once per tick).

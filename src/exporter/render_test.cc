@@ -363,5 +363,123 @@ TEST(RenderTest, XidMessageFollowsTheEnginesPolicy) {
   EXPECT_THAT(text, HasSubstr("err_code=\"999\",err_msg=\"Unknown Error\"} 999\n"));
 }
 
+
+// MIG, as dcgm-exporter 4.8.2 (tag 4.5.3-4.8.2) renders it in its default flex mode:
+// internal/pkg/devicemonitoring/device_monitoring.go (monitorAllGPUInstances: a GPU holding
+// instances is monitored as its GPU instances only), internal/pkg/collector/gpu_collector.go
+// (toMetric: gpu, UUID, pci_bus_id, device and modelName are the parent GPU's; GPU_I_PROFILE the
+// profile name, GPU_I_ID the GPU instance id), internal/pkg/rendermetrics/render_metrics.go (the
+// template: GPU_I_PROFILE and GPU_I_ID after modelName and before Hostname, only on instance
+// series), and DCGM 4.5.3's DcgmCacheManager (a GPU-level field of a GPU instance answers with
+// its GPU's value). Pods: internal/pkg/transformation/kubernetes.go keys MIG devices by GPU and
+// instance whatever --kubernetes-gpu-id-type says.
+ExporterView MigGpus() {
+  ExporterView view = TwoGpus();
+  v1::Gpu& gpu0 = view.gpus[0];
+  gpu0.set_mig_mode(true);
+  const struct {
+    uint32_t id;
+    const char* profile;
+  } instances[] = {{1, "2g.20gb"}, {2, "1g.10gb"}};
+  for (const auto& [id, profile] : instances) {
+    v1::MigInstance* instance = gpu0.add_mig_instances();
+    instance->set_gpu_instance_id(id);
+    instance->set_profile(profile);
+    instance->set_uuid(fmt::format("MIG-0000000{}-1111-2222-3333-444444444444", id));
+  }
+  for (uint32_t gpu = 0; gpu < 2; ++gpu) {
+    *view.tick.add_values() = Int(gpu, 150, 40 + gpu);
+    *view.tick.add_values() = Int(gpu, 252, 30000 + gpu);
+    *view.tick.add_values() = Double(gpu, 1001, 0.5);
+    if (gpu == 0) {  // the instances' own values follow their GPU's, as the engine sends them
+      for (uint32_t gi = 1; gi <= 2; ++gi) {
+        v1::FieldValue fb = Int(0, 252, 1000 * gi);
+        fb.set_gpu_instance(gi);
+        *view.tick.add_values() = fb;
+        v1::FieldValue gr = Double(0, 1001, 0.25 * gi);
+        gr.set_gpu_instance(gi);
+        *view.tick.add_values() = gr;
+      }
+    }
+  }
+  return view;
+}
+
+TEST(RenderTest, MigGpuInstancesHaveSeriesOfTheirOwnInDcgmExportersShape) {
+  const Counters counters = Parse(R"(
+DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).
+DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).
+DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, Ratio of time the graphics engine is active.
+)");
+  const ExporterView view = MigGpus();
+  const std::string gpu0 =
+      "gpu=\"0\",UUID=\"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd\",pci_bus_id=\"00000000:18:00.0\","
+      "device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\",";
+  const std::string gi1 = gpu0 + "GPU_I_PROFILE=\"2g.20gb\",GPU_I_ID=\"1\",Hostname=\"node-1\"";
+  const std::string gi2 = gpu0 + "GPU_I_PROFILE=\"1g.10gb\",GPU_I_ID=\"2\",Hostname=\"node-1\"";
+  const std::string gpu1 =
+      "gpu=\"1\",UUID=\"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd\",pci_bus_id=\"00000000:2A:00.0\","
+      "device=\"nvidia1\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-1\"";
+  const std::string expected =
+      // GPU 0 has no series of its own: its instances replace it; its temperature is theirs.
+      "# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n"
+      "# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n"
+      "DCGM_FI_DEV_GPU_TEMP{" + gi1 + "} 40\n"
+      "DCGM_FI_DEV_GPU_TEMP{" + gi2 + "} 40\n"
+      "DCGM_FI_DEV_GPU_TEMP{" + gpu1 + "} 41\n"
+      // The framebuffer and the activity are each instance's own.
+      "# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).\n"
+      "# TYPE DCGM_FI_DEV_FB_USED gauge\n"
+      "DCGM_FI_DEV_FB_USED{" + gi1 + "} 1000\n"
+      "DCGM_FI_DEV_FB_USED{" + gi2 + "} 2000\n"
+      "DCGM_FI_DEV_FB_USED{" + gpu1 + "} 30001\n"
+      "# HELP DCGM_FI_PROF_GR_ENGINE_ACTIVE Ratio of time the graphics engine is active.\n"
+      "# TYPE DCGM_FI_PROF_GR_ENGINE_ACTIVE gauge\n"
+      "DCGM_FI_PROF_GR_ENGINE_ACTIVE{" + gi1 + "} 0.250000\n"
+      "DCGM_FI_PROF_GR_ENGINE_ACTIVE{" + gi2 + "} 0.500000\n"
+      "DCGM_FI_PROF_GR_ENGINE_ACTIVE{" + gpu1 + "} 0.500000\n";
+  const std::string text = RenderMetrics(counters, view, {.hostname = "node-1"});
+  EXPECT_EQ(text.substr(0, text.find("# HELP vigil_engine_up")), expected);
+}
+
+TEST(RenderTest, MigPodsAreMatchedByTheirMigDeviceIdsWhateverTheGpuIdType) {
+  const Counters counters = Parse("DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).\n");
+  for (const GpuIdType id_type : {GpuIdType::kUid, GpuIdType::kDeviceName}) {
+    ExporterView view = MigGpus();
+    // The mixed strategy's nvidia.com/mig-1g.10gb device: the MIG UUID of GPU instance 2.
+    view.pods["MIG-00000002-1111-2222-3333-444444444444"] = {"infer-0", "ml", "triton"};
+    // GPU 1, whole: by UUID, or by device name as GKE's plugin names it.
+    view.pods[id_type == GpuIdType::kUid ? "GPU-00000001-aaaa-bbbb-cccc-dddddddddddd" : "nvidia1"] =
+        {"train-0", "ml", "trainer"};
+    const std::string text =
+        RenderMetrics(counters, view, {.hostname = "node-1", .gpu_id_type = id_type});
+    EXPECT_THAT(text, HasSubstr("GPU_I_PROFILE=\"1g.10gb\",GPU_I_ID=\"2\",Hostname=\"node-1\","
+                                "container=\"triton\",namespace=\"ml\",pod=\"infer-0\"} 2000\n"));
+    EXPECT_THAT(text, HasSubstr("GPU_I_PROFILE=\"2g.20gb\",GPU_I_ID=\"1\",Hostname=\"node-1\"} "
+                                "1000\n"))
+        << "the other instance of the same GPU holds no pod";
+    EXPECT_THAT(text, HasSubstr("Hostname=\"node-1\",container=\"trainer\",namespace=\"ml\","
+                                "pod=\"train-0\"} 30001\n"));
+  }
+  // The old MIG-GPU-<uuid>/<gi>/<ci> ids and GKE's nvidia0/gi1 name the same instance.
+  for (const std::string id : {"MIG-GPU-00000000-aaaa-bbbb-cccc-dddddddddddd/1/0", "nvidia0/gi1"}) {
+    ExporterView view = MigGpus();
+    view.pods[id] = {"p", "ns", "c"};
+    EXPECT_THAT(RenderMetrics(counters, view, {.hostname = "node-1"}),
+                HasSubstr("GPU_I_ID=\"1\",Hostname=\"node-1\",container=\"c\",namespace=\"ns\","
+                          "pod=\"p\"} 1000\n"))
+        << id;
+  }
+}
+
+TEST(RenderTest, AGpuInMigModeWithoutInstancesKeepsItsOwnSeries) {
+  const Counters counters = Parse("DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n");
+  ExporterView view = MigGpus();
+  view.gpus[0].clear_mig_instances();
+  const std::string text = RenderMetrics(counters, view, {});
+  EXPECT_THAT(text, HasSubstr("modelName=\"NVIDIA H100 80GB HBM3\"} 40\n"));
+  EXPECT_THAT(text, Not(HasSubstr("GPU_I_ID")));
+}
+
 }  // namespace
 }  // namespace vigil

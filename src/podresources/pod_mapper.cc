@@ -23,8 +23,12 @@ GpuPodMap MapPods(const ::v1::ListPodResourcesResponse& response, size_t* mig_de
         for (std::string id : devices.device_ids()) {
           if (const size_t replica = id.find("::"); replica != std::string::npos)
             id.resize(replica);
-          if (!id.starts_with("GPU-") && !id.starts_with("MIG-")) continue;
-          if (id.starts_with("MIG-")) ++*mig_devices;
+          // Device plugins name devices by UUID ("GPU-…", "MIG-…"); some (GKE's) by device name
+          // ("nvidia0", "nvidia0/gi3"), which --kubernetes-gpu-id-type device-name matches.
+          if (!id.starts_with("GPU-") && !id.starts_with("MIG-") && !id.starts_with("nvidia")) {
+            continue;
+          }
+          if (id.starts_with("MIG-") || id.find("/gi") != std::string::npos) ++*mig_devices;
           pods[id].push_back(PodInfo{pod.name(), pod.namespace_(), container.name()});
         }
       }

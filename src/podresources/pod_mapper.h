@@ -36,7 +36,8 @@ struct PodMapperOptions {
 // device plugin's device IDs for nvidia.com/gpu and nvidia.com/gpu.shared, also with a
 // time-slicing replica suffix "::N"), MIG devices by their id (the MIG device UUID "MIG-…", or
 // "MIG-GPU-<uuid>/<gi>/<ci>" from drivers before R470), under nvidia.com/mig-<profile> (the
-// device plugin's "mixed" strategy) or nvidia.com/gpu ("single"). *mig_devices: how many MIG
+// device plugin's "mixed" strategy) or nvidia.com/gpu ("single"); device plugins that name devices
+// by device name (GKE's "nvidia0", "nvidia0/gi3") keep those ids. *mig_devices: how many MIG
 // devices are held.
 GpuPodMap MapPods(const ::v1::ListPodResourcesResponse& response, size_t* mig_devices);
 // The parent GPU's UUID of a MIG device id in the old "MIG-GPU-<uuid>/<gi>/<ci>" form; "" for
