@@ -10,6 +10,7 @@
 
 #include "absl/time/clock.h"
 #include "fake_nvml/script.h"
+#include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -364,9 +365,109 @@ TEST(NvmlTest, AResetCommandThatFailsOrCannotBeSplitIsReported) {
                                      "unknown placeholder {serial}"));
 }
 
+// A MIG instance as the fake presents it: a 1g.10gb (or other profile) at `start`, of 10 GiB
+// with `used_gib` used.
+json FakeMigInstance(int gpu_instance, const std::string& profile, int start, int size,
+                     int used_gib) {
+  return {{"gpu_instance", gpu_instance},
+          {"compute_instance", 0},
+          {"profile", profile},
+          {"uuid", fmt::format("MIG-00000000-0000-0000-0000-0000000000{:02d}", gpu_instance)},
+          {"placement", {start, size}},
+          {"memory_total", 10ULL * size << 30},
+          {"memory_used", static_cast<unsigned long long>(used_gib) << 30},
+          {"gpm", {{"1", 25.0 * gpu_instance}}}};
+}
+
+std::vector<std::string> Profiles(const json& gpu) {
+  std::vector<std::string> out;
+  for (const json& instance : gpu["mig_instances"]) {
+    out.push_back(fmt::format("{}#{}@{}", instance["profile"].get<std::string>(),
+                              instance["gpu_instance_id"].get<int>(),
+                              instance["placement_start"].get<int>()));
+  }
+  return out;
+}
+
+TEST(NvmlTest, MigInstancesAreDiscoveredSampledAndFollowedWhenTheLayoutChanges) {
+  TempDir dir;
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 2);
+  fake.gpu(0)["mig"] = {
+      {"mode", 1},
+      {"instances",
+       {FakeMigInstance(3, "2g.20gb", 0, 2, 4), FakeMigInstance(9, "1g.10gb", 2, 1, 1),
+        FakeMigInstance(10, "1g.10gb", 3, 1, 2)}}};
+  fake.gpu(1)["mig"] = {{"mode", 0}};  // MIG-capable, whole
+  fake.Write();
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  const auto discovery = [&] {
+    auto run = Vigil({"discovery", "--json", "--engine", engine.unix_address});
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    return json::parse(run.out, nullptr, false)["gpus"];
+  };
+  json gpus = discovery();
+  EXPECT_TRUE(gpus[0]["mig_mode"].get<bool>());
+  EXPECT_THAT(Profiles(gpus[0]),
+              ::testing::ElementsAre("2g.20gb#3@0", "1g.10gb#9@2", "1g.10gb#10@3"));
+  EXPECT_EQ(gpus[0]["mig_instances"][1]["uuid"], "MIG-00000000-0000-0000-0000-000000000009");
+  EXPECT_EQ(gpus[0]["mig_instances"][0]["memory_total_mib"], 20480);
+  EXPECT_FALSE(gpus[1]["mig_mode"].get<bool>());
+  // Each instance's framebuffer and GPM activity are its own (dmon's instance rows).
+  json rows;
+  ASSERT_TRUE(Eventually([&] {
+    auto dmon = Vigil({"dmon", "-e", "252,1001", "-i", "0", "-c", "1", "--json", "--engine",
+                       engine.unix_address});
+    const auto ticks = JsonLines(dmon.out);
+    if (ticks.empty()) return false;
+    rows = ticks.back()["values"];
+    for (const json& value : rows) {
+      if (value.contains("gpu_instance") && value["field_id"] == 1001 && value["status"] == "ok") {
+        return true;
+      }
+    }
+    return false;
+  })) << rows.dump();
+  std::map<std::pair<int, int>, json> by_instance;
+  for (const json& value : rows) {
+    if (value.contains("gpu_instance")) {
+      by_instance[{value["gpu_instance"].get<int>(), value["field_id"].get<int>()}] =
+          value["value"];
+    }
+  }
+  EXPECT_EQ(by_instance[std::pair(3, 252)], 4096);
+  EXPECT_EQ(by_instance[std::pair(10, 252)], 2048);
+  EXPECT_DOUBLE_EQ(by_instance[std::pair(9, 1001)].get<double>(),
+                   9 * 0.25);  // GPM's percent as a ratio
+
+  // The operator recreates GPU 0's instances and enables MIG on GPU 1: the engine follows.
+  fake.gpu(0)["mig"]["instances"] = {FakeMigInstance(1, "7g.80gb", 0, 8, 30)};
+  fake.gpu(1)["mig"] = {{"mode", 1}, {"instances", {FakeMigInstance(2, "3g.40gb", 4, 4, 0)}}};
+  fake.Write();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        gpus = discovery();
+        return Profiles(gpus[0]) == std::vector<std::string>{"7g.80gb#1@0"};
+      },
+      absl::Seconds(20)));
+  EXPECT_TRUE(gpus[1]["mig_mode"].get<bool>());
+  EXPECT_THAT(Profiles(gpus[1]), ::testing::ElementsAre("3g.40gb#2@4"));
+  auto events = Vigil({"events", "--no-follow", "--recent", "50", "--engine", engine.unix_address});
+  EXPECT_THAT(events.out, HasSubstr("MIG layout changed: MIG on: 2g.20gb (GPU instance 3), "
+                                    "1g.10gb (GPU instance 9), 1g.10gb (GPU instance 10) -> MIG "
+                                    "on: 7g.80gb (GPU instance 1)"));
+  // MIG off on GPU 0: no instances.
+  fake.gpu(0)["mig"] = {{"mode", 0}};
+  fake.Write();
+  ASSERT_TRUE(
+      Eventually([&] { return !discovery()[0]["mig_mode"].get<bool>(); }, absl::Seconds(20)));
+}
+
 TEST(NvmlTest, AnXidInAMigGpuInstanceNamesTheInstance) {
   TempDir dir;
   FakeNvmlScript fake(dir.File("fake-nvml.json"), 2);
+  fake.gpu(1)["mig"] = {{"mode", 1}, {"instances", {FakeMigInstance(5, "1g.10gb", 6, 1, 0)}}};
+  fake.Write();
   EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
   ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
   ASSERT_TRUE(Eventually([&] { return Health(engine)["gpus"][1]["status"] == "PASS"; }));
@@ -379,7 +480,9 @@ TEST(NvmlTest, AnXidInAMigGpuInstanceNamesTheInstance) {
     message = health["gpus"][1]["systems"]["memory"]["incidents"][0]["message"];
     return true;
   }));
-  EXPECT_THAT(message, HasSubstr("XID 48 in GPU instance 5"));
+  EXPECT_THAT(
+      message,
+      HasSubstr("XID 48 in GPU instance 5 (1g.10gb, MIG-00000000-0000-0000-0000-000000000005)"));
 }
 
 TEST(NvmlTest, NoDriverNoGpuOrABrokenLibraryExitTwoWithAMessage) {

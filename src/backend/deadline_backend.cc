@@ -93,6 +93,22 @@ bool DeadlineBackend::Dispatch(uint32_t gpu, absl::Span<const FieldId> fields, a
   return true;
 }
 
+absl::StatusOr<MigState> DeadlineBackend::ReadMig(uint32_t gpu) {
+  if (!AwaitIdle(gpu, absl::Now())) {
+    return absl::DeadlineExceededError("its last read is still stuck in the driver");
+  }
+  return inner_->ReadMig(gpu);
+}
+
+absl::Status DeadlineBackend::ReadInstance(uint32_t gpu, const MigInstance& instance,
+                                           absl::Span<const FieldId> fields, absl::Time now,
+                                           absl::Span<FieldValue> out) {
+  if (!AwaitIdle(gpu, absl::Now())) {
+    return absl::DeadlineExceededError("its last read is still stuck in the driver");
+  }
+  return inner_->ReadInstance(gpu, instance, fields, now, out);
+}
+
 bool DeadlineBackend::AwaitIdle(uint32_t gpu, absl::Time deadline) {
   Worker& worker = *workers_[gpu];
   absl::MutexLock lock(&worker.mutex);

@@ -43,6 +43,13 @@ class DeadlineBackend : public Backend {
     return inner_->ComputeProcesses(gpu);
   }
   absl::StatusOr<std::string> ResetGpu(uint32_t gpu) override { return inner_->ResetGpu(gpu); }
+  // Passed through on the sampling thread when the GPU's worker is idle (nothing in flight, so
+  // the inner backend is never entered twice for one GPU); DeadlineExceeded while its read is
+  // stuck. Unbounded: they follow a read of the same GPU that just answered in time.
+  absl::StatusOr<MigState> ReadMig(uint32_t gpu) override;
+  absl::Status ReadInstance(uint32_t gpu, const MigInstance& instance,
+                            absl::Span<const FieldId> fields, absl::Time now,
+                            absl::Span<FieldValue> out) override;
 
   absl::Duration timeout() const { return timeout_; }
   // Waits until gpu's worker has no call in flight, or `deadline`; true if it has none.

@@ -76,6 +76,14 @@ void ResolveApi(void* library, Api* api) {
   Resolve(library, &api->GpmSampleFree, {"nvmlGpmSampleFree"});
   Resolve(library, &api->GpmSampleGet, {"nvmlGpmSampleGet"});
   Resolve(library, &api->GpmMetricsGet, {"nvmlGpmMetricsGet"});
+  Resolve(library, &api->DeviceGetMigMode, {"nvmlDeviceGetMigMode"});
+  Resolve(library, &api->DeviceGetMaxMigDeviceCount, {"nvmlDeviceGetMaxMigDeviceCount"});
+  Resolve(library, &api->DeviceGetMigDeviceHandleByIndex, {"nvmlDeviceGetMigDeviceHandleByIndex"});
+  Resolve(library, &api->DeviceGetGpuInstanceId, {"nvmlDeviceGetGpuInstanceId"});
+  Resolve(library, &api->DeviceGetComputeInstanceId, {"nvmlDeviceGetComputeInstanceId"});
+  Resolve(library, &api->DeviceGetGpuInstanceById, {"nvmlDeviceGetGpuInstanceById"});
+  Resolve(library, &api->GpuInstanceGetInfo, {"nvmlGpuInstanceGetInfo"});
+  Resolve(library, &api->GpmMigSampleGet, {"nvmlGpmMigSampleGet"});
 }
 
 }  // namespace vigil::nvml

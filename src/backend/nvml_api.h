@@ -37,6 +37,8 @@ using Device = nvmlDevice_st*;  // nvmlDevice_t
 struct nvmlEventSet_st;
 using EventSet = nvmlEventSet_st*;  // nvmlEventSet_t
 struct nvmlGpmSample_st;
+struct nvmlGpuInstance_st;
+using GpuInstance = nvmlGpuInstance_st*;  // nvmlGpuInstance_t
 
 // Buffer sizes (NVML_*_BUFFER_SIZE).
 inline constexpr unsigned int kNameBufferSize = 96;    // NVML_DEVICE_NAME_V2_BUFFER_SIZE
@@ -215,6 +217,19 @@ inline constexpr unsigned int kGpmPcieRxPerSec = 21;         // MiB/s
 inline constexpr unsigned int kGpmNvlinkTotalRxPerSec = 60;  // MiB/s
 inline constexpr unsigned int kGpmNvlinkTotalTxPerSec = 61;  // MiB/s
 
+// MIG.
+inline constexpr unsigned int kDeviceMigEnable = 1;  // NVML_DEVICE_MIG_ENABLE
+struct GpuInstancePlacement {                        // nvmlGpuInstancePlacement_t, in memory slices
+  unsigned int start;
+  unsigned int size;
+};
+struct GpuInstanceInfo {  // nvmlGpuInstanceInfo_t
+  Device device;          // the parent GPU
+  unsigned int id;
+  unsigned int profile_id;
+  GpuInstancePlacement placement;
+};
+
 struct ProcessInfo {  // nvmlProcessInfo_t (_v2 and _v3 of the running-processes queries)
   unsigned int pid;
   unsigned long long used_gpu_memory;  // bytes
@@ -275,6 +290,16 @@ struct Api {
   Return (*GpmSampleFree)(GpmSample) = nullptr;
   Return (*GpmSampleGet)(Device, GpmSample) = nullptr;
   Return (*GpmMetricsGet)(GpmMetricsGet*) = nullptr;
+  // MIG: the mode (current, pending), the MIG device handles and their ids, the GPU instance's
+  // placement; GPM samples of one GPU instance (Hopper and newer).
+  Return (*DeviceGetMigMode)(Device, unsigned int*, unsigned int*) = nullptr;
+  Return (*DeviceGetMaxMigDeviceCount)(Device, unsigned int*) = nullptr;
+  Return (*DeviceGetMigDeviceHandleByIndex)(Device, unsigned int, Device*) = nullptr;
+  Return (*DeviceGetGpuInstanceId)(Device, unsigned int*) = nullptr;
+  Return (*DeviceGetComputeInstanceId)(Device, unsigned int*) = nullptr;
+  Return (*DeviceGetGpuInstanceById)(Device, unsigned int, GpuInstance*) = nullptr;
+  Return (*GpuInstanceGetInfo)(GpuInstance, GpuInstanceInfo*) = nullptr;
+  Return (*GpmMigSampleGet)(Device, unsigned int, GpmSample) = nullptr;
 };
 
 // Resolves every entry point of `api` from the dlopen handle `library`.

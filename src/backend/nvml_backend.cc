@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <tuple>
 
 #include "common/check.h"
 #include "common/status.h"
+#include "common/strings.h"
 #include "common/subprocess.h"
 #include "common/thread.h"
 #include "fields/catalogue.h"
@@ -189,8 +191,12 @@ FieldType TypeOf(FieldId field) {
 // several fields, and remembers whether the GPU turned out to be lost.
 class NvmlBackend::Reader {
  public:
-  Reader(NvmlBackend* backend, uint32_t gpu)
-      : backend_(*backend), api_(backend->api_), gpu_(gpu), state_(*backend->gpu_state_[gpu]) {}
+  // `state`: the GPU's, or one of its MIG GPU instances'.
+  Reader(NvmlBackend* backend, uint32_t gpu, GpuState* state = nullptr)
+      : backend_(*backend),
+        api_(backend->api_),
+        gpu_(gpu),
+        state_(state != nullptr ? *state : *backend->gpu_state_[gpu]) {}
 
   // Issues nvmlDeviceGetFieldValues for every batched field in `fields`.
   void FetchBatched(absl::Span<const FieldId> fields) {
@@ -222,7 +228,10 @@ class NvmlBackend::Reader {
     for (FieldId field : fields) wanted |= FindGpm(field) != nullptr;
     if (!wanted || !state_.gpm_supported) return;
     nvml::GpmSample& current = state_.gpm_samples[state_.gpm_current];
-    const nvml::Return sampled = api_.GpmSampleGet(state_.device, current);
+    const nvml::Return sampled =
+        state_.gpm_parent != nullptr
+            ? api_.GpmMigSampleGet(state_.gpm_parent, state_.gpm_gpu_instance, current)
+            : api_.GpmSampleGet(state_.device, current);
     if (Check(sampled) != nvml::kSuccess) {
       gpm_error_ = sampled;
       state_.gpm_have_previous = false;
@@ -603,10 +612,160 @@ NvmlBackend::NvmlBackend(std::unique_ptr<NvmlLibrary> library, Clock* clock, Nvm
 
 NvmlBackend::~NvmlBackend() {
   StopEvents();
-  for (auto& state : gpu_state_) {
-    if (!state->gpm_supported) continue;
-    for (nvml::GpmSample sample : state->gpm_samples) api_.GpmSampleFree(sample);
+  for (auto& state : gpu_state_) FreeGpm(state.get());
+}
+
+void NvmlBackend::AllocateGpm(GpuState* state, bool gpu_supports_gpm) const {
+  const bool instance = state->gpm_parent != nullptr;
+  if (!gpu_supports_gpm || api_.GpmSampleAlloc == nullptr || api_.GpmSampleFree == nullptr ||
+      api_.GpmMetricsGet == nullptr ||
+      (instance ? api_.GpmMigSampleGet == nullptr : api_.GpmSampleGet == nullptr) ||
+      api_.GpmSampleAlloc(&state->gpm_samples[0]) != nvml::kSuccess) {
+    return;
   }
+  if (api_.GpmSampleAlloc(&state->gpm_samples[1]) != nvml::kSuccess) {
+    api_.GpmSampleFree(state->gpm_samples[0]);
+    return;
+  }
+  state->gpm_supported = true;
+  state->gpm_request = std::make_unique<nvml::GpmMetricsGet>();
+}
+
+void NvmlBackend::FreeGpm(GpuState* state) const {
+  for (auto& [id, instance] : state->mig_instances) FreeGpm(instance.get());
+  if (!state->gpm_supported) return;
+  for (nvml::GpmSample sample : state->gpm_samples) api_.GpmSampleFree(sample);
+  state->gpm_supported = false;
+}
+
+namespace {
+
+// "1g.10gb" from a MIG device's name, "NVIDIA H100 80GB HBM3 MIG 1g.10gb" (what the device
+// plugin parses too); the whole name when it has no " MIG ".
+std::string MigProfileOf(const std::string& name) {
+  const size_t at = name.rfind(" MIG ");
+  return at == std::string::npos ? name : name.substr(at + 5);
+}
+
+// The "1g" of "1g.10gb": compute slices (sevenths of the GPU's SMs); 0 when the name is not so.
+uint32_t ComputeSlicesOf(const std::string& profile) {
+  const size_t g = profile.find('g');
+  if (g == std::string::npos) return 0;
+  return static_cast<uint32_t>(ParseUint64(profile.substr(0, g)).value_or(0));
+}
+
+}  // namespace
+
+absl::StatusOr<MigState> NvmlBackend::ReadMig(uint32_t gpu) {
+  GpuState& state = *gpu_state_[gpu];
+  MigState mig;
+  std::map<uint32_t, std::unique_ptr<GpuState>> found;  // the instances now, by id
+  const auto finish = [&] {
+    for (auto& [id, gone] : state.mig_instances) {
+      if (!found.contains(id)) FreeGpm(gone.get());
+    }
+    state.mig_instances = std::move(found);
+    std::sort(mig.instances.begin(), mig.instances.end(),
+              [](const MigInstance& a, const MigInstance& b) {
+                return std::tie(a.placement_start, a.gpu_instance_id) <
+                       std::tie(b.placement_start, b.gpu_instance_id);
+              });
+    return mig;
+  };
+  const auto failed = [&](const char* call, nvml::Return code) {
+    return absl::Status(
+        IsGpuGone(code) ? absl::StatusCode::kUnavailable : absl::StatusCode::kInternal,
+        fmt::format("{}: {}", call, library_->ErrorString(code)));
+  };
+  if (state.device == nullptr || api_.DeviceGetMigMode == nullptr) return finish();
+  unsigned int current = 0, pending = 0;
+  nvml::Return code = api_.DeviceGetMigMode(state.device, &current, &pending);
+  if (code == nvml::kErrorNotSupported || code == nvml::kErrorFunctionNotFound) return finish();
+  if (code != nvml::kSuccess) return failed("nvmlDeviceGetMigMode", code);
+  if (current != nvml::kDeviceMigEnable) return finish();
+  mig.mode = true;
+  if (api_.DeviceGetMaxMigDeviceCount == nullptr ||
+      api_.DeviceGetMigDeviceHandleByIndex == nullptr || api_.DeviceGetGpuInstanceId == nullptr) {
+    return finish();
+  }
+  unsigned int max_devices = 0;
+  code = api_.DeviceGetMaxMigDeviceCount(state.device, &max_devices);
+  if (code != nvml::kSuccess) return failed("nvmlDeviceGetMaxMigDeviceCount", code);
+  for (unsigned int index = 0; index < max_devices; ++index) {
+    nvml::Device handle = nullptr;
+    code = api_.DeviceGetMigDeviceHandleByIndex(state.device, index, &handle);
+    if (code == nvml::kErrorNotFound) continue;  // an empty slot
+    if (code != nvml::kSuccess) return failed("nvmlDeviceGetMigDeviceHandleByIndex", code);
+    MigInstance instance;
+    code = api_.DeviceGetGpuInstanceId(handle, &instance.gpu_instance_id);
+    if (code != nvml::kSuccess) return failed("nvmlDeviceGetGpuInstanceId", code);
+    if (api_.DeviceGetComputeInstanceId != nullptr) {
+      (void)api_.DeviceGetComputeInstanceId(handle, &instance.compute_instance_id);
+    }
+    // The instance's own state, kept while its handle stays (its GPM samples carry over).
+    auto kept = state.mig_instances.find(instance.gpu_instance_id);
+    std::unique_ptr<GpuState> instance_state;
+    if (kept != state.mig_instances.end() && kept->second->device == handle) {
+      instance_state = std::move(kept->second);
+      state.mig_instances.erase(kept);
+    } else {
+      instance_state = std::make_unique<GpuState>();
+      instance_state->device = handle;
+      instance_state->gpm_parent = state.device;
+      instance_state->gpm_gpu_instance = instance.gpu_instance_id;
+      AllocateGpm(instance_state.get(), state.gpm_supported);
+    }
+    Reader reader(this, gpu, instance_state.get());
+    const auto text = [&](FieldId field) {
+      FieldValue value = reader.Field(field);
+      return value.ok() ? value.as_string() : std::string();
+    };
+    instance.uuid = text(fid::kUuid);
+    instance.profile = MigProfileOf(text(fid::kName));
+    instance.compute_slices = ComputeSlicesOf(instance.profile);
+    if (FieldValue total = reader.Field(fid::kFbTotal); total.ok()) {
+      instance.memory_total_mib = static_cast<uint64_t>(total.as_int());
+    }
+    nvml::GpuInstance gpu_instance = nullptr;
+    nvml::GpuInstanceInfo info{};
+    if (api_.DeviceGetGpuInstanceById != nullptr && api_.GpuInstanceGetInfo != nullptr &&
+        api_.DeviceGetGpuInstanceById(state.device, instance.gpu_instance_id, &gpu_instance) ==
+            nvml::kSuccess &&
+        api_.GpuInstanceGetInfo(gpu_instance, &info) == nvml::kSuccess) {
+      instance.placement_start = info.placement.start;
+      instance.placement_size = info.placement.size;
+    }
+    if (reader.gpu_lost()) {
+      FreeGpm(instance_state.get());
+      return failed("reading a MIG device", reader.lost_error());
+    }
+    found.emplace(instance.gpu_instance_id, std::move(instance_state));
+    mig.instances.push_back(std::move(instance));
+  }
+  return finish();
+}
+
+absl::Status NvmlBackend::ReadInstance(uint32_t gpu, const MigInstance& instance,
+                                       absl::Span<const FieldId> fields, absl::Time now,
+                                       absl::Span<FieldValue> out) {
+  (void)now;
+  GpuState& state = *gpu_state_[gpu];
+  auto it = state.mig_instances.find(instance.gpu_instance_id);
+  if (it == state.mig_instances.end()) {
+    return absl::NotFoundError(
+        fmt::format("GPU {} has no GPU instance {} any more", gpu, instance.gpu_instance_id));
+  }
+  Reader reader(this, gpu, it->second.get());
+  reader.FetchGpm(fields);
+  for (size_t i = 0; i < fields.size() && !reader.gpu_lost(); ++i) {
+    out[i] = SampledPerMigInstance(fields[i]) ? reader.Field(fields[i])
+                                              : FieldValue::Error(ValueStatus::kNotSupported);
+  }
+  if (reader.gpu_lost()) {
+    return absl::UnavailableError(
+        fmt::format("NVML says the GPU is lost: {}", library_->ErrorString(reader.lost_error())));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<NvmlBackend>> NvmlBackend::Create(
@@ -656,18 +815,15 @@ absl::StatusOr<std::unique_ptr<NvmlBackend>> NvmlBackend::Create(
       identity.device = fmt::format("nvidia{}", minor.as_int());
     }
     nvml::GpmSupport support{.version = nvml::kGpmSupportVersion, .is_supported_device = 0};
-    if (api.GpmQueryDeviceSupport != nullptr && api.GpmSampleAlloc != nullptr &&
-        api.GpmSampleFree != nullptr && api.GpmSampleGet != nullptr &&
-        api.GpmMetricsGet != nullptr &&
-        api.GpmQueryDeviceSupport(state.device, &support) == nvml::kSuccess &&
-        support.is_supported_device != 0 &&
-        api.GpmSampleAlloc(&state.gpm_samples[0]) == nvml::kSuccess) {
-      if (api.GpmSampleAlloc(&state.gpm_samples[1]) == nvml::kSuccess) {
-        state.gpm_supported = true;
-        state.gpm_request = std::make_unique<nvml::GpmMetricsGet>();
-      } else {
-        api.GpmSampleFree(state.gpm_samples[0]);
-      }
+    backend->AllocateGpm(&state,
+                         api.GpmQueryDeviceSupport != nullptr &&
+                             api.GpmQueryDeviceSupport(state.device, &support) == nvml::kSuccess &&
+                             support.is_supported_device != 0);
+    if (absl::StatusOr<MigState> mig = backend->ReadMig(index); mig.ok()) {
+      identity.mig = *std::move(mig);
+    } else {
+      spdlog::warn("GPU {}: its MIG state cannot be read ({}); taken as MIG off until it can",
+                   index, MessageOf(mig.status()));
     }
     spdlog::info("GPU {}: {} {} {}{}", index, identity.name, identity.uuid, identity.pci_bus_id,
                  state.gpm_supported ? " (with GPM profiling metrics)" : "");

@@ -11,6 +11,7 @@
 // with DeadlineBackend.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,6 +57,14 @@ class NvmlBackend : public Backend {
   void StopEvents() override;
   absl::StatusOr<std::vector<uint32_t>> ComputeProcesses(uint32_t gpu) override;
   absl::StatusOr<std::string> ResetGpu(uint32_t gpu) override;
+  // MIG through NVML: the mode, then each MIG device handle with its GPU and compute instance
+  // ids, UUID, profile (from the MIG device's name, "… MIG 1g.10gb", as the device plugin reads
+  // it), memory and placement. A driver or GPU without MIG: MIG off. Instances are read through
+  // their MIG device handles (framebuffer) and nvmlGpmMigSampleGet (the profiling ratios).
+  absl::StatusOr<MigState> ReadMig(uint32_t gpu) override;
+  absl::Status ReadInstance(uint32_t gpu, const MigInstance& instance,
+                            absl::Span<const FieldId> fields, absl::Time now,
+                            absl::Span<FieldValue> out) override;
 
  private:
   // What one GPU needs across reads; touched only by the thread reading that GPU.
@@ -72,10 +81,21 @@ class NvmlBackend : public Backend {
     // the rate between two samples, as DCGM computes it.
     std::optional<std::pair<int64_t, int64_t>> nvlink_previous;
     absl::flat_hash_set<uint64_t> logged;  // (field << 32 | NVML error) already logged
+    // A MIG GPU instance's state: `device` is its MIG device handle, and its GPM samples come
+    // from nvmlGpmMigSampleGet on `gpm_parent` for GPU instance `gpm_gpu_instance`.
+    nvml::Device gpm_parent = nullptr;
+    unsigned int gpm_gpu_instance = 0;
+    // The GPU's MIG GPU instances as ReadMig last found them, by GPU instance id (touched only
+    // by the sampling thread, which also reads them).
+    std::map<uint32_t, std::unique_ptr<GpuState>> mig_instances;
   };
   class Reader;
 
   NvmlBackend(std::unique_ptr<NvmlLibrary> library, Clock* clock, NvmlResetOptions reset);
+  // Allocates GPM samples for `state` (its device's, or with gpm_parent set an instance's) when
+  // the driver and GPU support GPM; FreeGpm releases them, with those of its instances.
+  void AllocateGpm(GpuState* state, bool gpu_supports_gpm) const;
+  void FreeGpm(GpuState* state) const;
   void RunEvents(nvml::EventSet set);
 
   const std::unique_ptr<NvmlLibrary> library_;

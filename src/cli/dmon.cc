@@ -1,7 +1,10 @@
-// `vigil dmon`: a live table of chosen fields per GPU, one block per engine tick, like
+// `vigil dmon`: a live table of chosen fields per GPU (and MIG GPU instance), one block per engine
+// tick, like
 // `dcgmi dmon` and `nvidia-smi dmon`; with --json, one JSON object per tick. Follows the engine
 // across restarts (says so on stderr) instead of exiting.
+#include <algorithm>
 #include <iostream>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/output.h"
@@ -62,6 +65,7 @@ int RunDmon(const DmonFlags& flags) {
   v1::SubscribeRequest request;
   for (uint32_t gpu : *gpus) request.add_gpus(gpu);
   for (FieldId field : *fields) request.add_field_ids(field);
+  request.set_include_mig_instances(true);  // MIG GPU instances get rows of their own
   auto subscription = (*client)->Subscribe(request);
 
   std::vector<size_t> widths;
@@ -116,13 +120,27 @@ int RunDmon(const DmonFlags& flags) {
       PrintHeader(*fields, widths);
       header_due = false;
     }
-    // Values arrive GPU-major in the requested field order.
-    const int per_gpu = static_cast<int>(fields->size());
-    for (int row = 0; row + per_gpu <= update.values_size(); row += per_gpu) {
-      std::string line = fmt::format("{:<8}", fmt::format("GPU {}", update.values(row).gpu()));
-      for (int i = 0; i < per_gpu; ++i) {
-        line += fmt::format("  {:>{}}", FormatValue(update.values(row + i)), widths[i]);
+    // Values arrive GPU-major in the requested field order, each GPU's followed by those of
+    // its MIG GPU instances (only the fields sampled per instance: the others show N/A).
+    std::vector<std::pair<std::string, std::vector<std::string>>> rows;
+    std::optional<std::pair<uint32_t, int64_t>> entity;  // (GPU, GPU instance or -1)
+    for (const v1::FieldValue& value : update.values()) {
+      const std::pair<uint32_t, int64_t> of{
+          value.gpu(), value.has_gpu_instance() ? int64_t{value.gpu_instance()} : -1};
+      if (entity != of) {
+        entity = of;
+        rows.emplace_back(of.second < 0 ? fmt::format("GPU {}", of.first)
+                                        : fmt::format("MIG {}/{}", of.first, of.second),
+                          std::vector<std::string>(fields->size(), "N/A"));
       }
+      auto column = std::find(fields->begin(), fields->end(), value.field_id());
+      if (column != fields->end())
+        rows.back().second[column - fields->begin()] = FormatValue(value);
+    }
+    for (const auto& [name, cells] : rows) {
+      std::string line = fmt::format("{:<8}", name);
+      for (size_t i = 0; i < cells.size(); ++i)
+        line += fmt::format("  {:>{}}", cells[i], widths[i]);
       std::cout << line << '\n';
     }
     std::cout.flush();

@@ -77,6 +77,7 @@ nlohmann::json ValueJson(const v1::FieldValue& value) {
       {"sample_seq", value.sample_seq()},
       {"timestamp_us", value.timestamp_us()},
   };
+  if (value.has_gpu_instance()) json["gpu_instance"] = value.gpu_instance();
   if (value.status() == v1::VALUE_STATUS_OK) {
     switch (value.value_case()) {
       case v1::FieldValue::kIntValue:

@@ -17,8 +17,12 @@
 //              "hang": ["nvmlDeviceGetTemperature"],     // calls that block while listed
 //              "lost": false,                             // every call: GPU_IS_LOST
 //              "processes": [4242],     // compute processes' pids (_v3; _v2 on the old driver)
-//              "xids": [79, {"xid": 94, "gpu_instance": 5}]}]}  // delivered once each, in
+//              "xids": [79, {"xid": 94, "gpu_instance": 5}],  // delivered once each, in
 //                                            // order (a MIG XID with its instance)
+//              "mig": {"mode": 1, "instances": [   // MIG mode and the MIG devices, by index
+//                {"gpu_instance": 1, "compute_instance": 0, "profile": "1g.10gb",
+//                 "uuid": "MIG-...", "placement": [0, 1], "memory_total": B, "memory_used": B,
+//                 "gpm": {"1": 20.0}}]}}]}   // the instance's GPM metrics (nvmlGpmMigSampleGet)
 //
 // A value or field the script omits answers NOT_SUPPORTED. Built twice: as a current driver, and
 // with FAKE_NVML_OLD_DRIVER as an older one that lacks some entry points (GPM, memory info v2,
@@ -48,7 +52,12 @@ namespace nv = vigil::nvml;
 using nlohmann::json;
 
 struct vigil::nvml::nvmlDevice_st {
-  int index;
+  int index;          // the GPU's (a MIG device's parent's)
+  int mig_slot = -1;  // a MIG device: its index among the GPU's MIG devices
+};
+struct vigil::nvml::nvmlGpuInstance_st {
+  int gpu;
+  int slot;  // the MIG device of this GPU instance
 };
 struct vigil::nvml::nvmlEventSet_st {
   std::vector<int> devices;
@@ -57,18 +66,22 @@ struct vigil::nvml::nvmlEventSet_st {
   bool broken = false;
 };
 struct vigil::nvml::nvmlGpmSample_st {
-  int unused;
+  int gpu_instance = -1;  // taken by nvmlGpmMigSampleGet: that GPU instance's metrics
+  int gpu = -1;
 };
 
 namespace {
 
 constexpr int kMaxGpus = 64;
+constexpr int kMaxMigDevices = 7;
 
 std::mutex g_mutex;
-json g_script;                           // guarded by g_mutex
-struct timespec g_mtime = {};            // of the script as loaded
-long long g_last_check_ns = 0;           // when the file was last stat'ed
-nv::nvmlDevice_st g_devices[kMaxGpus];   // handles; index fixed
+json g_script;                                              // guarded by g_mutex
+struct timespec g_mtime = {};                               // of the script as loaded
+long long g_last_check_ns = 0;                              // when the file was last stat'ed
+nv::nvmlDevice_st g_devices[kMaxGpus];                      // handles; index fixed
+nv::nvmlDevice_st g_mig_devices[kMaxGpus][kMaxMigDevices];  // MIG device handles
+nv::nvmlGpuInstance_st g_gpu_instances[kMaxGpus][kMaxMigDevices];
 size_t g_xids_delivered[kMaxGpus] = {};  // per GPU, guarded by g_mutex
 std::atomic<long long> g_call_nanos{0};  // CPU time spent inside timed entry points
 std::atomic<long long> g_calls{0};       // timed entry points called
@@ -114,6 +127,17 @@ const json* GpuOf(nv::Device device) {
   const int index = device->index;
   if (index < 0 || static_cast<size_t>(index) >= Gpus().size()) return nullptr;
   return &Gpus()[index];
+}
+
+// The script entry of a MIG device handle's instance, or null (a GPU's handle, or a MIG device
+// the script no longer lists).
+const json* InstanceOf(const json& gpu, nv::Device device) {
+  if (device->mig_slot < 0 || !gpu.contains("mig") || !gpu["mig"].contains("instances")) {
+    return nullptr;
+  }
+  const json& instances = gpu["mig"]["instances"];
+  if (static_cast<size_t>(device->mig_slot) >= instances.size()) return nullptr;
+  return &instances[device->mig_slot];
 }
 
 bool Listed(const json& gpu, const char* key, const char* call) {
@@ -195,12 +219,19 @@ nv::Return StringOf(const json& gpu, const char* key, char* out, unsigned int le
   return CopyString(gpu[key].get<std::string>(), out, length);
 }
 
-// The scripted memory figures, in bytes, as nvmlMemory_v2_t has them.
-nv::Return ScriptedMemory(const json& gpu, nv::MemoryV2* memory) {
+// The scripted memory figures, in bytes, as nvmlMemory_v2_t has them: the GPU's values, or a MIG
+// device's own (its instance entry's memory_total, memory_used).
+nv::Return ScriptedMemory(const json& gpu, nv::Device device, nv::MemoryV2* memory) {
   unsigned long long total = 0, used = 0, reserved = 0;
-  if (nv::Return r = Value(gpu, "memory_total", &total); r != nv::kSuccess) return r;
-  Value(gpu, "memory_used", &used);
-  Value(gpu, "memory_reserved", &reserved);
+  if (const json* instance = InstanceOf(gpu, device)) {
+    if (!instance->contains("memory_total")) return nv::kErrorNotSupported;
+    total = (*instance)["memory_total"].get<unsigned long long>();
+    used = instance->value("memory_used", 0ULL);
+  } else {
+    if (nv::Return r = Value(gpu, "memory_total", &total); r != nv::kSuccess) return r;
+    Value(gpu, "memory_used", &used);
+    Value(gpu, "memory_reserved", &reserved);
+  }
   memory->total = total;
   memory->reserved = reserved;
   memory->used = used;
@@ -221,7 +252,13 @@ nv::Return nvmlInit_v2() {
   MaybeReload();
   const int error = g_script.value("init_error", 0);
   if (error != 0) return error;
-  for (int i = 0; i < kMaxGpus; ++i) g_devices[i].index = i;
+  for (int i = 0; i < kMaxGpus; ++i) {
+    g_devices[i].index = i;
+    for (int slot = 0; slot < kMaxMigDevices; ++slot) {
+      g_mig_devices[i][slot] = {.index = i, .mig_slot = slot};
+      g_gpu_instances[i][slot] = {.gpu = i, .slot = slot};
+    }
+  }
   g_initialised = true;
   return nv::kSuccess;
 }
@@ -284,8 +321,14 @@ nv::Return nvmlDeviceGetHandleByIndex_v2(unsigned int index, nv::Device* device)
 
 nv::Return nvmlDeviceGetName(nv::Device device, char* name, unsigned int length) {
   Timed timed;
-  return DeviceCall(__func__, device,
-                    [&](const json& gpu) { return StringOf(gpu, "name", name, length); });
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    // A MIG device is named after its GPU and profile, as the driver names it.
+    if (const json* instance = InstanceOf(gpu, device)) {
+      return CopyString(gpu.value("name", "") + " MIG " + instance->value("profile", ""), name,
+                        length);
+    }
+    return StringOf(gpu, "name", name, length);
+  });
 }
 
 nv::Return nvmlDeviceGetBrand(nv::Device device, int* brand) {
@@ -305,8 +348,11 @@ nv::Return nvmlDeviceGetSerial(nv::Device device, char* serial, unsigned int len
 
 nv::Return nvmlDeviceGetUUID(nv::Device device, char* uuid, unsigned int length) {
   Timed timed;
-  return DeviceCall(__func__, device,
-                    [&](const json& gpu) { return StringOf(gpu, "uuid", uuid, length); });
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    if (const json* instance = InstanceOf(gpu, device))
+      return StringOf(*instance, "uuid", uuid, length);
+    return StringOf(gpu, "uuid", uuid, length);
+  });
 }
 
 nv::Return nvmlDeviceGetMinorNumber(nv::Device device, unsigned int* minor) {
@@ -450,7 +496,7 @@ nv::Return nvmlDeviceGetMemoryInfo(nv::Device device, nv::Memory* memory) {
   Timed timed;
   return DeviceCall(__func__, device, [&](const json& gpu) {
     nv::MemoryV2 v2{};
-    const nv::Return r = ScriptedMemory(gpu, &v2);
+    const nv::Return r = ScriptedMemory(gpu, device, &v2);
     // Version 1 has no reserved figure and counts it as used.
     *memory = {.total = v2.total, .free = v2.free, .used = v2.used + v2.reserved};
     return r;
@@ -462,7 +508,7 @@ nv::Return nvmlDeviceGetMemoryInfo_v2(nv::Device device, nv::MemoryV2* memory) {
   Timed timed;
   return DeviceCall(__func__, device, [&](const json& gpu) {
     if (memory->version != nv::kMemoryV2Version) return nv::kErrorArgumentVersionMismatch;
-    return ScriptedMemory(gpu, memory);
+    return ScriptedMemory(gpu, device, memory);
   });
 }
 
@@ -647,7 +693,24 @@ nv::Return nvmlGpmSampleFree(nv::GpmSample sample) {
 nv::Return nvmlGpmSampleGet(nv::Device device, nv::GpmSample sample) {
   Timed timed;
   return DeviceCall(__func__, device, [&](const json&) {
-    return sample.handle == nullptr ? nv::kErrorInvalidArgument : nv::kSuccess;
+    if (sample.handle == nullptr) return nv::kErrorInvalidArgument;
+    *sample.handle = {};
+    return nv::kSuccess;
+  });
+}
+
+nv::Return nvmlGpmMigSampleGet(nv::Device device, unsigned int gpu_instance_id,
+                               nv::GpmSample sample) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    if (sample.handle == nullptr || !gpu.contains("mig")) return nv::kErrorInvalidArgument;
+    for (const json& instance : gpu["mig"].value("instances", json::array())) {
+      if (instance.value("gpu_instance", 0u) == gpu_instance_id) {
+        *sample.handle = {.gpu_instance = static_cast<int>(gpu_instance_id), .gpu = device->index};
+        return nv::kSuccess;
+      }
+    }
+    return nv::kErrorNotFound;
   });
 }
 
@@ -667,6 +730,18 @@ nv::Return nvmlGpmMetricsGet(nv::GpmMetricsGet* request) {
       break;
     }
   }
+  // Samples of a GPU instance: that instance's metrics (none scripted: not supported).
+  if (const nv::nvmlGpmSample_st& taken = *request->sample2.handle; taken.gpu_instance >= 0) {
+    metrics = nullptr;
+    if (static_cast<size_t>(taken.gpu) < Gpus().size() && Gpus()[taken.gpu].contains("mig") &&
+        Gpus()[taken.gpu]["mig"].contains("instances")) {
+      for (const json& instance : Gpus()[taken.gpu]["mig"]["instances"]) {  // not a copy: kept
+        if (instance.value("gpu_instance", -1) == taken.gpu_instance && instance.contains("gpm")) {
+          metrics = &instance["gpm"];
+        }
+      }
+    }
+  }
   for (unsigned int i = 0; i < request->num_metrics && i < nv::kGpmMetricMax; ++i) {
     nv::GpmMetric& metric = request->metrics[i];
     const std::string key = std::to_string(metric.metric_id);
@@ -681,5 +756,88 @@ nv::Return nvmlGpmMetricsGet(nv::GpmMetricsGet* request) {
   return nv::kSuccess;
 }
 #endif
+
+// MIG (both driver variants: MIG predates GPM).
+nv::Return nvmlDeviceGetMigMode(nv::Device device, unsigned int* current, unsigned int* pending) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    if (!gpu.contains("mig")) return nv::kErrorNotSupported;  // a GPU without MIG
+    *current = *pending = gpu["mig"].value("mode", 0u);
+    return nv::kSuccess;
+  });
+}
+
+nv::Return nvmlDeviceGetMaxMigDeviceCount(nv::Device device, unsigned int* count) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    *count = gpu.contains("mig") ? kMaxMigDevices : 0;
+    return nv::kSuccess;
+  });
+}
+
+nv::Return nvmlDeviceGetMigDeviceHandleByIndex(nv::Device device, unsigned int index,
+                                               nv::Device* mig_device) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    if (!gpu.contains("mig") || gpu["mig"].value("mode", 0) != 1) return nv::kErrorNotSupported;
+    if (index >= static_cast<unsigned int>(kMaxMigDevices)) return nv::kErrorInvalidArgument;
+    if (index >= gpu["mig"].value("instances", json::array()).size()) return nv::kErrorNotFound;
+    *mig_device = &g_mig_devices[device->index][index];
+    return nv::kSuccess;
+  });
+}
+
+nv::Return nvmlDeviceGetGpuInstanceId(nv::Device device, unsigned int* id) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    const json* instance = InstanceOf(gpu, device);
+    if (instance == nullptr) return nv::kErrorNotSupported;  // not a MIG device
+    *id = instance->value("gpu_instance", 0u);
+    return nv::kSuccess;
+  });
+}
+
+nv::Return nvmlDeviceGetComputeInstanceId(nv::Device device, unsigned int* id) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    const json* instance = InstanceOf(gpu, device);
+    if (instance == nullptr) return nv::kErrorNotSupported;
+    *id = instance->value("compute_instance", 0u);
+    return nv::kSuccess;
+  });
+}
+
+nv::Return nvmlDeviceGetGpuInstanceById(nv::Device device, unsigned int id,
+                                        nv::GpuInstance* gpu_instance) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    if (!gpu.contains("mig")) return nv::kErrorNotSupported;
+    const json& instances = gpu["mig"].value("instances", json::array());
+    for (size_t slot = 0; slot < instances.size() && slot < kMaxMigDevices; ++slot) {
+      if (instances[slot].value("gpu_instance", 0u) == id) {
+        *gpu_instance = &g_gpu_instances[device->index][slot];
+        return nv::kSuccess;
+      }
+    }
+    return nv::kErrorNotFound;
+  });
+}
+
+nv::Return nvmlGpuInstanceGetInfo(nv::GpuInstance gpu_instance, nv::GpuInstanceInfo* info) {
+  Timed timed;
+  if (gpu_instance == nullptr || info == nullptr) return nv::kErrorInvalidArgument;
+  return DeviceCall(__func__, &g_devices[gpu_instance->gpu], [&](const json& gpu) {
+    const json& instances = gpu["mig"].value("instances", json::array());
+    if (static_cast<size_t>(gpu_instance->slot) >= instances.size()) return nv::kErrorNotFound;
+    const json& instance = instances[gpu_instance->slot];
+    const json placement = instance.value("placement", json::array({0, 0}));
+    *info = {.device = &g_devices[gpu_instance->gpu],
+             .id = instance.value("gpu_instance", 0u),
+             .profile_id = 0,
+             .placement = {.start = placement[0].get<unsigned int>(),
+                           .size = placement[1].get<unsigned int>()}};
+    return nv::kSuccess;
+  });
+}
 
 }  // extern "C"
