@@ -306,8 +306,9 @@ TEST(ExporterTest, MigGpuInstancesHaveTheirSeriesAndTheirPods) {
   EXPECT_EQ(CountLines(body, "DCGM_FI_DEV_FB_USED{gpu=\"1\""), 1);
   EXPECT_THAT(body, HasSubstr("modelName=\"NVIDIA H100 80GB HBM3\",GPU_I_PROFILE=\"1g.10gb\","
                               "GPU_I_ID=\"3\",Hostname=\"node-a\""));
-  EXPECT_THAT(body, HasSubstr("GPU_I_ID=\"3\",Hostname=\"node-a\",DCGM_FI_DRIVER_VERSION=\"580.82.07\","
-                              "container=\"triton\",namespace=\"ml\",pod=\"infer-3\"}"));
+  EXPECT_THAT(body,
+              HasSubstr("GPU_I_ID=\"3\",Hostname=\"node-a\",DCGM_FI_DRIVER_VERSION=\"580.82.07\","
+                        "container=\"triton\",namespace=\"ml\",pod=\"infer-3\"}"));
   // Only instance 3's series carry the pod: one line per field it has.
   std::istringstream lines(body);
   int with_pod = 0;

@@ -18,8 +18,6 @@
 
 namespace vigil {
 
-
-
 // A profile of the simulated H100 80GB.
 struct MigProfile {
   std::string_view name;
@@ -34,8 +32,6 @@ const std::vector<MigProfile>& H100MigProfiles();
 const MigProfile* FindMigProfile(std::string_view name);
 // "1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb or 7g.80gb".
 std::string MigProfileChoices();
-
-
 
 // One `--mig` value: "GPU:PROFILE[,PROFILE…]" (profiles repeat for several instances).
 struct MigLayout {

@@ -117,7 +117,8 @@ absl::Status SimBackend::ReadInstance(uint32_t gpu, const MigInstance& instance,
                                            instance.gpu_instance_id, instance.uuid));
   }
   models_[gpu].AdvanceTo(now);
-  for (size_t i = 0; i < fields.size(); ++i) out[i] = models_[gpu].ReadInstance(instance, fields[i]);
+  for (size_t i = 0; i < fields.size(); ++i)
+    out[i] = models_[gpu].ReadInstance(instance, fields[i]);
   return absl::OkStatus();
 }
 

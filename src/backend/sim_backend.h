@@ -69,7 +69,7 @@ class SimBackend : public Backend {
   std::vector<SimGpu> models_ ABSL_GUARDED_BY(mutex_);
   std::vector<bool> lost_ ABSL_GUARDED_BY(mutex_);
   std::vector<MigState> mig_ ABSL_GUARDED_BY(mutex_);  // now (identities_: as discovered)
-  uint32_t mig_changes_ ABSL_GUARDED_BY(mutex_) = 0;    // seeds the UUIDs of new instances
+  uint32_t mig_changes_ ABSL_GUARDED_BY(mutex_) = 0;   // seeds the UUIDs of new instances
   std::vector<std::vector<uint32_t>> compute_processes_ ABSL_GUARDED_BY(mutex_);
   int resets_ ABSL_GUARDED_BY(mutex_) = 0;
   EventSink* sink_ ABSL_GUARDED_BY(mutex_) = nullptr;

@@ -277,10 +277,10 @@ FieldValue SimGpu::ReadInstance(const MigInstance& instance, FieldId field) cons
   const bool training = phase_ == Phase::kTraining;
   const auto total = static_cast<int64_t>(instance.memory_total_mib);
   const int64_t reserved = kFbReservedMib * instance.placement_size / kMigMemorySlices;
-  const int64_t used = std::clamp(
-      static_cast<int64_t>(mem_used_mib_ / kFbTotalMib * static_cast<double>(total) *
-                           std::clamp(share, 0.2, 1.0)),
-      int64_t{0}, total - reserved);
+  const int64_t used =
+      std::clamp(static_cast<int64_t>(mem_used_mib_ / kFbTotalMib * static_cast<double>(total) *
+                                      std::clamp(share, 0.2, 1.0)),
+                 int64_t{0}, total - reserved);
   switch (field) {
     case fid::kFbTotal:
       return FieldValue::Int(total);

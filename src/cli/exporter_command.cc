@@ -37,13 +37,13 @@ int RunExporter(const ExporterFlags& flags) {
   if (absl::Status status = InitLogging(flags.log_level); !status.ok()) {
     return Fail("exporter", WithContext(status, "--log-level"));
   }
-  ExporterOptions options{.listen = flags.listen,
-                          .collectors_path = flags.collectors,
-                          .hostname_label = flags.hostname_label,
-                          .hostname = flags.node_name.empty() ? DefaultNodeName() : flags.node_name,
-                          .kubernetes = flags.kubernetes,
-                          .gpu_id_type = flags.gpu_id_type == "device-name" ? GpuIdType::kDeviceName
-                                                                            : GpuIdType::kUid};
+  ExporterOptions options{
+      .listen = flags.listen,
+      .collectors_path = flags.collectors,
+      .hostname_label = flags.hostname_label,
+      .hostname = flags.node_name.empty() ? DefaultNodeName() : flags.node_name,
+      .kubernetes = flags.kubernetes,
+      .gpu_id_type = flags.gpu_id_type == "device-name" ? GpuIdType::kDeviceName : GpuIdType::kUid};
   options.pods.socket_path = flags.pod_resources_socket;
   const std::pair<const char*, const std::string*> durations[] = {
       {"--pod-refresh", &flags.pod_refresh},

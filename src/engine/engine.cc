@@ -182,8 +182,7 @@ HistoryStore Engine::NewInstanceHistory() const {
     types.push_back(layout_->field(index).type);
     intervals.push_back(schedule_.interval(index));
   }
-  return HistoryStore(1, std::move(types), std::move(intervals),
-                      options_.config.history_max_age);
+  return HistoryStore(1, std::move(types), std::move(intervals), options_.config.history_max_age);
 }
 
 std::shared_ptr<const MigTable> Engine::PollMig(absl::Time now, const MigTable& current) {
@@ -196,8 +195,8 @@ std::shared_ptr<const MigTable> Engine::PollMig(absl::Time now, const MigTable& 
     absl::StatusOr<MigState> state = backend_->ReadMig(gpu);
     if (!state.ok()) {
       if (!mig_read_failing_[gpu]) {
-        spdlog::warn("GPU {} ({}): its MIG state could not be read ({}); keeping the last one",
-                     gpu, gpus()[gpu].uuid, MessageOf(state.status()));
+        spdlog::warn("GPU {} ({}): its MIG state could not be read ({}); keeping the last one", gpu,
+                     gpus()[gpu].uuid, MessageOf(state.status()));
       }
       mig_read_failing_[gpu] = true;
       continue;
@@ -208,7 +207,8 @@ std::shared_ptr<const MigTable> Engine::PollMig(absl::Time now, const MigTable& 
         fmt::format("GPU {} ({}): MIG layout changed: {} -> {}", gpu, gpus()[gpu].uuid,
                     DescribeMig(states[gpu]), DescribeMig(*state));
     spdlog::warn("{}", message);
-    Record({.kind = EventKind::kMigLayoutChanged, .gpu = static_cast<int>(gpu), .message = message});
+    Record(
+        {.kind = EventKind::kMigLayoutChanged, .gpu = static_cast<int>(gpu), .message = message});
     states[gpu] = *std::move(state);
     changed = true;
   }
@@ -373,8 +373,8 @@ void Engine::RunTick() {
       for (size_t row = 0; row < mig.rows.size(); ++row) {
         const std::string& uuid = mig.instance(row).uuid;
         auto it = instance_history_.find(uuid);
-        kept.emplace(uuid, it != instance_history_.end() ? std::move(it->second)
-                                                         : NewInstanceHistory());
+        kept.emplace(uuid,
+                     it != instance_history_.end() ? std::move(it->second) : NewInstanceHistory());
       }
       instance_history_ = std::move(kept);
     }
@@ -483,8 +483,7 @@ void Engine::OnXid(const XidEvent& event) {
     unmatched.push_back({event.time, event.source});
     if (unmatched.size() > 256) unmatched.pop_front();  // a storm from one source
   }
-  const std::string instance =
-      InGpuInstance(Mig()->gpus[event.gpu].instances, event.gpu_instance);
+  const std::string instance = InGpuInstance(Mig()->gpus[event.gpu].instances, event.gpu_instance);
   ApplyXid(event.gpu, event.xid, event.time, event.injected, instance,
            {.message = fmt::format("GPU {} ({}): XID {}{}{}{}", event.gpu, gpus()[event.gpu].uuid,
                                    event.xid, instance, from_log ? " (kernel log)" : "",
@@ -501,8 +500,8 @@ void Engine::OnSxid(const SxidEvent& event) {
                                  event.detail.empty() ? "" : ": ", event.detail)});
 }
 
-void Engine::ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected,
-                      std::string where, EngineEvent event) {
+void Engine::ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected, std::string where,
+                      EngineEvent event) {
   stats_.xid_events.fetch_add(1, std::memory_order_relaxed);
   {
     absl::MutexLock lock(&xid_mutex_);
@@ -578,9 +577,9 @@ absl::StatusOr<InjectionRecord> Engine::InjectXid(const XidInjectionRequest& req
     if (!found) {
       return absl::InvalidArgumentError(
           state.mode ? fmt::format("GPU {} has no GPU instance {}: its instances are {}",
-                                          request.gpu, *request.gpu_instance, ids)
-                            : fmt::format("GPU {} is not in MIG mode: it has no GPU instance {}",
-                                          request.gpu, *request.gpu_instance));
+                                   request.gpu, *request.gpu_instance, ids)
+                     : fmt::format("GPU {} is not in MIG mode: it has no GPU instance {}",
+                                   request.gpu, *request.gpu_instance));
     }
   }
   auto record = injections_.MakeXid(request, principal, options_.clock->Now());

@@ -33,8 +33,8 @@ enum class EventKind {
   kScenarioEnded,
   kHealthTransition,
   kHealthCleared,
-  kSxid,      // an NVSwitch error (gpu -1; `sxid` says which switch)
-  kGpuReset,  // a GPU reset: requested, then done or failed (principal: who asked)
+  kSxid,              // an NVSwitch error (gpu -1; `sxid` says which switch)
+  kGpuReset,          // a GPU reset: requested, then done or failed (principal: who asked)
   kMigLayoutChanged,  // a GPU's MIG mode or GPU instances changed while the engine ran
 };
 std::string_view EventKindName(EventKind kind);

@@ -14,9 +14,10 @@ using ::testing::HasSubstr;
 class MigEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto sim = SimBackend::Create({.gpu_count = 2,
-                                   .seed = 3,
-                                   .mig = {{.gpu = 0, .profiles = {"1g.10gb", "1g.10gb", "2g.20gb"}}}});
+    auto sim =
+        SimBackend::Create({.gpu_count = 2,
+                            .seed = 3,
+                            .mig = {{.gpu = 0, .profiles = {"1g.10gb", "1g.10gb", "2g.20gb"}}}});
     ASSERT_TRUE(sim.ok()) << sim.status();
     sim_ = sim->get();
     auto engine = Engine::Create({.node_name = "n1", .clock = &clock_}, std::move(*sim));
@@ -126,8 +127,8 @@ TEST_F(MigEngineTest, ALayoutChangeWhileRunningIsPickedUpAndTheOldInstancesEnd) 
   // The new instances are sampled from the tick that saw them; the old ones have no series.
   EXPECT_EQ(InstanceInt(0, fid::kFbTotal),
             static_cast<int64_t>(engine_->Mig()->instance(0).memory_total_mib));
-  auto history = engine_->History(
-      {.gpus = {0}, .fields = {fid::kFbTotal}, .include_mig_instances = true});
+  auto history =
+      engine_->History({.gpus = {0}, .fields = {fid::kFbTotal}, .include_mig_instances = true});
   ASSERT_TRUE(history.ok());
   ASSERT_EQ(history->size(), 3u);
   EXPECT_EQ((*history)[1].gpu_instance, 1u);

@@ -122,9 +122,9 @@ const PodInfo* PodOf(const ExporterView& view, const Entity& entity, GpuIdType i
   }
   const v1::MigInstance& instance = *entity.instance;
   if (const PodInfo* pod = find(instance.uuid())) return pod;
-  if (const PodInfo* pod = find(fmt::format("MIG-{}/{}/{}", entity.gpu->uuid(),
-                                            instance.gpu_instance_id(),
-                                            instance.compute_instance_id()))) {
+  if (const PodInfo* pod =
+          find(fmt::format("MIG-{}/{}/{}", entity.gpu->uuid(), instance.gpu_instance_id(),
+                           instance.compute_instance_id()))) {
     return pod;
   }
   return find(fmt::format("{}/gi{}", entity.gpu->device(), instance.gpu_instance_id()));
@@ -160,7 +160,7 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
     const std::vector<Entity> entities = Entities(view);
     const size_t gpus = entities.size(), width = counters.counters.size();
     std::unordered_map<uint32_t, std::pair<size_t, size_t>> gpu_entities;  // [first, last)
-    std::map<std::pair<uint32_t, uint32_t>, size_t> instance_entity;      // (GPU, GPU instance)
+    std::map<std::pair<uint32_t, uint32_t>, size_t> instance_entity;       // (GPU, GPU instance)
     for (size_t e = 0; e < gpus; ++e) {
       const uint32_t index = entities[e].gpu->index();
       auto [range, added] = gpu_entities.try_emplace(index, e, e + 1);

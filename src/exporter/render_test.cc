@@ -363,7 +363,6 @@ TEST(RenderTest, XidMessageFollowsTheEnginesPolicy) {
   EXPECT_THAT(text, HasSubstr("err_code=\"999\",err_msg=\"Unknown Error\"} 999\n"));
 }
 
-
 // MIG, as dcgm-exporter 4.8.2 (tag 4.5.3-4.8.2) renders it in its default flex mode:
 // internal/pkg/devicemonitoring/device_monitoring.go (monitorAllGPUInstances: a GPU holding
 // instances is monitored as its GPU instances only), internal/pkg/collector/gpu_collector.go
@@ -424,26 +423,44 @@ DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, Ratio of time the graphics engine is activ
       // GPU 0 has no series of its own: its instances replace it; its temperature is theirs.
       "# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n"
       "# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n"
-      "DCGM_FI_DEV_GPU_TEMP{" + gi1 + "} 40\n"
-      "DCGM_FI_DEV_GPU_TEMP{" + gi2 + "} 40\n"
-      "DCGM_FI_DEV_GPU_TEMP{" + gpu1 + "} 41\n"
+      "DCGM_FI_DEV_GPU_TEMP{" +
+      gi1 +
+      "} 40\n"
+      "DCGM_FI_DEV_GPU_TEMP{" +
+      gi2 +
+      "} 40\n"
+      "DCGM_FI_DEV_GPU_TEMP{" +
+      gpu1 +
+      "} 41\n"
       // The framebuffer and the activity are each instance's own.
       "# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).\n"
       "# TYPE DCGM_FI_DEV_FB_USED gauge\n"
-      "DCGM_FI_DEV_FB_USED{" + gi1 + "} 1000\n"
-      "DCGM_FI_DEV_FB_USED{" + gi2 + "} 2000\n"
-      "DCGM_FI_DEV_FB_USED{" + gpu1 + "} 30001\n"
+      "DCGM_FI_DEV_FB_USED{" +
+      gi1 +
+      "} 1000\n"
+      "DCGM_FI_DEV_FB_USED{" +
+      gi2 +
+      "} 2000\n"
+      "DCGM_FI_DEV_FB_USED{" +
+      gpu1 +
+      "} 30001\n"
       "# HELP DCGM_FI_PROF_GR_ENGINE_ACTIVE Ratio of time the graphics engine is active.\n"
       "# TYPE DCGM_FI_PROF_GR_ENGINE_ACTIVE gauge\n"
-      "DCGM_FI_PROF_GR_ENGINE_ACTIVE{" + gi1 + "} 0.250000\n"
-      "DCGM_FI_PROF_GR_ENGINE_ACTIVE{" + gi2 + "} 0.500000\n"
-      "DCGM_FI_PROF_GR_ENGINE_ACTIVE{" + gpu1 + "} 0.500000\n";
+      "DCGM_FI_PROF_GR_ENGINE_ACTIVE{" +
+      gi1 +
+      "} 0.250000\n"
+      "DCGM_FI_PROF_GR_ENGINE_ACTIVE{" +
+      gi2 +
+      "} 0.500000\n"
+      "DCGM_FI_PROF_GR_ENGINE_ACTIVE{" +
+      gpu1 + "} 0.500000\n";
   const std::string text = RenderMetrics(counters, view, {.hostname = "node-1"});
   EXPECT_EQ(text.substr(0, text.find("# HELP vigil_engine_up")), expected);
 }
 
 TEST(RenderTest, MigPodsAreMatchedByTheirMigDeviceIdsWhateverTheGpuIdType) {
-  const Counters counters = Parse("DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).\n");
+  const Counters counters =
+      Parse("DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).\n");
   for (const GpuIdType id_type : {GpuIdType::kUid, GpuIdType::kDeviceName}) {
     ExporterView view = MigGpus();
     // The mixed strategy's nvidia.com/mig-1g.10gb device: the MIG UUID of GPU instance 2.

@@ -89,7 +89,8 @@ void HealthEvaluator::RecordXid(uint32_t gpu, uint32_t xid, absl::Time time, boo
                                 bool actions_allowed, std::string where) {
   if (gpu >= gpus_.size()) return;
   absl::MutexLock lock(&mutex_);
-  pending_xids_.push_back({gpu, xid, time, injected, injected && actions_allowed, std::move(where)});
+  pending_xids_.push_back(
+      {gpu, xid, time, injected, injected && actions_allowed, std::move(where)});
 }
 
 void HealthEvaluator::RecordSxid(const SxidEvent& sxid) {
@@ -218,8 +219,7 @@ void HealthEvaluator::EvaluateXids(absl::Time now) {
         rule.severity == XidRule::Severity::kFail ? HealthStatus::kFail : HealthStatus::kWarn;
     Upsert(xid.gpu,
            {rule.system, status, fmt::format("xid.{}", xid.xid), rule.code,
-            fmt::format("XID {}{}: {}{}", xid.xid,
-                        xid.where, rule.meaning,
+            fmt::format("XID {}{}: {}{}", xid.xid, xid.where, rule.meaning,
                         Repeats(rule, times.size())),
             rule.action, xid.injected, xid.actions_allowed, rule.recommended},
            now, /*onset=*/true, rule.window);

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "fields/mig_entity.h"
 #include "fields/catalogue.h"
+#include "fields/mig_entity.h"
 #include "fields/value.h"
 
 namespace vigil {

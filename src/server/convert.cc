@@ -112,7 +112,8 @@ void AppendValues(const Snapshot& snapshot, const std::vector<uint32_t>& gpus,
     const std::vector<size_t>& sampled = *snapshot.instance_fields;  // ascending
     for (size_t index : fields) {
       auto it = std::lower_bound(sampled.begin(), sampled.end(), index);
-      if (it != sampled.end() && *it == index) instance_fields.emplace_back(index, it - sampled.begin());
+      if (it != sampled.end() && *it == index)
+        instance_fields.emplace_back(index, it - sampled.begin());
     }
   }
   out->Reserve(static_cast<int>(gpus.size() * fields.size()));
