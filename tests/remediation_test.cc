@@ -57,12 +57,16 @@ class RemediationTest : public ::testing::Test {
     api_->AddPod(GpuPod("ml", "train-1", "n1"));  // holds GPU 1
     kubelet_.AddPod("ml", "train-0", "main", {uuids_[0]});
     kubelet_.AddPod("ml", "train-1", "main", {uuids_[1]});
+    if (!gpus[0]["mig_instances"].empty()) {  // MigRemediationTest: a pod on GPU instance 2
+      mig2_uuid_ = gpus[0]["mig_instances"][1]["uuid"];
+      kubelet_.AddMigPod("ml", "infer-2", "main", "nvidia.com/mig-1g.10gb", {mig2_uuid_});
+    }
     ASSERT_TRUE(kubelet_.Serve(dir_.File("kubelet.sock")));
   }
   void TearDown() override { unsetenv("VIGIL_BOOT_ID_FILE"); }
 
   void StartEngine() {
-    engine_ = std::make_unique<EngineProcess>(dir_.path(), "n1", 2);
+    engine_ = std::make_unique<EngineProcess>(dir_.path(), "n1", 2, engine_args_);
     ASSERT_FALSE(engine_->tcp_address.empty()) << engine_->process->Stderr();
   }
   // The node's health check, handing off with the remediator.
@@ -150,6 +154,8 @@ class RemediationTest : public ::testing::Test {
   TempDir dir_;
   std::unique_ptr<FakeKubeApi> api_;
   std::string boot_id_file_;
+  std::vector<std::string> engine_args_;  // the engine's extra flags
+  std::string mig2_uuid_;                 // with --mig: GPU 0's GPU instance 2
   std::unique_ptr<EngineProcess> engine_;
   std::vector<std::string> uuids_;
   FakeKubelet kubelet_;
@@ -362,6 +368,47 @@ TEST_F(RemediationTest, BadFlagsAreRefusedWithOneLine) {
   const auto relay = Vigil({"healthcheck", "--remediation"});
   EXPECT_EQ(relay.exit_code, 2);
   EXPECT_THAT(relay.err, HasSubstr("--remediation needs --kubernetes"));
+}
+
+// GPU 0 in MIG mode (a 2g.20gb at 0, 1g.10gb instances 2 and 3), a pod on instance 2.
+class MigRemediationTest : public RemediationTest {
+ protected:
+  void SetUp() override {
+    engine_args_ = {"--mig", "0:1g.10gb,1g.10gb,2g.20gb"};
+    RemediationTest::SetUp();
+  }
+};
+
+TEST_F(MigRemediationTest, AFailingMigGpuListsItsInstancesAndTheirPodsForADrain) {
+  StartHealthcheck();
+  const auto injected = Vigil({"inject", "xid", "--gpu", "0", "--xid", "48", "--gpu-instance", "2",
+                               "--engine", engine_->unix_address});
+  ASSERT_EQ(injected.exit_code, 0) << injected.err;
+  Json gpu0;
+  ASSERT_TRUE(Eventually([&] {
+    const Json status = Json::parse(check_->Get("/status"), nullptr, false);
+    if (status.is_discarded() || status["gpus"].empty()) return false;
+    gpu0 = status["gpus"][0];
+    return gpu0["status"] == "FAIL" && gpu0.contains("pods");
+  })) << check_->Get("/status");
+  EXPECT_THAT(gpu0["incidents"][0]["message"].get<std::string>(),
+              HasSubstr("XID 48 in GPU instance 2 (1g.10gb, " + mig2_uuid_ + ")"));
+  ASSERT_EQ(gpu0["mig_instances"].size(), 3u);
+  Json instance2;
+  for (const Json& instance : gpu0["mig_instances"]) {
+    if (instance["gpu_instance_id"] == 2) instance2 = instance;
+    if (instance["gpu_instance_id"] == 3) {
+      EXPECT_EQ(instance["pods"], Json::array());
+    }
+  }
+  EXPECT_EQ(instance2["profile"], "1g.10gb");
+  EXPECT_EQ(instance2["pods"], Json::array({"ml/infer-2"}));
+  // The GPU's pods (what a drain of the GPU takes): its own and its instances'.
+  EXPECT_EQ(gpu0["pods"], Json::array({"ml/train-0", "ml/infer-2"}));
+  // The published faults carry the same for the remediator.
+  ASSERT_TRUE(Eventually([&] { return !Annotation(std::string(kFaultsAnnotation)).empty(); }));
+  const Json faults = Json::parse(Annotation(std::string(kFaultsAnnotation)));
+  EXPECT_EQ(faults["pods"][uuids_[0]], Json::array({"ml/train-0", "ml/infer-2"}));
 }
 
 }  // namespace

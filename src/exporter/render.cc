@@ -121,13 +121,12 @@ const PodInfo* PodOf(const ExporterView& view, const Entity& entity, GpuIdType i
     return find(id_type == GpuIdType::kDeviceName ? entity.gpu->device() : entity.gpu->uuid());
   }
   const v1::MigInstance& instance = *entity.instance;
-  if (const PodInfo* pod = find(instance.uuid())) return pod;
-  if (const PodInfo* pod =
-          find(fmt::format("MIG-{}/{}/{}", entity.gpu->uuid(), instance.gpu_instance_id(),
-                           instance.compute_instance_id()))) {
-    return pod;
+  for (const std::string& id :
+       MigDeviceIds(entity.gpu->uuid(), entity.gpu->device(), instance.gpu_instance_id(),
+                    instance.compute_instance_id(), instance.uuid())) {
+    if (const PodInfo* pod = find(id)) return pod;
   }
-  return find(fmt::format("{}/gi{}", entity.gpu->device(), instance.gpu_instance_id()));
+  return nullptr;
 }
 
 void Header(std::string* out, std::string_view name, std::string_view type, std::string_view help) {

@@ -1,8 +1,11 @@
 // Implements the health check daemon's wiring: monitor -> endpoints, monitor -> node reporter.
 #include "healthcheck/healthcheck.h"
 
+#include <algorithm>
+
 #include "fmt/format.h"
 #include "healthcheck/condition.h"
+#include "healthcheck/gpu_pods.h"
 
 namespace vigil {
 namespace {
@@ -58,6 +61,26 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
   });
   self->http_.Get("/status", [self] {
     nlohmann::json status = self->monitor_->StatusJson();
+    // With the kubelet's mapping: the pods on each GPU and on each of its MIG instances.
+    if (const std::optional<GpuPodMap> pods =
+            self->pods_ != nullptr ? self->pods_->Known() : std::nullopt) {
+      const HealthView view = self->monitor_->View();
+      for (nlohmann::json& gpu : status["gpus"]) {
+        const std::string uuid = gpu["uuid"];
+        const auto listed =
+            std::find_if(view.gpus.begin(), view.gpus.end(),
+                         [&](const v1::Gpu& known) { return known.uuid() == uuid; });
+        const v1::Gpu* known = listed != view.gpus.end() ? &*listed : nullptr;
+        gpu["pods"] = PodsOfGpu(*pods, uuid, known);
+        if (known == nullptr || !gpu.contains("mig_instances")) continue;
+        for (nlohmann::json& instance : gpu["mig_instances"]) {
+          for (const v1::MigInstance& mig : known->mig_instances()) {
+            if (mig.uuid() == instance["uuid"])
+              instance["pods"] = PodsOfMigInstance(*pods, *known, mig);
+          }
+        }
+      }
+    }
     if (self->reporter_ != nullptr) {
       const NodeReporterStats& stats = self->reporter_->stats();
       status["kubernetes"] = {

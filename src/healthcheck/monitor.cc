@@ -100,7 +100,25 @@ void HealthMonitor::Follow() {
       spdlog::info("healthcheck: connected to engine {} of node {}", engine_instance, engine_node);
     }
     last_problem = problem;
+    // The GPUs and their MIG instances: listed for a new engine instance or MIG layout (a
+    // failed listing is tried again at the next update).
+    std::optional<v1::ListGpusResponse> listed;
+    {
+      const HealthView current = View();
+      if (!mismatch && (current.gpus_instance_id != engine_instance ||
+                        current.gpus_mig_generation != update.mig_generation())) {
+        if (auto gpus = client_->ListGpus(); gpus.ok() && gpus->instance_id() == engine_instance &&
+                                             gpus->mig_generation() >= update.mig_generation()) {
+          listed = std::move(*gpus);
+        }
+      }
+    }
     Update([&](HealthView& view) {
+      if (listed.has_value()) {
+        view.gpus.assign(listed->gpus().begin(), listed->gpus().end());
+        view.gpus_instance_id = engine_instance;
+        view.gpus_mig_generation = listed->mig_generation();
+      }
       if (!view.connected && view.have_verdict) ++reconnects_;
       view.connected = true;
       view.engine_instance_id = engine_instance;
@@ -205,6 +223,19 @@ nlohmann::json HealthMonitor::StatusJson() const {
       for (const v1::SystemHealth& system : gpu.systems()) {
         gpu_json["systems"][system.system()] = std::string(HealthStatusText(system.status()));
         AppendIncidents(system, &gpu_json["incidents"]);
+      }
+      // On a GPU in MIG mode, its GPU instances (a failing GPU's are what a partial drain acts
+      // on; the verdict stays the GPU's).
+      for (const v1::Gpu& listed : view.gpus) {
+        if (listed.index() != gpu.gpu() || !listed.mig_mode()) continue;
+        gpu_json["mig_instances"] = nlohmann::json::array();
+        for (const v1::MigInstance& instance : listed.mig_instances()) {
+          gpu_json["mig_instances"].push_back(
+              {{"gpu_instance_id", instance.gpu_instance_id()},
+               {"compute_instance_id", instance.compute_instance_id()},
+               {"profile", instance.profile()},
+               {"uuid", instance.uuid()}});
+        }
       }
       json["gpus"].push_back(gpu_json);
     }

@@ -37,6 +37,11 @@ struct HealthView {
   v1::HealthVerdict verdict;  // the last one received (maybe stale)
   absl::Time received = absl::InfinitePast();
   absl::Duration fresh_for = absl::Seconds(3);  // a verdict older than this is stale
+  // The engine's GPUs with their MIG instances (ListGpus), listed again for a new engine
+  // instance or MIG layout; empty until listed.
+  std::vector<v1::Gpu> gpus;
+  std::string gpus_instance_id;
+  uint64_t gpus_mig_generation = 0;
 
   bool fresh(absl::Time now) const {
     return connected && !node_mismatch && have_verdict && now - received <= fresh_for;

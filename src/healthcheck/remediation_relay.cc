@@ -5,6 +5,7 @@
 #include "common/status.h"
 #include "common/thread.h"
 #include "fmt/format.h"
+#include "healthcheck/gpu_pods.h"
 #include "kube/object.h"
 #include "podresources/pod_mapper.h"
 #include "spdlog/spdlog.h"
@@ -96,8 +97,7 @@ void RemediationRelay::Loop() {
 }
 
 PublishedFaults RemediationRelay::FaultsOf(const HealthView& view,
-                                           const std::optional<GpuPodMap>& pods,
-                                           const MigDevices& migs) {
+                                           const std::optional<GpuPodMap>& pods) {
   PublishedFaults faults{.engine = view.engine_instance_id, .seq = view.verdict.seq()};
   for (const v1::GpuHealth& gpu : view.verdict.gpus()) {
     for (const v1::SystemHealth& system : gpu.systems()) AddFaults(system, &faults);
@@ -111,25 +111,12 @@ PublishedFaults RemediationRelay::FaultsOf(const HealthView& view,
                       [&](const GpuPods& known) { return known.uuid == fault.uuid; })) {
         continue;
       }
-      GpuPods gpu{.uuid = fault.uuid};
-      const auto add = [&](const std::vector<PodInfo>& holders) {
-        for (const PodInfo& pod : holders) {
-          const std::string id = pod.namespace_name + "/" + pod.pod;
-          if (std::find(gpu.pods.begin(), gpu.pods.end(), id) == gpu.pods.end()) {
-            gpu.pods.push_back(id);
-          }
-        }
-      };
-      // The GPU's own, then its MIG devices' (by MIG UUID, or an old id naming the GPU).
-      if (auto it = pods->find(fault.uuid); it != pods->end()) add(it->second);
-      const auto mig = migs.find(fault.uuid);
-      for (const auto& [device, holders] : *pods) {
-        const bool of_this_gpu =
-            MigParentUuid(device) == fault.uuid ||
-            (mig != migs.end() &&
-             std::find(mig->second.begin(), mig->second.end(), device) != mig->second.end());
-        if (of_this_gpu) add(holders);
-      }
+      const auto listed = std::find_if(view.gpus.begin(), view.gpus.end(), [&](const v1::Gpu& gpu) {
+        return gpu.uuid() == fault.uuid;
+      });
+      GpuPods gpu{
+          .uuid = fault.uuid,
+          .pods = PodsOfGpu(*pods, fault.uuid, listed != view.gpus.end() ? &*listed : nullptr)};
       faults.gpu_pods.push_back(std::move(gpu));
     }
   }
@@ -161,20 +148,7 @@ absl::Status RemediationRelay::RelayOnce() {
   const HealthView view = view_();
   // The faults, when the verdict is fresh (a stale one says nothing new).
   if (view.fresh(options_.clock->Now())) {
-    if (migs_instance_ != view.engine_instance_id) {
-      // Listed again for a new engine instance (the engine does not re-discover a MIG layout
-      // changed under it yet).
-      if (auto gpus = engine_->ListGpus(); gpus.ok()) {
-        migs_.clear();
-        for (const v1::Gpu& gpu : gpus->gpus()) {
-          for (const v1::MigInstance& mig : gpu.mig_instances()) {
-            migs_[gpu.uuid()].push_back(mig.uuid());
-          }
-        }
-        migs_instance_ = view.engine_instance_id;
-      }
-    }
-    const PublishedFaults faults = FaultsOf(view, pods_(), migs_);
+    const PublishedFaults faults = FaultsOf(view, pods_());
     const std::string identity = Identity(faults);
     if (!published_.has_value()) {
       // After a start: what the node already carries, so a restart writes nothing new.

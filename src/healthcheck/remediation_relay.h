@@ -76,12 +76,10 @@ class RemediationRelay {
   absl::Status RelayOnce();
   const RelayStats& stats() const { return stats_; }
 
-  // GPU UUID -> the UUIDs of its MIG devices (from the engine's ListGpus).
-  using MigDevices = std::map<std::string, std::vector<std::string>>;
   // The faults of a verdict as published (FAIL incidents only; the pods of the failing GPUs when
-  // `pods` has them: those given the GPU and those given one of its MIG devices).
-  static PublishedFaults FaultsOf(const HealthView& view, const std::optional<GpuPodMap>& pods,
-                                  const MigDevices& migs);
+  // `pods` has them: those given the GPU and those given one of its MIG devices, view.gpus'
+  // instances).
+  static PublishedFaults FaultsOf(const HealthView& view, const std::optional<GpuPodMap>& pods);
 
  private:
   void Loop();
@@ -104,10 +102,7 @@ class RemediationRelay {
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
 
   // Owned by the relaying thread.
-  std::optional<std::string> published_;  // the faults last written (seq left out); "" none
-  // The MIG devices of the engine's GPUs, for the engine instance they were listed from.
-  std::string migs_instance_;
-  MigDevices migs_;
+  std::optional<std::string> published_;          // the faults last written (seq left out); "" none
   std::string answered_reset_, answered_reboot_;  // request ids answered by this process
   // The outcome of a request acted on whose answer could not be written yet.
   std::optional<ActionResult> unwritten_reset_, unwritten_reboot_;

@@ -33,18 +33,36 @@ TEST(RemediationRelayTest, PublishesFailuresWithThePodsOfTheGpuAndOfItsMigDevice
   pods["MIG-a"] = {{.pod = "infer-a", .namespace_name = "ml"}};
   pods["MIG-GPU-0/2/0"] = {{.pod = "infer-old", .namespace_name = "ml"}};
   pods["MIG-z"] = {{.pod = "other-gpu", .namespace_name = "ml"}};
-  const PublishedFaults faults = RemediationRelay::FaultsOf(
-      Failing("GPU-0"), pods, {{"GPU-0", {"MIG-a", "MIG-b"}}, {"GPU-1", {"MIG-z"}}});
+  HealthView view = Failing("GPU-0");
+  for (const auto& [uuid, migs] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"GPU-0", {"MIG-a", "MIG-b"}}, {"GPU-1", {"MIG-z"}}}) {
+    v1::Gpu& gpu = view.gpus.emplace_back();
+    gpu.set_uuid(uuid);
+    gpu.set_device("nvidia" + uuid.substr(4));
+    gpu.set_mig_mode(true);
+    for (size_t i = 0; i < migs.size(); ++i) {
+      v1::MigInstance* instance = gpu.add_mig_instances();
+      instance->set_gpu_instance_id(static_cast<uint32_t>(i + 1));
+      instance->set_uuid(migs[i]);
+    }
+  }
+  // GKE's plugin names GPU 0's second instance nvidia0/gi2.
+  pods["nvidia0/gi2"] = {{.pod = "infer-gke", .namespace_name = "ml"}};
+  const PublishedFaults faults = RemediationRelay::FaultsOf(view, pods);
   EXPECT_EQ(faults.engine, "e1");
   EXPECT_EQ(faults.seq, 7u);
   ASSERT_EQ(faults.faults.size(), 1u) << "the WARN is not published";
   EXPECT_EQ(faults.faults[0].action, v1::RECOMMENDED_ACTION_RESET_GPU);
   ASSERT_TRUE(faults.pods_known);
   ASSERT_EQ(faults.gpu_pods.size(), 1u);
-  EXPECT_THAT(faults.gpu_pods[0].pods,
-              ::testing::UnorderedElementsAre("ml/whole", "ml/infer-a", "ml/infer-old"));
+  EXPECT_THAT(
+      faults.gpu_pods[0].pods,
+      ::testing::UnorderedElementsAre("ml/whole", "ml/infer-a", "ml/infer-gke", "ml/infer-old"));
   // Without the kubelet's answer the remediator is told the pods are not known.
-  EXPECT_FALSE(RemediationRelay::FaultsOf(Failing("GPU-0"), std::nullopt, {}).pods_known);
+  EXPECT_FALSE(RemediationRelay::FaultsOf(Failing("GPU-0"), std::nullopt).pods_known);
+  // Without the GPU list, the GPU's own and the old ids naming it still count.
+  EXPECT_THAT(RemediationRelay::FaultsOf(Failing("GPU-0"), pods).gpu_pods[0].pods,
+              ::testing::UnorderedElementsAre("ml/whole", "ml/infer-old"));
 }
 
 }  // namespace

@@ -108,6 +108,16 @@ std::optional<GpuPodMap> PodMapper::Known() const {
   return pods_;
 }
 
+std::vector<std::string> MigDeviceIds(const std::string& gpu_uuid, const std::string& gpu_device,
+                                      uint32_t gpu_instance, uint32_t compute_instance,
+                                      const std::string& mig_uuid) {
+  std::vector<std::string> ids;
+  if (!mig_uuid.empty()) ids.push_back(mig_uuid);
+  ids.push_back(fmt::format("MIG-{}/{}/{}", gpu_uuid, gpu_instance, compute_instance));
+  ids.push_back(fmt::format("{}/gi{}", gpu_device, gpu_instance));
+  return ids;
+}
+
 std::string MigParentUuid(std::string_view device_id) {
   // "MIG-GPU-<uuid>/<gi>/<ci>", the device plugin's id on drivers before R470.
   if (!device_id.starts_with("MIG-GPU-")) return "";

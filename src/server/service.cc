@@ -118,6 +118,7 @@ class HealthReactor final : public TickStreamReactor<v1::HealthUpdate> {
   void Encode(const SnapshotPtr& snapshot, uint64_t, v1::HealthUpdate* wire) override {
     wire->Clear();
     wire->set_instance_id(engine_->identity().instance_id);
+    wire->set_mig_generation(snapshot->mig->generation);
     ToProto(*snapshot->health, engine_->identity().instance_id, gpus_, wire->mutable_verdict());
     if (snapshot->health_transitions != nullptr) {
       for (const HealthTransition& transition : *snapshot->health_transitions) {
