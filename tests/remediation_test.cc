@@ -57,8 +57,8 @@ class RemediationTest : public ::testing::Test {
     api_->AddPod(GpuPod("ml", "train-1", "n1"));  // holds GPU 1
     kubelet_.AddPod("ml", "train-0", "main", {uuids_[0]});
     kubelet_.AddPod("ml", "train-1", "main", {uuids_[1]});
-    if (!gpus[0]["mig_instances"].empty()) {  // MigRemediationTest: a pod on GPU instance 2
-      mig2_uuid_ = gpus[0]["mig_instances"][1]["uuid"];
+    if (const Json migs = gpus[0].value("mig_instances", Json::array()); !migs.empty()) {
+      mig2_uuid_ = migs[1]["uuid"];  // MigRemediationTest: a pod on GPU instance 2
       kubelet_.AddMigPod("ml", "infer-2", "main", "nvidia.com/mig-1g.10gb", {mig2_uuid_});
     }
     ASSERT_TRUE(kubelet_.Serve(dir_.File("kubelet.sock")));
