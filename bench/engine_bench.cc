@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include "backend/deadline_backend.h"
@@ -390,9 +391,11 @@ void BM_Xid79ToHealthFail(benchmark::State& state) {
 BENCHMARK(BM_Xid79ToHealthFail)->Iterations(1)->Unit(benchmark::kSecond);
 
 // One render of /metrics. Arg: GPUs; the second arg picks the counters: 0 = dcgm-exporter's
-// default list, 1 = 40 numeric fields (the larger deployment the issue sizes).
+// default list, 1 = 40 numeric fields (the larger deployment the issue sizes); the third: MIG
+// GPU instances per GPU (each GPU exported as its instances, as dcgm-exporter does).
 void BM_ExporterRender(benchmark::State& state) {
   const uint32_t gpu_count = static_cast<uint32_t>(state.range(0));
+  const uint32_t mig_instances = static_cast<uint32_t>(state.range(2));
   std::string csv(DefaultCountersCsv());
   if (state.range(1) == 1) {
     csv.clear();
@@ -418,11 +421,12 @@ void BM_ExporterRender(benchmark::State& state) {
     gpu.set_pci_bus_id(fmt::format("00000000:{:02X}:00.0", i));
     gpu.set_device(fmt::format("nvidia{}", i));
     gpu.set_name("NVIDIA H100 80GB HBM3");
-    for (FieldId id : counters->FieldIds()) {
+    const auto add = [&](FieldId id, std::optional<uint32_t> gpu_instance) {
       v1::FieldValue* value = view.tick.add_values();
       value->set_gpu(i);
       value->set_field_id(id);
       value->set_status(v1::VALUE_STATUS_OK);
+      if (gpu_instance) value->set_gpu_instance(*gpu_instance);
       switch (FindField(id)->type) {
         case FieldType::kInt64:
           value->set_int_value(1000 + id);
@@ -433,6 +437,19 @@ void BM_ExporterRender(benchmark::State& state) {
         case FieldType::kString:
           value->set_string_value("580.82.07");
           break;
+      }
+    };
+    for (FieldId id : counters->FieldIds()) add(id, std::nullopt);
+    // MIG: the GPU's instances, each with its own values of the per-instance fields, after the
+    // GPU's (as the engine sends them).
+    gpu.set_mig_mode(mig_instances > 0);
+    for (uint32_t gi = 1; gi <= mig_instances; ++gi) {
+      v1::MigInstance* instance = gpu.add_mig_instances();
+      instance->set_gpu_instance_id(gi);
+      instance->set_profile("1g.10gb");
+      instance->set_uuid(fmt::format("MIG-{:08x}-{:04x}-bbbb-cccc-dddddddddddd", i, gi));
+      for (FieldId id : counters->FieldIds()) {
+        if (SampledPerMigInstance(id)) add(id, gi);
       }
     }
   }
@@ -447,8 +464,15 @@ void BM_ExporterRender(benchmark::State& state) {
   }
   state.counters["bytes"] = static_cast<double>(bytes);
   state.counters["series_fields"] = static_cast<double>(counters->counters.size());
+  state.counters["entities"] = gpu_count * std::max<uint32_t>(1, mig_instances);
 }
-BENCHMARK(BM_ExporterRender)->Args({8, 0})->Args({64, 1})->Unit(benchmark::kMicrosecond);
+// GPUs, counters (0: dcgm-exporter's defaults, 1: 40 fields), MIG instances per GPU.
+BENCHMARK(BM_ExporterRender)
+    ->Args({8, 0, 0})
+    ->Args({64, 1, 0})
+    ->Args({8, 0, 7})
+    ->Args({8, 1, 7})
+    ->Unit(benchmark::kMicrosecond);
 
 double RssMiB() {
   std::ifstream status("/proc/self/status");
