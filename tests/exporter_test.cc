@@ -40,6 +40,15 @@ struct ExporterProcess : HttpDaemon {
                           absl::Duration timeout = absl::Seconds(10)) const {
     return GetUntil("/metrics", predicate, timeout);
   }
+  // A scrape once pod `pod` has its labels somewhere.
+  std::string ScrapeUntilPod(const std::string& pod) const {
+    return ScrapeUntil(
+        [&](const std::string& b) { return b.find("pod=\"" + pod + "\"") != std::string::npos; });
+  }
+  // The flags of an exporter attributing pods from the kubelet at `socket`.
+  static std::vector<std::string> Kubernetes(const std::string& socket) {
+    return {"--kubernetes", "--pod-resources-socket", socket, "--pod-refresh", "1s"};
+  }
 };
 
 int CountLines(const std::string& text, const std::string& prefix) {
@@ -249,12 +258,9 @@ TEST(ExporterTest, PodAttributionFromTheKubeletAndWithoutIt) {
   const std::string socket = dir.File("kubelet.sock");
   ASSERT_TRUE(kubelet.Serve(socket));
 
-  ExporterProcess exporter(
-      dir.path(), engine.unix_address,
-      {"--kubernetes", "--pod-resources-socket", socket, "--pod-refresh", "1s"});
+  ExporterProcess exporter(dir.path(), engine.unix_address, ExporterProcess::Kubernetes(socket));
   ASSERT_GT(exporter.port(), 0);
-  const std::string body = exporter.ScrapeUntil(
-      [](const std::string& b) { return b.find("pod=\"train-0\"") != std::string::npos; });
+  const std::string body = exporter.ScrapeUntilPod("train-0");
   EXPECT_THAT(body, HasSubstr("DCGM_FI_DEV_GPU_TEMP{gpu=\"1\",UUID=\"" + uuid1));
   EXPECT_THAT(body, HasSubstr(",container=\"trainer\",namespace=\"ml\",pod=\"train-0\"}"));
   EXPECT_EQ(CountLines(body, "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\""), 1);
@@ -294,12 +300,9 @@ TEST(ExporterTest, MigGpuInstancesHaveTheirSeriesAndTheirPods) {
   kubelet.AddMigPod("ml", "infer-3", "triton", "nvidia.com/mig-1g.10gb", {mig3});
   const std::string socket = dir.File("kubelet.sock");
   ASSERT_TRUE(kubelet.Serve(socket));
-  ExporterProcess exporter(
-      dir.path(), engine.unix_address,
-      {"--kubernetes", "--pod-resources-socket", socket, "--pod-refresh", "1s"});
+  ExporterProcess exporter(dir.path(), engine.unix_address, ExporterProcess::Kubernetes(socket));
   ASSERT_GT(exporter.port(), 0);
-  const std::string body = exporter.ScrapeUntil(
-      [](const std::string& b) { return b.find("pod=\"infer-3\"") != std::string::npos; });
+  const std::string body = exporter.ScrapeUntilPod("infer-3");
   // Seven instance series of each field for GPU 0, none of its own; GPU 1 is whole.
   EXPECT_EQ(CountLines(body, "DCGM_FI_DEV_FB_USED{gpu=\"0\""), 7);
   EXPECT_EQ(CountLines(body, "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\""), 7);

@@ -266,6 +266,30 @@ void SimGpu::Reset() {
   ecc_sbe_volatile_ = 0;
 }
 
+FieldValue SimGpu::Activity(FieldId field, double busy, double dram) const {
+  const bool training = phase_ == Phase::kTraining;
+  switch (field) {
+    case fid::kProfGrEngineActive:
+      return FieldValue::Double(busy * 0.97);
+    case fid::kProfSmActive:
+      return FieldValue::Double(busy * 0.9);
+    case fid::kProfSmOccupancy:
+      return FieldValue::Double(busy * 0.9 * (training ? 0.45 : 0.3));
+    case fid::kProfPipeTensorActive:
+      return FieldValue::Double(training ? busy * 0.55 * intensity_ : busy * 0.1);
+    case fid::kProfDramActive:
+      return FieldValue::Double(dram);
+    case fid::kProfPipeFp64Active:
+      return FieldValue::Double(0);
+    case fid::kProfPipeFp32Active:
+      return FieldValue::Double(busy * 0.12);
+    case fid::kProfPipeFp16Active:
+      return FieldValue::Double(training ? busy * 0.08 : 0);
+    default:
+      return FieldValue::Error(ValueStatus::kNotSupported);
+  }
+}
+
 FieldValue SimGpu::ReadInstance(const MigInstance& instance, FieldId field) const {
   // The instance's share of the GPU's load: between 0.1 and 1.1 of it, drifting with a period
   // of 5 to 20 minutes set by its GPU instance id, deterministic in the model's time.
@@ -274,7 +298,6 @@ FieldValue SimGpu::ReadInstance(const MigInstance& instance, FieldId field) cons
   const double share =
       0.6 + 0.5 * std::sin(2 * M_PI * seconds / period + 1.3 * instance.gpu_instance_id);
   const double busy = std::clamp(util_ / 100 * share, 0.0, 1.0);
-  const bool training = phase_ == Phase::kTraining;
   const auto total = static_cast<int64_t>(instance.memory_total_mib);
   const int64_t reserved = kFbReservedMib * instance.placement_size / kMigMemorySlices;
   const int64_t used =
@@ -290,31 +313,14 @@ FieldValue SimGpu::ReadInstance(const MigInstance& instance, FieldId field) cons
       return FieldValue::Int(total - reserved - used);
     case fid::kFbReserved:
       return FieldValue::Int(reserved);
-    case fid::kProfGrEngineActive:
-      return FieldValue::Double(busy * 0.97);
-    case fid::kProfSmActive:
-      return FieldValue::Double(busy * 0.9);
-    case fid::kProfSmOccupancy:
-      return FieldValue::Double(busy * 0.9 * (training ? 0.45 : 0.3));
-    case fid::kProfPipeTensorActive:
-      return FieldValue::Double(training ? busy * 0.55 * intensity_ : busy * 0.1);
-    case fid::kProfDramActive:
-      return FieldValue::Double(std::min(1.0, mem_copy_util_ / 100 * 1.2 * share));
-    case fid::kProfPipeFp64Active:
-      return FieldValue::Double(0);
-    case fid::kProfPipeFp32Active:
-      return FieldValue::Double(busy * 0.12);
-    case fid::kProfPipeFp16Active:
-      return FieldValue::Double(training ? busy * 0.08 : 0);
     default:
-      return FieldValue::Error(ValueStatus::kNotSupported);
+      return Activity(field, busy, std::min(1.0, mem_copy_util_ / 100 * 1.2 * share));
   }
 }
 
 FieldValue SimGpu::Read(FieldId field) const {
   const double util = util_;
   const double busy = util / 100;
-  const bool training = phase_ == Phase::kTraining;
   switch (field) {
     case fid::kDriverVersion:
       return FieldValue::String(identity_.driver_version);
@@ -422,22 +428,6 @@ FieldValue SimGpu::Read(FieldId field) const {
           static_cast<int64_t>(std::llround((nvlink_rx_bps_ + nvlink_tx_bps_) / 1024 / 1000)));
     case fid::kVgpuLicenseStatus:  // bare metal, not a vGPU
       return FieldValue::Error(ValueStatus::kNotSupported);
-    case fid::kProfGrEngineActive:
-      return FieldValue::Double(busy * 0.97);
-    case fid::kProfSmActive:
-      return FieldValue::Double(busy * 0.9);
-    case fid::kProfSmOccupancy:
-      return FieldValue::Double(busy * 0.9 * (training ? 0.45 : 0.3));
-    case fid::kProfPipeTensorActive:
-      return FieldValue::Double(training ? busy * 0.55 * intensity_ : busy * 0.1);
-    case fid::kProfDramActive:
-      return FieldValue::Double(std::min(1.0, mem_copy_util_ / 100 * 1.2));
-    case fid::kProfPipeFp64Active:
-      return FieldValue::Double(0);
-    case fid::kProfPipeFp32Active:
-      return FieldValue::Double(busy * 0.12);
-    case fid::kProfPipeFp16Active:
-      return FieldValue::Double(training ? busy * 0.08 : 0);
     case fid::kProfPcieTxBytes:
       return FieldValue::Int(static_cast<int64_t>(pcie_tx_bps_));
     case fid::kProfPcieRxBytes:
@@ -447,7 +437,7 @@ FieldValue SimGpu::Read(FieldId field) const {
     case fid::kProfNvlinkRxBytes:
       return FieldValue::Int(static_cast<int64_t>(nvlink_rx_bps_));
     default:
-      return FieldValue::Error(ValueStatus::kNotSupported);
+      return Activity(field, busy, std::min(1.0, mem_copy_util_ / 100 * 1.2));
   }
 }
 

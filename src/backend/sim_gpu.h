@@ -48,6 +48,9 @@ class SimGpu {
 
  private:
   void Step();
+  // The profiling activity ratios (1001-1008) at `busy` (0-1) and `dram` activity, for the GPU
+  // or one of its instances; kNotSupported for any other field.
+  FieldValue Activity(FieldId field, double busy, double dram) const;
   void EnterPhase(Phase phase);
   double Uniform(double low, double high);
   double Normal(double mean, double stddev);

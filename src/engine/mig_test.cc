@@ -11,26 +11,12 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-class MigEngineTest : public ::testing::Test {
+class MigEngineTest : public SimEngineTest {
  protected:
   void SetUp() override {
-    auto sim =
-        SimBackend::Create({.gpu_count = 2,
-                            .seed = 3,
-                            .mig = {{.gpu = 0, .profiles = {"1g.10gb", "1g.10gb", "2g.20gb"}}}});
-    ASSERT_TRUE(sim.ok()) << sim.status();
-    sim_ = sim->get();
-    auto engine = Engine::Create({.node_name = "n1", .clock = &clock_}, std::move(*sim));
-    ASSERT_TRUE(engine.ok());
-    engine_ = std::move(*engine);
-    events_ = std::make_shared<RecordingEvents>();
-    ASSERT_TRUE(engine_->WatchEvents(events_, 0).ok());
-  }
-  void Tick(int count = 1) {
-    for (int i = 0; i < count; ++i) {
-      clock_.Advance(absl::Seconds(1));
-      engine_->RunTick();
-    }
+    StartEngine(0, {.gpu_count = 2,
+                    .seed = 3,
+                    .mig = {{.gpu = 0, .profiles = {"1g.10gb", "1g.10gb", "2g.20gb"}}}});
   }
   // The k (among the per-instance fields) of field `id`.
   size_t SlotOf(const Snapshot& snapshot, FieldId id) {
@@ -47,11 +33,6 @@ class MigEngineTest : public ::testing::Test {
     EXPECT_EQ(value.value.status, ValueStatus::kOk) << "row " << row << " field " << id;
     return value.value.status == ValueStatus::kOk ? std::get<int64_t>(value.value.value) : -1;
   }
-
-  FakeClock clock_;
-  SimBackend* sim_ = nullptr;
-  std::unique_ptr<Engine> engine_;
-  std::shared_ptr<RecordingEvents> events_;
 };
 
 TEST_F(MigEngineTest, EachGpuInstanceHasValuesOfItsOwnForThePerInstanceFields) {

@@ -42,8 +42,8 @@ class RecordingEvents : public EventListener {
 class SimEngineTest : public ::testing::Test {
  protected:
   // `ticks`: how many the engine has run when the test begins.
-  void StartEngine(int ticks) {
-    auto sim = SimBackend::Create({.gpu_count = 2, .seed = 3});
+  void StartEngine(int ticks, const SimOptions& options = {.gpu_count = 2, .seed = 3}) {
+    auto sim = SimBackend::Create(options);
     ASSERT_TRUE(sim.ok());
     sim_ = sim->get();
     auto engine = Engine::Create({.node_name = "n1", .clock = &clock_}, std::move(*sim));
