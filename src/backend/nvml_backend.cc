@@ -661,9 +661,8 @@ absl::StatusOr<MigState> NvmlBackend::ReadMig(uint32_t gpu) {
   MigState mig;
   std::map<uint32_t, std::unique_ptr<GpuState>> found;  // the instances now, by id
   const auto finish = [&] {
-    for (auto& [id, gone] : state.mig_instances) {
-      if (!found.contains(id)) FreeGpm(gone.get());
-    }
+    // What is left was not found again (gone, or recreated with a new handle).
+    for (auto& [id, gone] : state.mig_instances) FreeGpm(gone.get());
     state.mig_instances = std::move(found);
     std::sort(mig.instances.begin(), mig.instances.end(),
               [](const MigInstance& a, const MigInstance& b) {
@@ -672,7 +671,13 @@ absl::StatusOr<MigState> NvmlBackend::ReadMig(uint32_t gpu) {
               });
     return mig;
   };
+  // A failure part way keeps the instances known before (and frees those made since).
   const auto failed = [&](const char* call, nvml::Return code) {
+    for (auto& [id, instance] : found) {
+      if (!state.mig_instances.try_emplace(id, std::move(instance)).second) {
+        FreeGpm(instance.get());
+      }
+    }
     return absl::Status(
         IsGpuGone(code) ? absl::StatusCode::kUnavailable : absl::StatusCode::kInternal,
         fmt::format("{}: {}", call, library_->ErrorString(code)));
@@ -736,7 +741,7 @@ absl::StatusOr<MigState> NvmlBackend::ReadMig(uint32_t gpu) {
       instance.placement_size = info.placement.size;
     }
     if (reader.gpu_lost()) {
-      FreeGpm(instance_state.get());
+      found.emplace(instance.gpu_instance_id, std::move(instance_state));
       return failed("reading a MIG device", reader.lost_error());
     }
     found.emplace(instance.gpu_instance_id, std::move(instance_state));

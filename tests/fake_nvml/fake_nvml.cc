@@ -827,7 +827,8 @@ nv::Return nvmlGpuInstanceGetInfo(nv::GpuInstance gpu_instance, nv::GpuInstanceI
   Timed timed;
   if (gpu_instance == nullptr || info == nullptr) return nv::kErrorInvalidArgument;
   return DeviceCall(__func__, &g_devices[gpu_instance->gpu], [&](const json& gpu) {
-    const json& instances = gpu["mig"].value("instances", json::array());
+    if (!gpu.contains("mig")) return nv::kErrorNotFound;
+    const json instances = gpu["mig"].value("instances", json::array());
     if (static_cast<size_t>(gpu_instance->slot) >= instances.size()) return nv::kErrorNotFound;
     const json& instance = instances[gpu_instance->slot];
     const json placement = instance.value("placement", json::array({0, 0}));
