@@ -453,9 +453,6 @@ void BM_ExporterRender(benchmark::State& state) {
       }
     }
   }
-  // The XID meanings an engine with the built-in policy sends with its XID events.
-  for (const auto& [code, rule] : DefaultHealthPolicy().xids)
-    view.xid_meanings[code] = rule.meaning;
   size_t bytes = 0;
   for (auto _ : state) {
     std::string text = RenderMetrics(*counters, view, {.hostname = "node-1"});

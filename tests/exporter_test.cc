@@ -185,9 +185,10 @@ TEST(ExporterTest, EngineLossIsVisibleWithinThreeSecondsAndRecovers) {
   EXPECT_THAT(back, HasSubstr("vigil_exporter_engine_reconnects_total 1\n"));
 }
 
-// The exporter shows what the engine it follows decided, never a table of its own: an engine
-// whose config fails XID 43 (the built-in policy ignores it as the application's problem) with
-// a site text, and its exporter, agree on the verdict and on the XID's message.
+// The exporter shows what the engine it follows decided: an engine whose config fails XID 43 (the
+// built-in policy ignores it as the application's problem) and its exporter agree on the verdict.
+// The XID's err_msg stays dcgm-exporter's text for the code (a site's words would change the
+// series' identity): the site's meaning is in the engine's events and incidents.
 TEST(ExporterTest, AnEngineConfiguredToFailXid43AndItsExporterAgree) {
   TempDir dir;
   const std::string config = WriteFile(dir, "engine.yaml", R"(health:
@@ -207,7 +208,7 @@ DCGM_EXP_GPU_HEALTH_STATUS, gauge, Health.
   const CommandResult injected =
       Vigil({"inject", "xid", "--gpu", "1", "--xid", "43", "--engine", engine.unix_address});
   ASSERT_EQ(injected.exit_code, 0) << injected.err;
-  const std::string message = "err_code=\"43\",err_msg=\"site policy: XID 43 means a reset\"}";
+  const std::string message = "err_code=\"43\",err_msg=\"GPU stopped processing\"}";
   const std::string body = exporter.ScrapeUntil([&](const std::string& b) {
     return b.find(message) != std::string::npos &&
            b.find("system=\"driver\",injected=\"true\"} 20") != std::string::npos;

@@ -176,12 +176,7 @@ void Exporter::FollowTicks() {
         mig_generation_ = gpus->mig_generation();
         stale_after_ =
             std::max(absl::Seconds(3), absl::Microseconds(view_.info.tick_interval_us()) * 3);
-        // The new instance's XID policy, so err_msg is right from its first render. (The XID
-        // counts are the event thread's: it resets them when it sees the new instance.)
-        view_.xid_meanings.clear();
-        for (const auto& [xid, rule] : view_.info.xid_policy()) {
-          view_.xid_meanings[xid] = rule.meaning();
-        }
+        // (The XID counts are the event thread's: it resets them when it sees the new instance.)
         clock_events_.clear();
       }
       view_.tick = tick;

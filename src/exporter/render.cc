@@ -8,6 +8,7 @@
 
 #include "api/convert.h"
 #include "fields/health_systems.h"
+#include "fields/xid_texts.h"
 #include "fmt/format.h"
 
 namespace vigil {
@@ -244,12 +245,7 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
           if (xid_field) {
             const int64_t xid = value->int_value();
             AppendLabel(&attributes, "err_code", text);
-            const auto meaning = view.xid_meanings.find(static_cast<uint32_t>(xid));
-            AppendLabel(&attributes, "err_msg",
-                        xid == 0 ? "No Error"
-                        : meaning != view.xid_meanings.end() && !meaning->second.empty()
-                            ? std::string_view(meaning->second)
-                            : "Unknown Error");
+            AppendLabel(&attributes, "err_msg", DcgmExporterXidText(xid));
           }
           AppendSample(&rows, counter.name, labels[g], "", attributes, text);
         }

@@ -1,6 +1,7 @@
 // Renders the exporter's /metrics text: dcgm-exporter's exact shape (names, HELP/TYPE once per
 // metric, label names and order, ints as integers, doubles with six decimals, unsupported values
-// left out) — plus label values escaped per the Prometheus text format, which dcgm-exporter does
+// left out, err_msg its XID texts: fields/xid_texts.h) — plus label values escaped per the
+// Prometheus text format, which dcgm-exporter does
 // not do (a model name with a quote would break its scrape) — followed by Vigil's own metrics.
 // A pure function of its inputs, so golden tests pin the output byte for byte. Thread-safe.
 #pragma once
@@ -40,9 +41,6 @@ struct ExporterView {
   // GPU's; the tick has their values (FieldValue.gpu_instance).
   // By the kubelet's device id (GPU UUID, "nvidia0", MIG UUID, ...): the last container it lists.
   std::map<std::string, PodInfo> pods;
-  // What each XID code means under the followed engine's policy (EngineInfo.xid_policy); codes
-  // it does not list are "Unknown Error". Never from a table of the exporter's own.
-  std::map<uint32_t, std::string> xid_meanings;
 };
 
 // dcgm-exporter's --kubernetes-gpu-id-type: how the kubelet's device plugin names whole GPUs.
