@@ -9,6 +9,7 @@
 #include <set>
 
 #include "absl/time/clock.h"
+#include "common/strings.h"
 #include "daemon.h"
 #include "fake_kubelet.h"
 #include "fmt/format.h"
@@ -19,6 +20,7 @@
 #include "k8s/podresources/v1/api.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "process.h"
+#include "testing/paths.h"
 #include "testing/temp_dir.h"
 
 namespace vigil::testing {
@@ -331,6 +333,39 @@ TEST(ExporterTest, MigGpuInstancesHaveTheirSeriesAndTheirPods) {
   auto promtool = Shell("promtool check metrics < " + WriteFile(dir, "mig.txt", body));
   EXPECT_TRUE(promtool.exit_code == 0 || promtool.exit_code == 3) << promtool.err << promtool.out;
   EXPECT_THAT(promtool.err + promtool.out, Not(HasSubstr("duplicate")));
+}
+
+// dcgm-exporter's shipped counters files (tests/testdata/dcgm-exporter) are accepted as they are,
+// and every series they name that the simulated H100s can provide is served under the file's
+// name for it — its 1.x names (dcgm_gpu_temp) included, and a name listed twice served once.
+TEST(ExporterTest, DcgmExportersShippedCountersFilesServeEverySeriesTheSimulatorHas) {
+  TempDir dir;
+  EngineProcess engine(dir.path(), "n1", 2);
+  for (const std::string file :
+       {"default-counters.csv", "dcp-metrics-included.csv", "1.x-compatibility-metrics.csv"}) {
+    SCOPED_TRACE(file);
+    const std::string path = SourceDir() + "/tests/testdata/dcgm-exporter/" + file;
+    ExporterProcess exporter(dir.path(), engine.unix_address, {"-f", path});
+    ASSERT_GT(exporter.port(), 0) << exporter.process().Stderr();
+    const std::string body = exporter.ScrapeUntil(
+        [](const std::string& b) { return b.find("vigil_engine_up 1") != std::string::npos; });
+    std::ifstream csv(path);
+    int names = 0;
+    for (std::string line; std::getline(csv, line);) {
+      if (line.empty() || line[0] == '#') continue;
+      const std::string name(Trim(line.substr(0, line.find(','))));
+      const std::string type(Trim(line.substr(
+          line.find(',') + 1, line.find(',', line.find(',') + 1) - line.find(',') - 1)));
+      if (name.empty() || type == "label") continue;
+      ++names;
+      // The simulated H100 SXM has no fan reading, no vGPU license and no PCIe throughput field
+      // (200/201, which NVML no longer has): those rows have no series, as on the real board.
+      if (name.find("FAN") != std::string::npos || name.find("VGPU") != std::string::npos) continue;
+      EXPECT_EQ(CountLines(body, "# HELP " + name + " "), 1) << name;
+      EXPECT_EQ(CountLines(body, name + "{gpu=\"0\""), 1) << name;
+    }
+    EXPECT_GT(names, 15);
+  }
 }
 
 TEST(ExporterTest, SighupReloadsTheCountersWithoutAnEmptyScrape) {

@@ -39,6 +39,8 @@ void ResolveApi(void* library, Api* api) {
   Resolve(library, &api->DeviceGetPciInfo, {"nvmlDeviceGetPciInfo_v3"});
   Resolve(library, &api->DeviceValidateInforom, {"nvmlDeviceValidateInforom"});
   Resolve(library, &api->DeviceGetVbiosVersion, {"nvmlDeviceGetVbiosVersion"});
+  Resolve(library, &api->DeviceGetInforomVersion, {"nvmlDeviceGetInforomVersion"});
+  Resolve(library, &api->DeviceGetInforomImageVersion, {"nvmlDeviceGetInforomImageVersion"});
   Resolve(library, &api->DeviceGetClockInfo, {"nvmlDeviceGetClockInfo"});
   Resolve(library, &api->DeviceGetMaxClockInfo, {"nvmlDeviceGetMaxClockInfo"});
   Resolve(library, &api->DeviceGetClocksEventReasons,

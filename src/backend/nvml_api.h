@@ -45,6 +45,11 @@ inline constexpr unsigned int kNameBufferSize = 96;    // NVML_DEVICE_NAME_V2_BU
 inline constexpr unsigned int kUuidBufferSize = 96;    // NVML_DEVICE_UUID_V2_BUFFER_SIZE
 inline constexpr unsigned int kSerialBufferSize = 30;  // NVML_DEVICE_SERIAL_BUFFER_SIZE
 inline constexpr unsigned int kVbiosBufferSize = 32;   // NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE
+// NVML_DEVICE_INFOROM_VERSION_BUFFER_SIZE, and nvmlInforomObject_t's values.
+inline constexpr unsigned int kInforomVersionBufferSize = 16;
+inline constexpr int kInforomOem = 0;
+inline constexpr int kInforomEcc = 1;
+inline constexpr int kInforomPower = 2;
 inline constexpr unsigned int kSystemVersionBufferSize = 80;  // NVML_SYSTEM_*_VERSION_BUFFER_SIZE
 
 struct PciInfo {  // nvmlPciInfo_t (nvmlDeviceGetPciInfo_v3)
@@ -254,6 +259,9 @@ struct Api {
   Return (*DeviceGetPciInfo)(Device, PciInfo*) = nullptr;  // _v3
   Return (*DeviceValidateInforom)(Device) = nullptr;
   Return (*DeviceGetVbiosVersion)(Device, char*, unsigned int) = nullptr;
+  // nvmlDeviceGetInforomVersion(device, nvmlInforomObject_t, version, length), and the image's.
+  Return (*DeviceGetInforomVersion)(Device, int, char*, unsigned int) = nullptr;
+  Return (*DeviceGetInforomImageVersion)(Device, char*, unsigned int) = nullptr;
   Return (*DeviceGetClockInfo)(Device, int, unsigned int*) = nullptr;
   Return (*DeviceGetMaxClockInfo)(Device, int, unsigned int*) = nullptr;
   // nvmlDeviceGetCurrentClocksEventReasons (R535+), else ...ThrottleReasons.

@@ -58,6 +58,31 @@ constexpr BatchedSource kBatched[] = {
     // DCGM's definition: payload TX + RX over every link (NVML sums them for kScopeAllLinks),
     // published as the rate between two samples in KiB/s / 1000 (DcgmCacheManager.cpp,
     // ReadAndCacheNvLinkBandwidth).
+    // Per link (440-445): the same counters with the link as the scope.
+    {fid::kNvlinkBandwidthL0,
+     {nvml::kFiNvlinkThroughputDataTx, nvml::kFiNvlinkThroughputDataRx},
+     2,
+     0},
+    {fid::kNvlinkBandwidthL0 + 1,
+     {nvml::kFiNvlinkThroughputDataTx, nvml::kFiNvlinkThroughputDataRx},
+     2,
+     1},
+    {fid::kNvlinkBandwidthL0 + 2,
+     {nvml::kFiNvlinkThroughputDataTx, nvml::kFiNvlinkThroughputDataRx},
+     2,
+     2},
+    {fid::kNvlinkBandwidthL0 + 3,
+     {nvml::kFiNvlinkThroughputDataTx, nvml::kFiNvlinkThroughputDataRx},
+     2,
+     3},
+    {fid::kNvlinkBandwidthL0 + 4,
+     {nvml::kFiNvlinkThroughputDataTx, nvml::kFiNvlinkThroughputDataRx},
+     2,
+     4},
+    {fid::kNvlinkBandwidthL5,
+     {nvml::kFiNvlinkThroughputDataTx, nvml::kFiNvlinkThroughputDataRx},
+     2,
+     5},
     {fid::kNvlinkBandwidthTotal,
      {nvml::kFiNvlinkThroughputDataTx, nvml::kFiNvlinkThroughputDataRx},
      2,
@@ -318,18 +343,22 @@ class NvmlBackend::Reader {
       sum_int += type == FieldType::kDouble ? 0 : converted.as_int();
       sum_double += type == FieldType::kDouble ? converted.as_double() : 0;
     }
-    if (field == fid::kNvlinkBandwidthTotal) {
-      return NvlinkRate(sum_int, state_.field_values[first].timestamp);
+    if (field == fid::kNvlinkBandwidthTotal ||
+        (field >= fid::kNvlinkBandwidthL0 && field <= fid::kNvlinkBandwidthL5)) {
+      return NvlinkRate(field, sum_int, state_.field_values[first].timestamp);
     }
     return Plausible(field, type == FieldType::kDouble ? FieldValue::Double(sum_double)
                                                        : FieldValue::Int(sum_int));
   }
 
-  // Field 449 from the NVLink data total (KiB) at NVML's timestamp (µs): the rate since the
-  // previous sample in KiB/s / 1000, as DCGM publishes it; 0 for the first sample, as DCGM.
-  FieldValue NvlinkRate(int64_t total_kib, int64_t timestamp_us) {
-    const std::optional<std::pair<int64_t, int64_t>> previous = state_.nvlink_previous;
-    state_.nvlink_previous = std::make_pair(total_kib, timestamp_us);
+  // Field 449 (or a link's, 440-445) from the NVLink data total (KiB) at NVML's timestamp (µs):
+  // the rate since the previous sample in KiB/s / 1000, as DCGM publishes it; 0 for the first
+  // sample, as DCGM.
+  FieldValue NvlinkRate(FieldId field, int64_t total_kib, int64_t timestamp_us) {
+    const auto known = state_.nvlink_previous.find(field);
+    const std::optional<std::pair<int64_t, int64_t>> previous =
+        known != state_.nvlink_previous.end() ? std::optional(known->second) : std::nullopt;
+    state_.nvlink_previous[field] = std::make_pair(total_kib, timestamp_us);
     if (!previous.has_value() || timestamp_us <= previous->second || total_kib < previous->first) {
       return FieldValue::Int(0);  // the first sample, no time between, or the counters reset
     }
@@ -502,6 +531,22 @@ class NvmlBackend::Reader {
       }
       case fid::kVbiosVersion:
         return StringCall(field, api_.DeviceGetVbiosVersion, nvml::kVbiosBufferSize);
+      case fid::kInforomImageVersion:
+        return StringCall(field, api_.DeviceGetInforomImageVersion,
+                          nvml::kInforomVersionBufferSize);
+      case fid::kOemInforomVersion:
+      case fid::kEccInforomVersion:
+      case fid::kPowerInforomVersion: {
+        if (api_.DeviceGetInforomVersion == nullptr) return Unsupported();
+        const int object = field == fid::kOemInforomVersion   ? nvml::kInforomOem
+                           : field == fid::kEccInforomVersion ? nvml::kInforomEcc
+                                                              : nvml::kInforomPower;
+        char buffer[nvml::kInforomVersionBufferSize] = {};
+        const nvml::Return code =
+            api_.DeviceGetInforomVersion(state_.device, object, buffer, sizeof(buffer));
+        return Result(field, code,
+                      FieldValue::String(std::string(buffer, strnlen(buffer, sizeof(buffer)))));
+      }
       case fid::kSmClock:
         return Call<unsigned int>(field, api_.DeviceGetClockInfo, as_int, nvml::kClockSm);
       case fid::kMemClock:

@@ -77,9 +77,9 @@ class NvmlBackend : public Backend {
     bool gpm_have_previous = false;
     std::unique_ptr<nvml::GpmMetricsGet> gpm_request;
     std::vector<nvml::FieldValue> field_values;  // scratch for the batched query
-    // The previous NVLink data total (KiB, all links) and its NVML timestamp (µs): field 449 is
-    // the rate between two samples, as DCGM computes it.
-    std::optional<std::pair<int64_t, int64_t>> nvlink_previous;
+    // The previous NVLink data total (KiB; all links for 449, one for 440-445) and its NVML
+    // timestamp (µs): those fields are the rate between two samples, as DCGM computes it.
+    std::map<FieldId, std::pair<int64_t, int64_t>> nvlink_previous;  // 449 and 440-445
     absl::flat_hash_set<uint64_t> logged;  // (field << 32 | NVML error) already logged
     // A MIG GPU instance's state: `device` is its MIG device handle, and its GPM samples come
     // from nvmlGpmMigSampleGet on `gpm_parent` for GPU instance `gpm_gpu_instance`.

@@ -423,6 +423,22 @@ FieldValue SimGpu::Read(FieldId field) const {
       return FieldValue::Int(0);
     case fid::kCorrectableRemappedRows:
       return FieldValue::Int(correctable_remapped_rows_);
+    case fid::kOemInforomVersion:
+      return FieldValue::String("2.1");
+    case fid::kEccInforomVersion:
+      return FieldValue::String("7.16");
+    case fid::kPowerInforomVersion:
+      return FieldValue::String("N/A");  // H100 SXM boards have no power object
+    case fid::kInforomImageVersion:
+      return FieldValue::String("G520.0200.00.05");
+    case fid::kNvlinkBandwidthL0:
+    case fid::kNvlinkBandwidthL0 + 1:
+    case fid::kNvlinkBandwidthL0 + 2:
+    case fid::kNvlinkBandwidthL0 + 3:
+    case fid::kNvlinkBandwidthL0 + 4:
+    case fid::kNvlinkBandwidthL5:  // one of the H100's 18 links, which share the traffic evenly
+      return FieldValue::Int(
+          static_cast<int64_t>(std::llround((nvlink_rx_bps_ + nvlink_tx_bps_) / 18 / 1024 / 1000)));
     case fid::kNvlinkBandwidthTotal:  // DCGM's unit: KiB/s divided by 1000
       return FieldValue::Int(
           static_cast<int64_t>(std::llround((nvlink_rx_bps_ + nvlink_tx_bps_) / 1024 / 1000)));

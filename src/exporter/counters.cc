@@ -153,6 +153,15 @@ absl::StatusOr<Counters> ParseCounters(std::string_view csv, std::string_view so
     if (counter.exporter && counter.is_label()) {
       return error(fmt::format("{} is a metric, not a label", counter.name));
     }
+    // A name listed twice is one metric: two HELP/TYPE blocks of one name would make Prometheus
+    // refuse the scrape (dcgm-exporter's own 1.x-compatibility-metrics.csv lists two twice).
+    if (auto first = std::find_if(result.counters.begin(), result.counters.end(),
+                                  [&](const Counter& c) { return c.name == counter.name; });
+        first != result.counters.end()) {
+      result.warnings.push_back(fmt::format("{}:{}: {} is already listed on line {}; line skipped",
+                                            source, number, counter.name, first->line));
+      continue;
+    }
     result.counters.push_back(std::move(counter));
   }
   // dcgm-exporter's order: DCGM fields by ID, then its own metrics (IDs 9001..).

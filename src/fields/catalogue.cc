@@ -6,6 +6,7 @@
 #include <cctype>
 #include <unordered_map>
 
+#include "common/check.h"
 #include "common/strings.h"
 #include "fmt/format.h"
 
@@ -35,7 +36,11 @@ const FieldInfo kFields[] = {
   {53, "DCGM_FI_DEV_SERIAL", "DCGM_FI_DEV_BOARD_SERIAL", "", kS, "", "SRNUM", "Device Serial Number", kStatic, false, false},
   {54, "DCGM_FI_DEV_UUID", "DCGM_FI_DEV_GPU_UUID", "", kS, "", "UUID", "UUID corresponding to the device", kStatic, false, false},
   {55, "DCGM_FI_DEV_MINOR_NUMBER", "DCGM_FI_DEV_GPU_MINOR_NUMBER", "", kI, "", "MINOR", "Device node minor number /dev/nvidia#", kStatic, false, false},
+  {56, "DCGM_FI_DEV_OEM_INFOROM_VER", "DCGM_FI_DEV_INFOROM_OEM_VERSION", "", kS, "", "IROEM", "OEM inforom version", kStatic, false, false},
   {57, "DCGM_FI_DEV_PCI_BUSID", "DCGM_FI_DEV_PCI_BUS_ID", "", kS, "", "PCBID", "PCI bus id of the device", kStatic, false, false},
+  {80, "DCGM_FI_DEV_ECC_INFOROM_VER", "DCGM_FI_DEV_INFOROM_ECC_VERSION", "", kS, "", "IRECC", "ECC inforom version", kStatic, false, false},
+  {81, "DCGM_FI_DEV_POWER_INFOROM_VER", "DCGM_FI_DEV_INFOROM_POWER_VERSION", "", kS, "", "IRPWR", "Power management object inforom version", kStatic, false, false},
+  {82, "DCGM_FI_DEV_INFOROM_IMAGE_VER", "DCGM_FI_DEV_INFOROM_IMAGE_VERSION", "", kS, "", "IRIMG", "Inforom image version", kStatic, false, false},
   {84, "DCGM_FI_DEV_INFOROM_CONFIG_VALID", "DCGM_FI_DEV_INFOROM_VALID", "", kI, "", "IFVLD", "Whether the infoROM checksums are valid (1) or not (0)", kSlow, false, false},
   {85, "DCGM_FI_DEV_VBIOS_VERSION", "", "", kS, "", "VBIOS", "VBIOS version of the device", kStatic, false, false},
   {100, "DCGM_FI_DEV_SM_CLOCK", "", "", kI, "MHz", "SMCLK", "SM clock frequency (in MHz).", kFast, false, false},
@@ -87,6 +92,12 @@ const FieldInfo kFields[] = {
   {419, "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_TOTAL", "", kI, "", "NVLDT", "Total number of NVLink data CRC errors.", kErrors, true, false},
   {429, "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_TOTAL", "", kI, "", "NVLRP", "Total number of NVLink retries.", kErrors, true, false},
   {439, "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_TOTAL", "", kI, "", "NVLRC", "Total number of NVLink recovery errors.", kErrors, true, false},
+  {440, "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0", "DCGM_FI_DEV_NVLINK_THROUGHPUT_L0", "", kI, "MB/s", "NVBW0", "NVLink data throughput of link 0, received and transmitted (KiB/s / 1000).", kFast, false, false},
+  {441, "DCGM_FI_DEV_NVLINK_BANDWIDTH_L1", "DCGM_FI_DEV_NVLINK_THROUGHPUT_L1", "", kI, "MB/s", "NVBW1", "NVLink data throughput of link 1, received and transmitted (KiB/s / 1000).", kFast, false, false},
+  {442, "DCGM_FI_DEV_NVLINK_BANDWIDTH_L2", "DCGM_FI_DEV_NVLINK_THROUGHPUT_L2", "", kI, "MB/s", "NVBW2", "NVLink data throughput of link 2, received and transmitted (KiB/s / 1000).", kFast, false, false},
+  {443, "DCGM_FI_DEV_NVLINK_BANDWIDTH_L3", "DCGM_FI_DEV_NVLINK_THROUGHPUT_L3", "", kI, "MB/s", "NVBW3", "NVLink data throughput of link 3, received and transmitted (KiB/s / 1000).", kFast, false, false},
+  {444, "DCGM_FI_DEV_NVLINK_BANDWIDTH_L4", "DCGM_FI_DEV_NVLINK_THROUGHPUT_L4", "", kI, "MB/s", "NVBW4", "NVLink data throughput of link 4, received and transmitted (KiB/s / 1000).", kFast, false, false},
+  {445, "DCGM_FI_DEV_NVLINK_BANDWIDTH_L5", "DCGM_FI_DEV_NVLINK_THROUGHPUT_L5", "", kI, "MB/s", "NVBW5", "NVLink data throughput of link 5, received and transmitted (KiB/s / 1000).", kFast, false, false},
   {449, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL", "", kI, "MB/s", "NVLTP", "NVLink data throughput of all links, received and transmitted (KiB/s / 1000, as DCGM computes it from two samples).", kFast, false, false},
   {526, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "", "", kI, "", "VGPUL", "vGPU License status", kSlow, false, false},
   {1001, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", "", kD, "ratio", "GRACT", "Ratio of time the graphics engine is active.", kFast, false, false},
@@ -106,6 +117,66 @@ const FieldInfo kFields[] = {
 };
 // clang-format on
 
+// go-dcgm's legacy names (its legacyDCGMFields, as dcgm-exporter 4.5.3-4.8.2 pins it), which
+// dcgm-exporter accepts in counters files — among them the lower-case names of
+// 1.x-compatibility-metrics.csv — for the fields Vigil has. The catalogue's own older names are
+// in FieldInfo::legacy_name.
+struct LegacyName {
+  std::string_view name;
+  FieldId id;
+};
+// clang-format off
+constexpr LegacyName kLegacyNames[] = {
+    {"dcgm_sm_clock", 100},
+    {"dcgm_memory_clock", 101},
+    {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", 112},
+    {"dcgm_memory_temp", 140},
+    {"dcgm_gpu_temp", 150},
+    {"dcgm_power_usage", 155},
+    {"dcgm_total_energy_consumption", 156},
+    {"dcgm_pcie_replay_counter", 202},
+    {"dcgm_gpu_utilization", 203},
+    {"dcgm_mem_copy_utilization", 204},
+    {"dcgm_enc_utilization", 206},
+    {"dcgm_dec_utilization", 207},
+    {"dcgm_xid_errors", 230},
+    {"dcgm_power_violation", 240},
+    {"dcgm_thermal_violation", 241},
+    {"dcgm_sync_boost_violation", 242},
+    {"dcgm_board_limit_violation", 243},
+    {"dcgm_low_util_violation", 244},
+    {"dcgm_reliability_violation", 245},
+    {"dcgm_fb_free", 251},
+    {"dcgm_fb_used", 252},
+    {"dcgm_ecc_sbe_volatile_total", 310},
+    {"dcgm_ecc_dbe_volatile_total", 311},
+    {"dcgm_ecc_sbe_aggregate_total", 312},
+    {"dcgm_ecc_dbe_aggregate_total", 313},
+    {"dcgm_retired_pages_sbe", 390},
+    {"dcgm_retired_pages_dbe", 391},
+    {"dcgm_retired_pages_pending", 392},
+    {"dcgm_nvlink_flit_crc_error_count_total", 409},
+    {"dcgm_nvlink_data_crc_error_count_total", 419},
+    {"dcgm_nvlink_replay_error_count_total", 429},
+    {"dcgm_nvlink_recovery_error_count_total", 439},
+    {"DCGM_FI_DEV_NVLINK_BANDWIDTH_L0", 440},
+    {"DCGM_FI_DEV_NVLINK_BANDWIDTH_L1", 441},
+    {"DCGM_FI_DEV_NVLINK_BANDWIDTH_L2", 442},
+    {"DCGM_FI_DEV_NVLINK_BANDWIDTH_L3", 443},
+    {"DCGM_FI_DEV_NVLINK_BANDWIDTH_L4", 444},
+    {"DCGM_FI_DEV_NVLINK_BANDWIDTH_L5", 445},
+    {"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", 449},
+    {"dcgm_nvlink_bandwidth_total", 449},
+    {"dcgm_fi_prof_gr_engine_active", 1001},
+    {"dcgm_fi_prof_sm_active", 1002},
+    {"dcgm_fi_prof_sm_occupancy", 1003},
+    {"dcgm_fi_prof_pipe_tensor_active", 1004},
+    {"dcgm_fi_prof_dram_active", 1005},
+    {"dcgm_fi_prof_pcie_tx_bytes", 1009},
+    {"dcgm_fi_prof_pcie_rx_bytes", 1010},
+};
+// clang-format on
+
 // Name (upper case) -> field, for every name and alias.
 const std::unordered_map<std::string, const FieldInfo*>& NameIndex() {
   static const auto* const index = [] {
@@ -114,6 +185,11 @@ const std::unordered_map<std::string, const FieldInfo*>& NameIndex() {
       for (std::string_view name : {field.name, field.name_v46, field.legacy_name}) {
         if (!name.empty()) map->emplace(std::string(name), &field);
       }
+    }
+    for (const LegacyName& legacy : kLegacyNames) {
+      const FieldInfo* field = FindField(legacy.id);
+      VIGIL_CHECK(field != nullptr);  // the table lists only fields of the catalogue
+      map->emplace(ToUpper(legacy.name), field);
     }
     return map;
   }();

@@ -386,6 +386,33 @@ nv::Return nvmlDeviceGetVbiosVersion(nv::Device device, char* version, unsigned 
                     [&](const json& gpu) { return StringOf(gpu, "vbios", version, length); });
 }
 
+// values.inforom: {"oem": "2.1", "ecc": "7.16", "power": "N/A", "image": "G520.0200.00.05"}.
+static const json* InforomOf(const json& gpu) {
+  if (!gpu.contains("values") || !gpu["values"].contains("inforom")) return nullptr;
+  return &gpu["values"]["inforom"];
+}
+
+nv::Return nvmlDeviceGetInforomVersion(nv::Device device, int object, char* version,
+                                       unsigned int length) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    static constexpr const char* kObjects[] = {"oem", "ecc", "power"};
+    if (object < 0 || object > 2) return nv::kErrorInvalidArgument;
+    const json* inforom = InforomOf(gpu);
+    if (inforom == nullptr) return nv::kErrorNotSupported;
+    return StringOf(*inforom, kObjects[object], version, length);
+  });
+}
+
+nv::Return nvmlDeviceGetInforomImageVersion(nv::Device device, char* version, unsigned int length) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    const json* inforom = InforomOf(gpu);
+    if (inforom == nullptr) return nv::kErrorNotSupported;
+    return StringOf(*inforom, "image", version, length);
+  });
+}
+
 nv::Return nvmlDeviceGetClockInfo(nv::Device device, int type, unsigned int* clock) {
   Timed timed;
   return DeviceCall(__func__, device, [&](const json& gpu) {

@@ -46,6 +46,8 @@ json FakeNvmlGpu(int index) {
         {"memory_reserved", 512ULL << 20},
         {"ecc_mode", 1},
         {"vbios", "96.00.99.00.01"},
+        {"inforom",
+         {{"oem", "2.1"}, {"ecc", "7.16"}, {"power", "N/A"}, {"image", "G520.0200.00.05"}}},
         {"inforom_valid", true},
         {"unrepairable", 0}}},
       {"fields",
