@@ -368,6 +368,30 @@ TEST(ExporterTest, DcgmExportersShippedCountersFilesServeEverySeriesTheSimulator
   }
 }
 
+// The flags users type from dcgm-exporter habit: -r for the engine (its remote host engine),
+// -n (no Hostname label), -o (1.x label names), -c (how often the served values change, in ms).
+TEST(ExporterTest, DcgmExportersShortFlagsMeanWhatTheyMeanThere) {
+  TempDir dir;
+  EngineProcess engine(dir.path(), "n1", 2);
+  ExporterProcess exporter(dir.path(), "", {"-r", engine.tcp_address, "-n", "-o", "-c", "5000"});
+  ASSERT_GT(exporter.port(), 0) << exporter.process().Stderr();
+  const std::string first = exporter.ScrapeUntil(
+      [](const std::string& b) { return b.find("vigil_engine_up 1") != std::string::npos; });
+  EXPECT_THAT(first, HasSubstr("DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",uuid=\"GPU-"));
+  EXPECT_THAT(first, Not(HasSubstr("Hostname=")));
+  const auto seq = [](const std::string& body) {
+    std::smatch match;
+    return std::regex_search(body, match, std::regex("\nvigil_engine_seq ([0-9]+)\n"))
+               ? std::stoll(match[1])
+               : -1LL;
+  };
+  const long long before = seq(first);
+  const std::string next = exporter.ScrapeUntil(
+      [&](const std::string& b) { return seq(b) > before; }, absl::Seconds(15));
+  // The engine ticks every second; the served values changed only after five of them.
+  EXPECT_GE(seq(next) - before, 4) << "seq " << before << " -> " << seq(next);
+}
+
 TEST(ExporterTest, SighupReloadsTheCountersWithoutAnEmptyScrape) {
   TempDir dir;
   EngineProcess engine(dir.path(), "n1", 1);
@@ -407,6 +431,8 @@ TEST(ExporterTest, BadFlagsAndFilesAreRefused) {
       {{"exporter", "--listen", "nonsense"}, "--listen"},
       {{"exporter", "--xid-window", "0s"}, "--xid-window"},
       {{"exporter", "--engine", "nowhere"}, "--engine"},
+      {{"exporter", "-c", "-5"}, "--collect-interval"},
+      {{"exporter", "--kubernetes-gpu-id-type", "serial"}, "--kubernetes-gpu-id-type"},
   };
   for (const auto& [args, expected] : cases) {
     std::vector<std::string> argv = {VigilBinary()};

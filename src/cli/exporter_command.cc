@@ -25,6 +25,9 @@ struct ExporterFlags {
   std::string node_name;
   bool kubernetes = false;
   std::string gpu_id_type = "uid";
+  bool no_hostname = false;
+  bool old_namespace = false;
+  int64_t collect_interval_ms = 0;
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string pod_refresh = "10s";
   std::string xid_window = "5m";
@@ -43,7 +46,10 @@ int RunExporter(const ExporterFlags& flags) {
       .hostname_label = flags.hostname_label,
       .hostname = flags.node_name.empty() ? DefaultNodeName() : flags.node_name,
       .kubernetes = flags.kubernetes,
-      .gpu_id_type = flags.gpu_id_type == "device-name" ? GpuIdType::kDeviceName : GpuIdType::kUid};
+      .gpu_id_type = flags.gpu_id_type == "device-name" ? GpuIdType::kDeviceName : GpuIdType::kUid,
+      .old_namespace = flags.old_namespace,
+      .collect_interval = absl::Milliseconds(flags.collect_interval_ms)};
+  if (flags.no_hostname) options.hostname.clear();
   options.pods.socket_path = flags.pod_resources_socket;
   const std::pair<const char*, const std::string*> durations[] = {
       {"--pod-refresh", &flags.pod_refresh},
@@ -78,7 +84,10 @@ CommandRunner AddExporterCommand(CLI::App* parent) {
       "exporter", "Prometheus exporter (drop-in for dcgm-exporter's metrics), fed by the engine");
   auto flags = std::make_shared<ExporterFlags>();
   flags->engine = std::string(kDefaultEngineAddress);
-  command->add_option("--engine", flags->engine, "Engine address: unix:///path or HOST:PORT")
+  command
+      ->add_option("-r,--engine,--remote-hostengine-info", flags->engine,
+                   "Engine address: unix:///path or HOST:PORT (-r: dcgm-exporter's "
+                   "--remote-hostengine-info)")
       ->envname("VIGIL_ENGINE")
       ->capture_default_str();
   command->add_option("-a,--listen", flags->listen, "Address to serve /metrics on")
@@ -92,6 +101,21 @@ CommandRunner AddExporterCommand(CLI::App* parent) {
       ->capture_default_str();
   command->add_option("--node-name", flags->node_name,
                       "Value of the Hostname label (default: $NODE_NAME, else the host name)");
+  command
+      ->add_flag("-n,--no-hostname", flags->no_hostname,
+                 "Leave the Hostname label out (as dcgm-exporter 3.x's flag did)")
+      ->envname("DCGM_EXPORTER_NO_HOSTNAME");
+  command
+      ->add_flag("-o,--use-old-namespace", flags->old_namespace,
+                 "dcgm-exporter 1.x label names: uuid, pod_name, pod_namespace, container_name")
+      ->envname("DCGM_EXPORTER_USE_OLD_NAMESPACE");
+  command
+      ->add_option("-c,--collect-interval", flags->collect_interval_ms,
+                   "Milliseconds between changes of the served values, as dcgm-exporter's "
+                   "(0: every engine tick)")
+      ->envname("DCGM_EXPORTER_INTERVAL")
+      ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}))
+      ->capture_default_str();
   command->add_flag("-k,--kubernetes", flags->kubernetes,
                     "Add pod, namespace and container labels from the kubelet");
   command

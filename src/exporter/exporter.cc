@@ -179,6 +179,7 @@ void Exporter::FollowTicks() {
         // (The XID counts are the event thread's: it resets them when it sees the new instance.)
         clock_events_.clear();
       }
+      const bool up_before = view_.engine_up, new_identity = info.has_value();
       view_.tick = tick;
       view_.engine_up = true;
       last_tick_ = options_.clock->Now();
@@ -189,7 +190,13 @@ void Exporter::FollowTicks() {
                                                   value.int_value());
         }
       }
-      RenderLocked();
+      // With --collect-interval, the served values change at most that often (in engine time);
+      // an engine that comes back, or a new one, is served at once.
+      const absl::Time tick_time = absl::FromUnixMicros(tick.timestamp_us());
+      if (!up_before || new_identity || tick_time - rendered_tick_ >= options_.collect_interval) {
+        rendered_tick_ = tick_time;
+        RenderLocked();
+      }
     }
     absl::MutexLock lock(&mutex_);
     ticks_ = nullptr;
@@ -277,7 +284,8 @@ void Exporter::RenderLocked() {
       .hostname = options_.hostname,
       .xid_window_ms = absl::ToInt64Milliseconds(options_.xid_window),
       .clock_events_window_ms = absl::ToInt64Milliseconds(options_.clock_events_window),
-      .gpu_id_type = options_.gpu_id_type};
+      .gpu_id_type = options_.gpu_id_type,
+      .old_namespace = options_.old_namespace};
   body_ = std::make_shared<const std::string>(RenderMetrics(*counters_, view_, render));
   last_render_ns_.store(absl::ToInt64Nanoseconds(absl::Now() - started));
 }

@@ -37,6 +37,10 @@ struct ExporterOptions {
   std::string hostname;                     // the label's value; empty: no label
   bool kubernetes = false;
   GpuIdType gpu_id_type = GpuIdType::kUid;  // how the kubelet names whole GPUs
+  bool old_namespace = false;               // --use-old-namespace (RenderOptions)
+  // dcgm-exporter's --collect-interval: the values served change at most this often (a render
+  // every engine tick when zero). Freshness (vigil_engine_up) is judged on every tick anyway.
+  absl::Duration collect_interval = absl::ZeroDuration();
   PodMapperOptions pods;
   absl::Duration xid_window = absl::Minutes(5);
   absl::Duration clock_events_window = absl::Minutes(5);
@@ -89,6 +93,8 @@ class Exporter {
   EventSubscription* events_ ABSL_GUARDED_BY(mutex_) = nullptr;
   ExporterView view_ ABSL_GUARDED_BY(mutex_);
   uint64_t mig_generation_ ABSL_GUARDED_BY(mutex_) = 0;  // of view_.gpus' MIG instances
+  // The engine time of the tick last rendered (for collect_interval).
+  absl::Time rendered_tick_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
   absl::Time last_tick_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
   absl::Duration stale_after_ ABSL_GUARDED_BY(mutex_) = absl::Seconds(3);
   // Per GPU: (time, XID) within the XID window; (time, reasons bitmask) within the clock window.

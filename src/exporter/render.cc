@@ -204,7 +204,7 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
       const v1::MigInstance* instance = entities[e].instance;
       std::string& head = labels[e].head;
       fmt::format_to(std::back_inserter(head), "{{gpu=\"{}\"", gpu.index());
-      AppendLabel(&head, "UUID", gpu.uuid());
+      AppendLabel(&head, options.old_namespace ? "uuid" : "UUID", gpu.uuid());
       AppendLabel(&head, "pci_bus_id", gpu.pci_bus_id());
       AppendLabel(&head, "device", gpu.device());
       AppendLabel(&head, "modelName", gpu.name());
@@ -223,9 +223,17 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
       }
       for (const auto& [name, text] : label_fields) AppendLabel(&head, name, text);
       if (const PodInfo* pod = PodOf(view, entities[e], options.gpu_id_type)) {
-        AppendLabel(&labels[e].container, "container", pod->container);
-        AppendLabel(&labels[e].namespace_and_pod, "namespace", pod->namespace_name);
-        AppendLabel(&labels[e].namespace_and_pod, "pod", pod->pod);
+        // Sorted by name either way: container < err_* < namespace < pod, and container_name <
+        // err_* < pod_name < pod_namespace with dcgm-exporter 1.x's names.
+        AppendLabel(&labels[e].container, options.old_namespace ? "container_name" : "container",
+                    pod->container);
+        if (options.old_namespace) {
+          AppendLabel(&labels[e].namespace_and_pod, "pod_name", pod->pod);
+          AppendLabel(&labels[e].namespace_and_pod, "pod_namespace", pod->namespace_name);
+        } else {
+          AppendLabel(&labels[e].namespace_and_pod, "namespace", pod->namespace_name);
+          AppendLabel(&labels[e].namespace_and_pod, "pod", pod->pod);
+        }
       }
     }
 

@@ -48,10 +48,13 @@ enum class GpuIdType { kUid, kDeviceName };
 
 struct RenderOptions {
   std::string hostname_label = "Hostname";  // "hostname" for dcgm-exporter >= 4.8.3's spelling
-  std::string hostname;                     // the value; omitted when empty
+  std::string hostname;                     // the value; omitted when empty (--no-hostname)
   int64_t xid_window_ms = 300'000;
   int64_t clock_events_window_ms = 300'000;
   GpuIdType gpu_id_type = GpuIdType::kUid;
+  // dcgm-exporter's --use-old-namespace: its 1.x label names — uuid for UUID, pod_name,
+  // pod_namespace and container_name for the pod labels (metric names do not change).
+  bool old_namespace = false;
 };
 
 // The GPU series and the engine metrics (everything that changes once per tick).

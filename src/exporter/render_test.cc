@@ -510,5 +510,21 @@ TEST(RenderTest, AGpuInMigModeWithoutInstancesKeepsItsOwnSeries) {
   EXPECT_THAT(text, Not(HasSubstr("GPU_I_ID")));
 }
 
+// dcgm-exporter's --use-old-namespace (its 1.x label names) and --no-hostname.
+TEST(RenderTest, OldNamespaceLabelsAndNoHostname) {
+  const Counters counters = Parse("DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n");
+  ExporterView view = TwoGpus();
+  *view.tick.add_values() = Int(1, 150, 41);
+  view.pods[view.gpus[1].uuid()] = {"train-0", "ml", "trainer"};
+  EXPECT_THAT(
+      RenderMetrics(counters, view, {.old_namespace = true}),
+      HasSubstr("DCGM_FI_DEV_GPU_TEMP{gpu=\"1\",uuid=\"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd\","
+                "pci_bus_id=\"00000000:2A:00.0\",device=\"nvidia1\",modelName=\"NVIDIA H100 "
+                "80GB HBM3\",container_name=\"trainer\",pod_name=\"train-0\","
+                "pod_namespace=\"ml\"} 41\n"));
+  // No hostname: no Hostname label at all.
+  EXPECT_THAT(RenderMetrics(counters, view, {.hostname = ""}), Not(HasSubstr("Hostname=")));
+}
+
 }  // namespace
 }  // namespace vigil
