@@ -20,6 +20,7 @@
 #include "k8s/podresources/v1/api.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "process.h"
+#include "testing/eventually.h"
 #include "testing/paths.h"
 #include "testing/temp_dir.h"
 
@@ -145,8 +146,42 @@ scrape_configs:
     EXPECT_THAT(series["metric"]["UUID"].get<std::string>(), ::testing::StartsWith("GPU-"));
   }
   EXPECT_EQ(gpus, (std::set<std::string>{"0", "1", "2"}));
+  // Prometheus asks for gzip on every scrape; the exporter answered compressed and Prometheus read
+  // it (the series above came through those scrapes).
+  nlohmann::json gzip_scrapes;
+  ASSERT_TRUE(Eventually([&] {
+    auto response = client.Get("/api/v1/query?query=vigil_exporter_gzip_scrapes_total");
+    if (!response || response->status != 200) return false;
+    gzip_scrapes = nlohmann::json::parse(response->body)["data"]["result"];
+    return !gzip_scrapes.empty() && std::stod(gzip_scrapes[0]["value"][1].get<std::string>()) > 0;
+  })) << gzip_scrapes.dump();
   prometheus.Signal(SIGTERM);
   prometheus.Wait();
+}
+
+// gzip when the scraper accepts it (compressed once per render, the same text), plain otherwise.
+TEST(ExporterTest, GzipWhenAcceptedPlainOtherwise) {
+  TempDir dir;
+  EngineProcess engine(dir.path(), "n1", 2);
+  ExporterProcess exporter(dir.path(), engine.unix_address);
+  ASSERT_GT(exporter.port(), 0);
+  exporter.ScrapeUntil(
+      [](const std::string& b) { return b.find("vigil_engine_up 1") != std::string::npos; });
+  const std::string url = fmt::format("http://127.0.0.1:{}/metrics", exporter.port());
+  std::string headers;
+  ASSERT_TRUE(Eventually([&] {
+    headers = Shell("curl -s -o /dev/null -D - -H 'Accept-Encoding: gzip' " + url).out;
+    return headers.find("Content-Encoding: gzip") != std::string::npos;
+  })) << headers;
+  EXPECT_THAT(headers, HasSubstr("Vary: Accept-Encoding"));
+  const auto gunzipped = Shell("curl -sf -H 'Accept-Encoding: gzip' " + url + " | gzip -dc");
+  ASSERT_EQ(gunzipped.exit_code, 0) << gunzipped.err;
+  EXPECT_EQ(CountLines(gunzipped.out, "DCGM_FI_DEV_GPU_TEMP{"), 2);
+  EXPECT_THAT(gunzipped.out, HasSubstr("vigil_engine_up 1\n"));
+  EXPECT_THAT(gunzipped.out, HasSubstr("vigil_exporter_scrapes_total "));
+  const auto plain = Shell("curl -s -D - -H 'Accept-Encoding: identity' " + url);
+  EXPECT_THAT(plain.out, Not(HasSubstr("Content-Encoding")));
+  EXPECT_EQ(CountLines(plain.out, "DCGM_FI_DEV_GPU_TEMP{"), 2);
 }
 
 TEST(ExporterTest, EngineLossIsVisibleWithinThreeSecondsAndRecovers) {

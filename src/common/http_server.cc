@@ -17,6 +17,7 @@
 #include <deque>
 
 #include "absl/time/clock.h"
+#include "common/gzip.h"
 #include "common/strings.h"
 #include "common/thread.h"
 #include "fmt/format.h"
@@ -50,10 +51,6 @@ std::string_view Reason(int status) {
   }
 }
 
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && ToUpper(a) == ToUpper(b);
-}
-
 }  // namespace
 
 struct HttpServer::Connection {
@@ -78,6 +75,10 @@ HttpServer::HttpServer() = default;
 HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::Get(const std::string& path, Handler handler) {
+  handlers_[path] = [handler = std::move(handler)](const HttpRequest&) { return handler(); };
+}
+
+void HttpServer::Get(const std::string& path, RequestHandler handler) {
   handlers_[path] = std::move(handler);
 }
 
@@ -251,6 +252,7 @@ bool HttpServer::OnReadable(Connection& connection) {
     }
     bool keep_alive = parts[2] == "HTTP/1.1";
     bool has_body = false;
+    HttpRequest http_request;
     for (size_t i = 1; i < lines.size(); ++i) {
       const size_t colon = lines[i].find(':');
       if (colon == std::string_view::npos) continue;
@@ -259,6 +261,8 @@ bool HttpServer::OnReadable(Connection& connection) {
       if (EqualsIgnoreCase(name, "connection")) {
         if (EqualsIgnoreCase(value, "close")) keep_alive = false;
         if (EqualsIgnoreCase(value, "keep-alive")) keep_alive = true;
+      } else if (EqualsIgnoreCase(name, "accept-encoding")) {
+        http_request.accepts_gzip = AcceptsGzip(value);
       } else if ((EqualsIgnoreCase(name, "content-length") && value != "0") ||
                  EqualsIgnoreCase(name, "transfer-encoding")) {
         has_body = true;
@@ -270,9 +274,11 @@ bool HttpServer::OnReadable(Connection& connection) {
            false, false);
       break;
     }
-    std::string path(parts[1]);
-    if (const size_t query = path.find('?'); query != std::string::npos) path.resize(query);
-    Send(connection, Route(parts[0], path), keep_alive, parts[0] == "HEAD");
+    http_request.path = std::string(parts[1]);
+    if (const size_t query = http_request.path.find('?'); query != std::string::npos) {
+      http_request.path.resize(query);
+    }
+    Send(connection, Route(parts[0], http_request), keep_alive, parts[0] == "HEAD");
     if (!keep_alive) {
       connection.close_after_write = true;
       break;
@@ -281,11 +287,13 @@ bool HttpServer::OnReadable(Connection& connection) {
   return Flush(connection);
 }
 
-HttpResponse HttpServer::Route(std::string_view method, const std::string& path) const {
+HttpResponse HttpServer::Route(std::string_view method, const HttpRequest& request) const {
   if (method != "GET" && method != "HEAD") {
     return {.status = 405, .body = "only GET and HEAD are served here\n"};
   }
-  if (auto handler = handlers_.find(path); handler != handlers_.end()) return handler->second();
+  if (auto handler = handlers_.find(request.path); handler != handlers_.end()) {
+    return handler->second(request);
+  }
   return {.status = 404, .body = "not found\n"};
 }
 
@@ -295,8 +303,11 @@ void HttpServer::Send(Connection& connection, HttpResponse response, bool keep_a
       (response.shared_body != nullptr ? response.shared_body->size() : 0) + response.body.size();
   Connection::Piece head;
   head.owned = fmt::format(
-      "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: {}\r\n\r\n",
-      response.status, Reason(response.status), response.content_type, length,
+      "HTTP/1.1 {} {}\r\nContent-Type: {}\r\n{}{}Content-Length: {}\r\nConnection: {}\r\n\r\n",
+      response.status, Reason(response.status), response.content_type,
+      response.content_encoding.empty() ? ""
+                                        : "Content-Encoding: " + response.content_encoding + "\r\n",
+      response.vary_accept_encoding ? "Vary: Accept-Encoding\r\n" : "", length,
       keep_alive ? "keep-alive" : "close");
   connection.output.push_back(std::move(head));
   if (head_only) return;

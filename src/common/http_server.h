@@ -20,9 +20,18 @@
 
 namespace vigil {
 
+// What a handler may look at in a request.
+struct HttpRequest {
+  std::string path;           // without the query string
+  bool accepts_gzip = false;  // its Accept-Encoding allows gzip
+};
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "text/plain; charset=utf-8";
+  std::string content_encoding;  // "gzip" when the body is; "" none
+  // The body depends on Accept-Encoding (caches must keep one per coding): `Vary`.
+  bool vary_accept_encoding = false;
   // Sent as `shared_body` followed by `body`; either may be empty. The shared part is not copied.
   std::shared_ptr<const std::string> shared_body;
   std::string body;
@@ -31,6 +40,7 @@ struct HttpResponse {
 class HttpServer {
  public:
   using Handler = std::function<HttpResponse()>;
+  using RequestHandler = std::function<HttpResponse(const HttpRequest&)>;
 
   HttpServer();
   ~HttpServer();
@@ -39,6 +49,7 @@ class HttpServer {
 
   // Registers the handler of `path` (exact match; a query string is ignored).
   void Get(const std::string& path, Handler handler);
+  void Get(const std::string& path, RequestHandler handler);
   // Binds `address` ("[HOST]:PORT"; port 0 picks one) and starts serving. InvalidArgument for a
   // bad address, AlreadyExists when the port is taken.
   absl::Status Start(const std::string& address);
@@ -53,12 +64,12 @@ class HttpServer {
   bool OnReadable(Connection& connection);
   bool Flush(Connection& connection);
   // The handler's response for a request, or the error response (405, 404).
-  HttpResponse Route(std::string_view method, const std::string& path) const;
+  HttpResponse Route(std::string_view method, const HttpRequest& request) const;
   // Queues `response` on the connection (headers only for HEAD).
   void Send(Connection& connection, HttpResponse response, bool keep_alive, bool head_only);
   void Close(int fd);
 
-  std::map<std::string, Handler> handlers_;
+  std::map<std::string, RequestHandler> handlers_;
   std::map<int, std::unique_ptr<Connection>> connections_;  // owned by the loop thread
   int listen_fd_ = -1, epoll_fd_ = -1, wake_fd_ = -1;
   int port_ = 0;

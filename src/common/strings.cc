@@ -30,6 +30,10 @@ std::vector<std::string_view> Split(std::string_view text, char separator) {
   }
 }
 
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && ToUpper(a) == ToUpper(b);
+}
+
 std::string ToUpper(std::string_view text) {
   std::string upper(text);
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

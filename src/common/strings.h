@@ -15,6 +15,8 @@ std::string_view Trim(std::string_view text);
 // Splits on `separator`; keeps empty pieces ("a,,b" -> {"a", "", "b"}; "" -> {""}).
 std::vector<std::string_view> Split(std::string_view text, char separator);
 std::string ToUpper(std::string_view text);
+// ASCII case-insensitive equality (HTTP header names and tokens).
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 // The whole of `text` as a decimal integer, or nullopt (empty, sign where not allowed, junk,
 // overflow).
 std::optional<int64_t> ParseInt64(std::string_view text);

@@ -2,6 +2,7 @@
 #include "exporter/exporter.h"
 
 #include "common/files.h"
+#include "common/gzip.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "fmt/format.h"
@@ -29,10 +30,15 @@ absl::StatusOr<std::unique_ptr<Exporter>> Exporter::Start(ExporterOptions option
   std::unique_ptr<Exporter> exporter(
       new Exporter(std::move(options), std::move(client), std::move(*counters)));
   Exporter* self = exporter.get();
-  self->http_.Get("/metrics", [self] {
+  self->http_.Get("/metrics", [self](const HttpRequest& request) {
     const absl::Time started = absl::Now();
-    HttpResponse response{.content_type = kMetricsType};
-    response.shared_body = self->Scrape(&response.body);
+    HttpResponse response{.content_type = kMetricsType, .vary_accept_encoding = true};
+    if (request.accepts_gzip) response.shared_body = self->ScrapeGzip();
+    if (response.shared_body != nullptr) {
+      response.content_encoding = "gzip";
+    } else {
+      response.shared_body = self->Scrape(&response.body);
+    }
     self->last_scrape_ns_.store(absl::ToInt64Nanoseconds(absl::Now() - started));
     return response;
   });
@@ -169,34 +175,37 @@ void Exporter::FollowTicks() {
         dropped_ticks_.fetch_add(tick.dropped_ticks() - stream_dropped, std::memory_order_relaxed);
         stream_dropped = tick.dropped_ticks();
       }
-      absl::MutexLock lock(&mutex_);
-      if (info) {
-        view_.info = std::move(*info);
-        view_.gpus.assign(gpus->gpus().begin(), gpus->gpus().end());
-        mig_generation_ = gpus->mig_generation();
-        stale_after_ =
-            std::max(absl::Seconds(3), absl::Microseconds(view_.info.tick_interval_us()) * 3);
-        // (The XID counts are the event thread's: it resets them when it sees the new instance.)
-        clock_events_.clear();
-      }
-      const bool up_before = view_.engine_up, new_identity = info.has_value();
-      view_.tick = tick;
-      view_.engine_up = true;
-      last_tick_ = options_.clock->Now();
-      for (const v1::FieldValue& value : tick.values()) {
-        if (value.field_id() == fid::kClocksEventReasons && value.sample_seq() == tick.seq() &&
-            value.status() == v1::VALUE_STATUS_OK) {
-          clock_events_[value.gpu()].emplace_back(absl::FromUnixMicros(value.timestamp_us()),
-                                                  value.int_value());
+      {
+        absl::MutexLock lock(&mutex_);
+        if (info) {
+          view_.info = std::move(*info);
+          view_.gpus.assign(gpus->gpus().begin(), gpus->gpus().end());
+          mig_generation_ = gpus->mig_generation();
+          stale_after_ =
+              std::max(absl::Seconds(3), absl::Microseconds(view_.info.tick_interval_us()) * 3);
+          // (The XID counts are the event thread's: it resets them when it sees the new instance.)
+          clock_events_.clear();
+        }
+        const bool up_before = view_.engine_up, new_identity = info.has_value();
+        view_.tick = tick;
+        view_.engine_up = true;
+        last_tick_ = options_.clock->Now();
+        for (const v1::FieldValue& value : tick.values()) {
+          if (value.field_id() == fid::kClocksEventReasons && value.sample_seq() == tick.seq() &&
+              value.status() == v1::VALUE_STATUS_OK) {
+            clock_events_[value.gpu()].emplace_back(absl::FromUnixMicros(value.timestamp_us()),
+                                                    value.int_value());
+          }
+        }
+        // With --collect-interval, the served values change at most that often (in engine time);
+        // an engine that comes back, or a new one, is served at once.
+        const absl::Time tick_time = absl::FromUnixMicros(tick.timestamp_us());
+        if (!up_before || new_identity || tick_time - rendered_tick_ >= options_.collect_interval) {
+          rendered_tick_ = tick_time;
+          RenderLocked();
         }
       }
-      // With --collect-interval, the served values change at most that often (in engine time);
-      // an engine that comes back, or a new one, is served at once.
-      const absl::Time tick_time = absl::FromUnixMicros(tick.timestamp_us());
-      if (!up_before || new_identity || tick_time - rendered_tick_ >= options_.collect_interval) {
-        rendered_tick_ = tick_time;
-        RenderLocked();
-      }
+      CompressLatest();  // outside the lock: scrapes never wait for the compression
     }
     absl::MutexLock lock(&mutex_);
     ticks_ = nullptr;
@@ -302,6 +311,30 @@ std::shared_ptr<const std::string> Exporter::Scrape(std::string* tail) {
   return body;
 }
 
+std::shared_ptr<const std::string> Exporter::ScrapeGzip() {
+  absl::MutexLock lock(&mutex_);
+  CheckFreshnessLocked();
+  if (gzip_source_ == nullptr || gzip_source_ != body_) return nullptr;
+  scrapes_.fetch_add(1, std::memory_order_relaxed);
+  gzip_scrapes_.fetch_add(1, std::memory_order_relaxed);
+  return gzip_body_;
+}
+
+void Exporter::CompressLatest() {
+  std::shared_ptr<const std::string> body;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (body_ == nullptr || gzip_source_ == body_) return;
+    body = body_;
+  }
+  // Level 1: most of the size gone (the text repeats its labels) for a fraction of the time.
+  auto compressed = std::make_shared<const std::string>(Gzip(*body + ProcessMetrics(), 1));
+  absl::MutexLock lock(&mutex_);
+  if (body_ != body) return;  // rendered again meanwhile: that render gets compressed next
+  gzip_body_ = std::move(compressed);
+  gzip_source_ = std::move(body);
+}
+
 std::string Exporter::Scrape() {
   std::string tail;
   return *Scrape(&tail) + tail;
@@ -341,6 +374,9 @@ std::string Exporter::ProcessMetrics() {
   static constexpr std::string_view kHeads[] = {
       "# HELP vigil_exporter_scrapes_total Scrapes of /metrics served.\n"
       "# TYPE vigil_exporter_scrapes_total counter\nvigil_exporter_scrapes_total ",
+      "# HELP vigil_exporter_gzip_scrapes_total Scrapes of /metrics answered gzip-compressed (the "
+      "scraper accepted it and the latest render was compressed).\n"
+      "# TYPE vigil_exporter_gzip_scrapes_total counter\nvigil_exporter_gzip_scrapes_total ",
       "# HELP vigil_exporter_scrape_duration_seconds How long the previous scrape of /metrics took "
       "to answer.\n# TYPE vigil_exporter_scrape_duration_seconds gauge\n"
       "vigil_exporter_scrape_duration_seconds ",
@@ -368,12 +404,13 @@ std::string Exporter::ProcessMetrics() {
     fmt::format_to(std::back_inserter(out), "{}\n", value);
   };
   line(0, scrapes_.load());
-  line(1, fmt::format("{:f}", last_scrape_ns_.load() / 1e9));
-  line(2, fmt::format("{:f}", last_render_ns_.load() / 1e9));
-  line(3, reconnects_.load());
-  line(4, dropped_ticks_.load());
-  line(5, reloads_failed_.load());
-  if (pods_ != nullptr) line(6, pods_->errors());
+  line(1, gzip_scrapes_.load());
+  line(2, fmt::format("{:f}", last_scrape_ns_.load() / 1e9));
+  line(3, fmt::format("{:f}", last_render_ns_.load() / 1e9));
+  line(4, reconnects_.load());
+  line(5, dropped_ticks_.load());
+  line(6, reloads_failed_.load());
+  if (pods_ != nullptr) line(7, pods_->errors());
   return out;
 }
 

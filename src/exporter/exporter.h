@@ -64,6 +64,10 @@ class Exporter {
   // What a scrape of /metrics returns now: the body rendered at the last tick (shared, not
   // copied) followed by *tail, the exporter's own process metrics.
   std::shared_ptr<const std::string> Scrape(std::string* tail);
+  // The same compressed with gzip, for a scraper that accepts it: the body of the last render
+  // with the exporter's own metrics as of that render; null while that render is not compressed
+  // yet (answer plain then).
+  std::shared_ptr<const std::string> ScrapeGzip();
   std::string Scrape();
   bool Ready(std::string* why);
 
@@ -73,6 +77,9 @@ class Exporter {
   void FollowEvents();
   // Rebuilds the rendered body from the view (caller holds mutex_).
   void RenderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Compresses the latest render for gzip scrapes, outside the lock (a scrape never waits for
+  // it): called by the threads that render, after they let go of the lock.
+  void CompressLatest() ABSL_LOCKS_EXCLUDED(mutex_);
   // Marks the engine down if no tick arrived for too long (caller holds mutex_).
   void CheckFreshnessLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   std::string ProcessMetrics();
@@ -83,7 +90,8 @@ class Exporter {
   HttpServer http_;
   std::thread ticks_thread_, events_thread_;
 
-  std::atomic<uint64_t> scrapes_{0}, reconnects_{0}, dropped_ticks_{0}, reloads_failed_{0};
+  std::atomic<uint64_t> scrapes_{0}, gzip_scrapes_{0}, reconnects_{0}, dropped_ticks_{0},
+      reloads_failed_{0};
   std::atomic<int64_t> last_scrape_ns_{0}, last_render_ns_{0};
 
   absl::Mutex mutex_;
@@ -102,6 +110,11 @@ class Exporter {
   std::map<uint32_t, std::deque<std::pair<absl::Time, int64_t>>> clock_events_
       ABSL_GUARDED_BY(mutex_);
   std::shared_ptr<const std::string> body_ ABSL_GUARDED_BY(mutex_);
+  // body_ (with the exporter's own metrics as of then) gzip-compressed, once per render, for the
+  // scrapers that accept gzip; gzip_source_ is the body_ it was made from (a newer body_ not yet
+  // compressed is served plain).
+  std::shared_ptr<const std::string> gzip_body_ ABSL_GUARDED_BY(mutex_);
+  std::shared_ptr<const std::string> gzip_source_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace vigil
