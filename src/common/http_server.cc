@@ -8,6 +8,8 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -56,20 +58,42 @@ std::string_view Reason(int status) {
 struct HttpServer::Connection {
   int fd = -1;
   std::string input;
-  // Pending output, in order: owned strings and shared bodies, each with a write offset.
+  // Pending output, in order: owned strings, shared bodies and shared files, each with a write
+  // offset.
   struct Piece {
     std::string owned;
     std::shared_ptr<const std::string> shared;
+    std::shared_ptr<const SharedFile> file;
     size_t offset = 0;
     std::string_view view() const {
       return shared != nullptr ? std::string_view(*shared) : std::string_view(owned);
     }
+    size_t size() const { return file != nullptr ? file->size() : view().size(); }
   };
   std::deque<Piece> output;
   bool close_after_write = false;
   bool watching_writable = false;  // EPOLLOUT registered
   absl::Time last_active;
 };
+
+absl::StatusOr<std::shared_ptr<const SharedFile>> SharedFile::Create(std::string_view data) {
+  const int fd = memfd_create("vigil-body", MFD_CLOEXEC);
+  if (fd < 0) return absl::InternalError(fmt::format("memfd_create: {}", strerror(errno)));
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = n < 0 ? strerror(errno) : "wrote nothing";
+      close(fd);
+      return absl::InternalError(fmt::format("writing a memory file: {}", why));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return std::shared_ptr<const SharedFile>(new SharedFile(fd, data.size()));
+}
+
+SharedFile::~SharedFile() { close(fd_); }
 
 HttpServer::HttpServer() = default;
 HttpServer::~HttpServer() { Stop(); }
@@ -299,8 +323,10 @@ HttpResponse HttpServer::Route(std::string_view method, const HttpRequest& reque
 
 void HttpServer::Send(Connection& connection, HttpResponse response, bool keep_alive,
                       bool head_only) {
-  const size_t length =
-      (response.shared_body != nullptr ? response.shared_body->size() : 0) + response.body.size();
+  const size_t length = (response.shared_prefix != nullptr ? response.shared_prefix->size() : 0) +
+                        (response.file_body != nullptr ? response.file_body->size() : 0) +
+                        (response.shared_body != nullptr ? response.shared_body->size() : 0) +
+                        response.body.size();
   Connection::Piece head;
   head.owned = fmt::format(
       "HTTP/1.1 {} {}\r\nContent-Type: {}\r\n{}{}Content-Length: {}\r\nConnection: {}\r\n\r\n",
@@ -311,6 +337,12 @@ void HttpServer::Send(Connection& connection, HttpResponse response, bool keep_a
       keep_alive ? "keep-alive" : "close");
   connection.output.push_back(std::move(head));
   if (head_only) return;
+  if (response.shared_prefix != nullptr && !response.shared_prefix->empty()) {
+    connection.output.push_back({.shared = std::move(response.shared_prefix)});
+  }
+  if (response.file_body != nullptr && response.file_body->size() > 0) {
+    connection.output.push_back({.file = std::move(response.file_body)});
+  }
   if (response.shared_body != nullptr && !response.shared_body->empty()) {
     connection.output.push_back({.shared = std::move(response.shared_body)});
   }
@@ -319,15 +351,40 @@ void HttpServer::Send(Connection& connection, HttpResponse response, bool keep_a
 
 bool HttpServer::Flush(Connection& connection) {
   while (!connection.output.empty()) {
+    Connection::Piece& front = connection.output.front();
+    if (front.file != nullptr) {  // a shared file: sendfile, no copy through user space
+      off_t offset = static_cast<off_t>(front.offset);
+      const ssize_t sent =
+          sendfile(connection.fd, front.file->fd(), &offset, front.file->size() - front.offset);
+      if (sent < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        if (errno == EINTR) continue;
+        return false;
+      }
+      front.offset = static_cast<size_t>(offset);
+      if (front.offset >= front.file->size()) connection.output.pop_front();
+      continue;
+    }
+    // The memory pieces up to the next file in one sendmsg; MSG_MORE when a file follows, so that
+    // the headers and the file's first bytes share packets.
     iovec vectors[16];
     int count = 0;
+    bool file_follows = false;
     for (auto it = connection.output.begin(); it != connection.output.end() && count < 16;
          ++it, ++count) {
+      if (it->file != nullptr) {
+        file_follows = true;
+        break;
+      }
       const std::string_view data = it->view();
       vectors[count].iov_base = const_cast<char*>(data.data() + it->offset);
       vectors[count].iov_len = data.size() - it->offset;
     }
-    const ssize_t written = writev(connection.fd, vectors, count);
+    msghdr message{};
+    message.msg_iov = vectors;
+    message.msg_iovlen = static_cast<size_t>(count);
+    const ssize_t written =
+        sendmsg(connection.fd, &message, MSG_NOSIGNAL | (file_follows ? MSG_MORE : 0));
     if (written < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       if (errno == EINTR) continue;
@@ -336,7 +393,7 @@ bool HttpServer::Flush(Connection& connection) {
     size_t remaining = static_cast<size_t>(written);
     while (remaining > 0 && !connection.output.empty()) {
       Connection::Piece& piece = connection.output.front();
-      const size_t left = piece.view().size() - piece.offset;
+      const size_t left = piece.size() - piece.offset;
       if (remaining >= left) {
         remaining -= left;
         connection.output.pop_front();

@@ -20,6 +20,26 @@
 
 namespace vigil {
 
+// An immutable body kept in a memory file (memfd) and sent with sendfile(2), as a static file
+// server sends a file: the bytes are not copied through user space on every answer. Made once
+// (per render) and shared by every answer that sends it. Thread-safe (immutable).
+class SharedFile {
+ public:
+  // Internal (memfd_create, write) when the process is out of descriptors or memory; callers
+  // fall back to a string body then.
+  static absl::StatusOr<std::shared_ptr<const SharedFile>> Create(std::string_view data);
+  ~SharedFile();
+  SharedFile(const SharedFile&) = delete;
+  SharedFile& operator=(const SharedFile&) = delete;
+  int fd() const { return fd_; }
+  size_t size() const { return size_; }
+
+ private:
+  SharedFile(int fd, size_t size) : fd_(fd), size_(size) {}
+  const int fd_;
+  const size_t size_;
+};
+
 // What a handler may look at in a request.
 struct HttpRequest {
   std::string path;           // without the query string
@@ -32,7 +52,10 @@ struct HttpResponse {
   std::string content_encoding;  // "gzip" when the body is; "" none
   // The body depends on Accept-Encoding (caches must keep one per coding): `Vary`.
   bool vary_accept_encoding = false;
-  // Sent as `shared_body` followed by `body`; either may be empty. The shared part is not copied.
+  // Sent as `shared_prefix`, `file_body`, `shared_body`, then `body`; any may be empty. The
+  // shared parts are not copied.
+  std::shared_ptr<const std::string> shared_prefix;
+  std::shared_ptr<const SharedFile> file_body;
   std::shared_ptr<const std::string> shared_body;
   std::string body;
 };

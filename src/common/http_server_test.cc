@@ -62,10 +62,22 @@ class HttpServerTest : public ::testing::Test {
           .content_type = "text/plain; version=0.0.4", .shared_body = body_, .body = "tail\n"};
     });
     server_.Get("/unavailable", [] { return HttpResponse{.status = 503, .body = "no\n"}; });
+    // A memory file between a shared prefix and a tail, gzip-labelled when the client accepts it.
+    auto file = SharedFile::Create(std::string(300000, 'f'));
+    ASSERT_TRUE(file.ok());
+    file_ = *file;
+    server_.Get("/file", [this](const HttpRequest& request) {
+      return HttpResponse{.content_encoding = request.accepts_gzip ? "gzip" : "",
+                          .vary_accept_encoding = true,
+                          .shared_prefix = std::make_shared<const std::string>("head\n"),
+                          .file_body = file_,
+                          .body = "tail\n"};
+    });
     ASSERT_TRUE(server_.Start("127.0.0.1:0").ok());
   }
 
   std::shared_ptr<const std::string> body_;
+  std::shared_ptr<const SharedFile> file_;
   HttpServer server_;
 };
 
@@ -81,6 +93,24 @@ TEST_F(HttpServerTest, ServesRoutesWithStatusAndHeaders) {
               StartsWith("HTTP/1.1 404 Not Found"));
   EXPECT_THAT(Exchange(server_.port(), "GET /hello?x=1 HTTP/1.1\r\n\r\n"),
               StartsWith("HTTP/1.1 200"));
+}
+
+TEST_F(HttpServerTest, AMemoryFileIsSentWholeInOrderOnEveryRequest) {
+  for (int i = 0; i < 2; ++i) {  // the file's offset is the connection's, not the file's
+    const std::string reply = Exchange(server_.port(), "GET /file HTTP/1.1\r\n\r\n");
+    EXPECT_THAT(reply, HasSubstr("Content-Length: 300010\r\n"));
+    EXPECT_THAT(reply, HasSubstr("Vary: Accept-Encoding\r\n"));
+    EXPECT_THAT(reply, ::testing::Not(HasSubstr("Content-Encoding")));
+    EXPECT_THAT(reply, ::testing::EndsWith("\r\n\r\nhead\n" + std::string(300000, 'f') + "tail\n"));
+  }
+  // Two pipelined requests on one connection, the second asking for gzip.
+  const std::string two = Exchange(server_.port(),
+                                   "GET /file HTTP/1.1\r\n\r\nGET /file HTTP/1.1\r\n"
+                                   "Accept-Encoding: deflate, gzip\r\n\r\n",
+                                   2);
+  EXPECT_EQ(two.find("Content-Encoding: gzip\r\n"), two.rfind("Content-Encoding: gzip\r\n"));
+  EXPECT_NE(two.find("Content-Encoding: gzip\r\n"), std::string::npos);
+  EXPECT_GT(two.find("Content-Encoding: gzip\r\n"), two.find("tail\n"));
 }
 
 TEST_F(HttpServerTest, SharedBodyAndTailArriveWhole) {

@@ -37,7 +37,7 @@ absl::StatusOr<std::unique_ptr<Exporter>> Exporter::Start(ExporterOptions option
     if (response.shared_body != nullptr) {
       response.content_encoding = "gzip";
     } else {
-      response.shared_body = self->Scrape(&response.body);
+      self->ScrapeFile(&response);
     }
     self->last_scrape_ns_.store(absl::ToInt64Nanoseconds(absl::Now() - started));
     return response;
@@ -296,6 +296,11 @@ void Exporter::RenderLocked() {
       .gpu_id_type = options_.gpu_id_type,
       .old_namespace = options_.old_namespace};
   body_ = std::make_shared<const std::string>(RenderMetrics(*counters_, view_, render));
+  // The same bytes in a memory file, for sendfile; without one (out of descriptors) scrapes send
+  // the string.
+  auto file = SharedFile::Create(*body_);
+  body_file_ = file.ok() ? *std::move(file) : nullptr;
+  tail_ = std::make_shared<const std::string>(ProcessMetrics());
   last_render_ns_.store(absl::ToInt64Nanoseconds(absl::Now() - started));
 }
 
@@ -309,6 +314,21 @@ std::shared_ptr<const std::string> Exporter::Scrape(std::string* tail) {
   }
   *tail = ProcessMetrics();
   return body;
+}
+
+void Exporter::ScrapeFile(HttpResponse* response) {
+  scrapes_.fetch_add(1, std::memory_order_relaxed);
+  absl::MutexLock lock(&mutex_);
+  CheckFreshnessLocked();
+  if (body_file_ != nullptr && tail_ != nullptr) {
+    // The exporter's own metrics first (the order of metric families is free): the headers and
+    // they go out in one write, then the body from its memory file.
+    response->shared_prefix = tail_;
+    response->file_body = body_file_;
+  } else {
+    response->shared_body = body_;
+    response->body = ProcessMetrics();
+  }
 }
 
 std::shared_ptr<const std::string> Exporter::ScrapeGzip() {
@@ -356,6 +376,10 @@ absl::Status Exporter::ReloadCounters() {
   auto counters = LoadCounters(options_.collectors_path);
   if (!counters.ok()) {
     reloads_failed_.fetch_add(1, std::memory_order_relaxed);
+    {
+      absl::MutexLock lock(&mutex_);
+      tail_ = std::make_shared<const std::string>(ProcessMetrics());  // served from now on
+    }
     spdlog::error("SIGHUP: {}; keeping the previous counters", MessageOf(counters.status()));
     return counters.status();
   }

@@ -64,6 +64,9 @@ class Exporter {
   // What a scrape of /metrics returns now: the body rendered at the last tick (shared, not
   // copied) followed by *tail, the exporter's own process metrics.
   std::shared_ptr<const std::string> Scrape(std::string* tail);
+  // The /metrics answer without gzip: the exporter's own metrics as of the last render, then the
+  // body from its memory file (sendfile); the string and fresh own metrics without a file.
+  void ScrapeFile(HttpResponse* response);
   // The same compressed with gzip, for a scraper that accepts it: the body of the last render
   // with the exporter's own metrics as of that render; null while that render is not compressed
   // yet (answer plain then).
@@ -110,6 +113,8 @@ class Exporter {
   std::map<uint32_t, std::deque<std::pair<absl::Time, int64_t>>> clock_events_
       ABSL_GUARDED_BY(mutex_);
   std::shared_ptr<const std::string> body_ ABSL_GUARDED_BY(mutex_);
+  std::shared_ptr<const SharedFile> body_file_ ABSL_GUARDED_BY(mutex_);  // body_'s bytes, or null
+  std::shared_ptr<const std::string> tail_ ABSL_GUARDED_BY(mutex_);  // own metrics at the render
   // body_ (with the exporter's own metrics as of then) gzip-compressed, once per render, for the
   // scrapers that accept gzip; gzip_source_ is the body_ it was made from (a newer body_ not yet
   // compressed is served plain).
