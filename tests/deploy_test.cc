@@ -400,4 +400,17 @@ TEST(DeployTest, TheDrillJobRunsOnItsNodeWithNothingButTheRightsItNeeds) {
 }
 
 }  // namespace
+// The dashboard's ConfigMap, as Grafana's sidecar picks it up: labelled grafana_dashboard "1",
+// holding the very JSON of deploy/grafana/vigil.json.
+TEST(DeployTest, TheGrafanaDashboardRendersAsASidecarConfigMap) {
+  const Rendered rendered = Render(SourceDir() + "/deploy/grafana");
+  const auto maps = rendered.All("ConfigMap");
+  ASSERT_EQ(maps.size(), 1u);
+  const YAML::Node& map = *maps[0];
+  EXPECT_EQ(map["metadata"]["labels"]["grafana_dashboard"].as<std::string>(), "1");
+  std::ifstream file(SourceDir() + "/deploy/grafana/vigil.json");
+  const std::string json((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(map["data"]["vigil.json"].as<std::string>(), json);
+}
+
 }  // namespace vigil::testing

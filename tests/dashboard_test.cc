@@ -1,0 +1,133 @@
+// End-to-end test of the Grafana dashboard (deploy/grafana/vigil.json): a real Prometheus scrapes
+// the real exporter on simulated GPUs, and every query of the dashboard — its variables', then
+// each panel's with the variables filled in as Grafana would — runs against it and must return
+// data without error. A panel that errors or shows "No data" on a healthy node fails here.
+#include <fstream>
+#include <regex>
+
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "daemon.h"
+#include "fmt/format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "process.h"
+#include "testing/eventually.h"
+#include "testing/paths.h"
+#include "testing/temp_dir.h"
+
+namespace vigil::testing {
+namespace {
+
+using nlohmann::json;
+
+// An instant query; its result array, or a string saying why there is none.
+struct QueryResult {
+  json result = json::array();
+  std::string error;
+};
+QueryResult Query(httplib::Client& prometheus, const std::string& expr) {
+  httplib::Params params{{"query", expr}};
+  auto response = prometheus.Post("/api/v1/query", params);
+  if (!response) return {.error = "no answer from Prometheus"};
+  const json body = json::parse(response->body, nullptr, false);
+  if (body.is_discarded()) return {.error = "not JSON: " + response->body};
+  if (body.value("status", "") != "success") {
+    return {.error = body.value("errorType", "") + ": " + body.value("error", "")};
+  }
+  return {.result = body["data"]["result"]};
+}
+
+// Fills Grafana's variables in `expr` as it would: $name and ${name}, the built-in intervals.
+std::string Fill(std::string expr, const std::map<std::string, std::string>& values) {
+  for (const auto& [name, value] : values) {
+    for (const std::string& form : {"${" + name + "}", "$" + name}) {
+      for (size_t at = expr.find(form); at != std::string::npos; at = expr.find(form, at)) {
+        expr.replace(at, form.size(), value);
+        at += value.size();
+      }
+    }
+  }
+  return expr;
+}
+
+TEST(DashboardTest, EveryPanelQueryReturnsDataFromARealPrometheus) {
+  std::ifstream file(SourceDir() + "/deploy/grafana/vigil.json");
+  ASSERT_TRUE(file.good());
+  const json dashboard = json::parse(file, nullptr, false);
+  ASSERT_FALSE(dashboard.is_discarded()) << "deploy/grafana/vigil.json is not JSON";
+
+  TempDir dir;
+  EngineProcess engine(dir.path(), "n1", 2);
+  HttpDaemon exporter("exporter", dir.path(), engine.unix_address, {"--node-name", "node-a"});
+  ASSERT_GT(exporter.port(), 0) << exporter.process().Stderr();
+  const int port = FreePort();
+  const std::string config = dir.File("prometheus.yml");
+  std::ofstream(config) << fmt::format(
+      "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: vigil\n"
+      "    static_configs:\n      - targets: ['127.0.0.1:{}']\n",
+      exporter.port());
+  Process prometheus(
+      {"/usr/bin/prometheus", "--config.file=" + config, "--storage.tsdb.path=" + dir.File("tsdb"),
+       fmt::format("--web.listen-address=127.0.0.1:{}", port)},
+      dir.path());
+  httplib::Client client("127.0.0.1", port);
+  // Enough scrapes for the rate panels' windows to hold two samples.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return Query(client, "count_over_time(vigil_engine_up[30s])").result.size() == 1 &&
+               std::stoi(Query(client, "count_over_time(vigil_engine_up[30s])")
+                             .result[0]["value"][1]
+                             .get<std::string>()) >= 4;
+      },
+      absl::Seconds(40)))
+      << prometheus.Stderr();
+
+  // The variables, in order: each query's values fill the next ones.
+  std::map<std::string, std::string> values = {{"__rate_interval", "30s"}, {"__interval", "15s"}};
+  int variables = 0;
+  for (const json& variable : dashboard["templating"]["list"]) {
+    if (variable["type"] != "query") continue;
+    ++variables;
+    const std::string definition = Fill(variable["query"]["query"], values);
+    std::smatch match;
+    ASSERT_TRUE(
+        std::regex_match(definition, match, std::regex(R"(label_values\((.*),\s*([a-zA-Z_]+)\))")))
+        << variable["name"] << ": " << definition;
+    const QueryResult found = Query(client, match[1].str());
+    ASSERT_TRUE(found.error.empty()) << variable["name"] << ": " << found.error;
+    std::set<std::string> labels;
+    for (const json& series : found.result) {
+      if (series["metric"].contains(match[2].str()))
+        labels.insert(series["metric"][match[2].str()]);
+    }
+    ASSERT_FALSE(labels.empty()) << variable["name"] << ": no values from " << definition;
+    // All selected, as the dashboard's "All" does for a regex matcher.
+    values[variable["name"]] = absl::StrJoin(labels, "|");
+  }
+  EXPECT_EQ(variables, 2);
+
+  int queries = 0;
+  const std::function<void(const json&)> check = [&](const json& panels) {
+    for (const json& panel : panels) {
+      if (panel.contains("panels")) check(panel["panels"]);
+      if (!panel.contains("targets")) continue;
+      for (const json& target : panel["targets"]) {
+        const std::string expr = Fill(target["expr"], values);
+        const QueryResult answer = Query(client, expr);
+        ++queries;
+        EXPECT_TRUE(answer.error.empty()) << panel["title"] << ": " << expr << ": " << answer.error;
+        EXPECT_FALSE(answer.result.empty()) << panel["title"] << ": no data for " << expr;
+      }
+    }
+  };
+  check(dashboard["panels"]);
+  EXPECT_GE(queries, 14);  // every panel of the dashboard was checked
+  prometheus.Signal(SIGTERM);
+  prometheus.Wait();
+}
+
+}  // namespace
+}  // namespace vigil::testing
