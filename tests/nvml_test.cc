@@ -392,11 +392,15 @@ std::vector<std::string> Profiles(const json& gpu) {
 TEST(NvmlTest, MigInstancesAreDiscoveredSampledAndFollowedWhenTheLayoutChanges) {
   TempDir dir;
   FakeNvmlScript fake(dir.File("fake-nvml.json"), 2);
+  // GPU instance 10 split in two compute instances: a MIG device each, one GPU instance.
+  json second_compute_instance = FakeMigInstance(10, "1g.10gb", 3, 1, 2);
+  second_compute_instance["compute_instance"] = 1;
+  second_compute_instance["uuid"] = "MIG-00000000-0000-0000-0000-0000000000ff";
   fake.gpu(0)["mig"] = {
       {"mode", 1},
       {"instances",
        {FakeMigInstance(3, "2g.20gb", 0, 2, 4), FakeMigInstance(9, "1g.10gb", 2, 1, 1),
-        FakeMigInstance(10, "1g.10gb", 3, 1, 2)}}};
+        FakeMigInstance(10, "1g.10gb", 3, 1, 2), second_compute_instance}}};
   fake.gpu(1)["mig"] = {{"mode", 0}};  // MIG-capable, whole
   fake.Write();
   EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});

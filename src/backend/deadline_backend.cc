@@ -46,6 +46,7 @@ void DeadlineBackend::RunWorker(std::shared_ptr<Backend> inner, std::shared_ptr<
                                 uint32_t gpu) {
   std::vector<FieldId> fields;
   std::vector<FieldValue> values;
+  std::function<void(Backend&)> job;
   for (;;) {
     absl::Time now;
     {
@@ -56,8 +57,20 @@ void DeadlineBackend::RunWorker(std::shared_ptr<Backend> inner, std::shared_ptr<
           worker.get()));
       if (!worker->has_request) return;  // stopping
       worker->has_request = false;
+      job.swap(worker->job);
       fields.swap(worker->fields);
       now = worker->now;
+    }
+    if (job) {  // a MIG call (RunOnWorker): it keeps its own results
+      job(*inner);
+      job = nullptr;
+      absl::MutexLock lock(&worker->mutex);
+      worker->busy = false;
+      if (worker->timed_out) {
+        spdlog::warn("GPU {}: the driver call that timed out returned after {}", gpu,
+                     absl::FormatDuration(absl::Now() - worker->started));
+      }
+      continue;
     }
     values.assign(fields.size(), FieldValue{});
     absl::Status status = inner->Read(gpu, fields, now, absl::MakeSpan(values));
@@ -93,20 +106,57 @@ bool DeadlineBackend::Dispatch(uint32_t gpu, absl::Span<const FieldId> fields, a
   return true;
 }
 
-absl::StatusOr<MigState> DeadlineBackend::ReadMig(uint32_t gpu) {
-  if (!AwaitIdle(gpu, absl::Now())) {
-    return absl::DeadlineExceededError("its last read is still stuck in the driver");
+absl::Status DeadlineBackend::RunOnWorker(uint32_t gpu, std::function<void(Backend&)> job) {
+  Worker& worker = *workers_[gpu];
+  absl::MutexLock lock(&worker.mutex);
+  if (worker.busy) {
+    return absl::DeadlineExceededError(fmt::format(
+        "a driver call has been stuck for {} (deadline {})",
+        absl::FormatDuration(absl::Trunc(absl::Now() - worker.started, absl::Milliseconds(1))),
+        absl::FormatDuration(timeout_)));
   }
-  return inner_->ReadMig(gpu);
+  worker.job = std::move(job);
+  worker.has_request = true;
+  worker.busy = true;
+  worker.timed_out = false;
+  worker.started = absl::Now();
+  if (!worker.mutex.AwaitWithDeadline(absl::Condition(&IsIdle, &worker),
+                                      worker.started + timeout_)) {
+    worker.timed_out = true;
+    timeouts_.fetch_add(1, std::memory_order_relaxed);
+    return absl::DeadlineExceededError(fmt::format("the driver did not answer a MIG call within {}",
+                                                   absl::FormatDuration(timeout_)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MigState> DeadlineBackend::ReadMig(uint32_t gpu) {
+  auto result = std::make_shared<absl::StatusOr<MigState>>(absl::UnknownError("not run"));
+  const absl::Status ran =
+      RunOnWorker(gpu, [result, gpu](Backend& inner) { *result = inner.ReadMig(gpu); });
+  if (!ran.ok()) return ran;
+  return *result;  // written before the worker went idle (under its mutex)
 }
 
 absl::Status DeadlineBackend::ReadInstance(uint32_t gpu, const MigInstance& instance,
                                            absl::Span<const FieldId> fields, absl::Time now,
                                            absl::Span<FieldValue> out) {
-  if (!AwaitIdle(gpu, absl::Now())) {
-    return absl::DeadlineExceededError("its last read is still stuck in the driver");
-  }
-  return inner_->ReadInstance(gpu, instance, fields, now, out);
+  // The job owns its inputs and outputs: after a missed deadline it may still be running.
+  struct Call {
+    MigInstance instance;
+    std::vector<FieldId> fields;
+    std::vector<FieldValue> values;
+    absl::Status status;
+  };
+  auto call = std::make_shared<Call>(
+      Call{instance, {fields.begin(), fields.end()}, std::vector<FieldValue>(fields.size()), {}});
+  const absl::Status ran = RunOnWorker(gpu, [call, gpu, now](Backend& inner) {
+    call->status =
+        inner.ReadInstance(gpu, call->instance, call->fields, now, absl::MakeSpan(call->values));
+  });
+  if (!ran.ok()) return ran;
+  std::copy(call->values.begin(), call->values.end(), out.begin());
+  return call->status;
 }
 
 bool DeadlineBackend::AwaitIdle(uint32_t gpu, absl::Time deadline) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -43,9 +44,9 @@ class DeadlineBackend : public Backend {
     return inner_->ComputeProcesses(gpu);
   }
   absl::StatusOr<std::string> ResetGpu(uint32_t gpu) override { return inner_->ResetGpu(gpu); }
-  // Passed through on the sampling thread when the GPU's worker is idle (nothing in flight, so
-  // the inner backend is never entered twice for one GPU); DeadlineExceeded while its read is
-  // stuck. Unbounded: they follow a read of the same GPU that just answered in time.
+  // Run on the GPU's worker, bounded by the same deadline as a read (a MIG call that hangs in the
+  // driver costs one deadline, and the GPU reads as stuck until it returns); DeadlineExceeded
+  // while the worker is stuck or when the call misses the deadline.
   absl::StatusOr<MigState> ReadMig(uint32_t gpu) override;
   absl::Status ReadInstance(uint32_t gpu, const MigInstance& instance,
                             absl::Span<const FieldId> fields, absl::Time now,
@@ -65,6 +66,7 @@ class DeadlineBackend : public Backend {
     bool busy ABSL_GUARDED_BY(mutex) = false;  // a request is queued or being read
     bool stopping ABSL_GUARDED_BY(mutex) = false;
     std::vector<FieldId> fields ABSL_GUARDED_BY(mutex);
+    std::function<void(Backend&)> job ABSL_GUARDED_BY(mutex);  // instead of a read when set
     absl::Time now ABSL_GUARDED_BY(mutex);
     std::vector<FieldValue> values ABSL_GUARDED_BY(mutex);
     absl::Status status ABSL_GUARDED_BY(mutex);
@@ -76,6 +78,10 @@ class DeadlineBackend : public Backend {
   static bool IsIdle(Worker* worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(worker->mutex);
   static void RunWorker(std::shared_ptr<Backend> inner, std::shared_ptr<Worker> worker,
                         uint32_t gpu);
+  // Runs `job` on gpu's worker and waits for it up to the deadline: OK when it ran,
+  // DeadlineExceeded when the worker was stuck or the job missed the deadline (it may still
+  // run: it must own what it writes).
+  absl::Status RunOnWorker(uint32_t gpu, std::function<void(Backend&)> job);
   // Hands the request to gpu's worker; false (with *status set) when it is still stuck.
   bool Dispatch(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
                 absl::Status* status);

@@ -32,6 +32,22 @@ class HangingBackend : public Backend {
     for (size_t i = 0; i < fields.size(); ++i) out[i] = FieldValue::Int(gpu * 1000 + fields[i]);
     return absl::OkStatus();
   }
+  // MIG calls hang with the GPU, as a driver stuck on it would.
+  absl::StatusOr<MigState> ReadMig(uint32_t gpu) override {
+    absl::MutexLock lock(&mutex_);
+    while (hung_[gpu]) changed_.Wait(&mutex_);
+    return MigState{.mode = true, .instances = {MigInstance{.gpu_instance_id = gpu + 1}}};
+  }
+  absl::Status ReadInstance(uint32_t gpu, const MigInstance& instance,
+                            absl::Span<const FieldId> fields, absl::Time,
+                            absl::Span<FieldValue> out) override {
+    absl::MutexLock lock(&mutex_);
+    while (hung_[gpu]) changed_.Wait(&mutex_);
+    for (size_t i = 0; i < fields.size(); ++i) {
+      out[i] = FieldValue::Int(instance.gpu_instance_id * 100 + fields[i]);
+    }
+    return absl::OkStatus();
+  }
   void StartEvents(EventSink*) override {}
   void StopEvents() override {}
   absl::StatusOr<std::vector<uint32_t>> ComputeProcesses(uint32_t gpu) override {
@@ -122,6 +138,35 @@ TEST_F(DeadlineBackendTest, AHungGpuTimesOutOnceAndTheOthersKeepAnswering) {
   ReadAll();
   ASSERT_TRUE(statuses_[1].ok()) << statuses_[1];
   EXPECT_EQ(values_[2].as_int(), 1007);
+}
+
+TEST_F(DeadlineBackendTest, MigCallsRunOnTheWorkerBoundedByTheDeadline) {
+  auto mig = backend_->ReadMig(1);
+  ASSERT_TRUE(mig.ok()) << mig.status();
+  ASSERT_EQ(mig->instances.size(), 1u);
+  FieldValue value;
+  ASSERT_TRUE(
+      backend_->ReadInstance(1, mig->instances[0], {7}, absl::Now(), absl::MakeSpan(&value, 1))
+          .ok());
+  EXPECT_EQ(value.as_int(), 207);
+
+  // A MIG call that hangs in the driver costs one deadline, not the sampling thread.
+  inner_->SetHung(1, true);
+  EXPECT_EQ(backend_->ReadMig(1).status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(backend_->timeouts(), 1u);
+  // Then the GPU reads as stuck at once, MIG calls and reads alike; the others answer.
+  EXPECT_THAT(
+      std::string(
+          backend_->ReadInstance(1, mig->instances[0], {7}, absl::Now(), absl::MakeSpan(&value, 1))
+              .message()),
+      HasSubstr("stuck for"));
+  ReadAll();
+  EXPECT_EQ(statuses_[1].code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(statuses_[0].ok());
+  EXPECT_TRUE(backend_->ReadMig(0).ok());
+  inner_->SetHung(1, false);
+  ASSERT_TRUE(backend_->AwaitIdle(1, absl::InfiniteFuture()));
+  EXPECT_TRUE(backend_->ReadMig(1).ok());
 }
 
 TEST_F(DeadlineBackendTest, DestructionDoesNotWaitForAStuckCall) {

@@ -749,13 +749,27 @@ absl::StatusOr<MigState> NvmlBackend::ReadMig(uint32_t gpu) {
     MigInstance instance;
     code = api_.DeviceGetGpuInstanceId(handle, &instance.gpu_instance_id);
     if (code != nvml::kSuccess) return failed("nvmlDeviceGetGpuInstanceId", code);
+    // A GPU instance split into several compute instances has a MIG device per compute
+    // instance: the first stands for its GPU instance (Vigil models one per GPU instance).
+    if (found.contains(instance.gpu_instance_id)) continue;
     if (api_.DeviceGetComputeInstanceId != nullptr) {
       (void)api_.DeviceGetComputeInstanceId(handle, &instance.compute_instance_id);
     }
-    // The instance's own state, kept while its handle stays (its GPM samples carry over).
+    // Its UUID names it (and its history in the engine): a MIG device that cannot say it is not
+    // taken as a layout.
+    char uuid[nvml::kUuidBufferSize] = {};
+    code = api_.DeviceGetUuid == nullptr ? nvml::kErrorFunctionNotFound
+                                         : api_.DeviceGetUuid(handle, uuid, sizeof(uuid));
+    if (code != nvml::kSuccess) return failed("nvmlDeviceGetUUID of a MIG device", code);
+    instance.uuid = std::string(uuid, strnlen(uuid, sizeof(uuid)));
+    if (instance.uuid.empty())
+      return failed("nvmlDeviceGetUUID of a MIG device", nvml::kErrorUnknown);
+    // The instance's own state, kept while the same instance stays (same handle and UUID: a
+    // recreated instance starts its GPM samples afresh).
     auto kept = state.mig_instances.find(instance.gpu_instance_id);
     std::unique_ptr<GpuState> instance_state;
-    if (kept != state.mig_instances.end() && kept->second->device == handle) {
+    if (kept != state.mig_instances.end() && kept->second->device == handle &&
+        kept->second->mig_uuid == instance.uuid) {
       instance_state = std::move(kept->second);
       state.mig_instances.erase(kept);
     } else {
@@ -763,6 +777,7 @@ absl::StatusOr<MigState> NvmlBackend::ReadMig(uint32_t gpu) {
       instance_state->device = handle;
       instance_state->gpm_parent = state.device;
       instance_state->gpm_gpu_instance = instance.gpu_instance_id;
+      instance_state->mig_uuid = instance.uuid;
       AllocateGpm(instance_state.get(), state.gpm_supported);
     }
     Reader reader(this, gpu, instance_state.get());
@@ -770,7 +785,6 @@ absl::StatusOr<MigState> NvmlBackend::ReadMig(uint32_t gpu) {
       FieldValue value = reader.Field(field);
       return value.ok() ? value.as_string() : std::string();
     };
-    instance.uuid = text(fid::kUuid);
     instance.profile = MigProfileOf(text(fid::kName));
     instance.compute_slices = ComputeSlicesOf(instance.profile);
     if (FieldValue total = reader.Field(fid::kFbTotal); total.ok()) {

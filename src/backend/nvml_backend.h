@@ -85,6 +85,7 @@ class NvmlBackend : public Backend {
     // from nvmlGpmMigSampleGet on `gpm_parent` for GPU instance `gpm_gpu_instance`.
     nvml::Device gpm_parent = nullptr;
     unsigned int gpm_gpu_instance = 0;
+    std::string mig_uuid;  // the MIG device's UUID when this state was made
     // The GPU's MIG GPU instances as ReadMig last found them, by GPU instance id (touched only
     // by the sampling thread, which also reads them).
     std::map<uint32_t, std::unique_ptr<GpuState>> mig_instances;

@@ -39,6 +39,12 @@ std::vector<FieldType> Types(const FieldLayout& layout) {
   return types;
 }
 
+// An instance's history key: its GPU, GPU instance id and MIG UUID (a recreated instance, with a
+// new UUID, starts a new history; two instances never share one).
+std::string InstanceKey(uint32_t gpu, const MigInstance& instance) {
+  return fmt::format("{}/{}/{}", gpu, instance.gpu_instance_id, instance.uuid);
+}
+
 ValueStatus StatusForGpuFailure(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kUnavailable:
@@ -170,7 +176,8 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Backend> backend)
   initial->instance_fields = instance_fields_;
   initial->instance_values.resize(initial->mig->rows.size() * instance_fields_->size());
   for (size_t row = 0; row < initial->mig->rows.size(); ++row) {
-    instance_history_.emplace(initial->mig->instance(row).uuid, NewInstanceHistory());
+    instance_history_.emplace(InstanceKey(initial->mig->rows[row].gpu, initial->mig->instance(row)),
+                              NewInstanceHistory());
   }
   latest_ = std::move(initial);
 }
@@ -371,16 +378,16 @@ void Engine::RunTick() {
     if (changed_mig != nullptr) {  // the histories of instances gone end; new ones start
       std::map<std::string, HistoryStore> kept;
       for (size_t row = 0; row < mig.rows.size(); ++row) {
-        const std::string& uuid = mig.instance(row).uuid;
-        auto it = instance_history_.find(uuid);
-        kept.emplace(uuid,
+        const std::string key = InstanceKey(mig.rows[row].gpu, mig.instance(row));
+        auto it = instance_history_.find(key);
+        kept.emplace(key,
                      it != instance_history_.end() ? std::move(it->second) : NewInstanceHistory());
       }
       instance_history_ = std::move(kept);
     }
     const size_t width_due = due_instance_ids_.size();
     for (size_t row = 0; row < mig.rows.size(); ++row) {
-      HistoryStore& store = instance_history_.at(mig.instance(row).uuid);
+      HistoryStore& store = instance_history_.at(InstanceKey(mig.rows[row].gpu, mig.instance(row)));
       store.BeginTick(seq, now);
       for (size_t i = 0; i < width_due; ++i) {
         const FieldValue& value = instance_buffer_[row * width_due + i];
@@ -822,7 +829,7 @@ absl::StatusOr<std::vector<HistorySeries>> Engine::History(const HistoryRequest&
     const std::shared_ptr<const MigTable> mig = Mig();
     for (uint32_t gpu : *gpu_list) {
       for (const MigInstance& instance : mig->gpus[gpu].instances) {
-        auto store = instance_history_.find(instance.uuid);
+        auto store = instance_history_.find(InstanceKey(gpu, instance));
         if (store == instance_history_.end()) continue;  // appeared since the last tick
         for (size_t index : *field_indexes) {
           if (const auto k = instance_slot_[index]) {

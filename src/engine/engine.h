@@ -272,8 +272,8 @@ class Engine : public EventSink, private ScenarioTarget {
 
   mutable absl::Mutex history_mutex_ ABSL_ACQUIRED_BEFORE(real_mutex_, latest_mutex_);
   HistoryStore history_ ABSL_GUARDED_BY(history_mutex_);
-  // The history of each current MIG GPU instance (one row, instance_fields_ wide), by its MIG
-  // device UUID; an instance's history ends with it.
+  // The history of each current MIG GPU instance (one row, instance_fields_ wide), by GPU, GPU
+  // instance id and MIG UUID; an instance's history ends with it.
   std::map<std::string, HistoryStore> instance_history_ ABSL_GUARDED_BY(history_mutex_);
 
   absl::Mutex xid_mutex_ ABSL_ACQUIRED_BEFORE(latest_mutex_);

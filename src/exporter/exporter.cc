@@ -178,13 +178,15 @@ void Exporter::FollowTicks() {
       {
         absl::MutexLock lock(&mutex_);
         if (info) {
+          const bool new_instance = view_.info.instance_id() != info->instance_id();
           view_.info = std::move(*info);
           view_.gpus.assign(gpus->gpus().begin(), gpus->gpus().end());
           mig_generation_ = gpus->mig_generation();
           stale_after_ =
               std::max(absl::Seconds(3), absl::Microseconds(view_.info.tick_interval_us()) * 3);
-          // (The XID counts are the event thread's: it resets them when it sees the new instance.)
-          clock_events_.clear();
+          // A new engine instance's clock events start afresh (not a MIG layout change's). (The
+          // XID counts are the event thread's: it resets them when it sees the new instance.)
+          if (new_instance) clock_events_.clear();
         }
         const bool up_before = view_.engine_up, new_identity = info.has_value();
         view_.tick = tick;

@@ -31,6 +31,10 @@ std::vector<std::string> PodsOfGpu(const GpuPodMap& pods, const std::string& uui
                                    const v1::Gpu* gpu) {
   std::vector<std::string> out;
   if (auto it = pods.find(uuid); it != pods.end()) AddHolders(it->second, &out);
+  // A device plugin that names whole GPUs by device name ("nvidia0", GKE's).
+  if (gpu != nullptr && !gpu->device().empty()) {
+    if (auto it = pods.find(gpu->device()); it != pods.end()) AddHolders(it->second, &out);
+  }
   if (gpu != nullptr) {
     for (const v1::MigInstance& instance : gpu->mig_instances()) {
       for (const std::string& pod : PodsOfMigInstance(pods, *gpu, instance)) {

@@ -16,7 +16,8 @@ namespace vigil {
 std::vector<std::string> PodsOfMigInstance(const GpuPodMap& pods, const v1::Gpu& gpu,
                                            const v1::MigInstance& instance);
 
-// The pods given the GPU with UUID `uuid` or one of its MIG devices: the GPU's own, those of the
+// The pods given the GPU with UUID `uuid` (or, when `gpu` is known, its device name "nvidia0") or
+// one of its MIG devices: the GPU's own, those of the
 // instances `gpu` lists (null when the GPU list is not known), and those of an old-style MIG id
 // naming the GPU ("MIG-<uuid>/<gi>/<ci>").
 std::vector<std::string> PodsOfGpu(const GpuPodMap& pods, const std::string& uuid,

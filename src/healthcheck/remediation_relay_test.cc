@@ -48,6 +48,7 @@ TEST(RemediationRelayTest, PublishesFailuresWithThePodsOfTheGpuAndOfItsMigDevice
   }
   // GKE's plugin names GPU 0's second instance nvidia0/gi2.
   pods["nvidia0/gi2"] = {{.pod = "infer-gke", .namespace_name = "ml"}};
+  pods["nvidia0"] = {{.pod = "whole-gke", .namespace_name = "ml"}};  // by device name
   const PublishedFaults faults = RemediationRelay::FaultsOf(view, pods);
   EXPECT_EQ(faults.engine, "e1");
   EXPECT_EQ(faults.seq, 7u);
@@ -55,9 +56,9 @@ TEST(RemediationRelayTest, PublishesFailuresWithThePodsOfTheGpuAndOfItsMigDevice
   EXPECT_EQ(faults.faults[0].action, v1::RECOMMENDED_ACTION_RESET_GPU);
   ASSERT_TRUE(faults.pods_known);
   ASSERT_EQ(faults.gpu_pods.size(), 1u);
-  EXPECT_THAT(
-      faults.gpu_pods[0].pods,
-      ::testing::UnorderedElementsAre("ml/whole", "ml/infer-a", "ml/infer-gke", "ml/infer-old"));
+  EXPECT_THAT(faults.gpu_pods[0].pods,
+              ::testing::UnorderedElementsAre("ml/whole", "ml/whole-gke", "ml/infer-a",
+                                              "ml/infer-gke", "ml/infer-old"));
   // Without the kubelet's answer the remediator is told the pods are not known.
   EXPECT_FALSE(RemediationRelay::FaultsOf(Failing("GPU-0"), std::nullopt).pods_known);
   // Without the GPU list, the GPU's own and the old ids naming it still count.
