@@ -61,23 +61,21 @@ void DeadlineBackend::RunWorker(std::shared_ptr<Backend> inner, std::shared_ptr<
       fields.swap(worker->fields);
       now = worker->now;
     }
-    if (job) {  // a MIG call (RunOnWorker): it keeps its own results
+    const bool read = job == nullptr;
+    absl::Status status;
+    if (read) {
+      values.assign(fields.size(), FieldValue{});
+      status = inner->Read(gpu, fields, now, absl::MakeSpan(values));
+    } else {  // a MIG call (RunOnWorker): it keeps its own results
       job(*inner);
       job = nullptr;
-      absl::MutexLock lock(&worker->mutex);
-      worker->busy = false;
-      if (worker->timed_out) {
-        spdlog::warn("GPU {}: the driver call that timed out returned after {}", gpu,
-                     absl::FormatDuration(absl::Now() - worker->started));
-      }
-      continue;
     }
-    values.assign(fields.size(), FieldValue{});
-    absl::Status status = inner->Read(gpu, fields, now, absl::MakeSpan(values));
     absl::MutexLock lock(&worker->mutex);
-    worker->values.swap(values);
-    worker->status = std::move(status);
-    worker->fields.swap(fields);  // hand the buffer back for reuse
+    if (read) {
+      worker->values.swap(values);
+      worker->status = std::move(status);
+      worker->fields.swap(fields);  // hand the buffer back for reuse
+    }
     worker->busy = false;
     if (worker->timed_out) {
       spdlog::warn("GPU {}: the driver call that timed out returned after {}", gpu,
@@ -86,40 +84,36 @@ void DeadlineBackend::RunWorker(std::shared_ptr<Backend> inner, std::shared_ptr<
   }
 }
 
-bool DeadlineBackend::Dispatch(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
-                               absl::Status* status) {
-  Worker& worker = *workers_[gpu];
-  absl::MutexLock lock(&worker.mutex);
-  if (worker.busy) {
-    *status = absl::DeadlineExceededError(fmt::format(
-        "a driver call has been stuck for {} (deadline {})",
-        absl::FormatDuration(absl::Trunc(absl::Now() - worker.started, absl::Milliseconds(1))),
-        absl::FormatDuration(timeout_)));
-    return false;
-  }
-  worker.fields.assign(fields.begin(), fields.end());
-  worker.now = now;
-  worker.has_request = true;
-  worker.busy = true;
-  worker.timed_out = false;
-  worker.started = absl::Now();
-  return true;
-}
-
-absl::Status DeadlineBackend::RunOnWorker(uint32_t gpu, std::function<void(Backend&)> job) {
-  Worker& worker = *workers_[gpu];
-  absl::MutexLock lock(&worker.mutex);
+absl::Status DeadlineBackend::ClaimLocked(Worker& worker) const {
   if (worker.busy) {
     return absl::DeadlineExceededError(fmt::format(
         "a driver call has been stuck for {} (deadline {})",
         absl::FormatDuration(absl::Trunc(absl::Now() - worker.started, absl::Milliseconds(1))),
         absl::FormatDuration(timeout_)));
   }
-  worker.job = std::move(job);
   worker.has_request = true;
   worker.busy = true;
   worker.timed_out = false;
   worker.started = absl::Now();
+  return absl::OkStatus();
+}
+
+bool DeadlineBackend::Dispatch(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
+                               absl::Status* status) {
+  Worker& worker = *workers_[gpu];
+  absl::MutexLock lock(&worker.mutex);
+  *status = ClaimLocked(worker);
+  if (!status->ok()) return false;
+  worker.fields.assign(fields.begin(), fields.end());  // seen by the worker once we unlock
+  worker.now = now;
+  return true;
+}
+
+absl::Status DeadlineBackend::RunOnWorker(uint32_t gpu, std::function<void(Backend&)> job) {
+  Worker& worker = *workers_[gpu];
+  absl::MutexLock lock(&worker.mutex);
+  if (absl::Status claimed = ClaimLocked(worker); !claimed.ok()) return claimed;
+  worker.job = std::move(job);
   if (!worker.mutex.AwaitWithDeadline(absl::Condition(&IsIdle, &worker),
                                       worker.started + timeout_)) {
     worker.timed_out = true;

@@ -82,6 +82,9 @@ class DeadlineBackend : public Backend {
   // DeadlineExceeded when the worker was stuck or the job missed the deadline (it may still
   // run: it must own what it writes).
   absl::Status RunOnWorker(uint32_t gpu, std::function<void(Backend&)> job);
+  // Marks `worker` busy with a request (the caller has put it in); DeadlineExceeded, changing
+  // nothing, while its last call is still stuck.
+  absl::Status ClaimLocked(Worker& worker) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(worker.mutex);
   // Hands the request to gpu's worker; false (with *status set) when it is still stuck.
   bool Dispatch(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
                 absl::Status* status);

@@ -30,6 +30,13 @@ struct BatchedSource {
   int count;
   unsigned int scope = 0;  // nvmlFieldValue_t.scopeId (kScopeAllLinks: every NVLink summed)
 };
+// Field 440 + link: the NVLink data counters of one link.
+constexpr BatchedSource NvlinkLink(unsigned int link) {
+  return {fid::kNvlinkBandwidthL0 + link,
+          {nvml::kFiNvlinkThroughputDataTx, nvml::kFiNvlinkThroughputDataRx},
+          2,
+          link};
+}
 constexpr BatchedSource kBatched[] = {
     {fid::kMemoryTemp, {nvml::kFiMemoryTemp}, 1},
     {fid::kTotalEnergy, {nvml::kFiTotalEnergyConsumption}, 1},
@@ -59,30 +66,12 @@ constexpr BatchedSource kBatched[] = {
     // published as the rate between two samples in KiB/s / 1000 (DcgmCacheManager.cpp,
     // ReadAndCacheNvLinkBandwidth).
     // Per link (440-445): the same counters with the link as the scope.
-    {fid::kNvlinkBandwidthL0,
-     {nvml::kFiNvlinkThroughputDataTx, nvml::kFiNvlinkThroughputDataRx},
-     2,
-     0},
-    {fid::kNvlinkBandwidthL0 + 1,
-     {nvml::kFiNvlinkThroughputDataTx, nvml::kFiNvlinkThroughputDataRx},
-     2,
-     1},
-    {fid::kNvlinkBandwidthL0 + 2,
-     {nvml::kFiNvlinkThroughputDataTx, nvml::kFiNvlinkThroughputDataRx},
-     2,
-     2},
-    {fid::kNvlinkBandwidthL0 + 3,
-     {nvml::kFiNvlinkThroughputDataTx, nvml::kFiNvlinkThroughputDataRx},
-     2,
-     3},
-    {fid::kNvlinkBandwidthL0 + 4,
-     {nvml::kFiNvlinkThroughputDataTx, nvml::kFiNvlinkThroughputDataRx},
-     2,
-     4},
-    {fid::kNvlinkBandwidthL5,
-     {nvml::kFiNvlinkThroughputDataTx, nvml::kFiNvlinkThroughputDataRx},
-     2,
-     5},
+    NvlinkLink(0),
+    NvlinkLink(1),
+    NvlinkLink(2),
+    NvlinkLink(3),
+    NvlinkLink(4),
+    NvlinkLink(5),
     {fid::kNvlinkBandwidthTotal,
      {nvml::kFiNvlinkThroughputDataTx, nvml::kFiNvlinkThroughputDataRx},
      2,
@@ -287,6 +276,12 @@ class NvmlBackend::Reader {
     if (const BatchedSource* source = FindBatched(field)) return Batched(field, *source);
     if (const GpmSource* source = FindGpm(field)) return Gpm(field, *source);
     return Direct(field);
+  }
+
+  // A string field's value, "" when it cannot be read (discovery's identity texts).
+  std::string Text(FieldId field) {
+    FieldValue value = Field(field);
+    return value.ok() ? value.as_string() : std::string();
   }
 
   bool gpu_lost() const { return gpu_lost_; }
@@ -781,11 +776,7 @@ absl::StatusOr<MigState> NvmlBackend::ReadMig(uint32_t gpu) {
       AllocateGpm(instance_state.get(), state.gpm_supported);
     }
     Reader reader(this, gpu, instance_state.get());
-    const auto text = [&](FieldId field) {
-      FieldValue value = reader.Field(field);
-      return value.ok() ? value.as_string() : std::string();
-    };
-    instance.profile = MigProfileOf(text(fid::kName));
+    instance.profile = MigProfileOf(reader.Text(fid::kName));
     instance.compute_slices = ComputeSlicesOf(instance.profile);
     if (FieldValue total = reader.Field(fid::kFbTotal); total.ok()) {
       instance.memory_total_mib = static_cast<uint64_t>(total.as_int());
@@ -864,14 +855,10 @@ absl::StatusOr<std::unique_ptr<NvmlBackend>> NvmlBackend::Create(
       continue;
     }
     Reader reader(backend.get(), index);
-    const auto text = [&](FieldId field) {
-      FieldValue value = reader.Field(field);
-      return value.ok() ? value.as_string() : std::string();
-    };
-    identity.name = text(fid::kName);
-    identity.uuid = text(fid::kUuid);
-    identity.serial = text(fid::kSerial);
-    identity.pci_bus_id = text(fid::kPciBusId);
+    identity.name = reader.Text(fid::kName);
+    identity.uuid = reader.Text(fid::kUuid);
+    identity.serial = reader.Text(fid::kSerial);
+    identity.pci_bus_id = reader.Text(fid::kPciBusId);
     if (FieldValue total = reader.Field(fid::kFbTotal); total.ok()) {
       identity.memory_total_mib = static_cast<uint64_t>(total.as_int());
     }

@@ -306,30 +306,17 @@ void Exporter::RenderLocked() {
   last_render_ns_.store(absl::ToInt64Nanoseconds(absl::Now() - started));
 }
 
-std::shared_ptr<const std::string> Exporter::Scrape(std::string* tail) {
-  scrapes_.fetch_add(1, std::memory_order_relaxed);
-  std::shared_ptr<const std::string> body;
-  {
-    absl::MutexLock lock(&mutex_);
-    CheckFreshnessLocked();
-    body = body_;
-  }
-  *tail = ProcessMetrics();
-  return body;
-}
-
 void Exporter::ScrapeFile(HttpResponse* response) {
   scrapes_.fetch_add(1, std::memory_order_relaxed);
   absl::MutexLock lock(&mutex_);
   CheckFreshnessLocked();
-  if (body_file_ != nullptr && tail_ != nullptr) {
-    // The exporter's own metrics first (the order of metric families is free): the headers and
-    // they go out in one write, then the body from its memory file.
-    response->shared_prefix = tail_;
+  // The exporter's own metrics first (the order of metric families is free): the headers and
+  // they go out in one write, then the body from its memory file (or, without one, the string).
+  response->shared_prefix = tail_;
+  if (body_file_ != nullptr) {
     response->file_body = body_file_;
   } else {
     response->shared_body = body_;
-    response->body = ProcessMetrics();
   }
 }
 
@@ -343,23 +330,20 @@ std::shared_ptr<const std::string> Exporter::ScrapeGzip() {
 }
 
 void Exporter::CompressLatest() {
-  std::shared_ptr<const std::string> body;
+  std::shared_ptr<const std::string> body, tail;
   {
     absl::MutexLock lock(&mutex_);
     if (body_ == nullptr || gzip_source_ == body_) return;
     body = body_;
+    tail = tail_;
   }
-  // Level 1: most of the size gone (the text repeats its labels) for a fraction of the time.
-  auto compressed = std::make_shared<const std::string>(Gzip(*body + ProcessMetrics(), 1));
+  // The same text a plain scrape gets. Level 1: most of the size gone (the text repeats its
+  // labels) for a fraction of the time.
+  auto compressed = std::make_shared<const std::string>(Gzip(*tail + *body, 1));
   absl::MutexLock lock(&mutex_);
   if (body_ != body) return;  // rendered again meanwhile: that render gets compressed next
   gzip_body_ = std::move(compressed);
   gzip_source_ = std::move(body);
-}
-
-std::string Exporter::Scrape() {
-  std::string tail;
-  return *Scrape(&tail) + tail;
 }
 
 bool Exporter::Ready(std::string* why) {
@@ -396,7 +380,7 @@ absl::Status Exporter::ReloadCounters() {
 }
 
 std::string Exporter::ProcessMetrics() {
-  // Per scrape: only the numbers are formatted; the HELP/TYPE text is fixed.
+  // Once per render: only the numbers are formatted; the HELP/TYPE text is fixed.
   static constexpr std::string_view kHeads[] = {
       "# HELP vigil_exporter_scrapes_total Scrapes of /metrics served.\n"
       "# TYPE vigil_exporter_scrapes_total counter\nvigil_exporter_scrapes_total ",

@@ -61,17 +61,12 @@ class Exporter {
   absl::Status ReloadCounters();
   void Stop();
 
-  // What a scrape of /metrics returns now: the body rendered at the last tick (shared, not
-  // copied) followed by *tail, the exporter's own process metrics.
-  std::shared_ptr<const std::string> Scrape(std::string* tail);
   // The /metrics answer without gzip: the exporter's own metrics as of the last render, then the
-  // body from its memory file (sendfile); the string and fresh own metrics without a file.
+  // body rendered at the last tick, from its memory file (sendfile) or, without one, the string.
   void ScrapeFile(HttpResponse* response);
-  // The same compressed with gzip, for a scraper that accepts it: the body of the last render
-  // with the exporter's own metrics as of that render; null while that render is not compressed
-  // yet (answer plain then).
+  // The same text compressed with gzip, for a scraper that accepts it; null while the last
+  // render is not compressed yet (answer plain then).
   std::shared_ptr<const std::string> ScrapeGzip();
-  std::string Scrape();
   bool Ready(std::string* why);
 
  private:

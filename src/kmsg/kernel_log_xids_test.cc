@@ -66,6 +66,15 @@ class KernelLogXidsTest : public ::testing::Test {
         kGpus, sink);
   }
 
+  // What a source started in boot "boot-1" applies at CatchUp() from a log of `text`.
+  std::vector<XidEvent> CatchUpOn(const std::string& text) {
+    std::ofstream(log_) << text;
+    RecordingSink sink;
+    auto source = Source("boot-1", &sink);
+    source->CatchUp();
+    return sink.events();
+  }
+
   // Lets what `source` applied settle, stops it, and catches up another source on the same log
   // and state, as a restart in the same boot does: what that one applies goes to `sink`.
   std::unique_ptr<KernelLogXids> Restarted(std::unique_ptr<KernelLogXids> source,
@@ -150,14 +159,11 @@ TEST_F(KernelLogXidsTest, AnXidThatHadNotSettledIsAppliedAgainAfterACrash) {
 // The driver prints "GPU has fallen off the bus." beside the Xid 79 line
 // (akash-network/support#209): one XID 79; the message alone (R570, the probe routine) is one too.
 TEST_F(KernelLogXidsTest, TheTwoLinesOfAnXid79AreOneXid) {
-  std::ofstream(log_) << "4,1,5000000,c;NVRM: Xid (PCI:0000:2a:00): 79, pid='<unknown>', "
-                         "name=<unknown>, GPU has fallen off the bus.\n"
-                         "3,2,5000010,-;NVRM: GPU 0000:2a:00.0: GPU has fallen off the bus.\n"
-                         "3,3,9000000,-;NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.\n";
-  RecordingSink sink;
-  auto source = Source("boot-1", &sink);
-  source->CatchUp();
-  const std::vector<XidEvent> events = sink.events();
+  const std::vector<XidEvent> events = CatchUpOn(
+      "4,1,5000000,c;NVRM: Xid (PCI:0000:2a:00): 79, pid='<unknown>', "
+      "name=<unknown>, GPU has fallen off the bus.\n"
+      "3,2,5000010,-;NVRM: GPU 0000:2a:00.0: GPU has fallen off the bus.\n"
+      "3,3,9000000,-;NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.\n");
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].gpu, 1u);
   EXPECT_EQ(events[1].gpu, 0u);
@@ -165,14 +171,11 @@ TEST_F(KernelLogXidsTest, TheTwoLinesOfAnXid79AreOneXid) {
 }
 
 TEST_F(KernelLogXidsTest, AnXidInAMigGpuInstanceCarriesTheInstance) {
-  std::ofstream(log_) << "4,1,5000000,-;NVRM: Xid (PCI:0000:18:00 GPU-I:05 GPU-CI:02): 94, "
-                         "pid=7194, name=python3, Contained: CE User Channel (0x9)\n"
-                         "4,2,5000001,-;NVRM: Xid (PCI:0000:2a:00): 94, pid=7195, name=python3, "
-                         "Contained\n";
-  RecordingSink sink;
-  auto source = Source("boot-1", &sink);
-  source->CatchUp();
-  const std::vector<XidEvent> events = sink.events();
+  const std::vector<XidEvent> events = CatchUpOn(
+      "4,1,5000000,-;NVRM: Xid (PCI:0000:18:00 GPU-I:05 GPU-CI:02): 94, "
+      "pid=7194, name=python3, Contained: CE User Channel (0x9)\n"
+      "4,2,5000001,-;NVRM: Xid (PCI:0000:2a:00): 94, pid=7195, name=python3, "
+      "Contained\n");
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].gpu, 0u);
   EXPECT_EQ(events[0].gpu_instance, 5u);
