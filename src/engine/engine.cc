@@ -175,21 +175,49 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Backend> backend)
   initial->mig = std::make_shared<const MigTable>(1, std::move(discovered));
   initial->instance_fields = instance_fields_;
   initial->instance_values.resize(initial->mig->rows.size() * instance_fields_->size());
-  for (size_t row = 0; row < initial->mig->rows.size(); ++row) {
-    instance_history_.emplace(InstanceKey(initial->mig->rows[row].gpu, initial->mig->instance(row)),
-                              NewInstanceHistory());
+  {
+    std::vector<FieldType> types;
+    std::vector<absl::Duration> intervals;
+    for (size_t index : *instance_fields_) {
+      types.push_back(layout_->field(index).type);
+      intervals.push_back(schedule_.interval(index));
+    }
+    absl::MutexLock lock(&history_mutex_);
+    instance_history_.emplace(0, std::move(types), std::move(intervals),
+                              options_.config.history_max_age);
+    AssignInstanceSlots(*initial->mig);
   }
   latest_ = std::move(initial);
 }
 
-HistoryStore Engine::NewInstanceHistory() const {
-  std::vector<FieldType> types;
-  std::vector<absl::Duration> intervals;
-  for (size_t index : *instance_fields_) {
-    types.push_back(layout_->field(index).type);
-    intervals.push_back(schedule_.interval(index));
+void Engine::AssignInstanceSlots(const MigTable& mig) {
+  std::set<std::string> keys;
+  for (size_t row = 0; row < mig.rows.size(); ++row) {
+    keys.insert(InstanceKey(mig.rows[row].gpu, mig.instance(row)));
   }
-  return HistoryStore(1, std::move(types), std::move(intervals), options_.config.history_max_age);
+  for (auto it = instance_slots_.begin(); it != instance_slots_.end();) {
+    if (keys.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    instance_history_->ClearEntity(it->second);  // its history ends with it
+    free_instance_slots_.push_back(it->second);
+    it = instance_slots_.erase(it);
+  }
+  instance_row_slots_.clear();
+  for (size_t row = 0; row < mig.rows.size(); ++row) {
+    auto [slot, added] =
+        instance_slots_.try_emplace(InstanceKey(mig.rows[row].gpu, mig.instance(row)), 0);
+    if (added) {
+      if (free_instance_slots_.empty()) {
+        slot->second = instance_history_->AddEntity();
+      } else {
+        slot->second = free_instance_slots_.back();
+        free_instance_slots_.pop_back();
+      }
+    }
+    instance_row_slots_.push_back(slot->second);
+  }
 }
 
 std::shared_ptr<const MigTable> Engine::PollMig(absl::Time now, const MigTable& current) {
@@ -375,26 +403,19 @@ void Engine::RunTick() {
       }
     }
     history_.Trim(now);
-    if (changed_mig != nullptr) {  // the histories of instances gone end; new ones start
-      std::map<std::string, HistoryStore> kept;
+    if (changed_mig != nullptr) AssignInstanceSlots(mig);
+    // From the first instance on, every tick (a store's ticks are consecutive); never without MIG.
+    if (instance_history_->entity_count() > 0) {
+      instance_history_->BeginTick(seq, now);
+      const size_t width_due = due_instance_ids_.size();
       for (size_t row = 0; row < mig.rows.size(); ++row) {
-        const std::string key = InstanceKey(mig.rows[row].gpu, mig.instance(row));
-        auto it = instance_history_.find(key);
-        kept.emplace(key,
-                     it != instance_history_.end() ? std::move(it->second) : NewInstanceHistory());
+        for (size_t i = 0; i < width_due; ++i) {
+          const FieldValue& value = instance_buffer_[row * width_due + i];
+          instance_history_->Append(instance_row_slots_[row], due_instance_k_[i], value);
+          next->instance_values[row * instance_width + due_instance_k_[i]] = {value, seq, now};
+        }
       }
-      instance_history_ = std::move(kept);
-    }
-    const size_t width_due = due_instance_ids_.size();
-    for (size_t row = 0; row < mig.rows.size(); ++row) {
-      HistoryStore& store = instance_history_.at(InstanceKey(mig.rows[row].gpu, mig.instance(row)));
-      store.BeginTick(seq, now);
-      for (size_t i = 0; i < width_due; ++i) {
-        const FieldValue& value = instance_buffer_[row * width_due + i];
-        store.Append(0, due_instance_k_[i], value);
-        next->instance_values[row * instance_width + due_instance_k_[i]] = {value, seq, now};
-      }
-      store.Trim(now);
+      instance_history_->Trim(now);
     }
   }
 
@@ -817,11 +838,11 @@ absl::StatusOr<std::vector<HistorySeries>> Engine::History(const HistoryRequest&
   const size_t max_samples =
       request.max_samples == 0 ? kMaxHistorySamplesPerSeries : request.max_samples;
   absl::ReaderMutexLock lock(&history_mutex_);
-  // The instance series asked for: (GPU, instance, field index, its history, k).
+  // The instance series asked for: (GPU, instance, field index, its history slot, k).
   struct InstanceSeries {
     uint32_t gpu, gpu_instance;
     size_t index;
-    const HistoryStore* store;
+    uint32_t slot;  // in instance_history_
     size_t k;
   };
   std::vector<InstanceSeries> instance_series;
@@ -829,11 +850,11 @@ absl::StatusOr<std::vector<HistorySeries>> Engine::History(const HistoryRequest&
     const std::shared_ptr<const MigTable> mig = Mig();
     for (uint32_t gpu : *gpu_list) {
       for (const MigInstance& instance : mig->gpus[gpu].instances) {
-        auto store = instance_history_.find(InstanceKey(gpu, instance));
-        if (store == instance_history_.end()) continue;  // appeared since the last tick
+        auto slot = instance_slots_.find(InstanceKey(gpu, instance));
+        if (slot == instance_slots_.end()) continue;  // appeared since the last tick
         for (size_t index : *field_indexes) {
           if (const auto k = instance_slot_[index]) {
-            instance_series.push_back({gpu, instance.gpu_instance_id, index, &store->second, *k});
+            instance_series.push_back({gpu, instance.gpu_instance_id, index, slot->second, *k});
           }
         }
       }
@@ -846,7 +867,8 @@ absl::StatusOr<std::vector<HistorySeries>> Engine::History(const HistoryRequest&
     }
   }
   for (const InstanceSeries& series : instance_series) {
-    total += std::min(max_samples, series.store->Count(0, series.k, request.start, request.end));
+    total += std::min(max_samples,
+                      instance_history_->Count(series.slot, series.k, request.start, request.end));
   }
   if (total > kMaxHistoryResponseSamples) {
     return absl::InvalidArgumentError(fmt::format(
@@ -869,8 +891,8 @@ absl::StatusOr<std::vector<HistorySeries>> Engine::History(const HistoryRequest&
     series.gpu = instance.gpu;
     series.gpu_instance = instance.gpu_instance;
     series.field = layout_->field(instance.index).id;
-    instance.store->Query(0, instance.k, request.start, request.end, max_samples, &series.samples,
-                          &series.truncated);
+    instance_history_->Query(instance.slot, instance.k, request.start, request.end, max_samples,
+                             &series.samples, &series.truncated);
   }
   return result;
 }

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -272,9 +273,14 @@ class Engine : public EventSink, private ScenarioTarget {
 
   mutable absl::Mutex history_mutex_ ABSL_ACQUIRED_BEFORE(real_mutex_, latest_mutex_);
   HistoryStore history_ ABSL_GUARDED_BY(history_mutex_);
-  // The history of each current MIG GPU instance (one row, instance_fields_ wide), by GPU, GPU
-  // instance id and MIG UUID; an instance's history ends with it.
-  std::map<std::string, HistoryStore> instance_history_ ABSL_GUARDED_BY(history_mutex_);
+  // The history of the MIG GPU instances (instance_fields_ wide): one store, so one tick table,
+  // whose entities are instances. An instance's slot, by GPU, GPU instance id and MIG UUID; the
+  // slot of each row of the latest table; slots whose instance is gone (emptied, for reuse).
+  // Set in the constructor (optional only for the order of construction).
+  std::optional<HistoryStore> instance_history_ ABSL_GUARDED_BY(history_mutex_);
+  std::map<std::string, uint32_t> instance_slots_ ABSL_GUARDED_BY(history_mutex_);
+  std::vector<uint32_t> instance_row_slots_ ABSL_GUARDED_BY(history_mutex_);
+  std::vector<uint32_t> free_instance_slots_ ABSL_GUARDED_BY(history_mutex_);
 
   absl::Mutex xid_mutex_ ABSL_ACQUIRED_BEFORE(latest_mutex_);
   std::vector<FieldValue> last_xid_ ABSL_GUARDED_BY(xid_mutex_);  // per GPU, for field 230
@@ -305,8 +311,9 @@ class Engine : public EventSink, private ScenarioTarget {
   std::shared_ptr<const MigTable> PollMig(absl::Time now, const MigTable& current);
   // Tick thread: reads the due per-instance fields of every row of `mig` into instance_buffer_.
   void ReadInstances(const MigTable& mig, absl::Time now);
-  // An empty history for one GPU instance.
-  HistoryStore NewInstanceHistory() const;
+  // History: gives every instance of `mig` a slot in instance_history_ (keeping the slots of
+  // those that stay, emptying those of instances gone) and fills instance_row_slots_.
+  void AssignInstanceSlots(const MigTable& mig) ABSL_EXCLUSIVE_LOCKS_REQUIRED(history_mutex_);
   // Opens the incident store and the health evaluator (Create).
   absl::Status StartHealth();
   // Records an event stamped with the current time and seq.

@@ -54,14 +54,29 @@ HistoryStore::HistoryStore(uint32_t gpu_count, std::vector<FieldType> types,
       series_(gpu_count * types_.size()) {
   VIGIL_CHECK(offset_bits >= 1 && offset_bits <= kDefaultOffsetBits);
   VIGIL_CHECK(intervals.size() == types_.size());
-  for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) {
-    for (size_t f = 0; f < types_.size(); ++f) {
-      const size_t limit = static_cast<size_t>(max_age / intervals[f]) + 2;
-      tick_limit_ = std::max(tick_limit_, limit);
-      // A series spans at most `limit` ticks, so its offsets always fit after a rebase.
-      VIGIL_CHECK(limit < offset_mask_);
-      series(gpu, f).samples.set_limit(limit);
-    }
+  for (size_t f = 0; f < types_.size(); ++f) {
+    const size_t limit = static_cast<size_t>(max_age / intervals[f]) + 2;
+    tick_limit_ = std::max(tick_limit_, limit);
+    // A series spans at most `limit` ticks, so its offsets always fit after a rebase.
+    VIGIL_CHECK(limit < offset_mask_);
+    limits_.push_back(limit);
+  }
+  for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) ClearEntity(gpu);
+}
+
+uint32_t HistoryStore::AddEntity() {
+  const uint32_t entity = entity_count();
+  series_.resize(series_.size() + types_.size());
+  ClearEntity(entity);
+  return entity;
+}
+
+void HistoryStore::ClearEntity(uint32_t entity) {
+  VIGIL_CHECK(entity < entity_count());
+  for (size_t f = 0; f < types_.size(); ++f) {
+    Series& s = series(entity, f);
+    s = Series{};
+    s.samples.set_limit(limits_[f]);
   }
 }
 

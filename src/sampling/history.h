@@ -36,6 +36,15 @@ class HistoryStore {
 
   static constexpr uint32_t kDefaultOffsetBits = 27;
 
+  // Entities (the `gpu` of the calls below) beyond the constructor's: another one with empty
+  // series, sharing the store's tick table (its index is returned); ClearEntity empties one, for
+  // reuse by another entity. MIG instances come and go this way.
+  uint32_t AddEntity();
+  void ClearEntity(uint32_t entity);
+  uint32_t entity_count() const {
+    return types_.empty() ? 0 : static_cast<uint32_t>(series_.size() / types_.size());
+  }
+
   // Starts tick `seq` at `time`. Precondition: seq greater than every earlier seq.
   void BeginTick(uint64_t seq, absl::Time time);
   // Appends a sample of the current tick. Precondition: BeginTick was called, and this series
@@ -106,6 +115,7 @@ class HistoryStore {
   FieldValue Unpack(const Series& s, size_t position, FieldType type) const;
 
   std::vector<FieldType> types_;
+  std::vector<size_t> limits_;  // per field index: the most samples a series holds
   absl::Duration max_age_;
   uint32_t offset_mask_;
   std::vector<Series> series_;

@@ -151,5 +151,34 @@ TEST(HistoryStoreTest, StringsAreStoredOnceAndSurviveDictionaryCompaction) {
   EXPECT_GE(store.strings_held(0, 0), 51u);
 }
 
+// Entities added later share the tick table and are bounded like the first; a cleared one is
+// empty for its next user.
+TEST(HistoryStoreTest, EntitiesComeAndGoSharingOneTickTable) {
+  HistoryStore store(0, {FieldType::kInt64}, {absl::Seconds(1)}, absl::Seconds(10));
+  EXPECT_EQ(store.entity_count(), 0u);
+  const uint32_t a = store.AddEntity(), b = store.AddEntity();
+  EXPECT_EQ(a, 0u);
+  EXPECT_EQ(b, 1u);
+  for (uint64_t seq = 1; seq <= 30; ++seq) {
+    const absl::Time now = kT0 + absl::Seconds(seq);
+    store.BeginTick(seq, now);
+    store.Append(a, 0, FieldValue::Int(static_cast<int64_t>(seq)));
+    if (seq > 25) store.Append(b, 0, FieldValue::Int(-static_cast<int64_t>(seq)));
+    store.Trim(now);
+  }
+  EXPECT_LE(store.Count(a, 0, absl::InfinitePast(), absl::InfiniteFuture()), 12u);
+  EXPECT_EQ(store.Count(b, 0, absl::InfinitePast(), absl::InfiniteFuture()), 5u);
+  store.ClearEntity(b);
+  EXPECT_EQ(store.Count(b, 0, absl::InfinitePast(), absl::InfiniteFuture()), 0u);
+  store.BeginTick(31, kT0 + absl::Seconds(31));
+  store.Append(b, 0, FieldValue::Int(7));  // its next user starts afresh
+  std::vector<HistorySample> samples;
+  bool truncated = false;
+  store.Query(b, 0, absl::InfinitePast(), absl::InfiniteFuture(), 10, &samples, &truncated);
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_EQ(samples[0].seq, 31u);
+  EXPECT_EQ(samples[0].value.as_int(), 7);
+}
+
 }  // namespace
 }  // namespace vigil
