@@ -35,7 +35,7 @@ const std::map<std::string, Modules>& Allowed() {
       {"api", {"common", "fields"}},
       {"server", {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api"}},
       {"client", {"common", "fields", "api"}},
-      {"exporter", {"common", "fields", "api", "client", "podresources"}},
+      {"exporter", {"common", "fields", "api", "client", "podresources", "kube"}},
       {"podresources", {"common"}},
       {"kube", {"common"}},
       {"healthcheck", {"common", "fields", "api", "client", "kube", "podresources"}},

@@ -283,6 +283,17 @@ void CheckRules(const Rendered& rendered, const std::string& name, const std::st
   EXPECT_THAT(test.out + test.err, HasSubstr("SUCCESS"));
 }
 
+// A role's rights as "resource:verb".
+std::set<std::string> RightsOf(const YAML::Node& role) {
+  std::set<std::string> rights;
+  for (const YAML::Node& rule : role["rules"]) {
+    for (const std::string& resource : Strings(rule["resources"])) {
+      for (const std::string& verb : Strings(rule["verbs"])) rights.insert(resource + ":" + verb);
+    }
+  }
+  return rights;
+}
+
 // Runs the binary with a container's args (after `replace`): they parse, and it fails only for
 // want of the in-cluster credentials; returns its stderr.
 std::string RunArgs(const std::vector<std::string>& args,
@@ -322,12 +333,7 @@ TEST(DeployTest, TheRemediationOverlayAddsTheRemediatorAndTheNodesHandOff) {
   // Eviction rights are the remediator's alone.
   const YAML::Node* role = rendered.Find("ClusterRole", "vigil-remediator");
   ASSERT_NE(role, nullptr);
-  std::set<std::string> rights;
-  for (const YAML::Node& rule : (*role)["rules"]) {
-    for (const std::string& resource : Strings(rule["resources"])) {
-      for (const std::string& verb : Strings(rule["verbs"])) rights.insert(resource + ":" + verb);
-    }
-  }
+  const std::set<std::string> rights = RightsOf(*role);
   EXPECT_EQ(rights, (std::set<std::string>{"nodes:get", "nodes:list", "nodes:watch", "nodes:patch",
                                            "pods:list", "pods/eviction:create", "events:create"}));
   for (const YAML::Node* other : rendered.All("ClusterRole")) {
@@ -355,6 +361,32 @@ TEST(DeployTest, TheRemediationOverlayAddsTheRemediatorAndTheNodesHandOff) {
               Contains("--inject-token-file=/etc/vigil/inject/token"));
   CheckRules(rendered, "vigil-remediation", "remediation_rules.yaml",
              "remediation_rules_test.yaml");
+}
+
+TEST(DeployTest, ThePodUidOverlayLetsTheExporterReadPodsAndNothingMore) {
+  const Rendered rendered = Render(kDeploy + "/overlays/pod-uid");
+  CheckLayout(rendered, "vigil");
+  const YAML::Node* exporter = rendered.Find("DaemonSet", "vigil-exporter");
+  ASSERT_NE(exporter, nullptr);
+  const YAML::Node pod = (*exporter)["spec"]["template"]["spec"];
+  EXPECT_EQ(pod["serviceAccountName"].as<std::string>(), "vigil-exporter");
+  EXPECT_TRUE(pod["automountServiceAccountToken"].as<bool>());
+  const std::vector<std::string> args = Strings(Container(*exporter)["args"]);
+  EXPECT_THAT(args, Contains("--kubernetes-enable-pod-uid"));
+  EXPECT_EQ(EnvFieldPath(Container(*exporter), "NODE_NAME"), "spec.nodeName");
+  EXPECT_THAT(RunArgs(args), HasSubstr("KUBERNETES_SERVICE_HOST is not set"));
+  const YAML::Node* role = rendered.Find("ClusterRole", "vigil-exporter");
+  ASSERT_NE(role, nullptr);
+  const std::set<std::string> rights = RightsOf(*role);
+  EXPECT_EQ(rights, (std::set<std::string>{"pods:get", "pods:list", "pods:watch"}));
+  const YAML::Node* binding = rendered.Find("ClusterRoleBinding", "vigil-exporter");
+  ASSERT_NE(binding, nullptr);
+  EXPECT_EQ((*binding)["subjects"][0]["namespace"].as<std::string>(), "vigil");
+  // The base keeps the exporter without a token.
+  const Rendered base_rendered = Render(kDeploy + "/base");
+  const YAML::Node* base = base_rendered.Find("DaemonSet", "vigil-exporter");
+  ASSERT_NE(base, nullptr);
+  EXPECT_FALSE((*base)["spec"]["template"]["spec"]["automountServiceAccountToken"].as<bool>());
 }
 
 TEST(DeployTest, TheDrillJobRunsOnItsNodeWithNothingButTheRightsItNeeds) {

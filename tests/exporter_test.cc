@@ -21,6 +21,7 @@
 #include "nlohmann/json.hpp"
 #include "process.h"
 #include "testing/eventually.h"
+#include "testing/fake_kube_api.h"
 #include "testing/paths.h"
 #include "testing/temp_dir.h"
 
@@ -321,6 +322,67 @@ TEST(ExporterTest, PodAttributionFromTheKubeletAndWithoutIt) {
   EXPECT_TRUE(exporter.process().WaitForStderr("cannot list pod resources from the kubelet"));
 }
 
+// --kubernetes-enable-pod-uid: the UID of each pod the kubelet names, from the API server's pods
+// of this node (the fake API server, as the exporter's service account would reach it).
+TEST(ExporterTest, PodUidFromTheApiServerWhenAsked) {
+  TempDir dir;
+  std::string error;
+  std::unique_ptr<FakeKubeApi> api = FakeKubeApi::Start(dir.path(), &error);
+  ASSERT_NE(api, nullptr) << error;
+  EngineProcess engine(dir.path(), "n1", 2);
+  const auto gpus = nlohmann::json::parse(
+      RunCommand({VigilBinary(), "discovery", "--json", "--engine", engine.unix_address})
+          .out)["gpus"];
+  const std::string uuid0 = gpus[0]["uuid"], uuid1 = gpus[1]["uuid"];
+  auto pod = [](const std::string& ns, const std::string& name, const std::string& node) {
+    return nlohmann::json{{"metadata", {{"namespace", ns}, {"name", name}}},
+                          {"spec", {{"nodeName", node}}}};
+  };
+  api->AddPod(pod("ml", "train-0", "node-a"));
+  api->AddPod(pod("ml", "train-0", "node-b"));  // another node's pod of that name: not ours
+  auto uid_of = [&](const std::string& ns, const std::string& name) {
+    for (const nlohmann::json& p : api->Pods()) {
+      if (p["metadata"]["namespace"] == ns && p["metadata"]["name"] == name &&
+          p["spec"]["nodeName"] == "node-a") {
+        return p["metadata"]["uid"].get<std::string>();
+      }
+    }
+    return std::string();
+  };
+
+  FakeKubelet kubelet;
+  kubelet.AddPod("ml", "train-0", "trainer", {uuid0});
+  kubelet.AddPod("ml", "infer-0", "triton", {uuid1});  // not on the API server yet
+  const std::string socket = dir.File("kubelet.sock");
+  ASSERT_TRUE(kubelet.Serve(socket));
+  std::vector<std::string> flags = ExporterProcess::Kubernetes(socket);
+  flags.insert(flags.end(), {"--kubernetes-enable-pod-uid", "--service-account-dir",
+                             api->credentials().service_account_dir});
+  ExporterProcess exporter(dir.path(), engine.unix_address, flags);
+  ASSERT_GT(exporter.port(), 0);
+  const std::string uid0 = uid_of("ml", "train-0");
+  const std::string body = exporter.ScrapeUntil([&](const std::string& b) {
+    return b.find("pod_uid=\"" + uid0 + "\"") != std::string::npos;
+  });
+  EXPECT_THAT(body, HasSubstr(",container=\"trainer\",namespace=\"ml\",pod=\"train-0\",pod_uid=\"" +
+                              uid0 + "\"} "));
+  // A pod the API server does not know (yet): pod_uid="" as dcgm-exporter's, then its UID.
+  EXPECT_THAT(body,
+              HasSubstr(",container=\"triton\",namespace=\"ml\",pod=\"infer-0\",pod_uid=\"\"} "));
+  api->AddPod(pod("ml", "infer-0", "node-a"));
+  const std::string uid1 = uid_of("ml", "infer-0");
+  exporter.ScrapeUntil([&](const std::string& b) {
+    return b.find(",pod=\"infer-0\",pod_uid=\"" + uid1 + "\"}") != std::string::npos;
+  });
+  // Only this node's pods were asked for, and the exporter said who it is.
+  for (const KubeRequest& request : api->Requests()) {
+    EXPECT_EQ(request.path, "/api/v1/pods");
+    EXPECT_EQ(request.params.at("fieldSelector"), "spec.nodeName=node-a");
+    EXPECT_THAT(request.user_agent, HasSubstr("(exporter)"));
+  }
+  EXPECT_THAT(body, HasSubstr("vigil_exporter_pod_uid_errors_total 0\n"));
+}
+
 TEST(ExporterTest, MigGpuInstancesHaveTheirSeriesAndTheirPods) {
   TempDir dir;
   EngineProcess engine(dir.path(), "n1", 2,
@@ -468,6 +530,10 @@ TEST(ExporterTest, BadFlagsAndFilesAreRefused) {
       {{"exporter", "--engine", "nowhere"}, "--engine"},
       {{"exporter", "-c", "-5"}, "--collect-interval"},
       {{"exporter", "--kubernetes-gpu-id-type", "serial"}, "--kubernetes-gpu-id-type"},
+      {{"exporter", "--kubernetes-enable-pod-uid"}, "it needs --kubernetes (-k)"},
+      {{"exporter", "-k", "--kubernetes-enable-pod-uid", "--service-account-dir",
+        dir.File("no-such-dir")},
+       "--kubernetes-enable-pod-uid reads pod UIDs from the API server"},
   };
   for (const auto& [args, expected] : cases) {
     std::vector<std::string> argv = {VigilBinary()};

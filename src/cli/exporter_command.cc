@@ -12,6 +12,7 @@
 #include "common/signals.h"
 #include "common/status.h"
 #include "exporter/exporter.h"
+#include "kube/kube_api.h"
 #include "spdlog/spdlog.h"
 
 namespace vigil::cli {
@@ -24,6 +25,8 @@ struct ExporterFlags {
   std::string hostname_label = "Hostname";
   std::string node_name;
   bool kubernetes = false;
+  bool pod_uid = false;
+  std::string service_account_dir = std::string(InClusterKube::kServiceAccountDir);
   std::string gpu_id_type = "uid";
   bool no_hostname = false;
   bool old_namespace = false;
@@ -50,6 +53,22 @@ int RunExporter(const ExporterFlags& flags) {
       .old_namespace = flags.old_namespace,
       .collect_interval = absl::Milliseconds(flags.collect_interval_ms)};
   if (flags.no_hostname) options.hostname.clear();
+  if (flags.pod_uid) {
+    if (!flags.kubernetes) {
+      return Fail("exporter",
+                  "--kubernetes-enable-pod-uid labels pod-attributed series: it needs "
+                  "--kubernetes (-k)");
+    }
+    auto kube = InClusterKube::Create(flags.service_account_dir, "exporter");
+    if (!kube.ok()) {
+      return Fail("exporter", WithContext(kube.status(),
+                                          "--kubernetes-enable-pod-uid reads pod UIDs from the "
+                                          "API server"));
+    }
+    options.pod_uid = true;
+    options.kube = std::move(*kube);
+    options.node_name = flags.node_name.empty() ? DefaultNodeName() : flags.node_name;
+  }
   options.pods.socket_path = flags.pod_resources_socket;
   const std::pair<const char*, const std::string*> durations[] = {
       {"--pod-refresh", &flags.pod_refresh},
@@ -118,6 +137,16 @@ CommandRunner AddExporterCommand(CLI::App* parent) {
       ->capture_default_str();
   command->add_flag("-k,--kubernetes", flags->kubernetes,
                     "Add pod, namespace and container labels from the kubelet");
+  command
+      ->add_flag("--kubernetes-enable-pod-uid", flags->pod_uid,
+                 "Add pod_uid to pod-attributed series (with -k): the UIDs of this node's pods "
+                 "from the API server (needs pods list and watch)")
+      ->envname("DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID");
+  command
+      ->add_option("--service-account-dir", flags->service_account_dir,
+                   "Where the pod's service account token and CA are mounted (for "
+                   "--kubernetes-enable-pod-uid)")
+      ->capture_default_str();
   command
       ->add_option("--kubernetes-gpu-id-type", flags->gpu_id_type,
                    "How the kubelet names whole GPUs: uid (GPU-...) or device-name (nvidia0); MIG "

@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<Exporter>> Exporter::Start(ExporterOptions option
     return started;
   }
   if (self->pods_ != nullptr) self->pods_->Start();
+  if (self->pod_uids_ != nullptr) self->pod_uids_->Start();
   self->ticks_thread_ = StartNamedThread("vigil-ticks", [self] { self->FollowTicks(); });
   self->events_thread_ = StartNamedThread("vigil-events", [self] { self->FollowEvents(); });
   return exporter;
@@ -71,6 +72,10 @@ Exporter::Exporter(ExporterOptions options, std::unique_ptr<EngineClient> client
     PodMapperOptions pods = options_.pods;
     pods.clock = options_.clock;
     pods_ = std::make_unique<PodMapper>(pods);
+    if (options_.pod_uid && options_.kube != nullptr) {
+      pod_uids_ =
+          std::make_unique<kube::PodUids>(options_.kube, options_.node_name, options_.clock);
+    }
   }
   absl::MutexLock lock(&mutex_);
   counters_ = std::make_shared<const Counters>(std::move(counters));
@@ -91,6 +96,7 @@ void Exporter::Stop() {
   if (ticks_thread_.joinable()) ticks_thread_.join();
   if (events_thread_.joinable()) events_thread_.join();
   if (pods_ != nullptr) pods_->Stop();
+  if (pod_uids_ != nullptr) pod_uids_->Stop();
   http_.Stop();
 }
 
@@ -287,7 +293,9 @@ void Exporter::RenderLocked() {
   if (pods_ != nullptr) {
     view_.pods.clear();
     for (const auto& [device, pods] : pods_->Current()) {
-      if (!pods.empty()) view_.pods[device] = pods.back();
+      if (pods.empty()) continue;
+      PodInfo& pod = view_.pods[device] = pods.back();
+      if (pod_uids_ != nullptr) pod.uid = pod_uids_->UidOf(pod.namespace_name, pod.pod);
     }
   }
   RenderOptions render{
@@ -296,7 +304,8 @@ void Exporter::RenderLocked() {
       .xid_window_ms = absl::ToInt64Milliseconds(options_.xid_window),
       .clock_events_window_ms = absl::ToInt64Milliseconds(options_.clock_events_window),
       .gpu_id_type = options_.gpu_id_type,
-      .old_namespace = options_.old_namespace};
+      .old_namespace = options_.old_namespace,
+      .pod_uid = options_.kubernetes && options_.pod_uid};
   body_ = std::make_shared<const std::string>(RenderMetrics(*counters_, view_, render));
   // The same bytes in a memory file, for sendfile; without one (out of descriptors) scrapes send
   // the string.
@@ -406,6 +415,9 @@ std::string Exporter::ProcessMetrics() {
       "# HELP vigil_exporter_pod_mapping_errors_total Failed refreshes of pod attribution from the "
       "kubelet.\n# TYPE vigil_exporter_pod_mapping_errors_total counter\n"
       "vigil_exporter_pod_mapping_errors_total ",
+      "# HELP vigil_exporter_pod_uid_errors_total Failed lists and watches of this node's pods on "
+      "the API server (for pod_uid).\n# TYPE vigil_exporter_pod_uid_errors_total counter\n"
+      "vigil_exporter_pod_uid_errors_total ",
   };
   std::string out;
   out.reserve(1536);
@@ -421,6 +433,7 @@ std::string Exporter::ProcessMetrics() {
   line(5, dropped_ticks_.load());
   line(6, reloads_failed_.load());
   if (pods_ != nullptr) line(7, pods_->errors());
+  if (pod_uids_ != nullptr) line(8, pod_uids_->errors());
   return out;
 }
 

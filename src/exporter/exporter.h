@@ -6,6 +6,7 @@
 // and the exporter reconnects by itself (picking up a new engine instance without a restart).
 //
 // Threads: one follows ticks, one follows events, one refreshes pod attribution (--kubernetes),
+// one follows the node's pods on the API server (--kubernetes-enable-pod-uid),
 // the HTTP thread (vigil-http) serves scrapes. `mutex_` guards the view and the rendered body;
 // rendering happens on the tick thread (or on a scrape that finds the data stale), never while
 // holding gRPC calls.
@@ -26,6 +27,8 @@
 #include "common/http_server.h"
 #include "exporter/counters.h"
 #include "exporter/render.h"
+#include "kube/kube_api.h"
+#include "kube/pod_uids.h"
 #include "podresources/pod_mapper.h"
 
 namespace vigil {
@@ -42,6 +45,11 @@ struct ExporterOptions {
   // every engine tick when zero). Freshness (vigil_engine_up) is judged on every tick anyway.
   absl::Duration collect_interval = absl::ZeroDuration();
   PodMapperOptions pods;
+  // dcgm-exporter's --kubernetes-enable-pod-uid (with `kubernetes`): pod_uid on pod-attributed
+  // series, the UIDs of node `node_name`'s pods read from the API server `kube`.
+  bool pod_uid = false;
+  std::shared_ptr<KubeApi> kube;
+  std::string node_name;
   absl::Duration xid_window = absl::Minutes(5);
   absl::Duration clock_events_window = absl::Minutes(5);
   // The time the exporter judges freshness and windows by, and waits on; not owned.
@@ -85,6 +93,7 @@ class Exporter {
   const ExporterOptions options_;
   std::unique_ptr<EngineClient> client_;
   std::unique_ptr<PodMapper> pods_;
+  std::unique_ptr<kube::PodUids> pod_uids_;  // with options_.pod_uid
   HttpServer http_;
   std::thread ticks_thread_, events_thread_;
 

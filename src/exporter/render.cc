@@ -65,13 +65,13 @@ void AppendLabel(std::string* out, std::string_view name, std::string_view value
 
 // The label text of one GPU's samples in dcgm-exporter's order: the identity labels, then the
 // "labels" (label fields, then metric-specific labels) sorted bytewise, then the "attributes"
-// (container, err_code, err_msg, namespace, pod) sorted bytewise. Label fields are DCGM_* names,
-// which sort before every (lower-case) metric-specific label, so the pieces are precomputed once
-// per GPU and concatenated per sample.
+// (container, err_code, err_msg, namespace, pod, pod_uid) sorted bytewise. Label fields are DCGM_*
+// names, which sort before every (lower-case) metric-specific label, so the pieces are precomputed
+// once per GPU and concatenated per sample.
 struct GpuLabels {
   std::string head;               // "{gpu=...,...,Hostname=...,DCGM_FI_DRIVER_VERSION=..."
   std::string container;          // ",container=..." or ""
-  std::string namespace_and_pod;  // ",namespace=...,pod=..." or ""
+  std::string namespace_and_pod;  // ",namespace=...,pod=...[,pod_uid=...]" or ""
 };
 
 // One sample: NAME{labels[,extra labels][,container][,extra attributes][,namespace,pod]} VALUE
@@ -234,6 +234,7 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
           AppendLabel(&labels[e].namespace_and_pod, "namespace", pod->namespace_name);
           AppendLabel(&labels[e].namespace_and_pod, "pod", pod->pod);
         }
+        if (options.pod_uid) AppendLabel(&labels[e].namespace_and_pod, "pod_uid", pod->uid);
       }
     }
 

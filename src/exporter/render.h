@@ -55,6 +55,9 @@ struct RenderOptions {
   // dcgm-exporter's --use-old-namespace: its 1.x label names — uuid for UUID, pod_name,
   // pod_namespace and container_name for the pod labels (metric names do not change).
   bool old_namespace = false;
+  // dcgm-exporter's --kubernetes-enable-pod-uid: pod-attributed series carry pod_uid (last of
+  // the pod labels, sorted after pod / pod_namespace), "" when the UID is not known.
+  bool pod_uid = false;
 };
 
 // The GPU series and the engine metrics (everything that changes once per tick).

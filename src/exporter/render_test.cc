@@ -307,6 +307,29 @@ TEST(RenderTest, PodLabelsAreAttributes) {
   EXPECT_THAT(text, HasSubstr("modelName=\"NVIDIA H100 80GB HBM3\"} 40\n"));
 }
 
+// dcgm-exporter's --kubernetes-enable-pod-uid: its attributes sorted, so pod_uid comes last, after
+// err_code/err_msg and the pod's names; without the flag there is no pod_uid, and with it a pod
+// whose UID is not known has pod_uid="" (as dcgm-exporter's).
+TEST(RenderTest, PodUidIsTheLastAttributeWhenAsked) {
+  const Counters counters = Parse("DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error.\n");
+  ExporterView view = TwoGpus();
+  *view.tick.add_values() = Int(0, 230, 79);
+  *view.tick.add_values() = Int(1, 230, 0);
+  view.pods[view.gpus[0].uuid()] = {"train-0", "ml", "trainer",
+                                    "6f1e0c3a-1b2c-4d5e-8f90-a1b2c3d4e5f6"};
+  view.pods[view.gpus[1].uuid()] = {"web", "default", "web", ""};
+  const std::string text = RenderMetrics(counters, view, {.hostname = "node-1", .pod_uid = true});
+  EXPECT_THAT(text,
+              HasSubstr("Hostname=\"node-1\",container=\"trainer\",err_code=\"79\","
+                        "err_msg=\"GPU has fallen off the bus\",namespace=\"ml\","
+                        "pod=\"train-0\",pod_uid=\"6f1e0c3a-1b2c-4d5e-8f90-a1b2c3d4e5f6\"} 79\n"));
+  EXPECT_THAT(text, HasSubstr(",namespace=\"default\",pod=\"web\",pod_uid=\"\"} 0\n"));
+  EXPECT_THAT(RenderMetrics(counters, view, {.old_namespace = true, .pod_uid = true}),
+              HasSubstr(",pod_name=\"train-0\",pod_namespace=\"ml\","
+                        "pod_uid=\"6f1e0c3a-1b2c-4d5e-8f90-a1b2c3d4e5f6\"} 79\n"));
+  EXPECT_THAT(RenderMetrics(counters, view, {}), Not(HasSubstr("pod_uid")));
+}
+
 TEST(CountersTest, DefaultListIsDcgmExportersDefault) {
   const Counters counters = Parse(DefaultCountersCsv());
   std::vector<FieldId> ids;

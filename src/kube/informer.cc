@@ -17,9 +17,20 @@ Informer::Informer(KubeApi* api, InformerOptions options)
     : api_(api),
       options_(std::move(options)),
       clock_(options_.clock),
-      selector_query_(options_.label_selector.empty()
-                          ? ""
-                          : "&labelSelector=" + kube::QueryEscape(options_.label_selector)) {}
+      selector_query_((options_.label_selector.empty()
+                           ? ""
+                           : "&labelSelector=" + kube::QueryEscape(options_.label_selector)) +
+                      (options_.field_selector.empty()
+                           ? ""
+                           : "&fieldSelector=" + kube::QueryEscape(options_.field_selector))) {}
+
+std::string Informer::KeyOf(const Json& object) {
+  const Json& metadata = kube::At(object, "metadata");
+  const std::string name = kube::StringAt(metadata, "name");
+  if (name.empty()) return "";
+  const std::string ns = kube::StringAt(metadata, "namespace");
+  return ns.empty() ? name : ns + "/" + name;
+}
 
 Informer::~Informer() { Stop(); }
 
@@ -192,7 +203,7 @@ Informer::Outcome Informer::List(bool consistent) {
     const Json& items = kube::At(page, "items");
     if (!items.is_array()) return Fail(what + ": the answer is not a list");
     for (const Json& item : items) {
-      const std::string name = kube::StringAt(kube::At(item, "metadata"), "name");
+      const std::string name = KeyOf(item);
       if (name.empty()) return Fail(what + ": an item without metadata.name");
       listed[name] = options_.transform ? options_.transform(item) : item;
     }
@@ -283,7 +294,7 @@ bool Informer::Apply(std::string_view line, Outcome* outcome) {
     last_heard_ = clock_->Now();
     return true;
   }
-  const std::string name = kube::StringAt(metadata, "name");
+  const std::string name = KeyOf(object);
   if (name.empty() || (type != "ADDED" && type != "MODIFIED" && type != "DELETED")) {
     *outcome = Fail(fmt::format("watching {}: an event of type '{}' for '{}' is not understood",
                                 options_.description, type, name));

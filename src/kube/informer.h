@@ -33,6 +33,9 @@ struct InformerOptions {
   // The collection, e.g. "/api/v1/nodes".
   std::string path;
   std::string label_selector;  // "" for all
+  // A field selector, e.g. "spec.nodeName=node-a" for the pods of one node (the API server
+  // serves only the fields each kind indexes); "" for none.
+  std::string field_selector;
   // Each watch asks the server to end it after a random time in [watch_timeout, 2 x
   // watch_timeout) (timeoutSeconds), so a fleet's re-watches do not come in lock-step. With
   // bookmarks the re-watch resumes; it is one request per 15 minutes on average.
@@ -62,7 +65,11 @@ struct InformerStats {
 
 class Informer {
  public:
-  // Called after the object `name` was added, modified or deleted (also by a re-list).
+  // Objects are cached by their key, as client-go's MetaNamespaceKeyFunc: "NAMESPACE/NAME" for
+  // a namespaced object (a pod), "NAME" for a cluster-scoped one (a node).
+  static std::string KeyOf(const nlohmann::json& object);
+
+  // Called after the object `name` (its key) was added, modified or deleted (also by a re-list).
   using Listener = std::function<void(const std::string& name)>;
 
   // `api` (not owned) must outlive the informer.
@@ -117,7 +124,8 @@ class Informer {
   KubeApi* const api_;
   const InformerOptions options_;
   Clock* const clock_;
-  const std::string selector_query_;  // "&labelSelector=…", escaped, for every LIST and WATCH
+  // "&labelSelector=…&fieldSelector=…", escaped, for every LIST and WATCH.
+  const std::string selector_query_;
   InformerStats stats_;
   std::vector<Listener> listeners_;  // set before Start()
   std::thread thread_;

@@ -11,6 +11,7 @@ namespace vigil {
 
 struct PodInfo {
   std::string pod, namespace_name, container;
+  std::string uid;  // not in the kubelet's answer: from the API server (kube/pod_uids.h), or ""
 };
 // Device (a GPU's UUID, or a MIG device's id) -> the containers the kubelet gave it to (several
 // when the GPU is time-sliced or shared), in the kubelet's order.

@@ -116,6 +116,12 @@ bool Selected(const Json& node, const std::string& selector) {
   return Matches(node["metadata"].value("labels", Json::object()), selector);
 }
 
+// The node of a pods' field selector "spec.nodeName=NODE" (checked by the route); "" for none.
+constexpr std::string_view kByNode = "spec.nodeName=";
+std::string NodeOfFieldSelector(const std::string& field) {
+  return field.starts_with(kByNode) ? field.substr(kByNode.size()) : "";
+}
+
 // A query parameter of the request, "" when absent.
 std::string Param(const KubeRequest& request, const std::string& key) {
   auto it = request.params.find(key);
@@ -174,15 +180,20 @@ KubeCredentials MakeKubeCredentials(const std::string& dir, std::string* error) 
 }
 
 struct FakeKubeApi::Watcher {
+  Kind kind = Kind::kNode;
   uint64_t cursor = 0;   // changes after this resourceVersion are still to be sent
   std::string selector;  // labelSelector
+  std::string node;      // pods: fieldSelector spec.nodeName; "" for every node
   bool bookmarks = false;
   absl::Time deadline;  // timeoutSeconds, on real time
   absl::Time next_bookmark;
   uint64_t drops = 0, expiries = 0, bookmark_calls = 0;  // the counts when it opened or last sent
   std::string first;  // what to send first: synthetic ADDED events, or an ERROR
   bool end_after_first = false;
-  bool Wants(const Json& node) const { return Selected(node, selector); }
+  bool Wants(const Json& object) const {
+    return Selected(object, selector) &&
+           (node.empty() || object["spec"].value("nodeName", "") == node);
+  }
 };
 
 namespace {
@@ -243,7 +254,9 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials, int threads)
         answer = Handle(request);
         if (answer.status == 0) {  // a watch to stream
           watcher = std::make_shared<Watcher>();
+          watcher->kind = request.path == "/api/v1/pods" ? Kind::kPod : Kind::kNode;
           watcher->selector = Param(request, "labelSelector");
+          watcher->node = NodeOfFieldSelector(Param(request, "fieldSelector"));
           watcher->bookmarks = Param(request, "allowWatchBookmarks") == "true";
           const std::string timeout_text = Param(request, "timeoutSeconds");
           const int timeout = timeout_text.empty() ? 1800 : std::atoi(timeout_text.c_str());
@@ -255,8 +268,14 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials, int threads)
           const std::string from = Param(request, "resourceVersion");
           if (from.empty() || from == "0") {
             // No resourceVersion: every object now, as synthetic ADDED events, then changes.
-            for (const auto& [name, node] : nodes_) {
-              if (watcher->Wants(node)) watcher->first += WatchLine("ADDED", node);
+            if (watcher->kind == Kind::kNode) {
+              for (const auto& [name, node] : nodes_) {
+                if (watcher->Wants(node)) watcher->first += WatchLine("ADDED", node);
+              }
+            } else {
+              for (const auto& [key, pod] : pods_) {
+                if (watcher->Wants(pod)) watcher->first += WatchLine("ADDED", pod);
+              }
             }
             watcher->cursor = resource_version_;
           } else {
@@ -353,6 +372,8 @@ bool FakeKubeApi::ServeWatch(Watcher& watcher, std::string* out, bool* drop) {
       [](uint64_t cursor, const Change& change) { return cursor < change.resource_version; });
   for (auto it = unsent; it != history_.end(); ++it) {
     const Change& change = *it;
+    watcher.cursor = change.resource_version;
+    if (change.kind != watcher.kind) continue;
     const bool was = !change.before.is_null() && watcher.Wants(change.before);
     const bool is = !change.after.is_null() && watcher.Wants(change.after);
     if (was && is) {
@@ -362,12 +383,11 @@ bool FakeKubeApi::ServeWatch(Watcher& watcher, std::string* out, bool* drop) {
     } else if (was) {
       *out += WatchLine("DELETED", change.after.is_null() ? change.before : change.after);
     }
-    watcher.cursor = change.resource_version;
   }
   const absl::Time now = absl::Now();
   if (watcher.bookmarks && (bookmarks_ != watcher.bookmark_calls || now >= watcher.next_bookmark)) {
     *out += WatchLine("BOOKMARK",
-                      {{"kind", "Node"},
+                      {{"kind", watcher.kind == Kind::kNode ? "Node" : "Pod"},
                        {"apiVersion", "v1"},
                        {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}}});
     watcher.cursor = std::max<uint64_t>(watcher.cursor, resource_version_);
@@ -377,8 +397,9 @@ bool FakeKubeApi::ServeWatch(Watcher& watcher, std::string* out, bool* drop) {
   return now < watcher.deadline;
 }
 
-void FakeKubeApi::Record(const Json& before, const Json& after) {
-  history_.push_back({.resource_version = resource_version_, .before = before, .after = after});
+void FakeKubeApi::Record(Kind kind, const Json& before, const Json& after) {
+  history_.push_back(
+      {.resource_version = resource_version_, .kind = kind, .before = before, .after = after});
 }
 
 FakeKubeApi::Answer FakeKubeApi::Handle(const KubeRequest& request) {
@@ -416,13 +437,7 @@ FakeKubeApi::Answer FakeKubeApi::Route(const KubeRequest& request) {
       return {400, Status(400, "BadRequest",
                           fmt::format("field selector \"{}\": the fake serves none", field))};
     }
-    if (request.watch()) {
-      const std::string from = Param(request, "resourceVersion");
-      if (!from.empty() && from.find_first_not_of("0123456789") != std::string::npos) {
-        return {400, Status(400, "BadRequest", fmt::format("invalid resource version: {}", from))};
-      }
-      return {0, Json()};
-    }
+    if (request.watch()) return WatchAnswer(request);
     return ListNodes(request);
   }
   if (std::regex_match(request.path, match, node_path)) {
@@ -442,6 +457,13 @@ FakeKubeApi::Answer FakeKubeApi::Route(const KubeRequest& request) {
   }
   if (request.path == "/api/v1/pods") {
     if (request.method != "GET") return {405, Status(405, "MethodNotAllowed", "not allowed")};
+    if (const std::string field = Param(request, "fieldSelector");
+        !field.empty() && !field.starts_with(kByNode)) {
+      return {400, Status(400, "BadRequest",
+                          fmt::format("field selector \"{}\": the fake serves spec.nodeName only",
+                                      field))};
+    }
+    if (request.watch()) return WatchAnswer(request);
     return ListPods(request);
   }
   static const std::regex pod_path("/api/v1/namespaces/([a-z0-9-]+)/pods/([a-z0-9.-]+)");
@@ -453,7 +475,7 @@ FakeKubeApi::Answer FakeKubeApi::Route(const KubeRequest& request) {
       return {404, Status(404, "NotFound", fmt::format("pods \"{}\" not found", match[2].str()))};
     }
     Json deleted = pod->second;
-    pods_.erase(pod);
+    ErasePod(pod);
     return {200, deleted};
   }
   static const std::regex eviction_path(
@@ -524,13 +546,14 @@ FakeKubeApi::Answer FakeKubeApi::ServeLease(const std::string& ns, const std::st
 
 void FakeKubeApi::AddPod(const Json& pod) {
   absl::MutexLock lock(&mutex_);
+  const std::pair<std::string, std::string> key = {pod["metadata"]["namespace"].get<std::string>(),
+                                                   pod["metadata"]["name"].get<std::string>()};
+  // A pod of that name is deleted first: its replacement is a new object (a new uid).
+  if (auto old = pods_.find(key); old != pods_.end()) ErasePod(old);
   Json stored = pod;
   stored["metadata"]["uid"] = fmt::format("pod-uid-{}", ++resource_version_);
   stored["metadata"]["resourceVersion"] = std::to_string(resource_version_);
-  // The key first: the assignment's right side is evaluated (moved from) before its left.
-  const std::pair<std::string, std::string> key = {
-      stored["metadata"]["namespace"].get<std::string>(),
-      stored["metadata"]["name"].get<std::string>()};
+  Record(Kind::kPod, Json(), stored);
   pods_[key] = std::move(stored);
 }
 
@@ -546,15 +569,31 @@ void FakeKubeApi::BlockEvictions(const std::string& ns, const std::string& name,
   blocked_evictions_[{ns, name}] = count;
 }
 
-FakeKubeApi::Answer FakeKubeApi::ListPods(const KubeRequest& request) {
-  const std::string field = Param(request, "fieldSelector");
-  static constexpr std::string_view kByNode = "spec.nodeName=";
-  if (!field.empty() && !field.starts_with(kByNode)) {
-    return {400, Status(400, "BadRequest",
-                        fmt::format("field selector \"{}\": the fake serves spec.nodeName only",
-                                    field))};
+FakeKubeApi::Answer FakeKubeApi::WatchAnswer(const KubeRequest& request) {
+  const std::string from = Param(request, "resourceVersion");
+  if (!from.empty() && from.find_first_not_of("0123456789") != std::string::npos) {
+    return {400, Status(400, "BadRequest", fmt::format("invalid resource version: {}", from))};
   }
-  const std::string node = field.empty() ? "" : field.substr(kByNode.size());
+  return {0, Json()};
+}
+
+void FakeKubeApi::ErasePod(std::map<std::pair<std::string, std::string>, Json>::iterator pod) {
+  Json deleted = pod->second;
+  Bump(deleted);  // the DELETED event carries the deletion's resourceVersion
+  Record(Kind::kPod, deleted, Json());
+  pods_.erase(pod);
+}
+
+bool FakeKubeApi::RemovePod(const std::string& ns, const std::string& name) {
+  absl::MutexLock lock(&mutex_);
+  auto pod = pods_.find({ns, name});
+  if (pod == pods_.end()) return false;
+  ErasePod(pod);
+  return true;
+}
+
+FakeKubeApi::Answer FakeKubeApi::ListPods(const KubeRequest& request) {
+  const std::string node = NodeOfFieldSelector(Param(request, "fieldSelector"));
   Json items = Json::array();
   for (const auto& [key, pod] : pods_) {
     if (!node.empty() && pod["spec"].value("nodeName", "") != node) continue;
@@ -586,7 +625,7 @@ FakeKubeApi::Answer FakeKubeApi::Evict(const std::string& ns, const std::string&
                    "Cannot evict pod as it would violate the pod's disruption budget."),
             /*retry_after=*/0};
   }
-  pods_.erase(pod);
+  ErasePod(pod);
   return {201, Json{{"kind", "Status"},
                     {"apiVersion", "v1"},
                     {"metadata", Json::object()},
@@ -784,7 +823,7 @@ void FakeKubeApi::Bump(Json& node) {
 
 void FakeKubeApi::Changed(const Json& before, Json& node) {
   Bump(node);
-  Record(before, node);
+  Record(Kind::kNode, before, node);
 }
 
 void FakeKubeApi::ModifyNodeLocked(const std::string& name,
@@ -831,7 +870,7 @@ void FakeKubeApi::DeleteNode(const std::string& name) {
   if (it == nodes_.end()) return;
   Json deleted = it->second;
   Bump(deleted);  // the DELETED event carries the deletion's resourceVersion
-  Record(deleted, Json());
+  Record(Kind::kNode, deleted, Json());
   nodes_.erase(it);
 }
 

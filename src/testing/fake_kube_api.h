@@ -8,7 +8,8 @@
 // watch: chunked JSON lines of ADDED / MODIFIED / DELETED (an object entering or leaving the
 // selector is ADDED / DELETED), BOOKMARK (allowWatchBookmarks) and ERROR (a Status; 410 Expired
 // for a resourceVersion older than the history kept), resumed from any resourceVersion still in
-// its history, ended after timeoutSeconds. It records every request, and can be told to answer
+// its history, ended after timeoutSeconds; pods are listed and watched the same way, across
+// namespaces, with fieldSelector spec.nodeName. It records every request, and can be told to answer
 // the next requests with an error (409, 500...) or slowly, to drop or expire open watches, and
 // to forget its history (compaction).
 // Thread-safety: every method may be called from any thread (one mutex); handlers run on the
@@ -39,6 +40,7 @@ struct KubeRequest {
   absl::Time received;                        // when it arrived (real time)
   bool watch() const { return params.contains("watch"); }
   bool list() const { return method == "GET" && path == "/api/v1/nodes" && !watch(); }
+  bool pods_list() const { return method == "GET" && path == "/api/v1/pods" && !watch(); }
 };
 
 // What tests and benchmarks look at on the fake's nodes: the status and the message of the
@@ -81,14 +83,19 @@ class FakeKubeApi {
   void ModifyNode(const std::string& name, const std::function<void(nlohmann::json&)>& change);
   void DeleteNode(const std::string& name);
 
-  // Pods, as the drain sees them: `pod` is the object (metadata.namespace and .name, spec.nodeName,
-  // containers with their resources, ownerReferences, the mirror annotation). Listed with
-  // fieldSelector spec.nodeName=NODE (the only field selector the fake serves, for pods);
+  // Pods, as the drain and the exporter's pod_uid see them: `pod` is the object
+  // (metadata.namespace and .name, spec.nodeName, containers with their resources,
+  // ownerReferences, the mirror annotation); the fake gives it a uid ("pod-uid-N") and a
+  // resourceVersion (a pod added again under its name is deleted and added anew, with a new uid,
+  // as a StatefulSet recreates one). Listed and watched with fieldSelector spec.nodeName=NODE (the
+  // only field selector the fake serves, for pods);
   // evicted through POST .../pods/NAME/eviction with a policy/v1 Eviction: 201 and the pod gone,
   // 404 when it is gone already, 429 while a PodDisruptionBudget forbids (BlockEvictions), 400
   // for a body that is not an Eviction of that pod; deleted with DELETE .../pods/NAME (200, 404
   // when gone), which no PodDisruptionBudget holds up.
   void AddPod(const nlohmann::json& pod);
+  // The pod is gone (deleted by another client); false when there was none.
+  bool RemovePod(const std::string& ns, const std::string& name);
   std::vector<nlohmann::json> Pods() const;
   // The next `count` evictions of pod NS/NAME answer 429, as while a PDB allows no disruption.
   void BlockEvictions(const std::string& ns, const std::string& name, int count);
@@ -146,13 +153,18 @@ class FakeKubeApi {
   Answer Route(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer GetNode(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer ListNodes(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The collections the fake can watch.
+  enum class Kind : uint8_t { kNode, kPod };
   struct Watcher;
   // Waits for what the watcher should be sent next and writes it; false ends the stream
   // (`*drop`: without the final chunk, a broken connection).
   bool ServeWatch(Watcher& watcher, std::string* out, bool* drop);
-  // Records a change of a node for watchers, at the current resourceVersion (`before` null for a
-  // new node, `after` null for a deleted one).
-  void Record(const nlohmann::json& before, const nlohmann::json& after)
+  // Records a change of a node or pod for watchers, at the current resourceVersion (`before`
+  // null for a new object, `after` null for a deleted one).
+  void Record(Kind kind, const nlohmann::json& before, const nlohmann::json& after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Removes a pod as a delete or an eviction does, recorded for watchers (DELETED).
+  void ErasePod(std::map<std::pair<std::string, std::string>, nlohmann::json>::iterator pod)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer PatchNode(const std::string& name, bool status_subresource, const KubeRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -161,6 +173,8 @@ class FakeKubeApi {
   Answer PatchEvent(const std::string& ns, const std::string& name, const KubeRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer ListPods(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A watch's answer: streamed (status 0) unless its resourceVersion is malformed (400).
+  Answer WatchAnswer(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer Evict(const std::string& ns, const std::string& name, const KubeRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // `name` empty: the collection (POST).
@@ -175,6 +189,7 @@ class FakeKubeApi {
 
   struct Change {
     uint64_t resource_version;
+    Kind kind;
     nlohmann::json before, after;  // null: none (added / deleted)
   };
 
