@@ -22,6 +22,8 @@
 #include "engine/tick_loop.h"
 #include "exporter/render.h"
 #include "fields/catalogue.h"
+#include "sampling/history.h"
+#include "sampling/packed_history.h"
 #include "server/server.h"
 #include "testing/temp_dir.h"
 #ifdef VIGIL_BENCH_NVML
@@ -88,35 +90,112 @@ std::vector<FieldType> CatalogueTypes() {
   return types;
 }
 
-void BM_HistoryIngest(benchmark::State& state) {
-  const auto types = CatalogueTypes();
-  HistoryStore store(8, types, std::vector<absl::Duration>(types.size(), absl::Seconds(1)),
-                     absl::Hours(1));
-  // Numeric fields only: strings are sampled once a minute and cost an allocation each.
-  std::vector<size_t> numeric;
-  for (size_t i = 0; i < types.size(); ++i) {
-    if (types[i] != FieldType::kString) numeric.push_back(i);
+// An hour of the simulator's telemetry (8 GPUs, every field, every second), read once so that
+// the history benchmarks measure the store, not the simulator: values[tick][gpu][field index].
+struct SimHour {
+  std::vector<FieldType> types = CatalogueTypes();
+  std::vector<std::vector<std::vector<FieldValue>>> values;
+  SimHour() {
+    std::vector<FieldId> ids;
+    for (const FieldInfo& field : AllFields()) ids.push_back(field.id);
+    auto sim = SimBackend::Create({.gpu_count = 8, .seed = 1});
+    absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+    for (int tick = 0; tick < 3600; ++tick) {
+      auto& gpus = values.emplace_back(8, std::vector<FieldValue>(ids.size()));
+      now += absl::Seconds(1);
+      for (uint32_t gpu = 0; gpu < 8; ++gpu) {
+        (void)(*sim)->Read(gpu, ids, now, absl::MakeSpan(gpus[gpu]));
+      }
+    }
   }
-  const FieldValue int_value = FieldValue::Int(42), double_value = FieldValue::Double(42.5);
+  static const SimHour& Get() {
+    static const SimHour* hour = new SimHour();
+    return *hour;
+  }
+  // Appends tick `tick` (of the hour, repeated) to `store` as seq `seq`.
+  template <typename Store>
+  void Feed(Store& store, uint64_t seq, absl::Time now) const {
+    store.BeginTick(seq, now);
+    const auto& gpus = values[seq % values.size()];
+    for (uint32_t gpu = 0; gpu < 8; ++gpu) {
+      for (size_t f = 0; f < types.size(); ++f) store.Append(gpu, f, gpus[gpu][f]);
+    }
+    store.Trim(now);
+  }
+};
+
+// Ingest cost per sample of the compressed store on the simulator's values (goal <= 100 ns).
+void BM_HistoryIngest(benchmark::State& state) {
+  const SimHour& hour = SimHour::Get();
+  HistoryStore store(8, hour.types,
+                     std::vector<absl::Duration>(hour.types.size(), absl::Seconds(1)),
+                     absl::Hours(1));
   absl::Time now = absl::FromUnixSeconds(1'800'000'000);
   uint64_t seq = 0;
   int64_t samples = 0;
   for (auto _ : state) {
-    store.BeginTick(++seq, now);
-    for (uint32_t gpu = 0; gpu < 8; ++gpu) {
-      for (size_t index : numeric) {
-        store.Append(gpu, index, types[index] == FieldType::kInt64 ? int_value : double_value);
-      }
-    }
-    store.Trim(now);
+    hour.Feed(store, ++seq, now);
     now += absl::Seconds(1);
-    samples += 8 * static_cast<int64_t>(numeric.size());
+    samples += 8 * static_cast<int64_t>(hour.types.size());
   }
   state.SetItemsProcessed(samples);
   state.counters["ns_per_sample"] = benchmark::Counter(
       static_cast<double>(samples), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_HistoryIngest);
+
+// Bytes per sample after an hour of the simulator's telemetry (8 GPUs x every field at 1 s): the
+// encoded bit streams alone, and everything the store holds (block headers, the open blocks'
+// spare capacity, the tick table); the uncompressed store it replaced for comparison. Goal <= 2.
+void BM_HistoryBytesPerSample(benchmark::State& state) {
+  const SimHour& hour = SimHour::Get();
+  const std::vector<absl::Duration> intervals(hour.types.size(), absl::Seconds(1));
+  for (auto _ : state) {
+    HistoryStore store(8, hour.types, intervals, absl::Hours(24));
+    PackedHistoryStore reference(8, hour.types, intervals, absl::Hours(24));
+    absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+    for (uint64_t seq = 1; seq <= hour.values.size(); ++seq) {
+      now += absl::Seconds(1);
+      hour.Feed(store, seq, now);
+      hour.Feed(reference, seq, now);
+    }
+    const double samples = static_cast<double>(store.sample_count());
+    state.counters["samples"] = samples;
+    state.counters["encoded_bytes_per_sample"] =
+        static_cast<double>(store.encoded_bytes()) / samples;
+    state.counters["held_bytes_per_sample"] = static_cast<double>(store.memory_bytes()) / samples;
+    state.counters["uncompressed_bytes_per_sample"] =
+        static_cast<double>(reference.memory_bytes()) / samples;
+  }
+}
+BENCHMARK(BM_HistoryBytesPerSample)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// GetHistory of one hour of one GPU x every field from an engine that holds 24 h of history:
+// the decode cost of a day-sized store (per call, and per sample returned).
+void BM_HistoryReadHourOfOneGpu(benchmark::State& state) {
+  const SimHour& hour = SimHour::Get();
+  HistoryStore store(8, hour.types,
+                     std::vector<absl::Duration>(hour.types.size(), absl::Seconds(1)),
+                     absl::Hours(24));
+  absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+  for (uint64_t seq = 1; seq <= 2 * hour.values.size(); ++seq) {
+    now += absl::Seconds(1);
+    hour.Feed(store, seq, now);
+  }
+  int64_t samples = 0;
+  std::vector<HistorySample> out;
+  for (auto _ : state) {
+    for (size_t f = 0; f < hour.types.size(); ++f) {
+      bool truncated = false;
+      store.Read(3, f, now - absl::Hours(1), now).Decode(100000, &out, &truncated);
+      samples += static_cast<int64_t>(out.size());
+    }
+  }
+  state.SetItemsProcessed(samples);
+  state.counters["ns_per_sample"] = benchmark::Counter(
+      static_cast<double>(samples), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_HistoryReadHourOfOneGpu)->Unit(benchmark::kMillisecond);
 
 void BM_EngineTick(benchmark::State& state) {
   FakeClock clock;
@@ -480,9 +559,10 @@ double RssMiB() {
   return 0;
 }
 
-// The engine (sim, 8 GPUs, every field every second, server up) after a full hour of ticks,
-// driven by a fake clock so it takes seconds, not an hour.
-void BM_EngineRssHourOfHistory(benchmark::State& state) {
+// The engine (sim, 8 GPUs, every field every second) after state.range(0) hours of ticks (its
+// history kept for 24 h), driven by a fake clock so it takes seconds, not hours. Goal for 24 h:
+// RSS growth <= 64 MiB.
+void BM_EngineRssHoursOfHistory(benchmark::State& state) {
   for (auto _ : state) {
     const double before = RssMiB();
     FakeClock clock;
@@ -490,7 +570,7 @@ void BM_EngineRssHourOfHistory(benchmark::State& state) {
     auto engine = Engine::Create(
         {.node_name = "bench", .config = EveryFieldEvery(absl::Seconds(1)), .clock = &clock},
         std::move(*sim));
-    for (int i = 0; i < 3600; ++i) {
+    for (int64_t i = 0; i < 3600 * state.range(0); ++i) {
       clock.Advance(absl::Seconds(1));
       (*engine)->RunTick();
     }
@@ -500,7 +580,7 @@ void BM_EngineRssHourOfHistory(benchmark::State& state) {
     state.counters["samples_per_series"] = static_cast<double>((*history)[0].samples.size());
   }
 }
-BENCHMARK(BM_EngineRssHourOfHistory)->Iterations(1)->Unit(benchmark::kSecond);
+BENCHMARK(BM_EngineRssHoursOfHistory)->Arg(1)->Arg(24)->Iterations(1)->Unit(benchmark::kSecond);
 
 }  // namespace
 }  // namespace vigil

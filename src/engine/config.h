@@ -4,7 +4,7 @@
 //
 //   sampling:
 //     tick_interval: 1s          # how often the engine ticks (10ms .. 60s)
-//     history_max_age: 1h        # how long samples are kept (1m .. 24h)
+//     history_max_age: 24h       # how long samples are kept (1m .. 24h)
 //     gpu_read_timeout: 500ms    # a GPU whose driver call takes longer reads as timed out
 //                                # (nvml backend; 1ms .. tick_interval; default 500ms or the
 //                                # tick interval if shorter)
@@ -38,7 +38,7 @@ namespace vigil {
 
 struct EngineConfig {
   absl::Duration tick_interval = absl::Seconds(1);
-  absl::Duration history_max_age = absl::Hours(1);
+  absl::Duration history_max_age = absl::Hours(24);
   std::map<FieldId, absl::Duration> interval_overrides;
   absl::Duration gpu_read_timeout = absl::ZeroDuration();  // zero: the default
   size_t subscriber_queue_depth = 16;

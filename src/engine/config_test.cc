@@ -13,7 +13,7 @@ TEST(EngineConfigTest, EmptyMeansDefaults) {
   auto config = ParseEngineConfig("", "e.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->tick_interval, absl::Seconds(1));
-  EXPECT_EQ(config->history_max_age, absl::Hours(1));
+  EXPECT_EQ(config->history_max_age, absl::Hours(24));
   EXPECT_TRUE(config->interval_overrides.empty());
   EXPECT_EQ(config->EffectiveGpuReadTimeout(), absl::Milliseconds(500));
 }

@@ -837,38 +837,43 @@ absl::StatusOr<std::vector<HistorySeries>> Engine::History(const HistoryRequest&
   }
   const size_t max_samples =
       request.max_samples == 0 ? kMaxHistorySamplesPerSeries : request.max_samples;
-  absl::ReaderMutexLock lock(&history_mutex_);
-  // The instance series asked for: (GPU, instance, field index, its history slot, k).
-  struct InstanceSeries {
-    uint32_t gpu, gpu_instance;
-    size_t index;
-    uint32_t slot;  // in instance_history_
-    size_t k;
-  };
-  std::vector<InstanceSeries> instance_series;
-  if (request.include_mig_instances) {
-    const std::shared_ptr<const MigTable> mig = Mig();
+  // Under the lock only the series' snapshots are taken (block pointers and a copy of each open
+  // block); counting and decoding happen after it, so a long read never holds up a tick.
+  std::vector<HistorySeries> result;
+  std::vector<HistoryStore::Snapshot> snapshots;
+  {
+    absl::ReaderMutexLock lock(&history_mutex_);
     for (uint32_t gpu : *gpu_list) {
-      for (const MigInstance& instance : mig->gpus[gpu].instances) {
-        auto slot = instance_slots_.find(InstanceKey(gpu, instance));
-        if (slot == instance_slots_.end()) continue;  // appeared since the last tick
-        for (size_t index : *field_indexes) {
-          if (const auto k = instance_slot_[index]) {
-            instance_series.push_back({gpu, instance.gpu_instance_id, index, slot->second, *k});
+      for (size_t index : *field_indexes) {
+        HistorySeries& series = result.emplace_back();
+        series.gpu = gpu;
+        series.field = layout_->field(index).id;
+        snapshots.push_back(history_.Read(gpu, index, request.start, request.end));
+      }
+    }
+    if (request.include_mig_instances) {
+      const std::shared_ptr<const MigTable> mig = Mig();
+      for (uint32_t gpu : *gpu_list) {
+        for (const MigInstance& instance : mig->gpus[gpu].instances) {
+          auto slot = instance_slots_.find(InstanceKey(gpu, instance));
+          if (slot == instance_slots_.end()) continue;  // appeared since the last tick
+          for (size_t index : *field_indexes) {
+            const auto k = instance_slot_[index];
+            if (!k) continue;
+            HistorySeries& series = result.emplace_back();
+            series.gpu = gpu;
+            series.gpu_instance = instance.gpu_instance_id;
+            series.field = layout_->field(index).id;
+            snapshots.push_back(
+                instance_history_->Read(slot->second, *k, request.start, request.end));
           }
         }
       }
     }
   }
   size_t total = 0;
-  for (uint32_t gpu : *gpu_list) {
-    for (size_t index : *field_indexes) {
-      total += std::min(max_samples, history_.Count(gpu, index, request.start, request.end));
-    }
-  }
-  for (const InstanceSeries& series : instance_series) {
-    total += std::min(max_samples,
-                      instance_history_->Count(series.slot, series.k, request.start, request.end));
+  for (const HistoryStore::Snapshot& snapshot : snapshots) {
+    total += std::min(max_samples, snapshot.Count());
   }
   if (total > kMaxHistoryResponseSamples) {
     return absl::InvalidArgumentError(fmt::format(
@@ -876,23 +881,8 @@ absl::StatusOr<std::vector<HistorySeries>> Engine::History(const HistoryRequest&
         "the GPUs or the fields, or set max_samples",
         total, kMaxHistoryResponseSamples));
   }
-  std::vector<HistorySeries> result;
-  for (uint32_t gpu : *gpu_list) {
-    for (size_t index : *field_indexes) {
-      HistorySeries& series = result.emplace_back();
-      series.gpu = gpu;
-      series.field = layout_->field(index).id;
-      history_.Query(gpu, index, request.start, request.end, max_samples, &series.samples,
-                     &series.truncated);
-    }
-  }
-  for (const InstanceSeries& instance : instance_series) {
-    HistorySeries& series = result.emplace_back();
-    series.gpu = instance.gpu;
-    series.gpu_instance = instance.gpu_instance;
-    series.field = layout_->field(instance.index).id;
-    instance_history_->Query(instance.slot, instance.k, request.start, request.end, max_samples,
-                             &series.samples, &series.truncated);
+  for (size_t i = 0; i < snapshots.size(); ++i) {
+    snapshots[i].Decode(max_samples, &result[i].samples, &result[i].truncated);
   }
   return result;
 }
