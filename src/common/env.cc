@@ -1,11 +1,15 @@
 // Implements Env::Default() on POSIX: open/write/fsync/rename, with errno in every error.
 #include "common/env.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "common/files.h"
 #include "fmt/format.h"
@@ -82,6 +86,33 @@ class PosixEnv final : public Env {
     close(fd);
     if (synced != 0) return ErrnoError("sync", dir, error);
     return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override {
+    DIR* handle = opendir(dir.c_str());
+    if (handle == nullptr) return ErrnoError("list", dir, errno);
+    std::vector<std::string> names;
+    while (const dirent* entry = readdir(handle)) {
+      const std::string_view name = entry->d_name;
+      if (name != "." && name != "..") names.emplace_back(name);
+    }
+    closedir(handle);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+  absl::Status DeleteFile(const std::string& path) override {
+    if (unlink(path.c_str()) != 0) return ErrnoError("remove", path, errno);
+    return absl::OkStatus();
+  }
+  absl::Status CreateDir(const std::string& dir) override {
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    if (error) return ErrnoError("create the directory", dir, error.value());
+    return absl::OkStatus();
+  }
+  absl::StatusOr<uint64_t> FileSize(const std::string& path) override {
+    struct stat info;
+    if (stat(path.c_str(), &info) != 0) return ErrnoError("stat", path, errno);
+    return static_cast<uint64_t>(info.st_size);
   }
 
  private:

@@ -6,9 +6,11 @@
 // Thread-safety: an Env may be used from any thread; one WritableFile from one thread at a time.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -43,6 +45,15 @@ class Env {
   virtual absl::Status RenameFile(const std::string& from, const std::string& to) = 0;
   // Makes the directory's entries (a rename, a new file) durable.
   virtual absl::Status SyncDir(const std::string& dir) = 0;
+  // The names of the directory's entries (not "." and ".."), sorted; NotFound when it does not
+  // exist.
+  virtual absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) = 0;
+  // Removes a file; NotFound when it does not exist.
+  virtual absl::Status DeleteFile(const std::string& path) = 0;
+  // Creates the directory (and its parents, mode 0700) unless it exists.
+  virtual absl::Status CreateDir(const std::string& dir) = 0;
+  // The file's size in bytes.
+  virtual absl::StatusOr<uint64_t> FileSize(const std::string& path) = 0;
 };
 
 // Replaces `path` with `contents` so that a crash leaves either the old file or the new one:

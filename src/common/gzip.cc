@@ -23,6 +23,37 @@ std::string Gzip(std::string_view data, int level) {
   return out;
 }
 
+absl::StatusOr<std::string> Gunzip(std::string_view data, size_t max_size) {
+  z_stream stream{};
+  if (inflateInit2(&stream, 15 + 16) != Z_OK) return absl::InternalError("zlib: inflateInit2");
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  stream.avail_in = static_cast<uInt>(data.size());
+  std::string out;
+  char buffer[65536];
+  int result = Z_OK;
+  while (result == Z_OK) {
+    stream.next_out = reinterpret_cast<Bytef*>(buffer);
+    stream.avail_out = sizeof(buffer);
+    result = inflate(&stream, Z_NO_FLUSH);
+    out.append(buffer, sizeof(buffer) - stream.avail_out);
+    if (out.size() > max_size) {
+      inflateEnd(&stream);
+      return absl::ResourceExhaustedError("the gzip data decompresses to more than " +
+                                          std::to_string(max_size) + " bytes");
+    }
+    if (result == Z_BUF_ERROR && stream.avail_in == 0) break;  // cut short
+  }
+  const bool whole = result == Z_STREAM_END && stream.avail_in == 0;
+  inflateEnd(&stream);
+  if (!whole) {
+    return absl::DataLossError(result == Z_STREAM_END ? "data after the gzip member"
+                               : result == Z_DATA_ERROR
+                                   ? "not gzip data, or corrupted (a bad checksum)"
+                                   : "the gzip data is cut short");
+  }
+  return out;
+}
+
 bool AcceptsGzip(std::string_view accept_encoding) {
   for (std::string_view coding : Split(accept_encoding, ',')) {
     const size_t semicolon = coding.find(';');

@@ -26,6 +26,14 @@ std::string_view OpName(FaultEnv::Op op) {
       return "rename";
     case FaultEnv::Op::kSyncDir:
       return "syncdir";
+    case FaultEnv::Op::kList:
+      return "list";
+    case FaultEnv::Op::kDelete:
+      return "delete";
+    case FaultEnv::Op::kCreateDir:
+      return "mkdir";
+    case FaultEnv::Op::kStat:
+      return "stat";
   }
   return "?";
 }
@@ -141,6 +149,26 @@ absl::Status FaultEnv::RenameFile(const std::string& from, const std::string& to
 absl::Status FaultEnv::SyncDir(const std::string& dir) {
   if (absl::Status failed = Begin(Op::kSyncDir, dir); !failed.ok()) return failed;
   return base_->SyncDir(dir);
+}
+
+absl::StatusOr<std::vector<std::string>> FaultEnv::ListDir(const std::string& dir) {
+  if (absl::Status failed = Begin(Op::kList, dir); !failed.ok()) return failed;
+  return base_->ListDir(dir);
+}
+
+absl::Status FaultEnv::DeleteFile(const std::string& path) {
+  if (absl::Status failed = Begin(Op::kDelete, path); !failed.ok()) return failed;
+  return base_->DeleteFile(path);
+}
+
+absl::Status FaultEnv::CreateDir(const std::string& dir) {
+  if (absl::Status failed = Begin(Op::kCreateDir, dir); !failed.ok()) return failed;
+  return base_->CreateDir(dir);
+}
+
+absl::StatusOr<uint64_t> FaultEnv::FileSize(const std::string& path) {
+  if (absl::Status failed = Begin(Op::kStat, path); !failed.ok()) return failed;
+  return base_->FileSize(path);
 }
 
 absl::Status FaultEnv::Append(WritableFile* file, const std::string& path, std::string_view data) {

@@ -20,7 +20,18 @@ namespace vigil::testing {
 
 class FaultEnv final : public Env {
  public:
-  enum class Op { kRead, kOpen, kAppend, kSync, kRename, kSyncDir };
+  enum class Op {
+    kRead,
+    kOpen,
+    kAppend,
+    kSync,
+    kRename,
+    kSyncDir,
+    kList,
+    kDelete,
+    kCreateDir,
+    kStat
+  };
 
   explicit FaultEnv(Env* base = Env::Default()) : base_(base) {}
 
@@ -45,6 +56,10 @@ class FaultEnv final : public Env {
   absl::StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) override;
   absl::Status RenameFile(const std::string& from, const std::string& to) override;
   absl::Status SyncDir(const std::string& dir) override;
+  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override;
+  absl::Status DeleteFile(const std::string& path) override;
+  absl::Status CreateDir(const std::string& dir) override;
+  absl::StatusOr<uint64_t> FileSize(const std::string& path) override;
 
  private:
   class File;
