@@ -33,6 +33,7 @@ const std::map<std::string, Modules>& Allowed() {
       {"inject", {"common", "fields", "sampling"}},
       {"engine", {"common", "fields", "backend", "sampling", "health", "inject"}},
       {"api", {"common", "fields"}},
+      {"recorder", {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api"}},
       {"server", {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api"}},
       {"client", {"common", "fields", "api"}},
       {"exporter", {"common", "fields", "api", "client", "podresources", "kube"}},
@@ -47,13 +48,14 @@ const std::map<std::string, Modules>& Allowed() {
       {"app",
        {"common", "fields", "backend", "kmsg", "sampling", "health", "inject", "engine", "api",
         "server", "client", "kube", "podresources", "exporter", "healthcheck", "remediator",
-        "drill", "cli"}},
+        "drill", "cli", "recorder"}},
       {"testing", {"common"}},
   };
   return *allowed;
 }
 
-const Modules kEngineSide = {"backend", "kmsg", "sampling", "health", "inject", "engine", "server"};
+const Modules kEngineSide = {"backend", "kmsg",   "sampling", "health",
+                             "inject",  "engine", "recorder", "server"};
 const Modules kClients = {"client",      "kube",       "podresources", "exporter",
                           "healthcheck", "remediator", "drill",        "cli"};
 

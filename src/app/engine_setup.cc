@@ -190,6 +190,14 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
                                                     .tcp_address = flags.listen,
                                                     .inject_token = inject_token});
   if (!server.ok()) return server.status();
+  // The flight recorder follows the ticks from the first: before the loop starts.
+  std::unique_ptr<FlightRecorder> recorder;
+  if (!flags.state_dir.empty() && config.flight_recorder.max_recordings > 0) {
+    auto started = FlightRecorder::Start(
+        engine->get(), {.dir = flags.state_dir + "/recordings", .config = config.flight_recorder});
+    if (!started.ok()) return started.status();
+    recorder = std::move(*started);
+  }
   auto loop = std::make_unique<TickLoop>(engine->get(), config.tick_interval);
   loop->Start();
   const std::string tcp =
@@ -220,6 +228,7 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
   running->kernel_log_ = std::move(kernel_log);
   running->server_ = std::move(*server);
   running->loop_ = std::move(loop);
+  running->recorder_ = std::move(recorder);
   return running;
 }
 
@@ -231,9 +240,14 @@ void RunningEngine::Stop() {
   // one not yet settled is not written down (the next start applies it).
   if (kernel_log_ != nullptr) kernel_log_->Stop();
   loop_->Stop();
+  if (recorder_ != nullptr) {
+    recorder_->Flush();  // what the last ticks asked for (the part after stays incomplete)
+    recorder_->Stop();
+  }
   server_->Shutdown(absl::Seconds(2));
   server_.reset();
   kernel_log_.reset();
+  recorder_.reset();
   engine_.reset();
   spdlog::info("engine stopped");
 }

@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/tick_loop.h"
 #include "kmsg/kernel_log_xids.h"
+#include "recorder/flight_recorder.h"
 #include "server/server.h"
 
 namespace vigil::cli {
@@ -74,6 +75,7 @@ class RunningEngine {
   std::unique_ptr<kmsg::KernelLogXids> kernel_log_;  // null with --kmsg ''
   std::unique_ptr<EngineServer> server_;
   std::unique_ptr<TickLoop> loop_;
+  std::unique_ptr<FlightRecorder> recorder_;  // null without a state dir or with no recordings
 };
 
 }  // namespace vigil::cli

@@ -130,6 +130,54 @@ absl::StatusOr<EngineConfig> ParseEngineConfig(std::string_view yaml_text,
 
 namespace {
 
+absl::Status ParseFlightRecorder(const YAML::Node& node, const yaml::Reader& reader,
+                                 FlightRecorderConfig* config) {
+  if (auto status = reader.ExpectMap(node, "flight_recorder",
+                                     {"window", "after", "max_recordings", "max_size_mib"});
+      !status.ok()) {
+    return status;
+  }
+  const struct {
+    const char* key;
+    absl::Duration min, max;
+    absl::Duration* target;
+  } durations[] = {{"window", absl::Minutes(1), absl::Hours(1), &config->window},
+                   {"after", absl::ZeroDuration(), absl::Minutes(30), &config->after}};
+  for (const auto& [key, min, max, target] : durations) {
+    if (!node[key]) continue;
+    const std::string path = fmt::format("flight_recorder.{}", key);
+    auto duration = reader.Duration(node[key], path);
+    if (!duration.ok()) return duration.status();
+    if (*duration < min || *duration > max) {
+      return reader.Error(
+          node[key], path,
+          fmt::format("{} is out of range ({} .. {})", absl::FormatDuration(*duration),
+                      absl::FormatDuration(min), absl::FormatDuration(max)));
+    }
+    *target = *duration;
+  }
+  const struct {
+    const char* key;
+    int64_t min, max;
+  } counts[] = {{"max_recordings", 0, 1000}, {"max_size_mib", 1, 65536}};
+  for (const auto& [key, min, max] : counts) {
+    if (!node[key]) continue;
+    const std::string path = fmt::format("flight_recorder.{}", key);
+    auto count = reader.Int(node[key], path);
+    if (!count.ok()) return count.status();
+    if (*count < min || *count > max) {
+      return reader.Error(node[key], path,
+                          fmt::format("{} is out of range ({} .. {})", *count, min, max));
+    }
+    if (std::string_view(key) == "max_recordings") {
+      config->max_recordings = static_cast<size_t>(*count);
+    } else {
+      config->max_bytes = static_cast<uint64_t>(*count) << 20;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<EngineConfig> ParseEngineConfigUnguarded(std::string_view yaml_text,
                                                         std::string_view source) {
   auto document = yaml::Parse(yaml_text, source);
@@ -137,8 +185,9 @@ absl::StatusOr<EngineConfig> ParseEngineConfigUnguarded(std::string_view yaml_te
   EngineConfig config;
   if (document->IsNull()) return config;  // an empty file means all defaults
   const yaml::Reader reader{std::string(source)};
-  if (auto status = reader.ExpectMap(*document, "(top level)",
-                                     {"sampling", "subscribers", "injection", "health", "sim"});
+  if (auto status = reader.ExpectMap(
+          *document, "(top level)",
+          {"sampling", "subscribers", "injection", "health", "sim", "flight_recorder"});
       !status.ok()) {
     return status;
   }
@@ -178,6 +227,12 @@ absl::StatusOr<EngineConfig> ParseEngineConfigUnguarded(std::string_view yaml_te
   }
   if (const YAML::Node injection = (*document)["injection"]) {
     if (auto status = ParseInjection(injection, reader, &config); !status.ok()) return status;
+  }
+  if (const YAML::Node recorder = (*document)["flight_recorder"]) {
+    if (auto status = ParseFlightRecorder(recorder, reader, &config.flight_recorder);
+        !status.ok()) {
+      return status;
+    }
   }
   if (const YAML::Node health = (*document)["health"]) {
     if (auto status = ApplyHealthConfig(health, std::string(source), &config.health);

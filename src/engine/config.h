@@ -18,6 +18,11 @@
 //     default_duration: 60s      # when a request gives none
 //     max_duration: 1h           # the longest an injection may last (1s .. 24h)
 //   health:                      # thresholds and the XID policy: see docs/health.md
+//   flight_recorder:             # what a GPU did around its turn to FAIL, to the state dir
+//     window: 15m                # before the FAIL (1m .. 1h)
+//     after: 2m                  # after it (0s .. 30m)
+//     max_recordings: 20         # the oldest go first (0: no recordings; at most 1000)
+//     max_size_mib: 256          # all recordings together (1 .. 65536)
 #pragma once
 
 #include <algorithm>
@@ -36,6 +41,15 @@
 
 namespace vigil {
 
+// The flight recorder (recorder/flight_recorder.h): recordings of every field of a GPU over
+// `window` before its verdict turned FAIL and `after` it.
+struct FlightRecorderConfig {
+  absl::Duration window = absl::Minutes(15);
+  absl::Duration after = absl::Minutes(2);
+  size_t max_recordings = 20;  // 0: off
+  uint64_t max_bytes = uint64_t{256} << 20;
+};
+
 struct EngineConfig {
   absl::Duration tick_interval = absl::Seconds(1);
   absl::Duration history_max_age = absl::Hours(24);
@@ -53,6 +67,7 @@ struct EngineConfig {
   HealthPolicy health = DefaultHealthPolicy();
   // sim.mig: the simulated GPUs in MIG mode (as --mig; --backend sim only).
   std::vector<MigLayout> sim_mig;
+  FlightRecorderConfig flight_recorder;
 };
 
 // Bounds, also used to validate flags.
