@@ -37,6 +37,8 @@ int Main(int argc, char** argv) {
       {"dmon", AddDmonCommand(&app)},
       {"inject", AddInjectCommand(&app)},
       {"events", AddEventsCommand(&app)},
+      {"history", AddHistoryCommand(&app)},
+      {"recordings", AddRecordingsCommand(&app)},
       {"health", AddHealthCommand(&app)},
       {"healthcheck", AddHealthcheckCommand(&app)},
       {"drill", AddDrillCommand(&app)},

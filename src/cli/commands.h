@@ -28,6 +28,8 @@ CommandRunner AddHealthcheckCommand(CLI::App* parent);
 CommandRunner AddDrillCommand(CLI::App* parent);
 CommandRunner AddResetGpuCommand(CLI::App* parent);
 CommandRunner AddRemediatorCommand(CLI::App* parent);
+CommandRunner AddHistoryCommand(CLI::App* parent);
+CommandRunner AddRecordingsCommand(CLI::App* parent);
 
 // $NODE_NAME (the downward API on Kubernetes), else the host name; "" if neither is known.
 std::string DefaultNodeName();
