@@ -33,22 +33,24 @@ const std::map<std::string, Modules>& Allowed() {
       {"inject", {"common", "fields", "sampling"}},
       {"engine", {"common", "fields", "backend", "sampling", "health", "inject"}},
       {"api", {"common", "fields"}},
-      {"recorder", {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api"}},
+      {"recorder",
+       {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api"}},
       {"server", {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api"}},
       {"client", {"common", "fields", "api"}},
       {"exporter", {"common", "fields", "api", "client", "podresources", "kube"}},
       {"podresources", {"common"}},
       {"kube", {"common"}},
+      {"report", {"common", "fields", "api"}},
       {"healthcheck", {"common", "fields", "api", "client", "kube", "podresources"}},
       {"drill", {"common", "fields", "api", "client", "kube"}},
       {"remediator", {"common", "fields", "api", "kube"}},
       {"cli",
        {"common", "fields", "api", "client", "exporter", "podresources", "healthcheck", "kube",
-        "drill", "remediator"}},
+        "drill", "remediator", "report"}},
       {"app",
-       {"common", "fields", "backend", "kmsg", "sampling", "health", "inject", "engine", "api",
-        "server", "client", "kube", "podresources", "exporter", "healthcheck", "remediator",
-        "drill", "cli", "recorder"}},
+       {"common",      "fields",     "backend", "kmsg",   "sampling", "health",       "inject",
+        "engine",      "api",        "server",  "client", "kube",     "podresources", "exporter",
+        "healthcheck", "remediator", "drill",   "cli",    "recorder", "report"}},
       {"testing", {"common"}},
   };
   return *allowed;
@@ -56,8 +58,8 @@ const std::map<std::string, Modules>& Allowed() {
 
 const Modules kEngineSide = {"backend", "kmsg",   "sampling", "health",
                              "inject",  "engine", "recorder", "server"};
-const Modules kClients = {"client",      "kube",       "podresources", "exporter",
-                          "healthcheck", "remediator", "drill",        "cli"};
+const Modules kClients = {"client",     "kube",  "podresources", "exporter", "healthcheck",
+                          "remediator", "drill", "report",       "cli"};
 
 std::string Join(const Modules& modules) {
   std::string out;

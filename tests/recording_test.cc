@@ -5,6 +5,8 @@
 #include <signal.h>
 
 #include <fstream>
+#include <iterator>
+#include <regex>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -18,6 +20,7 @@ namespace vigil::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(RecordingTest, AnXid79IsRecordedAndReadBackWithNoEngineRunning) {
   TempDir dir;
@@ -70,6 +73,46 @@ TEST(RecordingTest, AnXid79IsRecordedAndReadBackWithNoEngineRunning) {
     for (const nlohmann::json& sample : series["samples"]) xid_seen |= sample["value"] == 79;
   }
   EXPECT_TRUE(xid_seen) << "the XID itself is in the time after";
+
+  // The incident report of that recording, rendered by a real browser (headless Chromium): the
+  // page loads without a console error and its charts are drawn.
+  const std::string html = dir.File("report.html");
+  auto report = RunCommand({VigilBinary(), "report", "--recording", id, "--dir", recordings, "-o",
+                            html});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  const std::string chromium_dir = dir.File("chromium");
+  auto browse = [&](const std::string& what) {
+    return RunCommand({"/usr/bin/timeout", "90", "/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                       "--user-data-dir=" + chromium_dir, "--enable-logging=stderr", "--v=0",
+                       "--window-size=1200,3000", what, "file://" + html});
+  };
+  auto dom = browse("--dump-dom");
+  ASSERT_EQ(dom.exit_code, 0) << dom.err;
+  EXPECT_THAT(dom.out, HasSubstr("turned FAIL"));
+  EXPECT_THAT(dom.out, HasSubstr("DCGM_FR_FALLEN_OFF_BUS"));
+  EXPECT_THAT(dom.err, Not(HasSubstr("CONSOLE"))) << "the page logged to its console";
+  // Every chart's paths are drawn from data: "M x y L x y ...", never empty.
+  std::regex path("<path class=\"series\" data-field=\"(\\d+)\" d=\"M[0-9.]+ [0-9.]+ L");
+  const auto drawn = std::distance(std::sregex_iterator(dom.out.begin(), dom.out.end(), path),
+                                   std::sregex_iterator());
+  EXPECT_GE(drawn, 5) << dom.out.substr(0, 2000);
+  EXPECT_EQ(dom.out.find("d=\"\""), std::string::npos) << "an empty path";
+  EXPECT_THAT(dom.out, HasSubstr("class=\"fault\""));
+  const std::string shot = dir.File("report.png");
+  auto screenshot = browse("--screenshot=" + shot);
+  ASSERT_EQ(screenshot.exit_code, 0) << screenshot.err;
+  std::ifstream png(shot, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(png)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 20'000u) << "a page with charts is more than a blank image";
+  EXPECT_EQ(bytes.substr(1, 3), "PNG");
+  // The same data as JSON.
+  auto data = RunCommand({VigilBinary(), "report", "--recording-file",
+                          recordings + "/" + id + ".vrec", "--json"});
+  ASSERT_EQ(data.exit_code, 0) << data.err;
+  const nlohmann::json report_json = nlohmann::json::parse(data.out);
+  EXPECT_EQ(report_json["gpu"]["index"], 1);
+  EXPECT_GE(report_json["charts"].size(), 4u);
+  EXPECT_EQ(report_json["charts"][0]["title"], "XID") << "the failing system's evidence first";
 }
 
 TEST(RecordingTest, BadInputIsOneLineAndAnError) {

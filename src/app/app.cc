@@ -39,6 +39,7 @@ int Main(int argc, char** argv) {
       {"events", AddEventsCommand(&app)},
       {"history", AddHistoryCommand(&app)},
       {"recordings", AddRecordingsCommand(&app)},
+      {"report", AddReportCommand(&app)},
       {"health", AddHealthCommand(&app)},
       {"healthcheck", AddHealthcheckCommand(&app)},
       {"drill", AddDrillCommand(&app)},

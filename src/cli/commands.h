@@ -30,6 +30,7 @@ CommandRunner AddResetGpuCommand(CLI::App* parent);
 CommandRunner AddRemediatorCommand(CLI::App* parent);
 CommandRunner AddHistoryCommand(CLI::App* parent);
 CommandRunner AddRecordingsCommand(CLI::App* parent);
+CommandRunner AddReportCommand(CLI::App* parent);
 
 // $NODE_NAME (the downward API on Kubernetes), else the host name; "" if neither is known.
 std::string DefaultNodeName();

@@ -14,6 +14,7 @@
 #include "common/status.h"
 #include "fields/catalogue.h"
 #include "fmt/format.h"
+#include "report/report.h"
 
 namespace vigil::cli {
 namespace {
@@ -136,67 +137,103 @@ void Print(const std::vector<RecordingSeries>& series, const HistoryFlags& flags
   table.Print(std::cout);
 }
 
-int RunHistory(const HistoryFlags& flags) {
-  if (flags.csv && flags.client.json) return Fail("history", "--csv and --json: choose one");
-  auto field_ids = ResolveFieldFlags(flags.fields);
-  if (!field_ids.ok()) return Fail("history", field_ids.status());
-  auto wanted = [&](FieldId id) {
-    return field_ids->empty() ||
-           std::find(field_ids->begin(), field_ids->end(), id) != field_ids->end();
-  };
+// Where the samples come from: a recording (by id in --dir, or a file), or the live engine (a
+// recording made now of its last --since: its history, the GPU's incidents, the identities).
+absl::StatusOr<Recording> LoadSource(const HistoryFlags& flags, bool header_only = false) {
   if (!flags.recording.empty() || !flags.recording_file.empty()) {
     if (!flags.recording.empty() && !flags.recording_file.empty()) {
-      return Fail("history", "--recording and --recording-file: choose one");
+      return absl::InvalidArgumentError("--recording and --recording-file: choose one");
     }
     const std::string path =
         !flags.recording_file.empty()
             ? flags.recording_file
             : fmt::format("{}/{}{}", flags.dir, flags.recording, kRecordingSuffix);
-    auto recording = ReadRecordingFile(path, /*header_only=*/false);
-    if (!recording.ok()) return Fail("history", recording.status());
+    auto recording = ReadRecordingFile(path, header_only);
+    if (!recording.ok()) return recording.status();
     if (flags.gpu >= 0 && static_cast<uint32_t>(flags.gpu) != recording->gpu) {
-      return Fail("history", fmt::format("recording {} is of GPU {}, not GPU {}", recording->id,
-                                         recording->gpu, flags.gpu));
+      return absl::InvalidArgumentError(fmt::format("recording {} is of GPU {}, not GPU {}",
+                                                    recording->id, recording->gpu, flags.gpu));
     }
-    std::vector<RecordingSeries> series;
-    for (RecordingSeries& s : recording->series) {
-      if (wanted(s.field)) series.push_back(std::move(s));
-    }
-    Print(series, flags,
-          {{"recording", recording->id},
-           {"gpu", recording->gpu},
-           {"uuid", recording->uuid},
-           {"node", recording->node_name},
-           {"complete", recording->complete},
-           {"trigger", FormatTimeUs(recording->trigger_time_us)}});
-    return kExitOk;
+    return recording;
   }
   if (flags.gpu < 0) {
-    return Fail("history", "--gpu N is required (or --recording ID / --recording-file PATH)");
+    return absl::InvalidArgumentError(
+        "--gpu N is required (or --recording ID / --recording-file PATH)");
   }
   auto since = ParseDuration(flags.since);
-  if (!since.ok()) return Fail("history", WithContext(since.status(), "--since"));
-  if (*since <= absl::ZeroDuration()) return Fail("history", "--since must be positive");
+  if (!since.ok()) return WithContext(since.status(), "--since");
+  if (*since <= absl::ZeroDuration()) return absl::InvalidArgumentError("--since must be positive");
   auto client = ConnectFromFlags(flags.client);
-  if (!client.ok()) return Fail("history", client.status());
+  if (!client.ok()) return client.status();
   auto info = (*client)->GetEngineInfo();
-  if (!info.ok()) return Fail("history", info.status());
-  v1::GetHistoryRequest request;
-  request.add_gpus(static_cast<uint32_t>(flags.gpu));
-  for (FieldId id : *field_ids) request.add_field_ids(id);
+  if (!info.ok()) return info.status();
+  auto gpus = (*client)->ListGpus();
+  if (!gpus.ok()) return gpus.status();
+  Recording r;
+  bool found = false;
+  for (const v1::Gpu& gpu : gpus->gpus()) {
+    if (gpu.index() != static_cast<uint32_t>(flags.gpu)) continue;
+    found = true;
+    r.gpu = gpu.index();
+    r.uuid = gpu.uuid();
+    r.gpu_name = gpu.name();
+    r.pci_bus_id = gpu.pci_bus_id();
+    r.serial = gpu.serial();
+  }
+  if (!found) {
+    return absl::InvalidArgumentError(
+        fmt::format("--gpu {}: the engine has {} GPU(s)", flags.gpu, gpus->gpus_size()));
+  }
   // The engine's time, not this machine's: the window ends at its latest tick.
   const int64_t now_us =
       info->seq_time_us() != 0 ? info->seq_time_us() : absl::ToUnixMicros(absl::Now());
-  request.set_start_time_us(now_us - absl::ToInt64Microseconds(*since));
+  r.node_name = info->node_name();
+  r.engine_instance = info->instance_id();
+  r.engine_version = info->version();
+  r.backend = info->backend();
+  r.id = fmt::format("{}-gpu{}-live", RecordingTimeId(now_us), r.gpu);
+  r.window_start_us = now_us - absl::ToInt64Microseconds(*since);
+  r.window_end_us = now_us;
+  r.trigger_time_us = now_us;
+  r.complete = true;
+  v1::GetHealthRequest health_request;
+  health_request.add_gpus(r.gpu);
+  auto health = (*client)->GetHealth(health_request);
+  if (!health.ok()) return health.status();
+  for (const v1::GpuHealth& gpu : health->gpus()) {
+    if (gpu.gpu() != r.gpu) continue;
+    r.trigger_summary = fmt::format("GPU {} is {} now", r.gpu, HealthStatusText(gpu.status()));
+    for (const v1::SystemHealth& system : gpu.systems()) {
+      for (const v1::HealthIncident& i : system.incidents()) {
+        r.incidents.push_back({.system = i.system(),
+                               .status = std::string(HealthStatusText(i.status())),
+                               .code = i.code(),
+                               .message = i.message(),
+                               .action = i.action(),
+                               .first_seen_us = i.first_seen_us(),
+                               .last_seen_us = i.last_seen_us(),
+                               .count = i.count(),
+                               .injected = i.injected()});
+        // The trigger: when the first FAIL came, if one did.
+        if (i.status() == v1::HEALTH_STATUS_FAIL &&
+            (r.trigger_time_us == now_us || i.first_seen_us() < r.trigger_time_us)) {
+          r.trigger_time_us = i.first_seen_us();
+        }
+      }
+    }
+  }
+  v1::GetHistoryRequest request;
+  request.add_gpus(r.gpu);
+  request.set_start_time_us(r.window_start_us);
   request.set_end_time_us(now_us + 1'000'000);
   auto response = (*client)->GetHistory(request);
-  if (!response.ok()) return Fail("history", response.status());
-  std::vector<RecordingSeries> series;
+  if (!response.ok()) return response.status();
   for (const v1::Series& s : response->series()) {
     const FieldInfo* field = FindField(s.field_id());
-    RecordingSeries& out = series.emplace_back();
+    RecordingSeries& out = r.series.emplace_back();
     out.field = s.field_id();
     out.name = field != nullptr ? std::string(field->name) : std::to_string(s.field_id());
+    out.type = field != nullptr ? field->type : FieldType::kInt64;
     for (const v1::Sample& sample : s.samples()) {
       FieldValue value{FromProto(sample.status()), sample.injected(), int64_t{0}};
       if (value.ok()) {
@@ -217,7 +254,51 @@ int RunHistory(const HistoryFlags& flags) {
       out.samples.push_back({sample.seq(), sample.timestamp_us(), std::move(value)});
     }
   }
-  Print(series, flags, {{"engine", response->instance_id()}, {"gpu", flags.gpu}});
+  return r;
+}
+
+int RunHistory(const HistoryFlags& flags) {
+  if (flags.csv && flags.client.json) return Fail("history", "--csv and --json: choose one");
+  auto field_ids = ResolveFieldFlags(flags.fields);
+  if (!field_ids.ok()) return Fail("history", field_ids.status());
+  auto recording = LoadSource(flags);
+  if (!recording.ok()) return Fail("history", recording.status());
+  std::vector<RecordingSeries> series;
+  for (RecordingSeries& s : recording->series) {
+    if (field_ids->empty() ||
+        std::find(field_ids->begin(), field_ids->end(), s.field) != field_ids->end()) {
+      series.push_back(std::move(s));
+    }
+  }
+  Print(series, flags,
+        {{"recording", recording->id},
+         {"gpu", recording->gpu},
+         {"uuid", recording->uuid},
+         {"node", recording->node_name},
+         {"engine", recording->engine_instance},
+         {"complete", recording->complete},
+         {"trigger", FormatTimeUs(recording->trigger_time_us)}});
+  return kExitOk;
+}
+
+int RunReport(const HistoryFlags& flags, const std::string& output) {
+  if (output.empty() && !flags.client.json) {
+    return Fail("report", "-o FILE.html is required (or --json for the data on stdout)");
+  }
+  auto recording = LoadSource(flags);
+  if (!recording.ok()) return Fail("report", recording.status());
+  if (flags.client.json && output.empty()) {
+    std::cout << ReportJson(*recording).dump() << std::endl;
+    return kExitOk;
+  }
+  const std::string text =
+      flags.client.json ? ReportJson(*recording).dump() + "\n" : RenderReportHtml(*recording);
+  if (absl::Status written = WriteFileAtomically(Env::Default(), output, text); !written.ok()) {
+    return Fail("report", WithContext(written, "-o"));
+  }
+  std::cerr << "vigil report: wrote " << output << " (GPU " << recording->gpu << ", "
+            << ChartsFor(*recording).size() << " charts, " << recording->incidents.size()
+            << " incident(s))" << std::endl;
   return kExitOk;
 }
 
@@ -287,6 +368,25 @@ CommandRunner AddHistoryCommand(CLI::App* parent) {
   command->add_option("--dir", flags->dir, "Where the recordings are")->capture_default_str();
   command->add_flag("--csv", flags->csv, "CSV: time,seq,field_id,field,status,injected,value");
   return [flags] { return RunHistory(*flags); };
+}
+
+CommandRunner AddReportCommand(CLI::App* parent) {
+  CLI::App* command = parent->add_subcommand(
+      "report",
+      "An incident report of a GPU (one HTML file, inline charts): from a flight "
+      "recording, or the engine's last --since");
+  auto flags = std::make_shared<HistoryFlags>();
+  auto output = std::make_shared<std::string>();
+  AddClientFlags(command, &flags->client);
+  command->add_option("--gpu", flags->gpu, "The GPU's index (from the engine)")
+      ->check(CLI::Range(0, 1023));
+  command->add_option("--since", flags->since, "How far back, from the engine (e.g. 30m)")
+      ->capture_default_str();
+  command->add_option("--recording", flags->recording, "A flight recording's id (in --dir)");
+  command->add_option("--recording-file", flags->recording_file, "A flight recording's file");
+  command->add_option("--dir", flags->dir, "Where the recordings are")->capture_default_str();
+  command->add_option("-o,--output", *output, "The HTML file to write");
+  return [flags, output] { return RunReport(*flags, *output); };
 }
 
 CommandRunner AddRecordingsCommand(CLI::App* parent) {
