@@ -135,7 +135,7 @@ std::string ChartSvg(const Recording& recording, const ReportChart& chart) {
     return kTop + (high - value) / (high - low) * (kHeight - kTop - kBottom);
   };
   std::string svg = fmt::format(
-      "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "
+      "<svg class=\"chart\" width=\"{0}\" height=\"{1}\" "
       "viewBox=\"0 0 {0} {1}\" role=\"img\" aria-label=\"{2}\">\n"
       "<rect x=\"{3}\" y=\"{4}\" width=\"{5}\" height=\"{6}\" class=\"plot\"/>\n",
       kWidth, kHeight, Escape(chart.title), kLeft, kTop, kWidth - kLeft - kRight,
