@@ -142,7 +142,9 @@ TEST(HistoryStoreTest, BlocksRoundTripEveryValueExactly) {
     ++seq;
     store.BeginTick(seq, kT0 + absl::Seconds(static_cast<int64_t>(seq)));
     std::array<FieldValue, 3> values = {
-        FieldValue::Int(ints[i % std::size(ints)] + (i % 7)),
+        // Wrapping on purpose: INT64_MAX + 3 is INT64_MIN + 2, the widest residuals.
+        FieldValue::Int(static_cast<int64_t>(static_cast<uint64_t>(ints[i % std::size(ints)]) +
+                                             static_cast<uint64_t>(i % 7))),
         FieldValue::Double(doubles[i % std::size(doubles)]),
         FieldValue::String(i % 300 < 150 ? "GPU-constant" : "value-" + std::to_string(i / 10))};
     if (i % 97 == 0) values[0] = FieldValue::Error(ValueStatus::kGpuLost);
