@@ -161,8 +161,10 @@ void FlightRecorder::Write(Job job) {
   Recording& recording = job.recording;
   const absl::Time now = engine_->clock()->Now();
   // The first write holds the window up to the trigger; the second the whole.
-  const absl::Time end = absl::FromUnixMicros(recording.complete ? recording.window_end_us
-                                                                 : recording.trigger_time_us);
+  // Times are kept in microseconds (rounded down): one more makes sure the tick at the end (the
+  // one that turned FAIL, for the first write) is inside.
+  const absl::Time end = absl::FromUnixMicros(
+      (recording.complete ? recording.window_end_us : recording.trigger_time_us) + 1);
   auto history = engine_->History({.gpus = {recording.gpu},
                                    .start = absl::FromUnixMicros(recording.window_start_us),
                                    .end = end});
@@ -234,12 +236,13 @@ void FlightRecorder::EnforceLimits(const std::string& keep) {
     recordings.emplace_back(name, *size);
     total += *size;
   }
-  for (size_t i = 0; i < recordings.size(); ++i) {
-    const size_t left = recordings.size() - i;
+  // Oldest first, never the one just written; `left` counts every file still there.
+  size_t left = recordings.size();
+  for (const auto& [name, size] : recordings) {
     if (left <= options_.config.max_recordings && total <= options_.config.max_bytes) break;
-    const auto& [name, size] = recordings[i];
     if (name == keep) continue;
     if (options_.env->DeleteFile(options_.dir + "/" + name).ok()) {
+      --left;
       total -= size;
       stats_.removed.fetch_add(1, std::memory_order_relaxed);
       spdlog::info("flight recorder: removed {} (at most {} recordings, {} MiB)", name,
