@@ -77,14 +77,15 @@ TEST(RecordingTest, AnXid79IsRecordedAndReadBackWithNoEngineRunning) {
   // The incident report of that recording, rendered by a real browser (headless Chromium): the
   // page loads without a console error and its charts are drawn.
   const std::string html = dir.File("report.html");
-  auto report = RunCommand({VigilBinary(), "report", "--recording", id, "--dir", recordings, "-o",
-                            html});
+  auto report =
+      RunCommand({VigilBinary(), "report", "--recording", id, "--dir", recordings, "-o", html});
   ASSERT_EQ(report.exit_code, 0) << report.err;
   const std::string chromium_dir = dir.File("chromium");
   auto browse = [&](const std::string& what) {
-    return RunCommand({"/usr/bin/timeout", "90", "/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu",
-                       "--user-data-dir=" + chromium_dir, "--enable-logging=stderr", "--v=0",
-                       "--window-size=1200,3000", what, "file://" + html});
+    return RunCommand({"/usr/bin/timeout", "90", "/usr/bin/chromium", "--headless", "--no-sandbox",
+                       "--disable-gpu", "--user-data-dir=" + chromium_dir,
+                       "--enable-logging=stderr", "--v=0", "--window-size=1200,3000", what,
+                       "file://" + html});
   };
   auto dom = browse("--dump-dom");
   ASSERT_EQ(dom.exit_code, 0) << dom.err;
@@ -106,8 +107,8 @@ TEST(RecordingTest, AnXid79IsRecordedAndReadBackWithNoEngineRunning) {
   ASSERT_GT(bytes.size(), 20'000u) << "a page with charts is more than a blank image";
   EXPECT_EQ(bytes.substr(1, 3), "PNG");
   // The same data as JSON.
-  auto data = RunCommand({VigilBinary(), "report", "--recording-file",
-                          recordings + "/" + id + ".vrec", "--json"});
+  auto data = RunCommand(
+      {VigilBinary(), "report", "--recording-file", recordings + "/" + id + ".vrec", "--json"});
   ASSERT_EQ(data.exit_code, 0) << data.err;
   const nlohmann::json report_json = nlohmann::json::parse(data.out);
   EXPECT_EQ(report_json["gpu"]["index"], 1);

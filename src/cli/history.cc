@@ -139,7 +139,7 @@ void Print(const std::vector<RecordingSeries>& series, const HistoryFlags& flags
 
 // Where the samples come from: a recording (by id in --dir, or a file), or the live engine (a
 // recording made now of its last --since: its history, the GPU's incidents, the identities).
-absl::StatusOr<Recording> LoadSource(const HistoryFlags& flags, bool header_only = false) {
+absl::StatusOr<Recording> LoadSource(const HistoryFlags& flags) {
   if (!flags.recording.empty() || !flags.recording_file.empty()) {
     if (!flags.recording.empty() && !flags.recording_file.empty()) {
       return absl::InvalidArgumentError("--recording and --recording-file: choose one");
@@ -148,7 +148,7 @@ absl::StatusOr<Recording> LoadSource(const HistoryFlags& flags, bool header_only
         !flags.recording_file.empty()
             ? flags.recording_file
             : fmt::format("{}/{}{}", flags.dir, flags.recording, kRecordingSuffix);
-    auto recording = ReadRecordingFile(path, header_only);
+    auto recording = ReadRecordingFile(path, /*header_only=*/false);
     if (!recording.ok()) return recording.status();
     if (flags.gpu >= 0 && static_cast<uint32_t>(flags.gpu) != recording->gpu) {
       return absl::InvalidArgumentError(fmt::format("recording {} is of GPU {}, not GPU {}",
