@@ -1,24 +1,38 @@
-// Benchmark of the health check's load on the Kubernetes API (`make bench`), with the real
-// binaries: N nodes (`node-1` … `node-N`), each with its own simulated engine and
-// `vigil healthcheck --kubernetes --taint`, against the fake API server (which records every
-// request and serves watches as the real one does). After every node has its condition written
-// and its watch open, and half a heartbeat more, it counts the requests of a steady-state window
-// (VIGIL_FLEET_STEADY_MINUTES, default 10: two heartbeats at the default 5 minutes), then injects
-// XID 79 into one GPU of 5 nodes and counts the requests those transitions cost (condition,
-// Event, taint) and the watch events they fan out to the fleet. It reports requests per node per
-// minute (the goal: <= 0.3, the open watch excluded), requests per transition, watch connections,
-// and the load extrapolated to 2,000 nodes.
+// Benchmark of the API server's cost of a fleet of health checks and the remediator (`make
+// bench`), at two fleet sizes, to show how it grows. Each of N nodes (`node-1` … `node-N`) runs
+// the health check's node reporter in process — the same reporter, informers and breaker code as
+// `vigil healthcheck --kubernetes --taint --remediation`, each with its own HTTPS client — with a
+// verdict the benchmark sets (the engines are not what is measured); the remediator is the real
+// binary (`vigil remediator --mode off`: it watches every GPU node and publishes the circuit
+// breaker, and acts on nothing). All against the fake API server, which records every request
+// and counts the watch events it sends.
+// Per size it reports:
+// - open watches (the API server's connections held);
+// - steady state: requests per node per minute over ten minutes on the reporters' fake clock
+//   (two heartbeats at the default five minutes; watches' re-opens, on the server's real-time
+//   timeouts, are not in it);
+// - watch events delivered per node write, from writes of every node as the kubelet would make
+//   them (the fan-out: who receives one node's write);
+// - for XID-79-like transitions to FAIL on 5 nodes: requests each (condition, Event, taint with
+//   the faults), watch events each, conflicts;
+// - the remediator's CPU time per node event it received and its RSS, and the RSS it holds per
+//   GPU node (the difference between the two sizes).
 #include <benchmark/benchmark.h>
-#include <stdlib.h>
+#include <unistd.h>
 
-#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
-#include <regex>
+#include <sstream>
 
 #include "absl/time/clock.h"
+#include "api/circuit_breaker.h"
 #include "daemon.h"
 #include "fmt/format.h"
+#include "healthcheck/node_reporter.h"
+#include "kube/kube_api.h"
 #include "process.h"
+#include "testing/eventually.h"
 #include "testing/fake_kube_api.h"
 #include "testing/temp_dir.h"
 
@@ -29,225 +43,254 @@ using Json = nlohmann::json;
 using testing::FakeKubeApi;
 using testing::KubeRequest;
 
-int SteadyMinutes() {
-  const char* text = std::getenv("VIGIL_FLEET_STEADY_MINUTES");
-  return text != nullptr && std::atoi(text) > 0 ? std::atoi(text) : 10;
+// CPU seconds (user + system) and resident KiB of process `pid`.
+struct ProcessUse {
+  double cpu_s = 0;
+  double rss_kib = 0;
+};
+ProcessUse Use(pid_t pid) {
+  ProcessUse use;
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // Fields after the command's closing parenthesis: state is field 3; utime 14, stime 15.
+  std::istringstream fields(text.substr(text.rfind(')') + 2));
+  std::vector<std::string> values{std::istream_iterator<std::string>(fields),
+                                  std::istream_iterator<std::string>()};
+  if (values.size() > 13) {
+    use.cpu_s = (std::stod(values[11]) + std::stod(values[12])) / sysconf(_SC_CLK_TCK);
+  }
+  std::ifstream status(fmt::format("/proc/{}/status", pid));
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("VmRSS:")) use.rss_kib = std::stod(line.substr(6));
+  }
+  return use;
 }
 
-bool HasCondition(const Json& node, const std::string& status) {
-  return testing::ConditionStatus(node, "GpuProblem") == status;
-}
+// One node's health check: its reporter, its own client, the verdict it reports.
+struct Check {
+  std::unique_ptr<InClusterKube> kube;
+  std::unique_ptr<NodeReporter> reporter;
+  std::optional<DesiredCondition> desired;
+  std::optional<PublishedFaults> faults;
+};
 
-bool Tainted(const Json& node) {
-  return testing::HasNoScheduleTaint(node, "vigil.dev/gpu-problem");
-}
+const DesiredCondition kHealthy{.status = "False",
+                                .reason = "GpusHealthy",
+                                .message = "engine e seq 1: all 8 GPUs pass",
+                                .identity = ""};
+const DesiredCondition kFailed{.status = "True",
+                               .reason = "GpuFailed",
+                               .message =
+                                   "engine e seq 2: GPU 0 FAIL: driver "
+                                   "DCGM_FR_FALLEN_OFF_BUS: XID 79",
+                               .identity = "GPU-0: driver/DCGM_FR_FALLEN_OFF_BUS;"};
 
-// Requests by kind: "watch", "list", "get node", "patch status", "patch node", "event".
-std::map<std::string, int> ByKind(const std::vector<KubeRequest>& requests) {
-  std::map<std::string, int> kinds;
+int NodeWrites(const std::vector<KubeRequest>& requests) {
+  int writes = 0;
   for (const KubeRequest& request : requests) {
-    if (request.watch()) {
-      ++kinds["watch"];
-    } else if (request.path.find("/events") != std::string::npos) {
-      ++kinds["event"];
-    } else if (request.list()) {
-      ++kinds["list"];
-    } else if (request.method == "GET") {
-      ++kinds["get node"];
-    } else if (request.path.ends_with("/status")) {
-      ++kinds["patch status"];
-    } else {
-      ++kinds["patch node"];
-    }
+    writes += request.method == "PATCH" && request.path.starts_with("/api/v1/nodes/");
   }
-  return kinds;
-}
-
-std::string Describe(const std::map<std::string, int>& kinds) {
-  std::string out;
-  for (const auto& [kind, count] : kinds)
-    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", count, kind);
-  return out.empty() ? "none" : out;
-}
-
-// The sum of one counter over every health check's /metrics.
-double SumMetric(const std::vector<std::unique_ptr<testing::HttpDaemon>>& checks,
-                 const std::string& name) {
-  double sum = 0;
-  const std::regex line("(^|\n)" + name + " ([0-9.e+]+)");
-  for (const auto& check : checks) {
-    std::smatch match;
-    const std::string metrics = check->Get("/metrics");
-    if (std::regex_search(metrics, match, line)) sum += std::stod(match[2]);
-  }
-  return sum;
+  return writes;
 }
 
 void BM_KubeFleet(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));
   constexpr int kFaults = 5;
-  const int steady_minutes = SteadyMinutes();
   testing::TempDir dir;
   std::string error;
-  // One thread per open watch, and the rest.
+  // Each check holds two watches (its node, the breaker) and the remediator one; a thread each.
   const std::unique_ptr<FakeKubeApi> server =
-      FakeKubeApi::Start(dir.path().string(), &error, /*threads=*/nodes + 32);
+      FakeKubeApi::Start(dir.path().string(), &error, /*threads=*/2 * nodes + 32);
   if (server == nullptr) {
     state.SkipWithError(error.c_str());
     return;
   }
   FakeKubeApi& api = *server;
-  const testing::KubeCredentials& credentials = api.credentials();
-  std::vector<std::unique_ptr<testing::EngineProcess>> engines;
-  std::vector<std::unique_ptr<testing::HttpDaemon>> checks;
   for (int i = 1; i <= nodes; ++i) {
-    const std::string name = fmt::format("node-{}", i);
-    api.AddNode(name, {{"nvidia.com/gpu.present", "true"}});
-    const std::string node_dir = (dir.path() / name).string();
-    std::filesystem::create_directories(node_dir);
-    engines.push_back(std::make_unique<testing::EngineProcess>(node_dir, name, 1));
-    checks.push_back(std::make_unique<testing::HttpDaemon>(
-        "healthcheck", node_dir, engines.back()->unix_address,
-        std::vector<std::string>{"--node-name", name, "--kubernetes", "--taint",
-                                 "--service-account-dir", credentials.service_account_dir}));
-    if (engines.back()->unix_address.empty() || checks.back()->port() == 0) {
-      state.SkipWithError(fmt::format("could not start {}'s engine or health check", name).c_str());
-      return;
-    }
+    api.AddNode(fmt::format("node-{}", i), {{"nvidia.com/gpu.present", "true"}});
   }
-  auto all_written = [&] {
-    for (int i = 1; i <= nodes; ++i) {
-      if (!HasCondition(api.Node(fmt::format("node-{}", i)), "False")) return false;
-    }
-    return api.open_watches() == nodes;
-  };
-  if (!testing::Eventually(all_written, absl::Minutes(2), absl::Milliseconds(500))) {
-    state.SkipWithError("not every node got its condition and opened its watch in 2 minutes");
+  testing::HttpDaemon remediator(
+      "remediator", dir.path().string(), "",
+      {"--mode", "off", "--identity", "vigil-remediator-0", "--lease-duration", "15s",
+       "--service-account-dir", api.credentials().service_account_dir});
+  if (remediator.port() == 0) {
+    state.SkipWithError("the remediator did not start");
     return;
   }
-  const std::vector<KubeRequest> startup_requests = api.Requests();
-  const std::map<std::string, int> startup = ByKind(startup_requests);
+  const pid_t remediator_pid = remediator.process().pid();
+  // Its informer holds every node, and the breaker is published.
+  if (!testing::Eventually(
+          [&] { return !api.ConfigMap("vigil", "vigil-circuit-breaker").is_null(); },
+          absl::Seconds(60))) {
+    state.SkipWithError("the remediator did not publish the circuit breaker");
+    return;
+  }
+  const ProcessUse remediator_idle = Use(remediator_pid);
 
-  for (auto _ : state) {
-    // Steady state.
-    // Every node wrote its condition within a few seconds at start-up, so their heartbeats come
-    // together: a window that began there would end on the heartbeats and count half of them.
-    // It begins half a heartbeat later, and is a whole number of heartbeats long.
-    absl::SleepFor(absl::Minutes(5) / 2);
-    api.ClearRequests();
-    const absl::Time window_start = absl::Now();
-    absl::SleepFor(absl::Minutes(steady_minutes));
-    const std::vector<KubeRequest> steady = api.Requests();
-    const std::map<std::string, int> steady_kinds = ByKind(steady);
-    const int steady_watches = steady_kinds.contains("watch") ? steady_kinds.at("watch") : 0;
-    const double per_node_minute =
-        static_cast<double>(steady.size() - steady_watches) / nodes / steady_minutes;
-    const double watch_per_node_minute =
-        static_cast<double>(steady_watches) / nodes / steady_minutes;
-    const int open_watches = api.open_watches();
-    // Status writes per node in the window, and when they came (seconds after the window began;
-    // the node's write at start-up first): a phase, or a late heartbeat, shows here.
-    std::map<std::string, std::vector<absl::Time>> status_writes;
-    for (const KubeRequest& request : startup_requests) {
-      if (request.method == "PATCH" && request.path.ends_with("/status")) {
-        status_writes[request.path].push_back(request.received);
-      }
-    }
-    std::map<std::string, size_t> in_window;
-    for (const KubeRequest& request : steady) {
-      if (request.method == "PATCH" && request.path.ends_with("/status")) {
-        ++in_window[request.path];
-        status_writes[request.path].push_back(request.received);
-      }
-    }
-    std::map<size_t, int> writes_per_node;
-    for (int i = 1; i <= nodes; ++i) {
-      ++writes_per_node[in_window[fmt::format("/api/v1/nodes/node-{}/status", i)]];
-    }
-    std::string distribution, samples;
-    for (const auto& [count, how_many] : writes_per_node) {
-      distribution +=
-          fmt::format("{}{} nodes wrote {}", distribution.empty() ? "" : ", ", how_many, count);
-    }
-    for (int i : {1, nodes / 2, nodes}) {
-      const std::string path = fmt::format("/api/v1/nodes/node-{}/status", i);
-      samples += "\n    " + path + ":";
-      for (absl::Time time : status_writes[path]) {
-        samples += fmt::format(" {:+.1f}s", absl::ToDoubleSeconds(time - window_start));
-      }
-    }
-
-    // Transitions: XID 79 (fallen off the bus: FAIL) on GPU 0 of kFaults nodes.
-    const double events_before = SumMetric(checks, "vigil_healthcheck_kube_watch_events_total");
-    api.ClearRequests();
-    const absl::Time injected = absl::Now();
-    for (int i = 1; i <= kFaults; ++i) {
-      testing::Vigil(
-          {"inject", "xid", "--engine", engines[i - 1]->unix_address, "--gpu", "0", "--xid", "79"});
-    }
-    auto all_tainted = [&] {
-      for (int i = 1; i <= kFaults; ++i) {
-        const Json node = api.Node(fmt::format("node-{}", i));
-        if (!HasCondition(node, "True") || !Tainted(node)) return false;
-      }
-      return true;
-    };
-    if (!testing::Eventually(all_tainted, absl::Seconds(60), absl::Milliseconds(20))) {
-      state.SkipWithError("the injected faults did not reach the nodes in 60 s");
+  FakeClock clock(absl::Now());
+  std::vector<std::unique_ptr<Check>> checks;
+  for (int i = 1; i <= nodes; ++i) {
+    auto check = std::make_unique<Check>();
+    auto kube = InClusterKube::Create(api.credentials().service_account_dir, "healthcheck", &clock);
+    if (!kube.ok()) {
+      state.SkipWithError(std::string(kube.status().message()).c_str());
       return;
     }
-    const double to_taint_s = absl::ToDoubleSeconds(absl::Now() - injected);
-    absl::SleepFor(absl::Seconds(20));  // anything late (a retry, a second write) is counted too
-    const std::vector<KubeRequest> faults = api.Requests();
-    const std::map<std::string, int> fault_kinds = ByKind(faults);
-    // What the transitions cost: the failing nodes' requests and the Events (no other node
-    // posts one); another node's heartbeat falling in this window is not theirs.
-    int status_on_failing = 0, status_elsewhere = 0, transition_requests = 0;
-    for (const KubeRequest& request : faults) {
-      if (request.watch()) continue;
-      bool failing = false;
-      for (int i = 1; i <= kFaults; ++i) {
-        const std::string node = fmt::format("/api/v1/nodes/node-{}", i);
-        failing |= request.path == node || request.path == node + "/status";
-      }
-      const bool event = request.path.find("/events") != std::string::npos;
-      transition_requests += failing || event;
-      if (request.method == "PATCH" && request.path.ends_with("/status")) {
-        ++(failing ? status_on_failing : status_elsewhere);
+    check->kube = std::move(*kube);
+    check->desired = kHealthy;
+    check->faults = PublishedFaults{.engine = "e", .seq = 1};
+    Check* self = check.get();
+    check->reporter = std::make_unique<NodeReporter>(
+        NodeReporterOptions{.node_name = fmt::format("node-{}", i), .taint = true},
+        check->kube.get(), &clock, [self](absl::Time) { return self->desired; },
+        [self](absl::Time) { return self->faults; });
+    check->reporter->StartWatching();
+    checks.push_back(std::move(check));
+  }
+  std::string why;
+  const auto all_synced = [&] {
+    for (const auto& check : checks) {
+      if (!check->reporter->node_watch().synced() ||
+          !check->reporter->breaker().Published(&why).has_value()) {
+        return false;
       }
     }
-    const double per_transition = static_cast<double>(transition_requests) / kFaults;
-    const double events_after = SumMetric(checks, "vigil_healthcheck_kube_watch_events_total");
-
-    state.counters["nodes"] = nodes;
-    state.counters["req_per_node_min"] = per_node_minute;
-    state.counters["watch_req_per_node_min"] = watch_per_node_minute;
-    state.counters["open_watches"] = open_watches;
-    state.counters["req_per_transition"] = per_transition;
-    state.counters["fail_to_taint_s"] = to_taint_s;
-    state.counters["watch_events_per_transition"] = (events_after - events_before) / kFaults;
-    state.counters["req_per_s_at_2000"] = per_node_minute * 2000 / 60;
-    fmt::print(stderr, "kube fleet: {} nodes; start-up: {}\n", nodes, Describe(startup));
-    fmt::print(stderr,
-               "  steady state, {} min: {} ({:.3f} requests/node/min, watch re-opens excluded; "
-               "{:.3f} watch re-opens/node/min)\n"
-               "  status writes in the window: {}; e.g. (seconds from the window's start):{}\n",
-               steady_minutes, Describe(steady_kinds), per_node_minute, watch_per_node_minute,
-               distribution, samples);
-    fmt::print(stderr, "  open watches: {} (one per node)\n", open_watches);
-    fmt::print(stderr,
-               "  {} transitions to FAIL: {} ({} status writes on the failing nodes, {} on the "
-               "others; {:.1f} requests each), all tainted {:.2f} s after the injections; {:.0f} "
-               "watch events delivered per transition (every node watches every GPU node)\n",
-               kFaults, Describe(fault_kinds), status_on_failing, status_elsewhere, per_transition,
-               to_taint_s, (events_after - events_before) / kFaults);
-    fmt::print(stderr,
-               "  at 2,000 nodes: {:.2f} requests/s in steady state ({:.2f} with re-watches), "
-               "2,000 open watches; each node write goes to 2,000 watchers\n",
-               per_node_minute * 2000 / 60, (per_node_minute + watch_per_node_minute) * 2000 / 60);
+    return true;
+  };
+  if (!testing::Eventually(all_synced, absl::Minutes(2), absl::Milliseconds(200))) {
+    state.SkipWithError(
+        ("not every check saw its node and the breaker in 2 minutes: " + why).c_str());
+    return;
   }
+  // Each node's first condition.
+  for (const auto& check : checks) (void)check->reporter->ReconcileOnce();
+  absl::SleepFor(absl::Seconds(1));
+
+  for (auto _ : state) {
+    // Steady state: ten minutes of passes, one a second per node, on the reporters' clock.
+    const ProcessUse measured_from = Use(remediator_pid);
+    api.ClearRequests();
+    uint64_t node_events = api.watch_events("Node");
+    constexpr int kSteadyMinutes = 10;
+    for (int second = 0; second < kSteadyMinutes * 60; ++second) {
+      clock.Advance(absl::Seconds(1));
+      for (const auto& check : checks) (void)check->reporter->ReconcileOnce();
+    }
+    const std::vector<KubeRequest> steady = api.Requests();
+    int steady_requests = 0;
+    for (const KubeRequest& request : steady) steady_requests += !request.watch();
+    const double per_node_minute = static_cast<double>(steady_requests) / nodes / kSteadyMinutes;
+    const int heartbeat_writes = NodeWrites(steady);
+    // Wait for the heartbeats' events to be delivered.
+    const uint64_t expected_at_least = 2ull * heartbeat_writes;
+    testing::Eventually([&] { return api.watch_events("Node") - node_events >= expected_at_least; },
+                        absl::Seconds(30));
+    absl::SleepFor(absl::Seconds(1));
+    const double events_per_heartbeat =
+        heartbeat_writes == 0
+            ? 0
+            : static_cast<double>(api.watch_events("Node") - node_events) / heartbeat_writes;
+
+    // Writes by another client (the kubelet's status updates), one per node.
+    node_events = api.watch_events("Node");
+    for (int i = 1; i <= nodes; ++i) {
+      api.ModifyNode(fmt::format("node-{}", i), [](Json& node) {
+        node["status"]["conditions"][0]["lastHeartbeatTime"] = "2027-01-01T00:00:00Z";
+      });
+    }
+    testing::Eventually([&] { return api.watch_events("Node") - node_events >= 2ull * nodes; },
+                        absl::Seconds(30));
+    absl::SleepFor(absl::Seconds(1));
+    const double events_per_kubelet_write =
+        static_cast<double>(api.watch_events("Node") - node_events) / nodes;
+
+    // Transitions: XID 79 on GPU 0 of kFaults nodes, with remediation's faults.
+    absl::SleepFor(absl::Seconds(1));
+    api.ClearRequests();
+    node_events = api.watch_events("Node");
+    const uint64_t breaker_events = api.watch_events("ConfigMap");
+    const ProcessUse before = Use(remediator_pid);
+    uint64_t conflicts_before = 0;
+    for (const auto& check : checks) conflicts_before += check->reporter->stats().conflicts;
+    for (int i = 0; i < kFaults; ++i) {
+      Check& check = *checks[i];
+      check.desired = kFailed;
+      check.faults->seq = 2;
+      check.faults->faults = {{.gpu = 0,
+                               .uuid = "GPU-0",
+                               .system = "driver",
+                               .code = "DCGM_FR_FALLEN_OFF_BUS",
+                               .action = v1::RECOMMENDED_ACTION_REBOOT}};
+      clock.Advance(absl::Milliseconds(1));
+      for (int pass = 0; pass < 3; ++pass) (void)check.reporter->ReconcileOnce();
+    }
+    const std::vector<KubeRequest> transitions = api.Requests();
+    int transition_requests = 0;
+    for (const KubeRequest& request : transitions) {
+      transition_requests +=
+          !request.watch() && request.user_agent.find("(healthcheck)") != std::string::npos;
+    }
+    const int transition_writes = NodeWrites(transitions);
+    testing::Eventually(
+        [&] { return api.watch_events("Node") - node_events >= 2ull * transition_writes; },
+        absl::Seconds(30));
+    absl::SleepFor(absl::Seconds(2));  // the remediator's pass, the breaker's write if any
+    uint64_t conflicts = 0;
+    int tainted = 0;
+    for (const auto& check : checks) {
+      conflicts += check->reporter->stats().conflicts;
+      tainted += check->reporter->stats().tainted.load();
+    }
+    conflicts -= conflicts_before;
+    const ProcessUse after = Use(remediator_pid);
+    const uint64_t transition_events = api.watch_events("Node") - node_events;
+    const uint64_t breaker_fanout = api.watch_events("ConfigMap") - breaker_events;
+    // The remediator's CPU for everything it received meanwhile: one watch event per node write.
+    const ProcessUse now = Use(remediator_pid);
+    const int remediator_events = heartbeat_writes + nodes + transition_writes;
+    const double cpu_us_per_event =
+        (now.cpu_s - measured_from.cpu_s) * 1e6 / std::max(1, remediator_events);
+    state.counters["nodes"] = nodes;
+    state.counters["open_watches"] = api.open_watches();
+    state.counters["req_per_node_min"] = per_node_minute;
+    state.counters["watch_events_per_node_write"] = events_per_kubelet_write;
+    state.counters["req_per_transition"] = static_cast<double>(transition_requests) / kFaults;
+    state.counters["watch_events_per_transition"] =
+        static_cast<double>(transition_events) / kFaults;
+    state.counters["conflicts"] = static_cast<double>(conflicts);
+    state.counters["remediator_rss_mib"] = now.rss_kib / 1024;
+    fmt::print(stderr, "kube fleet: {} nodes (in-process health checks, the real remediator)\n",
+               nodes);
+    fmt::print(stderr, "  open watches: {} ({} per check: its node, the breaker; 1 remediator)\n",
+               api.open_watches(), 2);
+    fmt::print(stderr,
+               "  steady state, {} min on the checks' clock: {} requests ({:.3f} per node per "
+               "minute), {} heartbeat writes, {:.2f} watch events delivered per heartbeat write\n",
+               kSteadyMinutes, steady_requests, per_node_minute, heartbeat_writes,
+               events_per_heartbeat);
+    fmt::print(stderr,
+               "  {} writes by another client (one per node): {:.2f} watch events delivered per "
+               "node write\n",
+               nodes, events_per_kubelet_write);
+    fmt::print(stderr,
+               "  {} transitions to FAIL: {} requests by the checks ({:.1f} each), {} node "
+               "writes, {} conflicts, {} watch events ({:.1f} each), breaker ConfigMap events "
+               "{}; {} of {} nodes tainted\n",
+               kFaults, transition_requests, static_cast<double>(transition_requests) / kFaults,
+               transition_writes, conflicts, transition_events,
+               static_cast<double>(transition_events) / kFaults, breaker_fanout, tainted, nodes);
+    fmt::print(stderr,
+               "  remediator: RSS {:.1f} MiB with {} GPU nodes ({:.1f} MiB when it had listed "
+               "them); CPU {:.3f} s over the run, {:.3f} s during the transitions; {:.0f} us per "
+               "node event received ({} node writes in the window)\n",
+               now.rss_kib / 1024, nodes, remediator_idle.rss_kib / 1024,
+               now.cpu_s - measured_from.cpu_s, after.cpu_s - before.cpu_s, cpu_us_per_event,
+               remediator_events);
+    state.counters["remediator_cpu_us_per_event"] = cpu_us_per_event;
+  }
+  for (const auto& check : checks) check->reporter->Stop();
 }
-BENCHMARK(BM_KubeFleet)->Arg(50)->Iterations(1)->Unit(benchmark::kSecond);
+BENCHMARK(BM_KubeFleet)->Arg(50)->Arg(200)->Iterations(1)->Unit(benchmark::kSecond);
 
 }  // namespace
 }  // namespace vigil

@@ -303,6 +303,10 @@ std::string RunArgs(const std::vector<std::string>& args,
     for (const auto& [prefix, value] : replace) {
       if (arg.starts_with(prefix)) arg = value;
     }
+    // The kubelet expands $(POD_NAMESPACE) from the downward API: the namespace kustomize sets.
+    if (const size_t at = arg.find("$(POD_NAMESPACE)"); at != std::string::npos) {
+      arg.replace(at, std::string_view("$(POD_NAMESPACE)").size(), "vigil");
+    }
     command += " '" + arg + "'";
   }
   const CommandResult run = Shell(command);
@@ -346,12 +350,25 @@ TEST(DeployTest, TheRemediationOverlayAddsTheRemediatorAndTheNodesHandOff) {
   const YAML::Node* lease = rendered.Find("Role", "vigil-remediator-lease");
   ASSERT_NE(lease, nullptr);
   EXPECT_EQ(Strings((*lease)["rules"][0]["resources"]), std::vector<std::string>{"leases"});
+  // The circuit breaker: the remediator writes the ConfigMap the health checks read, by name.
+  EXPECT_THAT(args, Contains("--circuit-breaker=$(POD_NAMESPACE)/vigil-circuit-breaker"));
+  EXPECT_EQ(RightsOf(*lease),
+            (std::set<std::string>{"leases:get", "leases:create", "leases:update",
+                                   "configmaps:create", "configmaps:get", "configmaps:update"}));
+  const YAML::Node* reader = rendered.Find("Role", "vigil-healthcheck-breaker");
+  ASSERT_NE(reader, nullptr);
+  EXPECT_EQ(RightsOf(*reader),
+            (std::set<std::string>{"configmaps:get", "configmaps:list", "configmaps:watch"}));
+  EXPECT_EQ(Strings((*reader)["rules"][0]["resourceNames"]),
+            std::vector<std::string>{"vigil-circuit-breaker"});
   // The node side: the health check hands off, with the token and the kubelet's socket; the
   // engine takes the token.
   const YAML::Node* check = rendered.Find("DaemonSet", "vigil-healthcheck");
   ASSERT_NE(check, nullptr);
   const std::vector<std::string> check_args = Strings(Container(*check)["args"]);
   EXPECT_THAT(check_args, Contains("--remediation"));
+  EXPECT_THAT(check_args, Contains("--circuit-breaker=$(POD_NAMESPACE)/vigil-circuit-breaker"));
+  EXPECT_EQ(EnvFieldPath(Container(*check), "POD_NAMESPACE"), "metadata.namespace");
   EXPECT_THAT(check_args, Contains("--engine-token-file=/etc/vigil/inject/token"));
   EXPECT_THAT(RunArgs(check_args, {{"--engine-token-file=", "--log-level=info"}}),
               HasSubstr("KUBERNETES_SERVICE_HOST is not set"));

@@ -248,14 +248,23 @@ TEST(HealthcheckTest, KubernetesConditionTaintAndEventsFollowTheVerdict) {
   })) << api.Node("n1").dump(2)
       << check.process().Stderr();
   ASSERT_TRUE(EventuallyInApi([&] { return api.Events().size() == 2; }));
-  // The breaker's count came from the check's watch of the GPU nodes: one LIST at start, one
-  // watch open, no LIST for the taint decision.
-  int lists = 0;
+  // The check watches its own node (one LIST at start) and the remediator's breaker; with no
+  // remediator deployed, the taint decision counted the GPU nodes itself: one LIST of them.
+  int own_lists = 0, gpu_node_lists = 0;
   for (const KubeRequest& request : api.Requests()) {
-    lists += request.list();
+    if (!request.list()) continue;
+    own_lists += request.params.contains("fieldSelector") &&
+                 request.params.at("fieldSelector") == "metadata.name=n1";
+    gpu_node_lists += request.params.contains("labelSelector");
   }
-  EXPECT_EQ(lists, 1);
-  EXPECT_EQ(api.open_watches(), 1);
+  EXPECT_EQ(own_lists, 1);
+  EXPECT_EQ(gpu_node_lists, 1);
+  EXPECT_EQ(api.open_watches(), 2) << "its node and the breaker's ConfigMap";
+  const Json status = Json::parse(check.Get("/status"));
+  EXPECT_EQ(status["kubernetes"]["circuit_breaker"]["source"], "own-count");
+  EXPECT_THAT(status["kubernetes"]["circuit_breaker"]["why"].get<std::string>(),
+              HasSubstr("is the remediator deployed"));
+  EXPECT_THAT(check.Get("/metrics"), HasSubstr("vigil_healthcheck_kube_breaker_published 0\n"));
   const std::vector<Json> events = api.Events();
   EXPECT_EQ(events[1]["reason"], "GpuFailed");
   EXPECT_EQ(events[1]["type"], "Warning");

@@ -195,6 +195,46 @@ TEST_F(RemediationTest, Xid48IsDrainedForItsGpuResetAndHandedBackAfterPass) {
             << "\n";
 }
 
+// With the remediator deployed (here --mode off: it publishes the breaker and acts on nothing),
+// a transition to FAIL costs the health check three requests — the condition, the Event, and one
+// node write carrying both the taint and the faults — none refused as a conflict; each node write
+// is sent to two watchers (the node's own check and the remediator), however many nodes there are.
+TEST_F(RemediationTest, ATransitionCostsThreeRequestsWithoutAConflictAndTwoWatchEventsPerWrite) {
+  StartHealthcheck();
+  auto remediator = StartRemediator("r1", {"--mode", "off"});
+  ASSERT_TRUE(Eventually([&] {
+    const std::string status = check_->Get("/status");
+    return status.find("\"source\": \"remediator\"") != std::string::npos;
+  })) << Logs(remediator.get());
+  ASSERT_TRUE(Eventually([&] {
+    return ::vigil::testing::ConditionStatus(api_->Node("n1"), "GpuProblem") == "False";
+  }));
+  absl::SleepFor(absl::Seconds(1));  // the start-up's writes are delivered
+  api_->ClearRequests();
+  const uint64_t node_events = api_->watch_events("Node");
+  Inject("79", 0, /*allow_actions=*/true);
+  ASSERT_TRUE(Eventually([&] {
+    return Tainted() && !Annotation(std::string(kFaultsAnnotation)).empty();
+  })) << Logs(remediator.get());
+  absl::SleepFor(absl::Seconds(2));  // a late retry or second write would be counted too
+  std::vector<KubeRequest> by_check;
+  int node_writes = 0;
+  for (const KubeRequest& request : api_->Requests()) {
+    if (request.watch() || request.user_agent.find("(healthcheck)") == std::string::npos) continue;
+    by_check.push_back(request);
+    node_writes += request.method == "PATCH" && request.path.starts_with("/api/v1/nodes/n1");
+  }
+  ASSERT_EQ(by_check.size(), 3u) << Logs(remediator.get());
+  EXPECT_EQ(by_check[0].path, "/api/v1/nodes/n1/status");
+  EXPECT_EQ(by_check[1].path, "/api/v1/namespaces/default/events");
+  EXPECT_EQ(by_check[2].path, "/api/v1/nodes/n1");
+  EXPECT_THAT(by_check[2].body, HasSubstr("vigil.dev~1gpu-faults"));
+  EXPECT_THAT(check_->Get("/metrics"), HasSubstr("vigil_healthcheck_kube_api_conflicts_total 0\n"));
+  EXPECT_EQ(node_writes, 2);
+  EXPECT_TRUE(Eventually([&] { return api_->watch_events("Node") - node_events == 4; }))
+      << api_->watch_events("Node") - node_events << " watch events for 2 node writes";
+}
+
 TEST_F(RemediationTest, Xid79RequestsARebootThroughTheSentinelAndANewBootClearsIt) {
   const std::string sentinel = dir_.File("reboot-required");
   StartHealthcheck({"--reboot-sentinel", sentinel});
@@ -258,8 +298,10 @@ TEST_F(RemediationTest, ModeDryRunRecordsEveryStepAndTheApiServerIsUnchanged) {
   EXPECT_EQ(Step(), "none");
   for (const KubeRequest& request : api_->Requests()) {
     if (request.user_agent.find("remediator") == std::string::npos) continue;
+    // Reads, Events, its Lease, and the circuit breaker it publishes in every mode.
     EXPECT_TRUE(request.method == "GET" || request.path.find("/events") != std::string::npos ||
-                request.path.find("/leases") != std::string::npos)
+                request.path.find("/leases") != std::string::npos ||
+                request.path.find("/configmaps") != std::string::npos)
         << request.method << " " << request.path;
   }
   const auto status = Vigil(

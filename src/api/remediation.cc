@@ -154,6 +154,12 @@ std::string FaultsToJson(const PublishedFaults& faults) {
   return json.dump();
 }
 
+std::string FaultsIdentity(PublishedFaults faults) {
+  if (faults.faults.empty()) return "";
+  faults.seq = 0;
+  return FaultsToJson(faults);
+}
+
 absl::StatusOr<PublishedFaults> ParseFaults(std::string_view text) {
   Reader reader(kFaultsAnnotation, text);
   PublishedFaults faults;

@@ -75,6 +75,9 @@ struct PublishedFaults {
 std::string FaultsToJson(const PublishedFaults& faults);
 // InvalidArgument naming what is wrong.
 absl::StatusOr<PublishedFaults> ParseFaults(std::string_view json);
+// What makes a change of the faults worth a write: their JSON without the verdict's seq; ""
+// when nothing fails.
+std::string FaultsIdentity(PublishedFaults faults);
 
 // A GPU a request names: index and UUID (the engine refuses a reset when they disagree).
 struct GpuRef {

@@ -6,9 +6,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
+#include "api/circuit_breaker.h"
 #include "api/node_condition.h"
 #include "client/engine_client.h"
 #include "kube/kube_api.h"
@@ -58,11 +60,16 @@ struct KubeFlags {
   std::string gpu_node_selector = "nvidia.com/gpu.present=true";
   std::string event_namespace = "default";
   std::string service_account_dir = std::string(InClusterKube::kServiceAccountDir);
+  // The remediator's published circuit breaker, NAMESPACE/NAME (a ConfigMap).
+  std::string circuit_breaker =
+      std::string(kDefaultBreakerNamespace) + "/" + std::string(kBreakerConfigMapName);
 };
+// The namespace and name of --circuit-breaker (checked by CheckKubeFlags).
+std::pair<std::string, std::string> BreakerObject(const KubeFlags& flags);
 // `share_help`: what --max-tainted-share does in that command.
 void AddKubeFlags(CLI::App* command, KubeFlags* flags, const std::string& share_help);
 // InvalidArgument naming the flag: a taint key that is not a qualified name, a share out of
-// (0, 1], an empty selector.
+// (0, 1], an empty selector, a --circuit-breaker that is not NAMESPACE/NAME.
 absl::Status CheckKubeFlags(const KubeFlags& flags);
 
 // The engine's token from the file at `path` (named `flag` in errors); "" for no file.

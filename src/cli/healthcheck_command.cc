@@ -62,6 +62,8 @@ absl::StatusOr<HealthcheckOptions> OptionsFromFlags(const HealthcheckFlags& flag
   options.reporter.taint_key = flags.kube.taint_key;
   options.reporter.max_tainted_share = flags.kube.max_tainted_share;
   options.reporter.gpu_node_selector = flags.kube.gpu_node_selector;
+  std::tie(options.reporter.breaker_namespace, options.reporter.breaker_name) =
+      BreakerObject(flags.kube);
   if (flags.remediation && !flags.kubernetes) {
     return absl::InvalidArgumentError(
         "--remediation needs --kubernetes (it hands off through the Kubernetes node)");

@@ -1,6 +1,7 @@
 // The flags the Kubernetes-facing daemons share (the health check and the remediator): the taint,
 // the GPU nodes, the Events' namespace, the service account, the circuit breaker — registered and
 // checked in one place so they mean the same in both. Single-threaded (parsing).
+#include <algorithm>
 #include <cctype>
 
 #include "cli/commands.h"
@@ -48,12 +49,42 @@ void AddKubeFlags(CLI::App* command, KubeFlags* flags, const std::string& share_
   command->add_option("--event-namespace", flags->event_namespace, "Namespace of the Events")
       ->capture_default_str();
   command
+      ->add_option("--circuit-breaker", flags->circuit_breaker,
+                   "NAMESPACE/NAME of the ConfigMap where the remediator publishes the "
+                   "tainted-share circuit breaker")
+      ->capture_default_str();
+  command
       ->add_option("--service-account-dir", flags->service_account_dir,
                    "Where the pod's service account token and CA are mounted")
       ->capture_default_str();
 }
 
+std::pair<std::string, std::string> BreakerObject(const KubeFlags& flags) {
+  const size_t slash = flags.circuit_breaker.find('/');
+  return {flags.circuit_breaker.substr(0, slash),
+          slash == std::string::npos ? "" : flags.circuit_breaker.substr(slash + 1)};
+}
+
 absl::Status CheckKubeFlags(const KubeFlags& flags) {
+  const auto [ns, name] = BreakerObject(flags);
+  // A namespace is a DNS label, a ConfigMap's name a DNS subdomain: lower case, digits, '-' (and
+  // '.' in a name), alphanumeric at both ends.
+  const auto valid = [](const std::string& text, bool dots, size_t max) {
+    if (text.empty() || text.size() > max || !std::isalnum(static_cast<unsigned char>(text[0])) ||
+        !std::isalnum(static_cast<unsigned char>(text.back()))) {
+      return false;
+    }
+    return std::all_of(text.begin(), text.end(), [&](char c) {
+      return std::islower(static_cast<unsigned char>(c)) ||
+             std::isdigit(static_cast<unsigned char>(c)) || c == '-' || (dots && c == '.');
+    });
+  };
+  if (!valid(ns, false, 63) || !valid(name, true, 253)) {
+    return absl::InvalidArgumentError(
+        fmt::format("--circuit-breaker '{}' is not NAMESPACE/NAME of a ConfigMap: give e.g. "
+                    "vigil/vigil-circuit-breaker (the remediator's namespace)",
+                    flags.circuit_breaker));
+  }
   if (absl::Status status = CheckTaintKey(flags.taint_key); !status.ok()) return status;
   if (!(flags.max_tainted_share > 0 && flags.max_tainted_share <= 1)) {
     return absl::InvalidArgumentError(fmt::format(

@@ -116,6 +116,7 @@ absl::StatusOr<remediator::RunnerOptions> OptionsFromFlags(const RemediatorFlags
   r.taint_key = flags.kube.taint_key;
   r.gpu_node_selector = flags.kube.gpu_node_selector;
   r.event_namespace = flags.kube.event_namespace;
+  std::tie(r.breaker_namespace, r.breaker_name) = BreakerObject(flags.kube);
   // The Pod's name (the downward API's POD_NAME, else the host name, which is the Pod's name in
   // a container).
   const std::string identity = flags.identity.empty() ? EnvOrHostName("POD_NAME") : flags.identity;

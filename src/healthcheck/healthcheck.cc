@@ -21,30 +21,38 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
     HealthcheckOptions options, std::unique_ptr<EngineClient> client) {
   std::unique_ptr<Healthcheck> check(new Healthcheck(std::move(options)));
   Healthcheck* self = check.get();
+  const bool remediation = self->options_.kube != nullptr && self->options_.remediation;
+  if (remediation && !self->options_.pod_resources_socket.empty()) {
+    self->pods_ = std::make_unique<PodMapper>(
+        PodMapperOptions{.socket_path = self->options_.pod_resources_socket});
+  }
   if (self->options_.kube != nullptr) {
+    // With --remediation the reporter also publishes the node's faults (a fresh verdict's FAIL
+    // incidents, with the pods of each failing GPU when the kubelet's mapping is known).
+    NodeReporter::FaultsSource faults;
+    if (remediation) {
+      faults = [self](absl::Time now) -> std::optional<PublishedFaults> {
+        const HealthView view = self->monitor_->View();
+        if (!view.fresh(now)) return std::nullopt;  // a stale verdict says nothing new
+        return RemediationRelay::FaultsOf(
+            view, self->pods_ != nullptr ? self->pods_->Known() : std::nullopt);
+      };
+    }
     self->reporter_ = std::make_unique<NodeReporter>(
         self->options_.reporter, self->options_.kube.get(), self->options_.clock,
         [self](absl::Time now) {
           return ConditionFromView(self->monitor_->View(), now, self->started_,
                                    self->options_.unknown_after);
-        });
+        },
+        std::move(faults));
   }
-  if (self->reporter_ != nullptr && self->options_.remediation) {
-    if (!self->options_.pod_resources_socket.empty()) {
-      self->pods_ = std::make_unique<PodMapper>(
-          PodMapperOptions{.socket_path = self->options_.pod_resources_socket});
-    }
+  if (remediation) {
     self->relay_ = std::make_unique<RemediationRelay>(
         RelayOptions{.node_name = self->options_.node_name,
                      .reboot_sentinel = self->options_.reboot_sentinel,
                      .clock = self->options_.clock},
         self->options_.kube.get(), std::move(self->options_.relay_engine),
-        [self] { return self->monitor_->View(); },
-        [self] { return self->reporter_->gpu_nodes().Get(self->options_.node_name); },
-        [self]() -> std::optional<GpuPodMap> {
-          if (self->pods_ == nullptr) return std::nullopt;
-          return self->pods_->Known();
-        });
+        [self] { return self->reporter_->node_watch().Get(self->options_.node_name); });
   }
   self->monitor_ = std::make_unique<HealthMonitor>(std::move(client), self->options_.node_name,
                                                    self->options_.clock, [self] {
@@ -93,9 +101,12 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
           {"taints_withheld", stats.taints_withheld.load()},
           {"tainting", self->reporter_->options().taint},
           {"untaint_after_seconds", absl::ToInt64Seconds(self->reporter_->options().untaint_after)},
-          {"watch_synced", self->reporter_->gpu_nodes().synced()},
-          {"gpu_nodes", self->reporter_->gpu_nodes().size()},
-          {"watch_errors", self->reporter_->gpu_nodes().stats().errors.load()}};
+          {"faults_published", stats.faults_published.load()},
+          {"watch_synced", self->reporter_->node_watch().synced()},
+          {"watch_errors", self->reporter_->node_watch().stats().errors.load()}};
+      if (self->reporter_->options().taint) {
+        status["kubernetes"]["circuit_breaker"] = self->reporter_->breaker().StatusJson();
+      }
     }
     return HttpResponse{.content_type = "application/json", .body = status.dump(2) + "\n"};
   });
@@ -137,7 +148,7 @@ std::string Healthcheck::Metrics() const {
   std::string out = monitor_->Metrics();
   if (reporter_ == nullptr) return out;
   const NodeReporterStats& stats = reporter_->stats();
-  const InformerStats& watch = reporter_->gpu_nodes().stats();
+  const InformerStats& watch = reporter_->node_watch().stats();
   struct Counter {
     const char* name;
     const std::atomic<uint64_t>& value;
@@ -160,16 +171,18 @@ std::string Healthcheck::Metrics() const {
        "Taints not added because too many GPU nodes already carry it (circuit breaker)."},
       {"taints_withheld", stats.taints_withheld,
        "Taints not added because the failure was a drill's injected without --allow-actions."},
-      {"lists", watch.lists, "LIST requests (pages) of the GPU nodes by the informer."},
+      {"faults_published", stats.faults_published,
+       "Writes of the vigil.dev/gpu-faults annotation (--remediation)."},
+      {"lists", watch.lists, "LIST requests of this node (fieldSelector metadata.name)."},
       {"watches", watch.watches,
-       "WATCH requests of the GPU nodes (one open at a time; re-opened after the server's "
+       "WATCH requests of this node (one open at a time; re-opened after the server's "
        "timeout, an error, or a re-list)."},
       {"relists", watch.relists,
-       "Re-lists of the GPU nodes after 410 Gone (the watch's resourceVersion expired)."},
+       "Re-lists of this node after 410 Gone (the watch's resourceVersion expired)."},
       {"watch_errors", watch.errors,
-       "Failed LISTs and WATCHes of the GPU nodes; retried with backoff from the last "
+       "Failed LISTs and WATCHes of this node; retried with backoff from the last "
        "resourceVersion."},
-      {"watch_events", watch.events, "Node changes received from the watch."}};
+      {"watch_events", watch.events, "Changes of this node received from the watch."}};
   for (const Counter& counter : counters) {
     const std::string name = fmt::format("vigil_healthcheck_kube_{}_total", counter.name);
     out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{} {}\n", name, counter.help, name, name,
@@ -180,19 +193,18 @@ std::string Healthcheck::Metrics() const {
       "# TYPE vigil_healthcheck_node_tainted gauge\nvigil_healthcheck_node_tainted {}\n",
       stats.tainted.load() ? 1 : 0);
   out += fmt::format(
-      "# HELP vigil_healthcheck_kube_watch_synced Whether the GPU nodes have been listed (the "
-      "circuit breaker's view; kept while the watch reconnects).\n"
-      "# TYPE vigil_healthcheck_kube_watch_synced gauge\nvigil_healthcheck_kube_watch_synced {}\n"
-      "# HELP vigil_healthcheck_kube_gpu_nodes GPU nodes in the watched view of the cluster.\n"
-      "# TYPE vigil_healthcheck_kube_gpu_nodes gauge\nvigil_healthcheck_kube_gpu_nodes {}\n",
-      reporter_->gpu_nodes().synced() ? 1 : 0, reporter_->gpu_nodes().size());
+      "# HELP vigil_healthcheck_kube_watch_synced Whether this node's object has been listed "
+      "(kept while the watch reconnects).\n"
+      "# TYPE vigil_healthcheck_kube_watch_synced gauge\nvigil_healthcheck_kube_watch_synced {}\n",
+      reporter_->node_watch().synced() ? 1 : 0);
+  if (reporter_->options().taint) out += reporter_->breaker().Metrics();
   // The server sends a bookmark about every minute: an age of minutes is a watch that is not
   // being served (it is re-opened when its read times out, after five).
-  const absl::Time heard = reporter_->gpu_nodes().last_heard();
+  const absl::Time heard = reporter_->node_watch().last_heard();
   if (heard != absl::InfinitePast()) {
     out += fmt::format(
         "# HELP vigil_healthcheck_kube_watch_age_seconds Seconds since the API server was last "
-        "heard from on the GPU nodes' watch (an event, a bookmark or a list).\n"
+        "heard from on this node's watch (an event, a bookmark or a list).\n"
         "# TYPE vigil_healthcheck_kube_watch_age_seconds gauge\n"
         "vigil_healthcheck_kube_watch_age_seconds {:.1f}\n",
         absl::ToDoubleSeconds(options_.clock->Now() - heard));

@@ -42,21 +42,28 @@ std::string PointerToken(std::string_view key) {
 }  // namespace
 
 NodeReporter::NodeReporter(NodeReporterOptions options, KubeApi* api, Clock* clock,
-                           DesiredSource desired)
+                           DesiredSource desired, FaultsSource faults)
     : options_(std::move(options)),
       api_(api),
       clock_(clock),
       desired_(std::move(desired)),
-      gpu_nodes_(api, InformerOptions{.path = "/api/v1/nodes",
-                                      .label_selector = options_.gpu_node_selector,
-                                      .transform = KeepWhatTheReporterReads,
-                                      .description = fmt::format("the GPU nodes ({})",
-                                                                 options_.gpu_node_selector),
-                                      .clock = clock}) {
-  // A change of this node by someone else (an admin removing the taint, the kubelet): look now.
-  gpu_nodes_.AddListener([this](const std::string& name) {
-    if (name == options_.node_name) Wake();
-  });
+      faults_(std::move(faults)),
+      node_(api, InformerOptions{.path = "/api/v1/nodes",
+                                 .field_selector = "metadata.name=" + options_.node_name,
+                                 .transform = KeepWhatTheReporterReads,
+                                 .description = fmt::format("node {}", options_.node_name),
+                                 .clock = clock}),
+      breaker_(TaintBreakerOptions{.node_name = options_.node_name,
+                                   .taint_key = options_.taint_key,
+                                   .max_tainted_share = options_.max_tainted_share,
+                                   .gpu_node_selector = options_.gpu_node_selector,
+                                   .breaker_namespace = options_.breaker_namespace,
+                                   .breaker_name = options_.breaker_name,
+                                   .clock = clock},
+               api) {
+  // A change of this node by someone else (an admin removing the taint, the kubelet, the
+  // remediator's requests): look now.
+  node_.AddListener([this](const std::string&) { Wake(); });
 }
 
 NodeReporter::~NodeReporter() { Stop(); }
@@ -81,9 +88,9 @@ Json NodeReporter::KeepWhatTheReporterReads(const Json& node) {
       }
     }
   }
-  if (const Json& taints = At(At(node, "spec"), "taints"); taints.is_array()) {
-    kept["spec"]["taints"] = taints;
-  }
+  // The whole spec (taints, podCIDR, providerID, unschedulable: small, and what a taint patch
+  // tests).
+  if (const Json& spec = At(node, "spec"); spec.is_object()) kept["spec"] = spec;
   const Json& conditions = At(At(node, "status"), "conditions");
   if (conditions.is_array()) {
     for (const Json& condition : conditions) {
@@ -95,7 +102,10 @@ Json NodeReporter::KeepWhatTheReporterReads(const Json& node) {
   return kept;
 }
 
-void NodeReporter::StartWatching() { gpu_nodes_.Start(); }
+void NodeReporter::StartWatching() {
+  node_.Start();
+  if (options_.taint) breaker_.Start();
+}
 
 void NodeReporter::Wake() {
   absl::MutexLock lock(&mutex_);
@@ -113,7 +123,8 @@ void NodeReporter::Stop() {
     stopping_ = true;
   }
   if (thread_.joinable()) thread_.join();
-  gpu_nodes_.Stop();
+  breaker_.Stop();
+  node_.Stop();
 }
 
 void NodeReporter::Loop() {
@@ -164,10 +175,10 @@ absl::Status NodeReporter::ReconcileOnce() {
   const std::optional<DesiredCondition> desired = desired_(now);
   if (!node_known_) {
     if (absl::Status read = ReadNode(); !read.ok()) return read;
-  } else if (const std::string cached = gpu_nodes_.ResourceVersionOf(options_.node_name);
+  } else if (const std::string cached = node_.ResourceVersionOf(options_.node_name);
              kube::IsLaterResourceVersion(cached, resource_version_)) {
     // Changed by someone else since we last wrote it (copied only then: this runs every pass).
-    if (const std::optional<Json> node = gpu_nodes_.Get(options_.node_name)) LearnNode(*node);
+    if (const std::optional<Json> node = node_.Get(options_.node_name)) LearnNode(*node);
   }
   if (!desired.has_value()) return absl::OkStatus();
   // An Event not posted yet for a status the verdict has left since (an outage during which it
@@ -196,8 +207,26 @@ absl::Status NodeReporter::ReconcileOnce() {
     if (absl::Status posted = PostEvent(*pending_event_, now); !posted.ok()) return posted;
     pending_event_.reset();
   }
-  if (options_.taint) return ReconcileTaint(*desired, now);
-  return absl::OkStatus();
+  // The faults annotation, when it differs from what the node carries: with the taint change of
+  // this pass when there is one (one write), else on its own.
+  std::optional<std::string> faults;
+  if (faults_ != nullptr) {
+    if (const std::optional<PublishedFaults> published = faults_(now)) {
+      if (FaultsIdentity(*published) != faults_on_node_) {
+        faults = published->faults.empty() ? "" : FaultsToJson(*published);
+      }
+    }
+  }
+  const absl::Status tainted =
+      options_.taint ? ReconcileTaint(*desired, now, &faults) : absl::OkStatus();
+  // Faults not carried by a taint patch go alone — also when the taint could not be decided or
+  // written this pass: the remediator's view of the faults does not wait on the breaker.
+  if (faults.has_value()) {
+    if (absl::Status published = PatchFaults(*faults); !published.ok() && tainted.ok()) {
+      return published;
+    }
+  }
+  return tainted;
 }
 
 absl::StatusOr<Json> NodeReporter::Check(const absl::StatusOr<KubeResponse>& response,
@@ -265,6 +294,13 @@ void NodeReporter::LearnNode(const Json& node) {
   has_taint_ = taint_index_ >= 0;
   owns_taint_ = has_taint_ && owner_annotation;
   stats_.tainted = has_taint_;
+  spec_ = At(node, "spec");
+  if (const std::string faults = StringAt(annotations, kFaultsAnnotation); faults.empty()) {
+    faults_on_node_.clear();
+  } else {
+    auto parsed = ParseFaults(faults);
+    faults_on_node_ = parsed.ok() ? FaultsIdentity(*parsed) : "?";
+  }
   on_node_.reset();
   const Json& conditions = At(At(node, "status"), "conditions");
   for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
@@ -384,7 +420,8 @@ absl::Status NodeReporter::PostEvent(PendingEvent& pending, absl::Time now) {
   return absl::OkStatus();
 }
 
-absl::Status NodeReporter::ReconcileTaint(const DesiredCondition& desired, absl::Time now) {
+absl::Status NodeReporter::ReconcileTaint(const DesiredCondition& desired, absl::Time now,
+                                          std::optional<std::string>* faults) {
   if (desired.status != "False") healthy_since_ = absl::InfinitePast();
   if (desired.status == "True") {
     if (!desired.actionable) {
@@ -403,7 +440,7 @@ absl::Status NodeReporter::ReconcileTaint(const DesiredCondition& desired, absl:
     auto allowed = TaintAllowed();
     if (!allowed.ok()) return allowed.status();
     if (!*allowed) return absl::OkStatus();
-    return AddTaint(now);
+    return AddTaint(now, faults);
   }
   withholding_ = false;
   if (desired.status != "False") return absl::OkStatus();  // Unknown: neither add nor remove
@@ -411,33 +448,13 @@ absl::Status NodeReporter::ReconcileTaint(const DesiredCondition& desired, absl:
   if (healthy_since_ == absl::InfinitePast()) healthy_since_ = now;
   if (!has_taint_ || !owns_taint_) return absl::OkStatus();  // never remove someone else's
   if (now - healthy_since_ < options_.untaint_after) return absl::OkStatus();
-  return RemoveTaint();
+  return RemoveTaint(faults);
 }
 
 absl::StatusOr<bool> NodeReporter::TaintAllowed() {
-  if (!gpu_nodes_.synced()) {
-    return absl::UnavailableError(fmt::format(
-        "deciding whether node {} may be tainted: the GPU nodes ({}) are not listed yet (the "
-        "informer's log says why)",
-        options_.node_name, options_.gpu_node_selector));
-  }
-  size_t nodes = 0, tainted = 0;
-  bool self_listed = false;
-  gpu_nodes_.ForEach([&](const std::string& name, const Json& node) {
-    ++nodes;
-    if (name == options_.node_name) self_listed = true;
-    const Json& taints = At(At(node, "spec"), "taints");
-    if (!taints.is_array()) return;
-    for (const Json& taint : taints) {
-      if (StringAt(taint, "key") == options_.taint_key) {
-        ++tainted;
-        return;
-      }
-    }
-  });
-  if (!self_listed) ++nodes;  // this node has GPUs even if its labels do not say so
-  const size_t limit = MaxTaintedNodes(options_.max_tainted_share, nodes);
-  if (tainted + 1 <= limit) {
+  auto decision = breaker_.Decide();
+  if (!decision.ok()) return decision.status();
+  if (decision->allowed) {
     refusing_ = false;
     return true;
   }
@@ -445,21 +462,37 @@ absl::StatusOr<bool> NodeReporter::TaintAllowed() {
   if (!refusing_) {
     spdlog::error(
         "kubernetes: NOT tainting node {} although a GPU fails: {} of {} GPU nodes ({}) already "
-        "carry {}, and at most {} may (--max-tainted-share {}). A fleet-wide fault this large is "
-        "more likely a false alarm (driver roll-out, bad health policy) than broken GPUs; check "
-        "the other nodes' verdicts",
-        options_.node_name, tainted, nodes, options_.gpu_node_selector, options_.taint_key, limit,
-        options_.max_tainted_share);
+        "carry {}, and at most {} may (--max-tainted-share {}; decided by {}{}). A fleet-wide "
+        "fault this large is more likely a false alarm (driver roll-out, bad health policy) than "
+        "broken GPUs; check the other nodes' verdicts",
+        options_.node_name, decision->tainted_nodes, decision->gpu_nodes,
+        options_.gpu_node_selector, options_.taint_key, decision->max_tainted_nodes,
+        options_.max_tainted_share,
+        decision->source == BreakerSource::kRemediator ? "the remediator's circuit breaker"
+                                                       : "this check's own count",
+        decision->fallback_why.empty() ? "" : ": " + decision->fallback_why);
     refusing_ = true;
   }
   return false;
 }
 
-absl::Status NodeReporter::AddTaint(absl::Time now) {
+void NodeReporter::AddFaultsOps(const std::string& faults, Json* ops) const {
+  const std::string path = "/metadata/annotations/" + PointerToken(kFaultsAnnotation);
+  if (faults.empty()) {
+    if (!faults_on_node_.empty()) ops->push_back({{"op", "remove"}, {"path", path}});
+  } else {
+    // "add" replaces a member that is there: one op either way (the annotations exist by now:
+    // the ownership annotation is added before it when they did not).
+    ops->push_back({{"op", "add"}, {"path", path}, {"value", faults}});
+  }
+}
+
+absl::Status NodeReporter::AddTaint(absl::Time now, std::optional<std::string>* faults) {
   const Json taint = {{"key", options_.taint_key}, {"effect", "NoSchedule"}};
   Json ops = Json::array();
-  ops.push_back(
-      {{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", resource_version_}});
+  // The spec as last seen: a concurrent change of the taints (or anything else in the spec) makes
+  // the server refuse the patch; writes of metadata or status by others do not.
+  ops.push_back({{"op", "test"}, {"path", "/spec"}, {"value", spec_}});
   if (has_taints_) {
     ops.push_back({{"op", "add"}, {"path", "/spec/taints/-"}, {"value", taint}});
   } else {
@@ -470,10 +503,15 @@ absl::Status NodeReporter::AddTaint(absl::Time now) {
                    {"path", "/metadata/annotations/" + PointerToken(kTaintOwnerAnnotation)},
                    {"value", options_.taint_key}});
   } else {
+    // Adding the whole map would replace one someone just created: only on the version read.
+    ops.insert(
+        ops.begin(),
+        Json{{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", resource_version_}});
     ops.push_back({{"op", "add"},
                    {"path", "/metadata/annotations"},
                    {"value", {{kTaintOwnerAnnotation, options_.taint_key}}}});
   }
+  if (faults->has_value()) AddFaultsOps(**faults, &ops);
   auto node =
       Check(api_->Call("PATCH", "/api/v1/nodes/" + options_.node_name, kJsonPatch, ops.dump()),
             fmt::format("tainting node {}", options_.node_name));
@@ -482,17 +520,21 @@ absl::Status NodeReporter::AddTaint(absl::Time now) {
   ++stats_.taints_added;
   spdlog::warn("kubernetes: tainted node {} with {}:NoSchedule at {} (a GPU fails)",
                options_.node_name, options_.taint_key, kube::Time(now));
+  if (faults->has_value()) {
+    ++stats_.faults_published;
+    faults->reset();
+  }
   return absl::OkStatus();
 }
 
-absl::Status NodeReporter::RemoveTaint() {
+absl::Status NodeReporter::RemoveTaint(std::optional<std::string>* faults) {
   const std::string index = std::to_string(taint_index_);
-  const Json ops = Json::array(
-      {{{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", resource_version_}},
-       {{"op", "test"}, {"path", "/spec/taints/" + index + "/key"}, {"value", options_.taint_key}},
-       {{"op", "remove"}, {"path", "/spec/taints/" + index}},
-       {{"op", "remove"},
-        {"path", "/metadata/annotations/" + PointerToken(kTaintOwnerAnnotation)}}});
+  Json ops =
+      Json::array({{{"op", "test"}, {"path", "/spec"}, {"value", spec_}},
+                   {{"op", "remove"}, {"path", "/spec/taints/" + index}},
+                   {{"op", "remove"},
+                    {"path", "/metadata/annotations/" + PointerToken(kTaintOwnerAnnotation)}}});
+  if (faults->has_value()) AddFaultsOps(**faults, &ops);
   auto node =
       Check(api_->Call("PATCH", "/api/v1/nodes/" + options_.node_name, kJsonPatch, ops.dump()),
             fmt::format("removing the taint of node {}", options_.node_name));
@@ -502,6 +544,27 @@ absl::Status NodeReporter::RemoveTaint() {
   spdlog::info("kubernetes: removed the {}:NoSchedule taint of node {} (healthy for {})",
                options_.taint_key, options_.node_name,
                absl::FormatDuration(options_.untaint_after));
+  if (faults->has_value()) {
+    ++stats_.faults_published;
+    faults->reset();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NodeReporter::PatchFaults(const std::string& faults) {
+  // A merge patch of one annotation of ours: no precondition needed, nothing else is touched.
+  const Json patch = {
+      {"metadata",
+       {{"annotations", {{kFaultsAnnotation, faults.empty() ? Json(nullptr) : Json(faults)}}}}}};
+  auto node =
+      Check(api_->Call("PATCH", "/api/v1/nodes/" + options_.node_name, kMergePatch, patch.dump()),
+            fmt::format("publishing the GPU faults of node {}", options_.node_name));
+  if (!node.ok()) return node.status();
+  LearnNode(*node);
+  ++stats_.faults_published;
+  spdlog::info("kubernetes: node {}: {}", options_.node_name,
+               faults.empty() ? "no GPU fault any more (vigil.dev/gpu-faults removed)"
+                              : "GPU faults published (vigil.dev/gpu-faults)");
   return absl::OkStatus();
 }
 

@@ -9,22 +9,29 @@
 // - with `taint`, a NoSchedule taint while a GPU FAILs, removed only after the node has been
 //   healthy (False, not Unknown) for `untaint_after` — hysteresis against flapping — and never
 //   removed when this check did not add it (an annotation on the node records ownership, so a
-//   restart of the check keeps it); not added when more than `max_tainted_share` of the
-//   cluster's GPU nodes already carry it — a circuit breaker against a fleet-wide false alarm
-//   (logged once per episode and counted).
-// The cluster's GPU nodes (the breaker's count) and this node's own object come from an informer
-// (LIST then WATCH, kube/informer.h) the reporter owns: a pass that has nothing to write makes
-// no request, and a taint decision makes no LIST. The node is read with a GET only at start and
-// after a conflict (when the cached copy is known to be stale).
-// Taint changes are JSON patches that first test the node's resourceVersion, so a concurrent
-// change (the kubelet, an admin, another controller) makes them fail with 422/409 instead of
-// clobbering a taint list that moved; the reporter then re-reads the node and tries again.
+//   restart of the check keeps it); not added while the tainted-share circuit breaker is open
+//   (healthcheck/taint_breaker.h: the remediator's published decision, or the check's own count
+//   when none is seen) — against a fleet-wide false alarm (logged once per episode and counted);
+// - with a faults source (`--remediation`), the vigil.dev/gpu-faults annotation the remediator
+//   reads: written when the faults change — in the same request as a taint change due in that
+//   pass, else as a merge patch of that one annotation — so one transition is one condition
+//   write, one Event and one node write, and no write of the check's tests a version its own
+//   earlier write moved.
+// The check watches its own Node only (an informer with fieldSelector metadata.name=NODE, as the
+// kubelet watches its own): no request or watch of the check grows with the fleet. A pass that
+// has nothing to write makes no request; the node is read with a GET only at start and after a
+// conflict (when the cached copy is known to be stale).
+// Taint changes are JSON patches that first `test` the node's spec as last seen, so a concurrent
+// change of the taints (the kubelet, an admin, another controller) makes them fail with 422
+// instead of clobbering a list that moved, while writes of metadata or status by others (the
+// kubelet's status, the remediator's annotations) do not; the reporter then re-reads the node and
+// tries again.
 // API errors and conflicts (409, 422, 429, 5xx, no answer) are retried with backoff by the
 // reporter's own thread: nothing here blocks the health check's endpoints.
-// Threads: its own (`vigil-kube`, after Start()) and the informer's (`vigil-informer`, after
+// Threads: its own (`vigil-kube`, after Start()) and the informers' (`vigil-informer`, after
 // StartWatching()).
-// Thread-safety: Wake(), stats() and gpu_nodes() from any thread; ReconcileOnce() from one thread
-// at a time (the reporter's own after Start(), or a test's).
+// Thread-safety: Wake(), stats(), node_watch() and breaker() from any thread; ReconcileOnce() from
+// one thread at a time (the reporter's own after Start(), or a test's).
 #pragma once
 
 #include <atomic>
@@ -39,7 +46,9 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "api/node_condition.h"
+#include "api/remediation.h"
 #include "common/clock.h"
+#include "healthcheck/taint_breaker.h"
 #include "kube/informer.h"
 #include "kube/kube_api.h"
 #include "nlohmann/json.hpp"
@@ -55,6 +64,9 @@ struct NodeReporterOptions {
   double max_tainted_share = 0.5;
   std::string gpu_node_selector = "nvidia.com/gpu.present=true";
   absl::Duration heartbeat = absl::Minutes(5);
+  // The remediator's published circuit breaker (api/circuit_breaker.h).
+  std::string breaker_namespace = std::string(kDefaultBreakerNamespace);
+  std::string breaker_name = std::string(kBreakerConfigMapName);
 };
 
 // Events: a repeat of the same type and reason within this window is a series update; at most
@@ -91,7 +103,8 @@ struct NodeReporterStats {
   std::atomic<uint64_t> taint_refusals{0};
   // Taints not added because the failure is a drill's without --allow-actions (once per drill).
   std::atomic<uint64_t> taints_withheld{0};
-  std::atomic<bool> tainted{false};  // the node carries the taint (ours or not)
+  std::atomic<uint64_t> faults_published{0};  // writes of the gpu-faults annotation
+  std::atomic<bool> tainted{false};           // the node carries the taint (ours or not)
 };
 
 class NodeReporter {
@@ -101,8 +114,14 @@ class NodeReporter {
   // the reconciling thread; must not block.
   using DesiredSource = std::function<std::optional<DesiredCondition>(absl::Time now)>;
 
-  // `api` and `clock` are not owned and must outlive the reporter.
-  NodeReporter(NodeReporterOptions options, KubeApi* api, Clock* clock, DesiredSource desired);
+  // The node's FAIL incidents to publish at `now` (remediation's hand-off); nullopt: no fresh
+  // verdict, leave the annotation as it is. Called on the reconciling thread; must not block.
+  using FaultsSource = std::function<std::optional<PublishedFaults>(absl::Time now)>;
+
+  // `api` and `clock` are not owned and must outlive the reporter. `faults` may be null (no
+  // --remediation: the annotation is not written).
+  NodeReporter(NodeReporterOptions options, KubeApi* api, Clock* clock, DesiredSource desired,
+               FaultsSource faults = nullptr);
   ~NodeReporter();
 
   // The desired condition may have changed: reconcile soon (wakes the reporter's thread).
@@ -117,13 +136,14 @@ class NodeReporter {
   absl::Status ReconcileOnce();
   const NodeReporterStats& stats() const { return stats_; }
   const NodeReporterOptions& options() const { return options_; }
-  // The cluster's GPU nodes as the reporter sees them (reduced to what it reads).
-  const Informer& gpu_nodes() const { return gpu_nodes_; }
+  // This node's object as the reporter watches it (reduced to what it reads).
+  const Informer& node_watch() const { return node_; }
+  const TaintBreaker& breaker() const { return breaker_; }
 
-  // What the informer keeps of a Node: name, uid, resourceVersion, the ownership annotation
+  // What the informer keeps of the Node: name, uid, resourceVersion, the ownership annotation
   // (and whether there are annotations at all, which a JSON patch must know), remediation's
-  // hand-off annotations (for the relay), every taint (a JSON patch addresses them by index) and
-  // the GpuProblem condition.
+  // hand-off annotations (for the relay and the faults), the spec (the taint patches test it
+  // whole; a JSON patch addresses taints by index) and the GpuProblem condition.
   static nlohmann::json KeepWhatTheReporterReads(const nlohmann::json& node);
 
  private:
@@ -141,9 +161,16 @@ class NodeReporter {
   // `changed`: what the condition says changed (else a heartbeat); logged when it did.
   absl::Status PatchCondition(const DesiredCondition& desired, bool changed, absl::Time now);
   absl::Status PostEvent(PendingEvent& pending, absl::Time now);
-  absl::Status ReconcileTaint(const DesiredCondition& desired, absl::Time now);
-  absl::Status AddTaint(absl::Time now);
-  absl::Status RemoveTaint();
+  // `faults`: the faults annotation's new value ("" removes it) when it is due too; a taint
+  // patch sent in this pass carries it, and then it is reset.
+  absl::Status ReconcileTaint(const DesiredCondition& desired, absl::Time now,
+                              std::optional<std::string>* faults);
+  absl::Status AddTaint(absl::Time now, std::optional<std::string>* faults);
+  absl::Status RemoveTaint(std::optional<std::string>* faults);
+  // The ops that set (or remove, for "") the faults annotation, appended to a JSON patch.
+  void AddFaultsOps(const std::string& faults, nlohmann::json* ops) const;
+  // The faults annotation alone, as a merge patch.
+  absl::Status PatchFaults(const std::string& faults);
   // Whether the circuit breaker lets this node be tainted now.
   absl::StatusOr<bool> TaintAllowed();
   // A 2xx answer's body as JSON; anything else an error that says what failed (a 409/422
@@ -155,8 +182,10 @@ class NodeReporter {
   KubeApi* const api_;
   Clock* const clock_;
   const DesiredSource desired_;
+  const FaultsSource faults_;
   NodeReporterStats stats_;
-  Informer gpu_nodes_;
+  Informer node_;
+  TaintBreaker breaker_;
   std::thread thread_;
 
   absl::Mutex mutex_;
@@ -172,6 +201,9 @@ class NodeReporter {
   absl::Time condition_written_ = absl::InfinitePast();
   bool has_taint_ = false, owns_taint_ = false, has_annotations_ = false, has_taints_ = false;
   int taint_index_ = -1;
+  nlohmann::json spec_;  // the node's spec as last seen (what a taint patch tests)
+  // The identity (FaultsIdentity) of the faults annotation the node carries; "?" unreadable.
+  std::string faults_on_node_;
   absl::Time healthy_since_ = absl::InfinitePast();
   bool refusing_ = false;     // log a circuit-breaker refusal once per episode
   bool withholding_ = false;  // log and count a drill's withheld taint once per drill

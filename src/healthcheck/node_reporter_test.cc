@@ -6,6 +6,7 @@
 
 #include <fstream>
 
+#include "api/circuit_breaker.h"
 #include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -46,21 +47,58 @@ class NodeReporterTest : public ::testing::Test {
                   Json::array({{{"key", "dedicated"}, {"value", "ml"}, {"effect", "NoSchedule"}}}));
   }
 
-  // A reporter whose informer has listed the GPU nodes and watches them.
+  // A reporter whose informers have listed its node (and, with a taint, the breaker's
+  // ConfigMap) and watch them.
   std::unique_ptr<NodeReporter> Reporter(NodeReporterOptions options = {}) {
     options.node_name = "gpu-1";
-    auto reporter = std::make_unique<NodeReporter>(options, kube_.get(), &clock_,
-                                                   [this](absl::Time) { return desired_; });
+    auto reporter = std::make_unique<NodeReporter>(
+        options, kube_.get(), &clock_, [this](absl::Time) { return desired_; },
+        [this](absl::Time) { return faults_; });
     const int watches = api_->watches_opened();
     reporter->StartWatching();
-    EXPECT_TRUE(vigil::testing::Eventually(
-        [&] { return reporter->gpu_nodes().synced() && api_->watches_opened() == watches + 1; }));
+    EXPECT_TRUE(vigil::testing::Eventually([&] {
+      return reporter->node_watch().synced() &&
+             (!options.taint || reporter->breaker().watch().synced()) &&
+             api_->watches_opened() == watches + (options.taint ? 2 : 1);
+    }));
     return reporter;
   }
-  // Waits until the reporter's informer has seen the fake's latest change.
+  // Waits until the reporter's watch has seen the fake's latest change of its node.
   bool Seen(const NodeReporter& reporter) {
-    return vigil::testing::Eventually(
-        [&] { return reporter.gpu_nodes().resource_version() == api_->resource_version(); });
+    return vigil::testing::Eventually([&] {
+      return reporter.node_watch().ResourceVersionOf("gpu-1") ==
+             api_->Node("gpu-1")["metadata"]["resourceVersion"].get<std::string>();
+    });
+  }
+  // The remediator's breaker as it would publish it, renewed `age` ago.
+  void PublishBreaker(BreakerState state, size_t tainted, size_t nodes,
+                      absl::Duration age = absl::ZeroDuration(),
+                      const std::string& key = "vigil.dev/gpu-problem") {
+    api_->SetConfigMap("vigil", "vigil-circuit-breaker",
+                       BreakerToData({.state = state,
+                                      .taint_key = key,
+                                      .tainted_nodes = tainted,
+                                      .gpu_nodes = nodes,
+                                      .max_tainted_nodes = MaxTaintedNodes(0.5, nodes),
+                                      .changed = clock_.Now() - age,
+                                      .renewed = clock_.Now() - age,
+                                      .decided_by = "vigil-remediator-0"}));
+  }
+  // Waits until the reporter's breaker watch has the ConfigMap's latest version.
+  bool BreakerSeen(const NodeReporter& reporter) {
+    return vigil::testing::Eventually([&] {
+      const Json config_map = api_->ConfigMap("vigil", "vigil-circuit-breaker");
+      return reporter.breaker().watch().ResourceVersionOf("vigil/vigil-circuit-breaker") ==
+             (config_map.is_null() ? "" : config_map["metadata"].value("resourceVersion", ""));
+    });
+  }
+  // The requests that counted the GPU nodes (the breaker's fallback).
+  int GpuNodeLists() {
+    int lists = 0;
+    for (const KubeRequest& request : api_->Requests()) {
+      lists += request.list() && request.params.contains("labelSelector");
+    }
+    return lists;
   }
 
   Json Condition() {
@@ -92,6 +130,7 @@ class NodeReporterTest : public ::testing::Test {
   FakeClock clock_{absl::FromUnixSeconds(1'800'000'000)};
   std::unique_ptr<InClusterKube> kube_;
   std::optional<DesiredCondition> desired_;
+  std::optional<PublishedFaults> faults_;  // null: the source has no fresh verdict
 };
 
 TEST_F(NodeReporterTest, ConditionTransitionTimeMovesOnlyOnChangeAndEachTransitionPostsAnEvent) {
@@ -174,7 +213,8 @@ TEST_F(NodeReporterTest, ConditionTransitionTimeMovesOnlyOnChangeAndEachTransiti
 // to FAIL costs two node writes (status, taint) and one Event, and its taint decision reads the
 // watched GPU nodes, not the API. Every request names Vigil and its version.
 TEST_F(NodeReporterTest, SteadyStateWritesOnlyAtTheHeartbeatAndATransitionCostsTwoNodeWrites) {
-  auto reporter = Reporter({.taint = true});  // the default heartbeat: 5 minutes
+  PublishBreaker(BreakerState::kClosed, 0, 1);  // a remediator decides the breaker
+  auto reporter = Reporter({.taint = true});    // the default heartbeat: 5 minutes
   desired_ = DesiredCondition{.status = "False",
                               .reason = "GpuWarning",
                               .message = "seq 1: throttled for power for 7.9 s",
@@ -208,7 +248,8 @@ TEST_F(NodeReporterTest, SteadyStateWritesOnlyAtTheHeartbeatAndATransitionCostsT
   EXPECT_EQ(requests[0].path, "/api/v1/nodes/gpu-1/status");
   EXPECT_EQ(requests[1].path, "/api/v1/namespaces/default/events");
   EXPECT_EQ(requests[2].path, "/api/v1/nodes/gpu-1");  // the taint
-  EXPECT_EQ(api_->Requests().size(), 3u) << "no reads either: no LIST for the taint decision";
+  EXPECT_EQ(api_->Requests().size(), 3u)
+      << "no reads either: the taint decision is the remediator's published breaker";
   EXPECT_THAT(TaintKeys(), ::testing::ElementsAre("dedicated", "vigil.dev/gpu-problem"));
 }
 
@@ -216,6 +257,7 @@ TEST_F(NodeReporterTest, SteadyStateWritesOnlyAtTheHeartbeatAndATransitionCostsT
 // learns it from the watch, without a GET, and puts the taint back — it is the desired state
 // while a GPU fails.
 TEST_F(NodeReporterTest, AChangeByAnotherClientIsLearnedFromTheWatch) {
+  PublishBreaker(BreakerState::kClosed, 0, 1);
   auto reporter = Reporter({.taint = true});
   desired_ = kFailed;
   ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
@@ -350,8 +392,12 @@ TEST_F(NodeReporterTest, TaintOnFailRemovedOnlyAfterHealthyForTheHysteresisPerio
   EXPECT_EQ(taint.path, "/api/v1/nodes/gpu-1");
   EXPECT_EQ(taint.content_type, "application/json-patch+json");
   const Json ops = Json::parse(taint.body);
+  // The node has no annotations: the map is created only on the version read. The spec is
+  // tested whole (the taint list is not clobbered).
   EXPECT_EQ(ops[0]["op"], "test");
   EXPECT_EQ(ops[0]["path"], "/metadata/resourceVersion");
+  EXPECT_EQ(ops[1]["op"], "test");
+  EXPECT_EQ(ops[1]["path"], "/spec");
   EXPECT_TRUE(reporter->stats().tainted.load());
 
   // Healthy for 4 minutes, a blip of Unknown (restarts the clock), then healthy again.
@@ -401,32 +447,167 @@ TEST_F(NodeReporterTest, NeverRemovesATaintItDidNotAdd) {
   EXPECT_EQ(reporter->stats().taints_removed.load(), 0u);
 }
 
-TEST_F(NodeReporterTest, CircuitBreakerRefusesWhenTooManyGpuNodesAreTainted) {
+// No remediator publishes the breaker: the check keeps today's rule on a count of its own, one
+// LIST of the GPU nodes when a taint is to be decided (it watches no other node).
+TEST_F(NodeReporterTest, WithoutTheRemediatorsBreakerTheCheckCountsTheGpuNodesItself) {
   const Json ours = Json::array({{{"key", "vigil.dev/gpu-problem"}, {"effect", "NoSchedule"}}});
   api_->AddNode("gpu-2", {{"nvidia.com/gpu.present", "true"}}, ours);
   api_->AddNode("gpu-3", {{"nvidia.com/gpu.present", "true"}}, ours);
   api_->AddNode("gpu-4", {{"nvidia.com/gpu.present", "true"}});
   api_->AddNode("cpu-1", {{"kubernetes.io/os", "linux"}}, ours);  // not a GPU node
   auto reporter = Reporter({.taint = true, .max_tainted_share = 0.5});
-  EXPECT_EQ(reporter->gpu_nodes().size(), 4u) << "the CPU node is not watched";
+  EXPECT_EQ(reporter->node_watch().size(), 1u) << "only its own node is watched";
+  std::string why;
+  EXPECT_FALSE(reporter->breaker().Published(&why).has_value());
+  EXPECT_THAT(why, HasSubstr("no configmap vigil/vigil-circuit-breaker"));
   api_->ClearRequests();
   desired_ = kFailed;
   ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
   EXPECT_EQ(TaintKeys().size(), 1u) << "2 of 4 GPU nodes tainted already: the limit is 2";
   EXPECT_EQ(Condition()["status"], "True") << "the condition still says what is wrong";
   EXPECT_EQ(reporter->stats().taint_refusals.load(), 1u);
-  for (const KubeRequest& request : api_->Requests()) {
-    EXPECT_NE(request.path, "/api/v1/nodes") << "the decision is answered from the watch";
-  }
+  EXPECT_EQ(GpuNodeLists(), 1) << "one count for the decision";
+  EXPECT_EQ(reporter->breaker().stats().own_counts.load(), 1u);
+  EXPECT_EQ(reporter->breaker().StatusJson()["source"], "own-count");
 
-  // One of them recovers: the watch brings the change, and now this node may be tainted.
+  // One of them recovers: the next decision counts again, and now this node may be tainted.
   api_->ModifyNode("gpu-3", [](Json& node) { node["spec"].erase("taints"); });
-  ASSERT_TRUE(Seen(*reporter));
+  api_->ClearRequests();
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_EQ(TaintKeys().size(), 2u);
+  EXPECT_EQ(GpuNodeLists(), 1);
+  EXPECT_EQ(api_->Requests().back().path, "/api/v1/nodes/gpu-1");
+}
+
+// The remediator publishes the breaker: the check obeys it without a LIST, and learns of its
+// opening and closing from its watch of that one object.
+TEST_F(NodeReporterTest, TheRemediatorsPublishedBreakerDecidesWithoutAList) {
+  PublishBreaker(BreakerState::kOpen, 2, 4);
+  auto reporter = Reporter({.taint = true, .max_tainted_share = 0.5});
+  api_->ClearRequests();
+  desired_ = kFailed;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_EQ(TaintKeys().size(), 1u) << "the breaker is open";
+  EXPECT_EQ(reporter->stats().taint_refusals.load(), 1u);
+  EXPECT_EQ(GpuNodeLists(), 0);
+  const Json status = reporter->breaker().StatusJson();
+  EXPECT_EQ(status["source"], "remediator");
+  EXPECT_EQ(status["state"], "open");
+  EXPECT_EQ(status["tainted_nodes"], 2);
+  EXPECT_THAT(reporter->breaker().Metrics(),
+              HasSubstr("vigil_healthcheck_kube_breaker_published 1\n"));
+
+  // The remediator closes it (a tainted node recovered): one watch event, and the taint follows.
+  PublishBreaker(BreakerState::kClosed, 1, 4);
+  ASSERT_TRUE(BreakerSeen(*reporter));
   api_->ClearRequests();
   ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
   EXPECT_EQ(TaintKeys().size(), 2u);
   ASSERT_EQ(api_->Requests().size(), 1u) << "one taint patch, no read";
   EXPECT_EQ(api_->Requests()[0].path, "/api/v1/nodes/gpu-1");
+  EXPECT_EQ(reporter->breaker().stats().decisions_published.load(), 2u);
+}
+
+// A breaker the check cannot trust is not used: one not renewed for longer than
+// kBreakerStaleAfter (a remediator gone or stuck), or one counting another taint; the count of its
+// own decides, and /status says why.
+TEST_F(NodeReporterTest, AStaleOrForeignBreakerFallsBackToTheChecksOwnCount) {
+  PublishBreaker(BreakerState::kOpen, 2, 4, absl::Minutes(20));
+  auto reporter = Reporter({.taint = true});
+  std::string why;
+  EXPECT_FALSE(reporter->breaker().Published(&why).has_value());
+  EXPECT_THAT(why, HasSubstr("last renewed 20m ago"));
+  EXPECT_THAT(reporter->breaker().Metrics(),
+              HasSubstr("vigil_healthcheck_kube_breaker_published 0\n"));
+  PublishBreaker(BreakerState::kOpen, 2, 4, absl::ZeroDuration(), "example.com/other");
+  ASSERT_TRUE(BreakerSeen(*reporter));
+  EXPECT_FALSE(reporter->breaker().Published(&why).has_value());
+  EXPECT_THAT(why, HasSubstr("counts taint example.com/other"));
+  desired_ = kFailed;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_EQ(TaintKeys().size(), 2u) << "its own count: 0 of 1 GPU node tainted";
+  EXPECT_EQ(GpuNodeLists(), 1);
+  EXPECT_THAT(reporter->breaker().StatusJson()["why"].get<std::string>(),
+              HasSubstr("counts taint example.com/other"));
+}
+
+// The node's watch is its own: another node's writes are not sent to it.
+TEST_F(NodeReporterTest, TheCheckWatchesOnlyItsOwnNode) {
+  api_->AddNode("gpu-2", {{"nvidia.com/gpu.present", "true"}});
+  auto reporter = Reporter();
+  for (const KubeRequest& request : api_->Requests()) {
+    if (request.path != "/api/v1/nodes") continue;
+    EXPECT_EQ(request.params.at("fieldSelector"), "metadata.name=gpu-1");
+    EXPECT_FALSE(request.params.contains("labelSelector"));
+  }
+  const uint64_t before = api_->watch_events("Node");
+  for (int i = 0; i < 5; ++i) {
+    api_->ModifyNode("gpu-2", [i](Json& node) { node["metadata"]["labels"]["round"] = i; });
+  }
+  api_->ModifyNode("gpu-1", [](Json& node) { node["metadata"]["labels"]["touched"] = "yes"; });
+  ASSERT_TRUE(Seen(*reporter));
+  EXPECT_EQ(api_->watch_events("Node") - before, 1u) << "gpu-2's five writes reach no one";
+}
+
+// With --remediation the faults go with the taint: a transition is one condition write, one
+// Event and one node write, and nothing the check writes tests a version its own write moved.
+TEST_F(NodeReporterTest, TheFaultsGoWithTheTaintInOneWriteAndNothingConflicts) {
+  PublishBreaker(BreakerState::kClosed, 0, 1);
+  api_->ModifyNode("gpu-1", [](Json& node) {
+    node["metadata"]["annotations"] = {{"node.alpha.kubernetes.io/ttl", "0"}};
+  });
+  auto reporter = Reporter({.taint = true, .untaint_after = absl::Minutes(5)});
+  desired_ = kHealthy;
+  faults_ = PublishedFaults{.engine = "e1", .seq = 10};
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  api_->ClearRequests();
+  desired_ = kFailed;
+  faults_->seq = 11;
+  faults_->faults.push_back({.gpu = 3,
+                             .uuid = "GPU-abc",
+                             .system = "driver",
+                             .code = "DCGM_FR_FALLEN_OFF_BUS",
+                             .action = v1::RECOMMENDED_ACTION_REBOOT});
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  std::vector<KubeRequest> writes = Writes();
+  ASSERT_EQ(writes.size(), 3u);
+  EXPECT_EQ(writes[0].path, "/api/v1/nodes/gpu-1/status");
+  EXPECT_EQ(writes[1].path, "/api/v1/namespaces/default/events");
+  EXPECT_EQ(writes[2].path, "/api/v1/nodes/gpu-1");
+  EXPECT_EQ(writes[2].content_type, "application/json-patch+json");
+  Json node = api_->Node("gpu-1");
+  EXPECT_THAT(TaintKeys(), ::testing::ElementsAre("dedicated", "vigil.dev/gpu-problem"));
+  auto published = ParseFaults(node["metadata"]["annotations"].value("vigil.dev/gpu-faults", ""));
+  ASSERT_TRUE(published.ok()) << published.status();
+  EXPECT_EQ(published->faults.at(0).code, "DCGM_FR_FALLEN_OFF_BUS");
+  EXPECT_EQ(node["metadata"]["annotations"]["node.alpha.kubernetes.io/ttl"], "0");
+  EXPECT_EQ(reporter->stats().conflicts.load(), 0u);
+  EXPECT_EQ(reporter->stats().faults_published.load(), 1u);
+
+  // A new verdict's seq is no news; the kubelet's and the remediator's writes of the node's
+  // metadata or status do not make the next taint change conflict.
+  faults_->seq = 12;
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_EQ(Writes().size(), 3u);
+  api_->ModifyNode("gpu-1", [](Json& node) {
+    node["metadata"]["annotations"]["vigil.dev/remediation"] = "{}";
+    node["status"]["conditions"][0]["lastHeartbeatTime"] = "2027-01-15T08:00:10Z";
+  });
+  // Recovered: the faults go at once (alone), the taint after the hysteresis.
+  api_->ClearRequests();
+  desired_ = kHealthy;
+  faults_->faults.clear();
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  writes = Writes();
+  ASSERT_EQ(writes.size(), 3u);
+  EXPECT_EQ(writes[2].content_type, "application/merge-patch+json");
+  EXPECT_FALSE(api_->Node("gpu-1")["metadata"]["annotations"].contains("vigil.dev/gpu-faults"));
+  clock_.Advance(absl::Minutes(5));
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_THAT(TaintKeys(), ::testing::ElementsAre("dedicated"));
+  EXPECT_EQ(reporter->stats().conflicts.load(), 0u)
+      << "the node moved (metadata, status) but its spec did not";
+  EXPECT_EQ(api_->Node("gpu-1")["metadata"]["annotations"]["vigil.dev/remediation"], "{}");
 }
 
 TEST_F(NodeReporterTest, TheFirstTaintIsAlwaysAllowed) {

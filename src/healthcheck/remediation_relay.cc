@@ -15,13 +15,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// The faults without the verdict's seq: what a change worth a write is.
-std::string Identity(PublishedFaults faults) {
-  if (faults.faults.empty()) return "";
-  faults.seq = 0;
-  return FaultsToJson(faults);
-}
-
 void AddFaults(const v1::SystemHealth& system, PublishedFaults* faults) {
   for (const v1::HealthIncident& incident : system.incidents()) {
     if (incident.status() != v1::HEALTH_STATUS_FAIL) continue;
@@ -43,14 +36,8 @@ void AddFaults(const v1::SystemHealth& system, PublishedFaults* faults) {
 }  // namespace
 
 RemediationRelay::RemediationRelay(RelayOptions options, KubeApi* api,
-                                   std::unique_ptr<EngineClient> engine, ViewSource view,
-                                   NodeSource node, PodSource pods)
-    : options_(std::move(options)),
-      api_(api),
-      engine_(std::move(engine)),
-      view_(std::move(view)),
-      node_(std::move(node)),
-      pods_(std::move(pods)) {}
+                                   std::unique_ptr<EngineClient> engine, NodeSource node)
+    : options_(std::move(options)), api_(api), engine_(std::move(engine)), node_(std::move(node)) {}
 
 RemediationRelay::~RemediationRelay() { Stop(); }
 
@@ -145,31 +132,6 @@ absl::Status RemediationRelay::RelayOnce() {
   const std::optional<Json> node = node_();
   if (!node.has_value()) return absl::OkStatus();  // the reporter has not seen the node yet
   const Json& annotations = kube::At(kube::At(*node, "metadata"), "annotations");
-  const HealthView view = view_();
-  // The faults, when the verdict is fresh (a stale one says nothing new).
-  if (view.fresh(options_.clock->Now())) {
-    const PublishedFaults faults = FaultsOf(view, pods_());
-    const std::string identity = Identity(faults);
-    if (!published_.has_value()) {
-      // After a start: what the node already carries, so a restart writes nothing new.
-      const std::string current = kube::StringAt(annotations, kFaultsAnnotation);
-      auto parsed = ParseFaults(current);
-      published_ = current.empty() || !parsed.ok() ? std::string(current.empty() ? "" : "?")
-                                                   : Identity(*parsed);
-    }
-    if (identity != *published_) {
-      const Json value = identity.empty() ? Json(nullptr) : Json(FaultsToJson(faults));
-      if (absl::Status written = Patch({{std::string(kFaultsAnnotation), value}}, "the faults");
-          !written.ok()) {
-        return written;
-      }
-      ++stats_.faults_published;
-      spdlog::info("remediation relay: node {}: {}", options_.node_name,
-                   identity.empty() ? "no GPU fault any more"
-                                    : fmt::format("{} fault(s) published", faults.faults.size()));
-      published_ = identity;
-    }
-  }
   // A request not answered yet (by this process or, before a restart, by another).
   const struct {
     std::string_view request_key, result_key;

@@ -1,9 +1,10 @@
 // The node's side of remediation (`vigil healthcheck --remediation`): the hand-off between the
 // cluster's remediator, which decides, and the node's engine, the only process that touches GPUs.
-// - Publishes the node's FAIL incidents — GPU, system, code, recommended action, whether a drill
-//   injected it and allowed actions — with the pods the kubelet gave each failing GPU (its
-//   pod-resources API), as the vigil.dev/gpu-faults annotation; written when they change, not for
-//   every verdict, and removed when nothing fails.
+// - Says what the node publishes as its FAIL incidents (FaultsOf) — GPU, system, code, recommended
+//   action, whether a drill injected it and allowed actions — with the pods the kubelet gave each
+//   failing GPU (its pod-resources API), for the vigil.dev/gpu-faults annotation; the node
+//   reporter writes it (node_reporter.h), in the same request as a taint it adds, so a transition
+//   costs one node write and never conflicts with itself.
 // - Relays the remediator's vigil.dev/reset-request to the engine's ResetGpu (a privileged call:
 //   the check's engine client needs root over the Unix socket or the engine's token over TCP) and
 //   answers with vigil.dev/reset-result; a vigil.dev/reboot-request writes the reboot sentinel
@@ -11,7 +12,7 @@
 //   id is answered once: a restarted check reads the answer already on the node and does not act
 //   again.
 // Reads its node from the node reporter's informer cache (no request of its own to read it);
-// writes are merge patches of its own annotation keys, so they never clobber the remediator's.
+// writes are merge patches of its own result keys, so they never clobber the remediator's.
 // Threads: its own (`vigil-relay`, after Start()), which may wait for a reset (up to the engine's
 // limit) without holding up the node condition, which the reporter's thread keeps.
 // Thread-safety: Wake() and stats() from any thread; RelayOnce() from one thread at a time (the
@@ -48,7 +49,6 @@ struct RelayOptions {
 };
 
 struct RelayStats {
-  std::atomic<uint64_t> faults_published{0};  // writes of the faults annotation
   std::atomic<uint64_t> resets_done{0}, resets_refused{0}, resets_failed{0};
   std::atomic<uint64_t> reboots_requested{0}, reboots_failed{0};
   std::atomic<uint64_t> api_errors{0};
@@ -56,23 +56,19 @@ struct RelayStats {
 
 class RemediationRelay {
  public:
-  using ViewSource = std::function<HealthView()>;
   // This node's object as the reporter's informer holds it (annotations included); nullopt when
   // it has none yet.
   using NodeSource = std::function<std::optional<nlohmann::json>()>;
-  // The GPU -> pods mapping now; nullopt when the kubelet's API could not be read.
-  using PodSource = std::function<std::optional<GpuPodMap>()>;
-
   // `api` (not owned) outlives the relay; `engine` (owned) may reset GPUs.
   RemediationRelay(RelayOptions options, KubeApi* api, std::unique_ptr<EngineClient> engine,
-                   ViewSource view, NodeSource node, PodSource pods);
+                   NodeSource node);
   ~RemediationRelay();
 
   void Start();
   void Stop();
   // The verdict or the node may have changed: relay soon.
   void Wake();
-  // One pass: publish the faults if they changed, then answer a request not yet answered.
+  // One pass: answer a request not yet answered.
   absl::Status RelayOnce();
   const RelayStats& stats() const { return stats_; }
 
@@ -91,9 +87,7 @@ class RemediationRelay {
   const RelayOptions options_;
   KubeApi* const api_;
   const std::unique_ptr<EngineClient> engine_;
-  const ViewSource view_;
   const NodeSource node_;
-  const PodSource pods_;
   RelayStats stats_;
   std::thread thread_;
 
@@ -102,7 +96,6 @@ class RemediationRelay {
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
 
   // Owned by the relaying thread.
-  std::optional<std::string> published_;          // the faults last written (seq left out); "" none
   std::string answered_reset_, answered_reboot_;  // request ids answered by this process
   // The outcome of a request acted on whose answer could not be written yet.
   std::optional<ActionResult> unwritten_reset_, unwritten_reboot_;

@@ -6,6 +6,7 @@
 #include "common/status.h"
 #include "common/thread.h"
 #include "fmt/format.h"
+#include "kube/list.h"
 #include "kube/object.h"
 #include "spdlog/spdlog.h"
 
@@ -17,12 +18,7 @@ Informer::Informer(KubeApi* api, InformerOptions options)
     : api_(api),
       options_(std::move(options)),
       clock_(options_.clock),
-      selector_query_((options_.label_selector.empty()
-                           ? ""
-                           : "&labelSelector=" + kube::QueryEscape(options_.label_selector)) +
-                      (options_.field_selector.empty()
-                           ? ""
-                           : "&fieldSelector=" + kube::QueryEscape(options_.field_selector))) {}
+      selector_query_(kube::SelectorQuery(options_.label_selector, options_.field_selector)) {}
 
 std::string Informer::KeyOf(const Json& object) {
   const Json& metadata = kube::At(object, "metadata");
@@ -163,57 +159,32 @@ void Informer::Loop() {
   }
 }
 
-namespace {
-
-// The answer to a LIST or WATCH that was not 2xx: what failed, for the log.
-std::string HttpError(std::string_view what, std::string_view path, const KubeResponse& response) {
-  if (response.status == 401 || response.status == 403) {
-    return fmt::format(
-        "{}: {} {}: does the service account's ClusterRole (deploy/) allow list and watch of "
-        "{}?",
-        what, response.status, kube::ApiMessage(response.body), path);
-  }
-  return fmt::format("{}: {} {}", what, response.status, kube::ApiMessage(response.body));
-}
-
-}  // namespace
-
 Informer::Outcome Informer::List(bool consistent) {
   std::map<std::string, Json> listed;
-  std::string continue_token, resource_version;
-  const std::string what = fmt::format("listing {}", options_.description);
-  do {
-    std::string path =
-        fmt::format("{}?limit={}{}", options_.path, options_.page_size, selector_query_);
-    if (!continue_token.empty()) {
-      path += "&continue=" + kube::QueryEscape(continue_token);
-    } else if (!consistent) {
-      path += "&resourceVersion=0";
-    }
-    ++stats_.lists;
-    auto response = api_->Call("GET", path, "", "");
-    if (!response.ok()) return Fail(fmt::format("{}: {}", what, MessageOf(response.status())));
-    // The continue token expired (the list took longer than etcd keeps its revision).
-    if (response->status == 410 && !continue_token.empty()) return Outcome::kGone;
-    if (response->status < 200 || response->status >= 300) {
-      retry_after_ = response->retry_after;
-      return Fail(HttpError(what, options_.path, *response));
-    }
-    const Json page = Json::parse(response->body, nullptr, /*allow_exceptions=*/false);
-    const Json& items = kube::At(page, "items");
-    if (!items.is_array()) return Fail(what + ": the answer is not a list");
-    for (const Json& item : items) {
-      const std::string name = KeyOf(item);
-      if (name.empty()) return Fail(what + ": an item without metadata.name");
-      listed[name] = options_.transform ? options_.transform(item) : item;
-    }
-    const Json& metadata = kube::At(page, "metadata");
-    continue_token = kube::StringAt(metadata, "continue");
-    // A paginated list is one snapshot: every page carries the first page's resourceVersion.
-    if (resource_version.empty()) resource_version = kube::StringAt(metadata, "resourceVersion");
-    if (stopping()) return Fail("stopping");
-  } while (!continue_token.empty());
-  if (resource_version.empty()) return Fail(what + ": the list has no resourceVersion");
+  const kube::ListResult result = kube::ListAll(
+      *api_,
+      {.path = options_.path,
+       .label_selector = options_.label_selector,
+       .field_selector = options_.field_selector,
+       .page_size = options_.page_size,
+       .from_cache = !consistent,
+       .description = options_.description},
+      [&](const Json& item, std::string* error) {
+        const std::string name = KeyOf(item);
+        if (name.empty()) {
+          *error = "an item without metadata.name";
+          return false;
+        }
+        listed[name] = options_.transform ? options_.transform(item) : item;
+        return true;
+      },
+      [this] { return stopping(); });
+  stats_.lists += result.pages;
+  if (result.outcome == kube::ListResult::Outcome::kGone) return Outcome::kGone;
+  if (result.outcome == kube::ListResult::Outcome::kError) {
+    retry_after_ = result.retry_after;
+    return Fail(result.error);
+  }
   std::vector<std::string> changed;
   {
     absl::MutexLock lock(&mutex_);
@@ -225,7 +196,7 @@ Informer::Outcome Informer::List(bool consistent) {
       if (!objects_.contains(name)) changed.push_back(name);
     }
     objects_ = std::move(listed);
-    resource_version_ = resource_version;
+    resource_version_ = result.resource_version;
     synced_ = true;
     last_heard_ = clock_->Now();
   }
@@ -253,7 +224,7 @@ Informer::Outcome Informer::Watch() {
   if (response->status == 410) return Outcome::kGone;
   if (response->status < 200 || response->status >= 300) {
     retry_after_ = response->retry_after;
-    return Fail(HttpError(what, options_.path, *response));
+    return Fail(kube::ListHttpError(what, options_.path, *response));
   }
   // A server that ends every watch at once would make this loop spin: such a watch is an error.
   if (stats_.events + stats_.bookmarks == events_before &&

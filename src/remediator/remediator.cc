@@ -2,6 +2,7 @@
 #include "remediator/remediator.h"
 
 #include <algorithm>
+#include <set>
 
 #include "api/convert.h"
 #include "common/status.h"
@@ -160,8 +161,6 @@ struct Remediator::Pass {
   bool breaker_open = false;
   std::string breaker_why;
   absl::Status first_error;
-  Json status = Json::array();
-  std::map<std::string, int> steps;
 };
 
 // One node's step: the changes it makes to the node, written as one merge patch that names the
@@ -267,7 +266,20 @@ Remediator::Remediator(RemediatorOptions options, KubeApi* api)
                    .label_selector = options_.gpu_node_selector,
                    .transform = KeepWhatTheRemediatorReads,
                    .description = "GPU nodes",
-                   .clock = options_.clock}) {}
+                   .clock = options_.clock}),
+      breaker_({.ns = options_.breaker_namespace,
+                .name = options_.breaker_name,
+                .taint_key = options_.taint_key,
+                .max_tainted_share = options_.max_tainted_share,
+                .identity = options_.identity},
+               api) {
+  // Every change the watch brings marks its node for the next pass: a pass costs the nodes that
+  // changed (and those under remediation), not the fleet.
+  nodes_.AddListener([this](const std::string& name) {
+    absl::MutexLock lock(&changed_mutex_);
+    changed_.insert(name);
+  });
+}
 
 Remediator::~Remediator() { Stop(); }
 
@@ -336,64 +348,140 @@ void Remediator::PostEvent(const NodeView& view, std::string_view type, std::str
   ++stats_.events;
 }
 
+std::optional<Json> Remediator::CurrentNode(const std::string& name) {
+  std::optional<Json> node = nodes_.Get(name);
+  auto written = written_nodes_.find(name);
+  if (written == written_nodes_.end()) return node;
+  if (!node.has_value()) {
+    written_nodes_.erase(written);  // deleted
+    return node;
+  }
+  if (kube::IsLaterResourceVersion(kube::StringAt(written->second["metadata"], "resourceVersion"),
+                                   kube::StringAt((*node)["metadata"], "resourceVersion"))) {
+    return written->second;
+  }
+  written_nodes_.erase(written);  // the watch has caught up
+  return node;
+}
+
+void Remediator::Track(const std::string& name, const std::optional<Json>& node, absl::Time now) {
+  auto it = tracked_.find(name);
+  if (it != tracked_.end()) {
+    tainted_ -= it->second.tainted;
+    active_ -= it->second.active;
+  }
+  if (!node.has_value()) {  // gone from the cluster (or from the selector)
+    if (it != tracked_.end()) tracked_.erase(it);
+    busy_.erase(name);
+    expiring_.erase(name);
+    statuses_.erase(name);
+    steps_of_.erase(name);
+    dry_runs_.erase(name);
+    waits_.erase(name);
+    return;
+  }
+  const NodeView view = NodeView::From(*node);
+  Tracked tracked{.tainted = view.HasTaint(options_.taint_key)};
+  RemediationStep step = RemediationStep::kIdle;
+  absl::Time oldest_attempt = absl::InfiniteFuture();
+  bool unreadable = false;
+  if (const std::string text = view.Annotation(kRemediationAnnotation); !text.empty()) {
+    if (auto state = ParseRemediation(text); state.ok()) {
+      step = state->step;
+      for (absl::Time attempt : state->attempts) oldest_attempt = std::min(oldest_attempt, attempt);
+    } else {
+      unreadable = true;
+    }
+  }
+  tracked.active = step == RemediationStep::kDraining || step == RemediationStep::kRecovering;
+  tainted_ += tracked.tainted;
+  active_ += tracked.active;
+  tracked_[name] = tracked;
+  // Reconciled every pass while time moves its state (a drain round, a timeout, the hysteresis,
+  // a failing node waiting for a slot or the breaker); otherwise only when it changes — and, with
+  // attempts on record, once the oldest leaves the window (the annotation then goes).
+  const bool busy = view.condition == "True" ||
+                    (step != RemediationStep::kIdle && step != RemediationStep::kEscalated);
+  if (busy && !unreadable) {
+    busy_.insert(name);
+  } else {
+    busy_.erase(name);
+  }
+  if (step == RemediationStep::kIdle && oldest_attempt != absl::InfiniteFuture()) {
+    expiring_[name] = std::max(now, oldest_attempt + options_.attempt_window);
+  } else {
+    expiring_.erase(name);
+  }
+}
+
 absl::Status Remediator::ReconcileOnce(absl::Time act_until) {
   Pass pass;
   pass.now = clock_->Now();
   ++stats_.passes;
   if (!nodes_.synced()) return absl::UnavailableError("the GPU nodes are not listed yet");
-  // The nodes, each as the newer of the informer's copy and this replica's last write.
-  std::map<std::string, Json> nodes;
-  nodes_.ForEach([&](const std::string& name, const Json& node) { nodes[name] = node; });
-  for (auto it = written_nodes_.begin(); it != written_nodes_.end();) {
-    auto node = nodes.find(it->first);
-    if (node == nodes.end()) {
-      it = written_nodes_.erase(it);  // deleted
-      continue;
-    }
-    if (kube::IsLaterResourceVersion(kube::StringAt(it->second["metadata"], "resourceVersion"),
-                                     kube::StringAt(node->second["metadata"], "resourceVersion"))) {
-      node->second = it->second;
-      ++it;
-    } else {
-      it = written_nodes_.erase(it);  // the watch has caught up
-    }
+  // The nodes the watch changed since the last pass: their counts first, then their steps.
+  std::set<std::string> due;
+  {
+    absl::MutexLock lock(&changed_mutex_);
+    due.swap(changed_);
   }
-  // Cluster-wide counts: nodes in drain or recovery, and the tainted share (the breaker).
-  int tainted = 0;
-  for (const auto& [name, node] : nodes) {
-    const NodeView view = NodeView::From(node);
-    if (view.HasTaint(options_.taint_key)) ++tainted;
-    if (auto state = ParseRemediation(view.Annotation(kRemediationAnnotation)); state.ok()) {
-      if (state->step == RemediationStep::kDraining ||
-          state->step == RemediationStep::kRecovering) {
-        ++pass.active;
-      }
+  for (const std::string& name : due) Track(name, CurrentNode(name), pass.now);
+  stats_.tracked_nodes = tracked_.size();
+  // The breaker, from the counts kept: published for the health checks when it opens or closes
+  // (and renewed), and applied here to new episodes.
+  if (absl::Status published = breaker_.Publish(tainted_, tracked_.size(), pass.now);
+      !published.ok()) {
+    if (MessageOf(published) != breaker_error_) {
+      breaker_error_ = std::string(MessageOf(published));
+      spdlog::warn("remediation: {}", breaker_error_);
     }
+  } else if (!breaker_error_.empty()) {
+    spdlog::info("remediation: the circuit breaker is published again");
+    breaker_error_.clear();
   }
+  pass.active = active_;
   // The health check's breaker, seen cluster-wide: more tainted than it would let be.
-  if (static_cast<size_t>(tainted) > MaxTaintedNodes(options_.max_tainted_share, nodes.size())) {
+  if (tainted_ > MaxTaintedNodes(options_.max_tainted_share, tracked_.size())) {
     pass.breaker_open = true;
-    pass.breaker_why = fmt::format("{} of {} GPU nodes are tainted, more than {:.0f}%", tainted,
-                                   nodes.size(), options_.max_tainted_share * 100);
+    pass.breaker_why = fmt::format("{} of {} GPU nodes are tainted, more than {:.0f}%", tainted_,
+                                   tracked_.size(), options_.max_tainted_share * 100);
   }
   stats_.breaker_open = pass.breaker_open;
-  for (const auto& [name, node] : nodes) {
+  due.insert(busy_.begin(), busy_.end());
+  for (const auto& [name, when] : expiring_) {
+    if (when <= pass.now) due.insert(name);
+  }
+  stats_.last_pass_nodes = due.size();
+  stats_.nodes_reconciled += due.size();
+  for (auto name = due.begin(); name != due.end(); ++name) {
     if (clock_->Now() >= act_until) {
       if (pass.first_error.ok()) {
-        pass.first_error = absl::DeadlineExceededError("the pass stopped before node " + name +
+        pass.first_error = absl::DeadlineExceededError("the pass stopped before node " + *name +
                                                        ": the Lease is due for renewal");
       }
+      absl::MutexLock lock(&changed_mutex_);
+      changed_.insert(name, due.end());  // not forgotten: first in the next pass
       break;
     }
-    absl::Status status = ReconcileNode(name, node, pass);
+    const std::optional<Json> node = CurrentNode(*name);
+    if (!node.has_value()) continue;  // gone (Track forgot it)
+    absl::Status status = ReconcileNode(*name, *node, pass);
     if (!status.ok()) {
       spdlog::warn("remediation: {}", MessageOf(status));
       if (pass.first_error.ok()) pass.first_error = status;
     }
+    Track(*name, CurrentNode(*name), pass.now);  // what its write changed counts at once
   }
+  // /status and the step counts, from the nodes listed (under remediation or failing).
+  Json status = Json::array();
+  for (const auto& [name, line] : statuses_) status.push_back(line);
+  std::map<std::string, int> steps;
+  for (const auto& [name, step] : steps_of_) ++steps[step];
+  steps[std::string(RemediationStepName(RemediationStep::kIdle))] =
+      static_cast<int>(tracked_.size() - steps_of_.size());
   absl::MutexLock lock(&status_mutex_);
-  status_ = std::move(pass.status);
-  steps_ = std::move(pass.steps);
+  status_ = std::move(status);
+  steps_ = std::move(steps);
   return pass.first_error;
 }
 
@@ -938,9 +1026,15 @@ absl::Status Remediator::ReconcileNode(const std::string& name, const Json& node
   if (dry_runs_.contains(name)) status["dry_run"] = dry_runs_[name];
   if (auto wait = waits_.find(name); wait != waits_.end()) status["waiting"] = wait->second;
   if (state.step != RemediationStep::kIdle || failing || status.contains("dry_run")) {
-    pass.status.push_back(std::move(status));
+    statuses_[name] = std::move(status);
+  } else {
+    statuses_.erase(name);
   }
-  ++pass.steps[std::string(RemediationStepName(state.step))];
+  if (state.step != RemediationStep::kIdle) {
+    steps_of_[name] = std::string(RemediationStepName(state.step));
+  } else {
+    steps_of_.erase(name);
+  }
   return written;
 }
 
@@ -1019,6 +1113,29 @@ std::string Remediator::Metrics() const {
       "new remediation to start.\n# TYPE vigil_remediator_circuit_breaker_open gauge\n"
       "vigil_remediator_circuit_breaker_open {}\n",
       stats_.breaker_open.load() ? 1 : 0);
+  out += fmt::format(
+      "# HELP vigil_remediator_taint_breaker_open 1 while the breaker published for the health "
+      "checks refuses new taints (its ConfigMap says open).\n"
+      "# TYPE vigil_remediator_taint_breaker_open gauge\nvigil_remediator_taint_breaker_open {}\n"
+      "# HELP vigil_remediator_taint_breaker_published 1 once this replica has published the "
+      "breaker.\n# TYPE vigil_remediator_taint_breaker_published gauge\n"
+      "vigil_remediator_taint_breaker_published {}\n",
+      breaker_.stats().open.load() ? 1 : 0, breaker_.stats().published.load() ? 1 : 0);
+  counter("vigil_remediator_taint_breaker_writes_total",
+          "Writes of the published breaker (it opened or closed, or was renewed).",
+          breaker_.stats().writes.load());
+  counter("vigil_remediator_taint_breaker_errors_total",
+          "Failed reads and writes of the published breaker; retried next pass.",
+          breaker_.stats().errors.load());
+  out += fmt::format(
+      "# HELP vigil_remediator_gpu_nodes GPU nodes the remediator watches.\n"
+      "# TYPE vigil_remediator_gpu_nodes gauge\nvigil_remediator_gpu_nodes {}\n"
+      "# HELP vigil_remediator_pass_nodes Nodes the last pass reconciled (changed, under "
+      "remediation, or failing).\n# TYPE vigil_remediator_pass_nodes gauge\n"
+      "vigil_remediator_pass_nodes {}\n",
+      stats_.tracked_nodes.load(), stats_.last_pass_nodes.load());
+  counter("vigil_remediator_nodes_reconciled_total", "Node reconciliations, summed over passes.",
+          stats_.nodes_reconciled.load());
   return out;
 }
 

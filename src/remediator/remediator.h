@@ -21,6 +21,14 @@
 // replica acting on a stale view (a leader that lost its Lease) is refused with 409 instead of
 // undoing the other's work.
 //
+// At fleet size: one watch of the GPU nodes, each cut down to what the remediator reads (a few
+// hundred bytes: KeepWhatTheRemediatorReads); the watch marks the nodes it changes, and a pass
+// reconciles those, the nodes whose step time moves (under remediation, or failing and waiting),
+// and those whose oldest attempt leaves the window — never a scan of the fleet. The cluster-wide
+// counts (tainted nodes, nodes in drain or recovery) are kept as nodes change. The tainted-share
+// breaker decided from them is published for the health checks (breaker_publisher.h), so no
+// health check watches the fleet.
+//
 // Threads: the informer's (`vigil-informer`, after StartWatching()). ReconcileOnce() is called by
 // one thread at a time (the command's loop while it holds the Lease, or a test); StatusJson(),
 // Metrics() and stats() from any thread.
@@ -42,6 +50,7 @@
 #include "kube/informer.h"
 #include "kube/kube_api.h"
 #include "nlohmann/json.hpp"
+#include "remediator/breaker_publisher.h"
 
 namespace vigil::remediator {
 
@@ -80,6 +89,9 @@ struct RemediatorOptions {
   std::string gpu_node_selector = "nvidia.com/gpu.present=true";
   std::string event_namespace = "default";
   std::string identity = "vigil-remediator";  // this replica, in Events and request ids
+  // Where the breaker is published for the health checks (api/circuit_breaker.h).
+  std::string breaker_namespace = std::string(kDefaultBreakerNamespace);
+  std::string breaker_name = std::string(kBreakerConfigMapName);
   Clock* clock = Clock::Real();
 };
 
@@ -98,6 +110,9 @@ struct RemediatorStats {
   std::atomic<uint64_t> conflicts{0};
   std::atomic<uint64_t> events{0};
   std::atomic<bool> breaker_open{false};
+  std::atomic<uint64_t> tracked_nodes{0};     // GPU nodes known
+  std::atomic<uint64_t> last_pass_nodes{0};   // nodes the last pass reconciled
+  std::atomic<uint64_t> nodes_reconciled{0};  // summed over passes
 };
 
 class Remediator {
@@ -130,6 +145,7 @@ class Remediator {
   std::string Metrics() const;
   const RemediatorStats& stats() const { return stats_; }
   const RemediatorOptions& options() const { return options_; }
+  const BreakerPublisher& breaker() const { return breaker_; }
 
   // What the informer keeps of a Node: name, uid, resourceVersion, Vigil's labels and
   // annotations, spec.unschedulable and taints, and the GpuProblem condition.
@@ -140,6 +156,17 @@ class Remediator {
   struct Pass;
   class NodeStep;
 
+  // What a GPU node counts for, kept as it changes.
+  struct Tracked {
+    bool tainted = false;  // carries the health check's taint
+    bool active = false;   // in drain or recovery
+  };
+
+  // The node as the newer of the informer's copy and this replica's last write; nullopt when it
+  // is gone.
+  std::optional<nlohmann::json> CurrentNode(const std::string& name);
+  // Updates the node's counts and whether it is reconciled every pass (nullopt: forgets it).
+  void Track(const std::string& name, const std::optional<nlohmann::json>& node, absl::Time now);
   absl::Status ReconcileNode(const std::string& name, const nlohmann::json& node, Pass& pass);
   // Posts an Event about the node; a failure is logged and counted, never fatal (the step it
   // tells of stands).
@@ -150,6 +177,7 @@ class Remediator {
   KubeApi* const api_;
   Clock* const clock_;
   Informer nodes_;
+  BreakerPublisher breaker_;
   RemediatorStats stats_;
   uint64_t written_ = 0;  // makes request ids and Event names unique (ReconcileOnce's thread)
 
@@ -162,6 +190,18 @@ class Remediator {
   std::map<std::string, std::string> dry_runs_;
   // Waits already reported (node -> why), to log and post an Event once per wait.
   std::map<std::string, std::string> waits_;
+  std::map<std::string, Tracked> tracked_;      // every GPU node
+  size_t tainted_ = 0;                          // of them, tainted
+  int active_ = 0;                              // of them, in drain or recovery
+  std::set<std::string> busy_;                  // reconciled every pass
+  std::map<std::string, absl::Time> expiring_;  // idle, reconciled when its oldest attempt expires
+  std::map<std::string, nlohmann::json> statuses_;  // /status lines of listed nodes
+  std::map<std::string, std::string> steps_of_;     // the step of each node not idle
+  std::string breaker_error_;                       // the last publication error, logged once
+
+  // The watch's changes for the next pass (the informer's thread adds, the pass takes).
+  absl::Mutex changed_mutex_;
+  std::set<std::string> changed_ ABSL_GUARDED_BY(changed_mutex_);
 
   mutable absl::Mutex status_mutex_;
   nlohmann::json status_ ABSL_GUARDED_BY(status_mutex_) = nlohmann::json::array();

@@ -4,6 +4,8 @@
 #include "remediator/remediator.h"
 
 #include "absl/time/clock.h"
+#include "api/circuit_breaker.h"
+#include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kube/object.h"
@@ -450,6 +452,103 @@ TEST(RemediatorNamesTest, ModesAndRebootMechanismsReadBack) {
   EXPECT_EQ(ParseMode("maybe"), std::nullopt);
   EXPECT_EQ(ParseRebootVia("sentinel"), RebootVia::kSentinel);
   EXPECT_EQ(ParseRebootVia("ssh"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace vigil::remediator
+
+namespace vigil::remediator {
+namespace {
+
+// The breaker is published for the health checks: written when it opens or closes and renewed
+// every kBreakerRenewEvery, never for a pass that changes nothing.
+TEST_F(RemediatorTest, ThePublishedBreakerIsWrittenWhenItOpensOrClosesAndRenewed) {
+  Start({.mode = Mode::kOn, .max_tainted_share = 0.5});
+  ASSERT_TRUE(Pass().ok());
+  const auto published = [&] {
+    auto breaker = BreakerFromData(api_->ConfigMap("vigil", "vigil-circuit-breaker")["data"]);
+    EXPECT_TRUE(breaker.ok()) << breaker.status();
+    return breaker.ok() ? *breaker : PublishedBreaker{};
+  };
+  EXPECT_EQ(published().state, BreakerState::kClosed);
+  EXPECT_EQ(published().gpu_nodes, 3u);
+  EXPECT_EQ(published().taint_key, "vigil.dev/gpu-problem");
+  EXPECT_EQ(remediator_->breaker().stats().writes.load(), 1u);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Pass().ok());
+  EXPECT_EQ(remediator_->breaker().stats().writes.load(), 1u) << "nothing changed";
+
+  // One of three tainted: the limit (max(1, 1.5)) is reached, so the next taint is refused.
+  Fail("n2", 0, "none");
+  ASSERT_TRUE(Pass().ok());
+  EXPECT_EQ(published().state, BreakerState::kOpen);
+  EXPECT_EQ(published().tainted_nodes, 1u);
+  EXPECT_EQ(published().max_tainted_nodes, 1u);
+  EXPECT_EQ(remediator_->breaker().stats().writes.load(), 2u);
+  EXPECT_THAT(remediator_->Metrics(), HasSubstr("vigil_remediator_taint_breaker_open 1\n"));
+
+  clock_.Advance(absl::Minutes(4));
+  ASSERT_TRUE(Pass().ok());
+  EXPECT_EQ(remediator_->breaker().stats().writes.load(), 2u);
+  clock_.Advance(absl::Minutes(1));
+  ASSERT_TRUE(Pass().ok());
+  EXPECT_EQ(remediator_->breaker().stats().writes.load(), 3u) << "renewed";
+  EXPECT_EQ(published().renewed, clock_.Now());
+  EXPECT_LT(published().changed, published().renewed) << "the state did not change";
+
+  Pass("n2");
+  ASSERT_TRUE(Pass().ok());
+  EXPECT_EQ(published().state, BreakerState::kClosed);
+  EXPECT_EQ(remediator_->breaker().stats().writes.load(), 4u);
+
+  // Someone deletes it: created again at the next write.
+  api_->DeleteConfigMap("vigil", "vigil-circuit-breaker");
+  clock_.Advance(absl::Minutes(5));
+  ASSERT_TRUE(Pass().ok());  // the renewal's PUT finds none (logged, counted)
+  EXPECT_EQ(remediator_->breaker().stats().errors.load(), 1u);
+  EXPECT_TRUE(api_->ConfigMap("vigil", "vigil-circuit-breaker").is_null());
+  ASSERT_TRUE(Pass().ok());
+  EXPECT_EQ(published().state, BreakerState::kClosed);
+  EXPECT_EQ(remediator_->breaker().stats().writes.load(), 5u);
+}
+
+// At fleet size a pass costs the nodes that changed and those under way, not the fleet.
+TEST_F(RemediatorTest, APassReconcilesTheNodesThatChangedNotTheFleet) {
+  for (int i = 4; i <= 200; ++i) api_->AddNode(fmt::format("n{}", i), kGpuNode);
+  Start({.mode = Mode::kOn, .max_tainted_share = 1.0});
+  // A pass once the watch has brought `node` as the fake holds it now.
+  const auto pass_after_watch = [&](const std::string& node) {
+    const std::string version = api_->Node(node)["metadata"]["resourceVersion"];
+    EXPECT_TRUE(::vigil::testing::Eventually(
+        [&] { return remediator_->ResourceVersionOf(node) == version; }));
+    return remediator_->ReconcileOnce();
+  };
+  ASSERT_TRUE(remediator_->ReconcileOnce().ok());
+  EXPECT_EQ(remediator_->stats().last_pass_nodes.load(), 200u) << "the first pass sees them all";
+  EXPECT_EQ(remediator_->stats().tracked_nodes.load(), 200u);
+  ASSERT_TRUE(remediator_->ReconcileOnce().ok());
+  EXPECT_EQ(remediator_->stats().last_pass_nodes.load(), 0u) << "nothing changed";
+
+  // A node's unrelated change: that node only.
+  api_->ModifyNode("n150", [](Json& node) { node["metadata"]["labels"]["zone"] = "b"; });
+  ASSERT_TRUE(pass_after_watch("n150").ok());
+  EXPECT_EQ(remediator_->stats().last_pass_nodes.load(), 1u);
+  // A failing node is reconciled every pass while its episode runs (its drain rounds and
+  // timeouts move with time), and only it.
+  Fail("n1", 0, "reset-gpu");
+  ASSERT_TRUE(pass_after_watch("n1").ok());
+  EXPECT_EQ(State("n1").step, RemediationStep::kDraining);
+  ASSERT_TRUE(remediator_->ReconcileOnce().ok());
+  EXPECT_EQ(remediator_->stats().last_pass_nodes.load(), 1u);
+  EXPECT_NE(State("n1").step, RemediationStep::kIdle);
+  EXPECT_THAT(remediator_->Metrics(), HasSubstr("vigil_remediator_nodes{step=\"idle\"} 199\n"));
+  EXPECT_THAT(remediator_->Metrics(), HasSubstr("vigil_remediator_node_step{node=\"n1\""));
+  EXPECT_THAT(remediator_->Metrics(), HasSubstr("vigil_remediator_gpu_nodes 200\n"));
+  // A node that leaves the fleet is forgotten.
+  api_->DeleteNode("n150");
+  EXPECT_TRUE(
+      ::vigil::testing::Eventually([&] { return remediator_->ResourceVersionOf("n150").empty(); }));
+  ASSERT_TRUE(remediator_->ReconcileOnce().ok());
+  EXPECT_EQ(remediator_->stats().tracked_nodes.load(), 199u);
 }
 
 }  // namespace

@@ -116,10 +116,25 @@ bool Selected(const Json& node, const std::string& selector) {
   return Matches(node["metadata"].value("labels", Json::object()), selector);
 }
 
-// The node of a pods' field selector "spec.nodeName=NODE" (checked by the route); "" for none.
+// The one field selector each collection serves, as the real server indexes them: pods by
+// "spec.nodeName=NODE", nodes and ConfigMaps by "metadata.name=NAME".
 constexpr std::string_view kByNode = "spec.nodeName=";
-std::string NodeOfFieldSelector(const std::string& field) {
-  return field.starts_with(kByNode) ? field.substr(kByNode.size()) : "";
+constexpr std::string_view kByName = "metadata.name=";
+
+// The object's value of the field a selector term names ("spec.nodeName" or "metadata.name").
+std::string FieldValue(const Json& object, std::string_view field) {
+  const char* parent = field == "spec.nodeName" ? "spec" : "metadata";
+  const char* key = field == "spec.nodeName" ? "nodeName" : "name";
+  if (!object.contains(parent) || !object[parent].is_object()) return "";
+  return object[parent].value(key, "");
+}
+
+// The namespace of a namespaced collection's path ("/api/v1/namespaces/NS/configmaps").
+std::string NamespaceOf(const std::string& path) {
+  constexpr std::string_view kPrefix = "/api/v1/namespaces/";
+  if (!path.starts_with(kPrefix)) return "";
+  const std::string rest = path.substr(kPrefix.size());
+  return rest.substr(0, rest.find('/'));
 }
 
 // A query parameter of the request, "" when absent.
@@ -183,7 +198,8 @@ struct FakeKubeApi::Watcher {
   Kind kind = Kind::kNode;
   uint64_t cursor = 0;   // changes after this resourceVersion are still to be sent
   std::string selector;  // labelSelector
-  std::string node;      // pods: fieldSelector spec.nodeName; "" for every node
+  // fieldSelector "FIELD=VALUE" split (FIELD "" for none); a namespaced collection's namespace.
+  std::string field, field_value, ns;
   bool bookmarks = false;
   absl::Time deadline;  // timeoutSeconds, on real time
   absl::Time next_bookmark;
@@ -192,7 +208,8 @@ struct FakeKubeApi::Watcher {
   bool end_after_first = false;
   bool Wants(const Json& object) const {
     return Selected(object, selector) &&
-           (node.empty() || object["spec"].value("nodeName", "") == node);
+           (field.empty() || FieldValue(object, field) == field_value) &&
+           (ns.empty() || object["metadata"].value("namespace", "") == ns);
   }
 };
 
@@ -254,9 +271,16 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials, int threads)
         answer = Handle(request);
         if (answer.status == 0) {  // a watch to stream
           watcher = std::make_shared<Watcher>();
-          watcher->kind = request.path == "/api/v1/pods" ? Kind::kPod : Kind::kNode;
+          watcher->kind = request.path == "/api/v1/pods"    ? Kind::kPod
+                          : request.path == "/api/v1/nodes" ? Kind::kNode
+                                                            : Kind::kConfigMap;
           watcher->selector = Param(request, "labelSelector");
-          watcher->node = NodeOfFieldSelector(Param(request, "fieldSelector"));
+          if (const std::string field = Param(request, "fieldSelector"); !field.empty()) {
+            const size_t equals = field.find('=');
+            watcher->field = field.substr(0, equals);
+            watcher->field_value = field.substr(equals + 1);
+          }
+          if (watcher->kind == Kind::kConfigMap) watcher->ns = NamespaceOf(request.path);
           watcher->bookmarks = Param(request, "allowWatchBookmarks") == "true";
           const std::string timeout_text = Param(request, "timeoutSeconds");
           const int timeout = timeout_text.empty() ? 1800 : std::atoi(timeout_text.c_str());
@@ -273,8 +297,8 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials, int threads)
                 if (watcher->Wants(node)) watcher->first += WatchLine("ADDED", node);
               }
             } else {
-              for (const auto& [key, pod] : pods_) {
-                if (watcher->Wants(pod)) watcher->first += WatchLine("ADDED", pod);
+              for (const auto& [key, object] : watcher->kind == Kind::kPod ? pods_ : config_maps_) {
+                if (watcher->Wants(object)) watcher->first += WatchLine("ADDED", object);
               }
             }
             watcher->cursor = resource_version_;
@@ -383,11 +407,12 @@ bool FakeKubeApi::ServeWatch(Watcher& watcher, std::string* out, bool* drop) {
     } else if (was) {
       *out += WatchLine("DELETED", change.after.is_null() ? change.before : change.after);
     }
+    if (was || is) ++watch_events_[static_cast<size_t>(change.kind)];
   }
   const absl::Time now = absl::Now();
   if (watcher.bookmarks && (bookmarks_ != watcher.bookmark_calls || now >= watcher.next_bookmark)) {
     *out += WatchLine("BOOKMARK",
-                      {{"kind", watcher.kind == Kind::kNode ? "Node" : "Pod"},
+                      {{"kind", KindName(watcher.kind)},
                        {"apiVersion", "v1"},
                        {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}}});
     watcher.cursor = std::max<uint64_t>(watcher.cursor, resource_version_);
@@ -433,9 +458,11 @@ FakeKubeApi::Answer FakeKubeApi::Route(const KubeRequest& request) {
   std::smatch match;
   if (request.path == "/api/v1/nodes") {
     if (request.method != "GET") return {405, Status(405, "MethodNotAllowed", "not allowed")};
-    if (const std::string field = Param(request, "fieldSelector"); !field.empty()) {
+    if (const std::string field = Param(request, "fieldSelector");
+        !field.empty() && !field.starts_with(kByName)) {
       return {400, Status(400, "BadRequest",
-                          fmt::format("field selector \"{}\": the fake serves none", field))};
+                          fmt::format("field selector \"{}\": the fake serves metadata.name only",
+                                      field))};
     }
     if (request.watch()) return WatchAnswer(request);
     return ListNodes(request);
@@ -465,6 +492,11 @@ FakeKubeApi::Answer FakeKubeApi::Route(const KubeRequest& request) {
     }
     if (request.watch()) return WatchAnswer(request);
     return ListPods(request);
+  }
+  static const std::regex config_maps_path(
+      "/api/v1/namespaces/([a-z0-9-]+)/configmaps(/([a-z0-9.-]+))?");
+  if (std::regex_match(request.path, match, config_maps_path)) {
+    return ServeConfigMap(match[1], match[3].matched ? std::string(match[3]) : "", request);
   }
   static const std::regex pod_path("/api/v1/namespaces/([a-z0-9-]+)/pods/([a-z0-9.-]+)");
   if (std::regex_match(request.path, match, pod_path)) {
@@ -544,6 +576,152 @@ FakeKubeApi::Answer FakeKubeApi::ServeLease(const std::string& ns, const std::st
   return {405, Status(405, "MethodNotAllowed", "the fake serves GET, POST and PUT of Leases")};
 }
 
+const char* FakeKubeApi::KindName(Kind kind) {
+  switch (kind) {
+    case Kind::kNode:
+      return "Node";
+    case Kind::kPod:
+      return "Pod";
+    case Kind::kConfigMap:
+      return "ConfigMap";
+  }
+  return "";
+}
+
+FakeKubeApi::Answer FakeKubeApi::ServeConfigMap(const std::string& ns, const std::string& name,
+                                                const KubeRequest& request) {
+  if (name.empty() && request.method == "GET") {
+    const std::string field = Param(request, "fieldSelector");
+    if (!field.empty() && !field.starts_with(kByName)) {
+      return {400, Status(400, "BadRequest",
+                          fmt::format("field selector \"{}\": the fake serves metadata.name only",
+                                      field))};
+    }
+    if (request.watch()) return WatchAnswer(request);
+    const std::string only = field.empty() ? "" : field.substr(kByName.size());
+    Json items = Json::array();
+    for (const auto& [key, config_map] : config_maps_) {
+      if (key.first == ns && (only.empty() || key.second == only)) items.push_back(config_map);
+    }
+    return {200, Json{{"kind", "ConfigMapList"},
+                      {"apiVersion", "v1"},
+                      {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}},
+                      {"items", std::move(items)}}};
+  }
+  auto stored = config_maps_.find({ns, name});
+  const std::string not_found = fmt::format("configmaps \"{}\" not found", name);
+  if (request.method == "GET") {
+    if (stored == config_maps_.end()) return {404, Status(404, "NotFound", not_found)};
+    return {200, stored->second};
+  }
+  if (request.method == "DELETE" && !name.empty()) {
+    if (stored == config_maps_.end()) return {404, Status(404, "NotFound", not_found)};
+    Json deleted = stored->second;
+    Bump(deleted);
+    Record(Kind::kConfigMap, deleted, Json());
+    config_maps_.erase(stored);
+    return {200, deleted};
+  }
+  if ((request.method != "POST" || !name.empty()) && (request.method != "PUT" || name.empty())) {
+    return {405, Status(405, "MethodNotAllowed", "the fake serves GET, POST, PUT and DELETE")};
+  }
+  if (request.content_type != "application/json") {
+    return {415, Status(415, "UnsupportedMediaType", "create and update take application/json")};
+  }
+  Json config_map = Json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (!config_map.is_object() || config_map.value("kind", "") != "ConfigMap" ||
+      config_map.value("apiVersion", "") != "v1" || !config_map.contains("metadata") ||
+      !config_map["metadata"].is_object()) {
+    return {400, Status(400, "BadRequest", "the body must be a v1 ConfigMap")};
+  }
+  Json& metadata = config_map["metadata"];
+  const std::string named = metadata.value("name", "");
+  if (named.empty()) return {422, Status(422, "Invalid", "metadata.name: Required value")};
+  if (metadata.value("namespace", ns) != ns) {
+    return {400, Status(400, "BadRequest",
+                        "the namespace of the provided object does not match the namespace sent "
+                        "on the request")};
+  }
+  const Json data = config_map.value("data", Json::object());
+  for (const auto& [key, value] : data.items()) {
+    if (!value.is_string()) {
+      return {422, Status(422, "Invalid", fmt::format("data[{}]: must be a string", key))};
+    }
+  }
+  metadata["namespace"] = ns;
+  if (request.method == "POST") {
+    if (config_maps_.contains({ns, named})) {
+      return {409,
+              Status(409, "AlreadyExists", fmt::format("configmaps \"{}\" already exists", named))};
+    }
+    metadata["uid"] = fmt::format("configmap-uid-{}", resource_version_ + 1);
+    Bump(config_map);
+    Record(Kind::kConfigMap, Json(), config_map);
+    config_maps_[{ns, named}] = config_map;
+    return {201, config_map};
+  }
+  if (named != name) {
+    return {400, Status(400, "BadRequest", "the name of the object does not match the URL")};
+  }
+  if (stored == config_maps_.end()) return {404, Status(404, "NotFound", not_found)};
+  // An update that names a resourceVersion must name the stored one (optimistic concurrency).
+  if (const std::string version = metadata.value("resourceVersion", "");
+      !version.empty() && version != stored->second["metadata"].value("resourceVersion", "")) {
+    return {409, Status(409, "Conflict",
+                        fmt::format("Operation cannot be fulfilled on configmaps \"{}\": the "
+                                    "object has been modified; please apply your changes to the "
+                                    "latest version and try again",
+                                    name))};
+  }
+  metadata["uid"] = stored->second["metadata"]["uid"];
+  const Json before = stored->second;
+  Bump(config_map);
+  Record(Kind::kConfigMap, before, config_map);
+  stored->second = config_map;
+  return {200, config_map};
+}
+
+Json FakeKubeApi::ConfigMap(const std::string& ns, const std::string& name) const {
+  absl::MutexLock lock(&mutex_);
+  auto it = config_maps_.find({ns, name});
+  return it == config_maps_.end() ? Json() : it->second;
+}
+
+void FakeKubeApi::SetConfigMap(const std::string& ns, const std::string& name, const Json& data) {
+  absl::MutexLock lock(&mutex_);
+  auto it = config_maps_.find({ns, name});
+  const Json before = it == config_maps_.end() ? Json() : it->second;
+  Json config_map = {{"kind", "ConfigMap"},
+                     {"apiVersion", "v1"},
+                     {"metadata",
+                      {{"name", name},
+                       {"namespace", ns},
+                       {"uid", fmt::format("configmap-uid-{}", resource_version_ + 1)}}},
+                     {"data", data}};
+  if (!before.is_null()) config_map["metadata"]["uid"] = before["metadata"]["uid"];
+  Bump(config_map);
+  Record(Kind::kConfigMap, before, config_map);
+  config_maps_[{ns, name}] = config_map;
+}
+
+void FakeKubeApi::DeleteConfigMap(const std::string& ns, const std::string& name) {
+  absl::MutexLock lock(&mutex_);
+  auto it = config_maps_.find({ns, name});
+  if (it == config_maps_.end()) return;
+  Json deleted = it->second;
+  Bump(deleted);
+  Record(Kind::kConfigMap, deleted, Json());
+  config_maps_.erase(it);
+}
+
+uint64_t FakeKubeApi::watch_events(std::string_view kind) const {
+  absl::MutexLock lock(&mutex_);
+  for (Kind each : {Kind::kNode, Kind::kPod, Kind::kConfigMap}) {
+    if (KindName(each) == kind) return watch_events_[static_cast<size_t>(each)];
+  }
+  return 0;
+}
+
 void FakeKubeApi::AddPod(const Json& pod) {
   absl::MutexLock lock(&mutex_);
   const std::pair<std::string, std::string> key = {pod["metadata"]["namespace"].get<std::string>(),
@@ -593,7 +771,8 @@ bool FakeKubeApi::RemovePod(const std::string& ns, const std::string& name) {
 }
 
 FakeKubeApi::Answer FakeKubeApi::ListPods(const KubeRequest& request) {
-  const std::string node = NodeOfFieldSelector(Param(request, "fieldSelector"));
+  const std::string field = Param(request, "fieldSelector");
+  const std::string node = field.starts_with(kByNode) ? field.substr(kByNode.size()) : "";
   Json items = Json::array();
   for (const auto& [key, pod] : pods_) {
     if (!node.empty() && pod["spec"].value("nodeName", "") != node) continue;
@@ -643,6 +822,8 @@ FakeKubeApi::Answer FakeKubeApi::GetNode(const std::string& name) {
 
 FakeKubeApi::Answer FakeKubeApi::ListNodes(const KubeRequest& request) {
   const std::string selector = Param(request, "labelSelector");
+  const std::string field = Param(request, "fieldSelector");
+  const std::string only = field.starts_with(kByName) ? field.substr(kByName.size()) : "";
   size_t limit = std::numeric_limits<size_t>::max();
   if (const std::string text = Param(request, "limit"); !text.empty()) {
     limit = std::strtoull(text.c_str(), nullptr, 10);
@@ -671,7 +852,7 @@ FakeKubeApi::Answer FakeKubeApi::ListNodes(const KubeRequest& request) {
   for (auto it = after.empty() ? nodes_.begin() : nodes_.upper_bound(after); it != nodes_.end();
        ++it) {
     const Json& node = it->second;
-    if (!Selected(node, selector)) continue;
+    if (!Selected(node, selector) || (!only.empty() && it->first != only)) continue;
     if (list["items"].size() == limit) {
       list["metadata"]["continue"] = fmt::format(
           "{}/{}", list_version, list["items"].back()["metadata"]["name"].get<std::string>());

@@ -8,18 +8,20 @@
 // watch: chunked JSON lines of ADDED / MODIFIED / DELETED (an object entering or leaving the
 // selector is ADDED / DELETED), BOOKMARK (allowWatchBookmarks) and ERROR (a Status; 410 Expired
 // for a resourceVersion older than the history kept), resumed from any resourceVersion still in
-// its history, ended after timeoutSeconds; pods are listed and watched the same way, across
-// namespaces, with fieldSelector spec.nodeName. It records every request, and can be told to answer
-// the next requests with an error (409, 500...) or slowly, to drop or expire open watches, and
-// to forget its history (compaction).
-// Thread-safety: every method may be called from any thread (one mutex); handlers run on the
-// server's threads (a pool of `threads`, one per open watch).
+// its history, ended after timeoutSeconds; a node's watch may name it (fieldSelector
+// metadata.name, as the kubelet watches its own); pods are listed and watched the same way, across
+// namespaces, with fieldSelector spec.nodeName; ConfigMaps per namespace, by metadata.name. It
+// records every request, and can be told to answer the next requests with an error (409, 500...) or
+// slowly, to drop or expire open watches, and to forget its history (compaction). Thread-safety:
+// every method may be called from any thread (one mutex); handlers run on the server's threads (a
+// pool of `threads`, one per open watch).
 #pragma once
 
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -100,6 +102,20 @@ class FakeKubeApi {
   // The next `count` evictions of pod NS/NAME answer 429, as while a PDB allows no disruption.
   void BlockEvictions(const std::string& ns, const std::string& name, int count);
 
+  // ConfigMaps (the remediator's published circuit breaker): created with POST (409
+  // AlreadyExists), read with GET (404), replaced with PUT (404 when none; 409 Conflict when the
+  // body names a resourceVersion that is not the stored one), deleted with DELETE; listed and
+  // watched per namespace with fieldSelector metadata.name=NAME. Data values must be strings
+  // (422). ConfigMap() is null when there is none; SetConfigMap() and DeleteConfigMap() change
+  // one as another client would.
+  nlohmann::json ConfigMap(const std::string& ns, const std::string& name) const;
+  void SetConfigMap(const std::string& ns, const std::string& name, const nlohmann::json& data);
+  void DeleteConfigMap(const std::string& ns, const std::string& name);
+
+  // Watch events (ADDED / MODIFIED / DELETED, not bookmarks) sent to watchers since the start, of
+  // one kind: "Node", "Pod" or "ConfigMap". One change sent to N watchers counts N: the fan-out.
+  uint64_t watch_events(std::string_view kind) const;
+
   // coordination.k8s.io/v1 Leases: created with POST (409 AlreadyExists when there is one),
   // read with GET (404 when none), replaced with PUT only with the resourceVersion last read
   // (409 Conflict otherwise), as the real server does for optimistic concurrency.
@@ -154,7 +170,8 @@ class FakeKubeApi {
   Answer GetNode(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer ListNodes(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The collections the fake can watch.
-  enum class Kind : uint8_t { kNode, kPod };
+  enum class Kind : uint8_t { kNode, kPod, kConfigMap };
+  static const char* KindName(Kind kind);
   struct Watcher;
   // Waits for what the watcher should be sent next and writes it; false ends the stream
   // (`*drop`: without the final chunk, a broken connection).
@@ -176,6 +193,9 @@ class FakeKubeApi {
   // A watch's answer: streamed (status 0) unless its resourceVersion is malformed (400).
   Answer WatchAnswer(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer Evict(const std::string& ns, const std::string& name, const KubeRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // `name` empty: the collection (list, watch, POST).
+  Answer ServeConfigMap(const std::string& ns, const std::string& name, const KubeRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // `name` empty: the collection (POST).
   Answer ServeLease(const std::string& ns, const std::string& name, const KubeRequest& request)
@@ -205,6 +225,9 @@ class FakeKubeApi {
   std::map<std::pair<std::string, std::string>, nlohmann::json> pods_ ABSL_GUARDED_BY(mutex_);
   std::map<std::pair<std::string, std::string>, int> blocked_evictions_ ABSL_GUARDED_BY(mutex_);
   std::map<std::pair<std::string, std::string>, nlohmann::json> leases_ ABSL_GUARDED_BY(mutex_);
+  std::map<std::pair<std::string, std::string>, nlohmann::json> config_maps_
+      ABSL_GUARDED_BY(mutex_);
+  uint64_t watch_events_[3] ABSL_GUARDED_BY(mutex_) = {};  // by Kind
   std::vector<KubeRequest> requests_ ABSL_GUARDED_BY(mutex_);
   uint64_t resource_version_ ABSL_GUARDED_BY(mutex_) = 1000;
   int fail_status_ ABSL_GUARDED_BY(mutex_) = 0;
