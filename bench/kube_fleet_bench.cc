@@ -178,7 +178,25 @@ void BM_KubeFleet(benchmark::State& state) {
     }
     const std::vector<KubeRequest> steady = api.Requests();
     int steady_requests = 0;
-    for (const KubeRequest& request : steady) steady_requests += !request.watch();
+    std::map<std::string, int> steady_kinds;  // "PATCH /api/v1/nodes/*/status", ...
+    int remediator_requests = 0;              // its Lease, on real time: not the nodes'
+    for (const KubeRequest& request : steady) {
+      if (request.watch()) continue;
+      if (request.user_agent.find("(healthcheck)") == std::string::npos) {
+        ++remediator_requests;
+        continue;
+      }
+      ++steady_requests;
+      std::string kind = request.path;
+      if (kind.starts_with("/api/v1/nodes/")) {
+        kind = kind.ends_with("/status") ? "/api/v1/nodes/*/status" : "/api/v1/nodes/*";
+      }
+      ++steady_kinds[request.method + " " + kind + (request.list() ? " (list)" : "")];
+    }
+    std::string steady_breakdown;
+    for (const auto& [kind, count] : steady_kinds) {
+      steady_breakdown += fmt::format("{}{} {}", steady_breakdown.empty() ? "" : ", ", count, kind);
+    }
     const double per_node_minute = static_cast<double>(steady_requests) / nodes / kSteadyMinutes;
     const int heartbeat_writes = NodeWrites(steady);
     // Wait for the heartbeats' events to be delivered.
@@ -264,10 +282,11 @@ void BM_KubeFleet(benchmark::State& state) {
     fmt::print(stderr, "  open watches: {} ({} per check: its node, the breaker; 1 remediator)\n",
                api.open_watches(), 2);
     fmt::print(stderr,
-               "  steady state, {} min on the checks' clock: {} requests ({:.3f} per node per "
-               "minute), {} heartbeat writes, {:.2f} watch events delivered per heartbeat write\n",
-               kSteadyMinutes, steady_requests, per_node_minute, heartbeat_writes,
-               events_per_heartbeat);
+               "  steady state, {} min on the checks' clock: {} requests by the checks ({:.3f} "
+               "per node per minute: {}), {} heartbeat writes, {:.2f} watch events delivered per "
+               "heartbeat write; the remediator's Lease meanwhile (real time): {} requests\n",
+               kSteadyMinutes, steady_requests, per_node_minute, steady_breakdown, heartbeat_writes,
+               events_per_heartbeat, remediator_requests);
     fmt::print(stderr,
                "  {} writes by another client (one per node): {:.2f} watch events delivered per "
                "node write\n",
@@ -291,6 +310,102 @@ void BM_KubeFleet(benchmark::State& state) {
   for (const auto& check : checks) check->reporter->Stop();
 }
 BENCHMARK(BM_KubeFleet)->Arg(50)->Arg(200)->Iterations(1)->Unit(benchmark::kSecond);
+
+// The remediator's memory per GPU node: the real binary's RSS with no GPU node, then once its
+// watch has brought N nodes shaped as GPU nodes are (60 labels as GPU feature discovery and the
+// cloud set them, the kubelet's annotations, the health check's condition, 40 container images in
+// the status: about 11 KB of JSON each); the difference over N is what a node costs it.
+void BM_RemediatorMemoryPerNode(benchmark::State& state) {
+  testing::TempDir dir;
+  std::string error;
+  const std::unique_ptr<FakeKubeApi> server = FakeKubeApi::Start(dir.path().string(), &error);
+  if (server == nullptr) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  FakeKubeApi& api = *server;
+  const auto add_nodes = [&](int from, int to) {
+    for (int i = from; i <= to; ++i) {
+      std::map<std::string, std::string> labels = {{"nvidia.com/gpu.present", "true"}};
+      for (int label = 0; label < 60; ++label) {
+        labels[fmt::format("feature.node.kubernetes.io/cpu-cpuid.FEATURE{}", label)] = "true";
+      }
+      const std::string name = fmt::format("gpu-node-{:05d}", i);
+      api.AddNode(name, labels, Json::array(),
+                  {{"node.alpha.kubernetes.io/ttl", "0"},
+                   {"volumes.kubernetes.io/controller-managed-attach-detach", "true"},
+                   {"csi.volume.kubernetes.io/nodeid", "{\"ebs.csi.aws.com\":\"i-0abc\"}"}});
+      api.ModifyNode(name, [](Json& node) {
+        // The condition every GPU node's health check keeps (the remediator reads it).
+        node["status"]["conditions"].push_back(
+            {{"type", "GpuProblem"},
+             {"status", "False"},
+             {"reason", "GpusHealthy"},
+             {"message", "engine 5f0c2a91d4e8b7a6 seq 123456: all 8 GPUs pass"},
+             {"lastHeartbeatTime", "2026-12-02T03:00:00Z"},
+             {"lastTransitionTime", "2026-11-30T11:00:00Z"}});
+        Json images = Json::array();
+        for (int image = 0; image < 40; ++image) {
+          images.push_back({{"names",
+                             {fmt::format("nvcr.io/nvidia/pytorch@sha256:{:064x}", image),
+                              fmt::format("nvcr.io/nvidia/pytorch:24.{:02d}-py3", image)}},
+                            {"sizeBytes", 9'000'000'000 + image}});
+        }
+        node["status"]["images"] = images;
+      });
+    }
+  };
+  // It starts with none, so the heap its first list would leave behind (freed, then reused for
+  // what it keeps) does not hide what the nodes cost.
+  const int small = 0, large = static_cast<int>(state.range(0));
+  testing::HttpDaemon remediator("remediator", dir.path().string(), "",
+                                 {"--mode", "off", "--identity", "vigil-remediator-0",
+                                  "--service-account-dir", api.credentials().service_account_dir});
+  if (remediator.port() == 0) {
+    state.SkipWithError("the remediator did not start");
+    return;
+  }
+  const auto gpu_nodes = [&] {
+    const std::string metrics = remediator.Get("/metrics");
+    const size_t at = metrics.find("\nvigil_remediator_gpu_nodes ");
+    return at == std::string::npos ? -1 : std::atoi(metrics.c_str() + at + 28);
+  };
+  for (auto _ : state) {
+    if (!testing::Eventually([&] { return gpu_nodes() == small; }, absl::Seconds(60))) {
+      state.SkipWithError("the remediator did not count the first nodes");
+      return;
+    }
+    absl::SleepFor(absl::Seconds(2));
+    const ProcessUse at_small = Use(remediator.process().pid());
+    add_nodes(small + 1, large);
+    if (!testing::Eventually([&] { return gpu_nodes() == large; }, absl::Minutes(5),
+                             absl::Milliseconds(500))) {
+      const std::string why =
+          fmt::format("the remediator counted {} of {} nodes in 5 minutes; its log ends: {}",
+                      gpu_nodes(), large,
+                      remediator.process().Stderr().substr(
+                          std::max<size_t>(remediator.process().Stderr().size(), 600) - 600));
+      state.SkipWithError(why.c_str());
+      return;
+    }
+    absl::SleepFor(absl::Seconds(2));
+    const ProcessUse at_large = Use(remediator.process().pid());
+    api.Compact();  // the fake's history of those changes: not needed any more
+    const double per_node_bytes =
+        (at_large.rss_kib - at_small.rss_kib) * 1024 / static_cast<double>(large - small);
+    state.counters["rss_mib_small"] = at_small.rss_kib / 1024;
+    state.counters["rss_mib_large"] = at_large.rss_kib / 1024;
+    state.counters["bytes_per_node"] = per_node_bytes;
+    fmt::print(stderr,
+               "remediator memory: RSS {:.1f} MiB with {} GPU nodes, {:.1f} MiB with {}: {:.0f} "
+               "bytes per node (each node about {} bytes of JSON on the wire); CPU {:.2f} s for "
+               "the {} nodes added\n",
+               at_small.rss_kib / 1024, small, at_large.rss_kib / 1024, large, per_node_bytes,
+               api.Node("gpu-node-00001").dump().size(), at_large.cpu_s - at_small.cpu_s,
+               large - small);
+  }
+}
+BENCHMARK(BM_RemediatorMemoryPerNode)->Arg(10000)->Iterations(1)->Unit(benchmark::kSecond);
 
 }  // namespace
 }  // namespace vigil

@@ -511,15 +511,24 @@ absl::Status NodeReporter::AddTaint(absl::Time now, std::optional<std::string>* 
                    {"path", "/metadata/annotations"},
                    {"value", {{kTaintOwnerAnnotation, options_.taint_key}}}});
   }
-  if (faults->has_value()) AddFaultsOps(**faults, &ops);
-  auto node =
-      Check(api_->Call("PATCH", "/api/v1/nodes/" + options_.node_name, kJsonPatch, ops.dump()),
-            fmt::format("tainting node {}", options_.node_name));
-  if (!node.ok()) return node.status();
-  LearnNode(*node);
+  if (absl::Status patched =
+          PatchTaint(std::move(ops), faults, fmt::format("tainting node {}", options_.node_name));
+      !patched.ok()) {
+    return patched;
+  }
   ++stats_.taints_added;
   spdlog::warn("kubernetes: tainted node {} with {}:NoSchedule at {} (a GPU fails)",
                options_.node_name, options_.taint_key, kube::Time(now));
+  return absl::OkStatus();
+}
+
+absl::Status NodeReporter::PatchTaint(Json ops, std::optional<std::string>* faults,
+                                      const std::string& what) {
+  if (faults->has_value()) AddFaultsOps(**faults, &ops);
+  auto node = Check(
+      api_->Call("PATCH", "/api/v1/nodes/" + options_.node_name, kJsonPatch, ops.dump()), what);
+  if (!node.ok()) return node.status();
+  LearnNode(*node);
   if (faults->has_value()) {
     ++stats_.faults_published;
     faults->reset();
@@ -534,20 +543,15 @@ absl::Status NodeReporter::RemoveTaint(std::optional<std::string>* faults) {
                    {{"op", "remove"}, {"path", "/spec/taints/" + index}},
                    {{"op", "remove"},
                     {"path", "/metadata/annotations/" + PointerToken(kTaintOwnerAnnotation)}}});
-  if (faults->has_value()) AddFaultsOps(**faults, &ops);
-  auto node =
-      Check(api_->Call("PATCH", "/api/v1/nodes/" + options_.node_name, kJsonPatch, ops.dump()),
-            fmt::format("removing the taint of node {}", options_.node_name));
-  if (!node.ok()) return node.status();
-  LearnNode(*node);
+  if (absl::Status patched = PatchTaint(
+          std::move(ops), faults, fmt::format("removing the taint of node {}", options_.node_name));
+      !patched.ok()) {
+    return patched;
+  }
   ++stats_.taints_removed;
   spdlog::info("kubernetes: removed the {}:NoSchedule taint of node {} (healthy for {})",
                options_.taint_key, options_.node_name,
                absl::FormatDuration(options_.untaint_after));
-  if (faults->has_value()) {
-    ++stats_.faults_published;
-    faults->reset();
-  }
   return absl::OkStatus();
 }
 

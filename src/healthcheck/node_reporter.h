@@ -167,6 +167,10 @@ class NodeReporter {
                               std::optional<std::string>* faults);
   absl::Status AddTaint(absl::Time now, std::optional<std::string>* faults);
   absl::Status RemoveTaint(std::optional<std::string>* faults);
+  // Sends the JSON patch `ops` of a taint change, with the faults' ops when they are due (then
+  // reset, and counted), and learns the node it answers.
+  absl::Status PatchTaint(nlohmann::json ops, std::optional<std::string>* faults,
+                          const std::string& what);
   // The ops that set (or remove, for "") the faults annotation, appended to a JSON patch.
   void AddFaultsOps(const std::string& faults, nlohmann::json* ops) const;
   // The faults annotation alone, as a merge patch.

@@ -11,6 +11,19 @@ namespace vigil::remediator {
 
 using Json = nlohmann::json;
 
+namespace {
+
+// An answer that is not 2xx, saying what failed (a 403: the RBAC the remediator lacks).
+absl::Status HttpError(const std::string& what, const KubeResponse& response) {
+  return absl::UnavailableError(fmt::format(
+      "{}: {} {}{}", what, response.status, kube::ApiMessage(response.body),
+      response.status == 403 ? " (does the remediator's Role from deploy/ allow configmaps get, "
+                               "create and update?)"
+                             : ""));
+}
+
+}  // namespace
+
 BreakerPublisher::BreakerPublisher(BreakerPublisherOptions options, KubeApi* api)
     : options_(std::move(options)), api_(api) {}
 
@@ -32,11 +45,7 @@ absl::Status BreakerPublisher::Read() {
     return absl::OkStatus();
   }
   if (response->status < 200 || response->status >= 300) {
-    return absl::UnavailableError(fmt::format(
-        "{}: {} {}{}", what, response->status, kube::ApiMessage(response->body),
-        response->status == 403 ? " (does the remediator's Role from deploy/ allow configmaps "
-                                  "get, create and update?)"
-                                : ""));
+    return HttpError(what, *response);
   }
   const Json object = Json::parse(response->body, nullptr, /*allow_exceptions=*/false);
   resource_version_ = kube::StringAt(kube::At(object, "metadata"), "resourceVersion");
@@ -102,11 +111,7 @@ absl::Status BreakerPublisher::Publish(size_t tainted, size_t gpu_nodes, absl::T
   }
   if (response->status < 200 || response->status >= 300) {
     ++stats_.errors;
-    return absl::UnavailableError(fmt::format(
-        "{}: {} {}{}", what, response->status, kube::ApiMessage(response->body),
-        response->status == 403 ? " (does the remediator's Role from deploy/ allow configmaps "
-                                  "get, create and update?)"
-                                : ""));
+    return HttpError(what, *response);
   }
   const Json written = Json::parse(response->body, nullptr, /*allow_exceptions=*/false);
   resource_version_ = kube::StringAt(kube::At(written, "metadata"), "resourceVersion");

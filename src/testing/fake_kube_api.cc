@@ -390,6 +390,14 @@ bool FakeKubeApi::ServeWatch(Watcher& watcher, std::string* out, bool* drop) {
     *out = WatchLine("ERROR", Status(410, "Expired", "the watch fell too far behind"));
     return false;
   }
+  // Changes it has not been sent were compacted away: as the real server, it says so (410)
+  // instead of skipping them.
+  if (watcher.cursor < compacted_) {
+    *out = WatchLine("ERROR", Status(410, "Expired",
+                                     fmt::format("too old resource version: {} ({})",
+                                                 watcher.cursor, compacted_)));
+    return false;
+  }
   // The history is in resourceVersion order: start after the watcher's cursor.
   const auto unsent = std::upper_bound(
       history_.begin(), history_.end(), watcher.cursor,
