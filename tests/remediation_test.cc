@@ -206,10 +206,12 @@ TEST_F(RemediationTest, ATransitionCostsThreeRequestsWithoutAConflictAndTwoWatch
     const std::string status = check_->Get("/status");
     return status.find("\"source\": \"remediator\"") != std::string::npos;
   })) << Logs(remediator.get());
+  // The start-up's writes done: the condition and its Event.
   ASSERT_TRUE(Eventually([&] {
-    return ::vigil::testing::ConditionStatus(api_->Node("n1"), "GpuProblem") == "False";
+    return ::vigil::testing::ConditionStatus(api_->Node("n1"), "GpuProblem") == "False" &&
+           !Reasons("vigil-healthcheck").empty();
   }));
-  absl::SleepFor(absl::Seconds(1));  // the start-up's writes are delivered
+  absl::SleepFor(absl::Seconds(1));  // and their watch events delivered
   api_->ClearRequests();
   const uint64_t node_events = api_->watch_events("Node");
   Inject("79", 0, /*allow_actions=*/true);
@@ -224,7 +226,11 @@ TEST_F(RemediationTest, ATransitionCostsThreeRequestsWithoutAConflictAndTwoWatch
     by_check.push_back(request);
     node_writes += request.method == "PATCH" && request.path.starts_with("/api/v1/nodes/n1");
   }
-  ASSERT_EQ(by_check.size(), 3u) << Logs(remediator.get());
+  std::string said;
+  for (const KubeRequest& request : by_check) {
+    said += request.method + " " + request.path + " " + request.body.substr(0, 300) + "\n";
+  }
+  ASSERT_EQ(by_check.size(), 3u) << said << Logs(remediator.get());
   EXPECT_EQ(by_check[0].path, "/api/v1/nodes/n1/status");
   EXPECT_EQ(by_check[1].path, "/api/v1/namespaces/default/events");
   EXPECT_EQ(by_check[2].path, "/api/v1/nodes/n1");
@@ -233,6 +239,48 @@ TEST_F(RemediationTest, ATransitionCostsThreeRequestsWithoutAConflictAndTwoWatch
   EXPECT_EQ(node_writes, 2);
   EXPECT_TRUE(Eventually([&] { return api_->watch_events("Node") - node_events == 4; }))
       << api_->watch_events("Node") - node_events << " watch events for 2 node writes";
+}
+
+// The breaker refuses a taint beyond --max-tainted-share with the remediator absent (the check
+// counts the GPU nodes itself) and present (its published decision), and lets it through once the
+// remediator sees a tainted node recover.
+TEST_F(RemediationTest, TheBreakerRefusesATaintBeyondTheShareWithAndWithoutTheRemediator) {
+  // One of three GPU nodes tainted already: max(1, 3 x 0.5) = 1, the limit is reached.
+  api_->ModifyNode("n2", [](Json& node) {
+    node["spec"]["taints"] =
+        Json::array({{{"key", "vigil.dev/gpu-problem"}, {"effect", "NoSchedule"}}});
+  });
+  StartHealthcheck();
+  Inject("79", 0, /*allow_actions=*/true);
+  ASSERT_TRUE(check_->process().WaitForStderr(
+      "NOT tainting node n1 although a GPU fails: 1 of 3 GPU nodes"))
+      << Logs(nullptr);
+  EXPECT_THAT(check_->process().Stderr(), HasSubstr("decided by this check's own count"));
+  EXPECT_EQ(::vigil::testing::ConditionStatus(api_->Node("n1"), "GpuProblem"), "True");
+  EXPECT_FALSE(Tainted());
+  EXPECT_THAT(check_->Get("/metrics"),
+              ::testing::Not(HasSubstr("vigil_healthcheck_kube_taint_refusals_total 0\n")));
+  Json breaker = Json::parse(check_->Get("/status"))["kubernetes"]["circuit_breaker"];
+  EXPECT_EQ(breaker["source"], "own-count") << breaker.dump();
+
+  // The remediator comes: it publishes the breaker open, and the check follows its decision.
+  auto remediator = StartRemediator("r1", {"--mode", "off"});
+  ASSERT_TRUE(Eventually([&] {
+    breaker = Json::parse(check_->Get("/status"))["kubernetes"]["circuit_breaker"];
+    return breaker.value("source", "") == "remediator";
+  })) << Logs(remediator.get());
+  EXPECT_EQ(breaker["state"], "open");
+  EXPECT_EQ(breaker["tainted_nodes"], 1);
+  EXPECT_EQ(breaker["gpu_nodes"], 3);
+  EXPECT_FALSE(Tainted());
+
+  // n2 recovers: the remediator closes the breaker, and the failing n1 is tainted at last.
+  api_->ModifyNode("n2", [](Json& node) { node["spec"].erase("taints"); });
+  ASSERT_TRUE(Eventually([&] { return Tainted(); }, absl::Seconds(20))) << Logs(remediator.get());
+  breaker = Json::parse(check_->Get("/status"))["kubernetes"]["circuit_breaker"];
+  EXPECT_EQ(breaker["source"], "remediator");
+  EXPECT_THAT(remediator->Get("/metrics"),
+              HasSubstr("vigil_remediator_taint_breaker_writes_total"));
 }
 
 TEST_F(RemediationTest, Xid79RequestsARebootThroughTheSentinelAndANewBootClearsIt) {

@@ -470,9 +470,15 @@ TEST_F(NodeReporterTest, WithoutTheRemediatorsBreakerTheCheckCountsTheGpuNodesIt
   EXPECT_EQ(reporter->breaker().stats().own_counts.load(), 1u);
   EXPECT_EQ(reporter->breaker().StatusJson()["source"], "own-count");
 
-  // One of them recovers: the next decision counts again, and now this node may be tainted.
+  // A refused node does not count the fleet every pass: the refusal stands for a minute.
   api_->ModifyNode("gpu-3", [](Json& node) { node["spec"].erase("taints"); });
   api_->ClearRequests();
+  clock_.Advance(absl::Seconds(59));
+  ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
+  EXPECT_EQ(GpuNodeLists(), 0);
+  EXPECT_EQ(TaintKeys().size(), 1u);
+  // One of them recovered meanwhile: the next count lets this node be tainted.
+  clock_.Advance(absl::Seconds(1));
   ASSERT_EQ(reporter->ReconcileOnce(), absl::OkStatus());
   EXPECT_EQ(TaintKeys().size(), 2u);
   EXPECT_EQ(GpuNodeLists(), 1);

@@ -108,6 +108,12 @@ absl::StatusOr<TaintDecision> TaintBreaker::Decide() {
 }
 
 absl::StatusOr<TaintDecision> TaintBreaker::CountOwn(std::string why) {
+  const absl::Time now = options_.clock->Now();
+  if (own_refusal_.has_value() && now - own_refusal_at_ < kOwnCountEvery) {
+    own_refusal_->fallback_why = std::move(why);
+    return *own_refusal_;
+  }
+  own_refusal_.reset();
   TaintDecision decision{.source = BreakerSource::kOwnCount, .fallback_why = std::move(why)};
   bool self_listed = false;
   const kube::ListResult listed = kube::ListAll(
@@ -137,6 +143,10 @@ absl::StatusOr<TaintDecision> TaintBreaker::CountOwn(std::string why) {
   decision.max_tainted_nodes = MaxTaintedNodes(options_.max_tainted_share, decision.gpu_nodes);
   decision.allowed = DecideBreaker(decision.tainted_nodes, decision.gpu_nodes,
                                    options_.max_tainted_share) == BreakerState::kClosed;
+  if (!decision.allowed) {
+    own_refusal_ = decision;
+    own_refusal_at_ = now;
+  }
   return decision;
 }
 

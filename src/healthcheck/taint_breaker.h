@@ -5,13 +5,16 @@
 // remediator deployed, the object missing, stale (not renewed for kBreakerStaleAfter), unreadable,
 // or about another taint key — it falls back to today's rule on its own count: one paginated LIST
 // of the GPU nodes (from the API server's watch cache) at the moment a taint is to be decided,
-// which a check makes only on its node's transition to FAIL. Either way the answer says which
+// which a check makes on its node's transition to FAIL; a refusal so counted stands for
+// kOwnCountEvery before the next count (a node that stays refused must not LIST the fleet every
+// pass — at a fleet-wide false alarm that is every node). Either way the answer says which
 // source decided, and /status and /metrics say whether the remediator's breaker is seen.
 // Threads: the informer's (`vigil-informer`, after Start()). Decide() from one thread at a time
 // (the reporter's); StatusJson(), Metrics() and stats() from any thread.
 #pragma once
 
 #include <atomic>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -33,6 +36,9 @@ struct TaintBreakerOptions {
   std::string breaker_name = std::string(kBreakerConfigMapName);
   Clock* clock = Clock::Real();
 };
+
+// How long a refusal from the check's own count stands before it counts again.
+inline constexpr absl::Duration kOwnCountEvery = absl::Minutes(1);
 
 struct TaintBreakerStats {
   std::atomic<uint64_t> decisions_published{0};  // decided by the remediator's breaker
@@ -85,6 +91,9 @@ class TaintBreaker {
   KubeApi* const api_;
   Informer watch_;
   TaintBreakerStats stats_;
+  // Decide()'s thread only: the last refusal of the own count, reused until kOwnCountEvery.
+  std::optional<TaintDecision> own_refusal_;
+  absl::Time own_refusal_at_ = absl::InfinitePast();
 };
 
 }  // namespace vigil
