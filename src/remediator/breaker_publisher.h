@@ -46,6 +46,9 @@ class BreakerPublisher {
   // published, or the renewal is due; otherwise makes no request. An error (logged by the caller)
   // leaves it for the next call.
   absl::Status Publish(size_t tainted, size_t gpu_nodes, absl::Time now);
+  // What this replica knew of the object may be stale (another replica held the Lease and wrote
+  // it meanwhile): the next Publish() reads it again before deciding whether to write.
+  void Forget() { read_ = false; }
   const BreakerPublisherStats& stats() const { return stats_; }
   const BreakerPublisherOptions& options() const { return options_; }
 

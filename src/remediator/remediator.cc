@@ -469,6 +469,12 @@ absl::Status Remediator::ReconcileOnce(absl::Time act_until) {
     if (!status.ok()) {
       spdlog::warn("remediation: {}", MessageOf(status));
       if (pass.first_error.ok()) pass.first_error = status;
+      // A step not written (no answer, 5xx: no watch event will bring the node back) is taken
+      // again next pass; a state that cannot be read waits for someone to change it.
+      if (!absl::IsInvalidArgument(status)) {
+        absl::MutexLock lock(&changed_mutex_);
+        changed_.insert(*name);
+      }
     }
     Track(*name, CurrentNode(*name), pass.now);  // what its write changed counts at once
   }

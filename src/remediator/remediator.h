@@ -137,6 +137,10 @@ class Remediator {
   // No node is begun at or after `act_until` (the active replica's Lease may run out by then):
   // the pass stops there, DeadlineExceeded, and the next one goes on.
   absl::Status ReconcileOnce(absl::Time act_until = absl::InfiniteFuture());
+  // This replica has just taken the Lease: what it published before may have been overwritten by
+  // the replica that held it since, so the breaker is read again at the next pass. Called on
+  // ReconcileOnce()'s thread.
+  void StartedLeading() { breaker_.Forget(); }
 
   // Each node the remediator has a state for, as JSON (for /status and `vigil remediator
   // status`).

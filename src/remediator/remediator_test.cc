@@ -511,6 +511,50 @@ TEST_F(RemediatorTest, ThePublishedBreakerIsWrittenWhenItOpensOrClosesAndRenewed
   EXPECT_EQ(remediator_->breaker().stats().writes.load(), 5u);
 }
 
+// A step whose write got no answer (a 500: no watch event will bring the node back) is taken again
+// at the next pass, though nothing on the node changed.
+TEST_F(RemediatorTest, AStepWhoseWriteFailedIsTakenAgainWithoutAChange) {
+  // n3 was escalated; a person removed the needs-inspection label to hand it back.
+  NodeRemediation escalated{.step = RemediationStep::kEscalated,
+                            .step_started = clock_.Now() - absl::Hours(1)};
+  api_->ModifyNode("n3", [&](Json& node) {
+    node["metadata"]["annotations"][std::string(kRemediationAnnotation)] =
+        RemediationToJson(escalated);
+    node["spec"]["taints"] =
+        Json::array({{{"key", std::string(kNeedsInspectionTaint)}, {"effect", "NoSchedule"}}});
+  });
+  Start({.mode = Mode::kOn});
+  api_->FailNext(500, 1, "/api/v1/nodes/n3", 0, "PATCH");
+  EXPECT_FALSE(Pass().ok());
+  EXPECT_EQ(State("n3").step, RemediationStep::kEscalated);
+  ASSERT_TRUE(remediator_->ReconcileOnce().ok());
+  EXPECT_EQ(State("n3").step, RemediationStep::kIdle);
+  EXPECT_FALSE(testing::HasNoScheduleTaint(api_->Node("n3"), std::string(kNeedsInspectionTaint)));
+}
+
+// A replica that takes the Lease back reads the published breaker again: the replica that held it
+// meanwhile may have written another decision, which its own record would not show.
+TEST_F(RemediatorTest, AReplicaThatTakesTheLeaseBackReadsTheBreakerAgain) {
+  Start({.mode = Mode::kOn, .max_tainted_share = 0.5});
+  Fail("n2", 0, "none");  // 1 of 3 tainted: open
+  ASSERT_TRUE(Pass().ok());
+  const auto state = [&] {
+    return api_->ConfigMap("vigil", "vigil-circuit-breaker")["data"].value("state", "");
+  };
+  EXPECT_EQ(state(), "open");
+  // Another replica, with another view, wrote "closed" while this one stood by.
+  auto other = BreakerFromData(api_->ConfigMap("vigil", "vigil-circuit-breaker")["data"]);
+  ASSERT_TRUE(other.ok());
+  other->state = BreakerState::kClosed;
+  other->decided_by = "the-other-replica";
+  api_->SetConfigMap("vigil", "vigil-circuit-breaker", BreakerToData(*other));
+  ASSERT_TRUE(Pass().ok());
+  EXPECT_EQ(state(), "closed") << "without a take-over its own record says open: no write";
+  remediator_->StartedLeading();
+  ASSERT_TRUE(Pass().ok());
+  EXPECT_EQ(state(), "open");
+}
+
 // At fleet size a pass costs the nodes that changed and those under way, not the fleet.
 TEST_F(RemediatorTest, APassReconcilesTheNodesThatChangedNotTheFleet) {
   for (int i = 4; i <= 200; ++i) api_->AddNode(fmt::format("n{}", i), kGpuNode);

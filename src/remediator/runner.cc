@@ -84,6 +84,7 @@ void Runner::Loop() {
     }
     if (leading != leading_.exchange(leading)) {
       if (leading) {
+        remediator_->StartedLeading();
         spdlog::info("remediator: {} holds the Lease {}/{}: acting (mode {})",
                      options_.lease.identity, options_.lease.ns, options_.lease.name,
                      ModeName(options_.remediator.mode));
