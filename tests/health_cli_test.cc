@@ -45,10 +45,12 @@ TEST(HealthCliTest, Xid79FailsGpu2SurvivesKillAndClears) {
   EXPECT_EQ(exit_code, 0);
   EXPECT_EQ(healthy["overall"], "PASS");
 
-  const uint64_t before = Seq(*engine);
   ASSERT_EQ(Vigil({"inject", "xid", "--gpu", "2", "--xid", "79", "--engine", engine->unix_address})
                 .exit_code,
             0);
+  // Read once the injection is in: a tick that begins after the one running now includes it (a
+  // seq read before the injection let a tick that did not pass for its verdict).
+  const uint64_t before = 1 + Seq(*engine);
   auto failing = Health(*engine, before, &exit_code);
   EXPECT_EQ(exit_code, 1);
   EXPECT_EQ(failing["overall"], "FAIL");
@@ -97,10 +99,12 @@ TEST(HealthCliTest, Xid79FailsGpu2SurvivesKillAndClears) {
 TEST(HealthCliTest, BenignXidDoesNotFail) {
   TempDir dir;
   EngineProcess engine(dir.path(), "n1", 2);
-  const uint64_t before = Seq(engine);
   ASSERT_EQ(Vigil({"inject", "xid", "--gpu", "0", "--xid", "43", "--engine", engine.unix_address})
                 .exit_code,
             0);
+  // Read once the injection is in: a tick that begins after the one running now includes it (a
+  // seq read before the injection let a tick that did not pass for its verdict).
+  const uint64_t before = 1 + Seq(engine);
   int exit_code = 0;
   auto verdict = Health(engine, before, &exit_code);
   EXPECT_NE(verdict["overall"], "FAIL");
@@ -113,10 +117,12 @@ TEST(HealthCliTest, ARebootClearsPersistedFailures) {
   std::ofstream(boot_file) << "boot-one\n";
   setenv("VIGIL_BOOT_ID_FILE", boot_file.c_str(), 1);  // inherited by the engines below
   auto engine = std::make_unique<EngineProcess>(dir.path(), "n1", 2);
-  const uint64_t before = Seq(*engine);
   ASSERT_EQ(Vigil({"inject", "xid", "--gpu", "1", "--xid", "48", "--engine", engine->unix_address})
                 .exit_code,
             0);
+  // Read once the injection is in: a tick that begins after the one running now includes it (a
+  // seq read before the injection let a tick that did not pass for its verdict).
+  const uint64_t before = 1 + Seq(*engine);
   int exit_code = 0;
   EXPECT_EQ(Health(*engine, before, &exit_code)["gpus"][1]["status"], "FAIL");
   engine->process->Signal(SIGKILL);
@@ -131,10 +137,12 @@ TEST(HealthCliTest, ARebootClearsPersistedFailures) {
 TEST(HealthCliTest, AGpuResetEndsAStickyFailureAndIsPrivilegedAndAudited) {
   TempDir dir;
   EngineProcess engine(dir.path(), "n1", 2);
-  const uint64_t before = Seq(engine);
   ASSERT_EQ(Vigil({"inject", "xid", "--gpu", "1", "--xid", "48", "--engine", engine.unix_address})
                 .exit_code,
             0);
+  // Read once the injection is in: a tick that begins after the one running now includes it (a
+  // seq read before the injection let a tick that did not pass for its verdict).
+  const uint64_t before = 1 + Seq(engine);
   int exit_code = 0;
   ASSERT_EQ(Health(engine, before, &exit_code)["gpus"][1]["status"], "FAIL");
 
