@@ -78,12 +78,6 @@ std::string Informer::ResourceVersionOf(const std::string& name) const {
   return kube::StringAt(kube::At(it->second, "metadata"), "resourceVersion");
 }
 
-void Informer::ForEach(
-    const std::function<void(const std::string& name, const Json& object)>& visit) const {
-  absl::MutexLock lock(&mutex_);
-  for (const auto& [name, object] : objects_) visit(name, object);
-}
-
 size_t Informer::size() const {
   absl::MutexLock lock(&mutex_);
   return objects_.size();

@@ -6,8 +6,8 @@
 // error is retried with backoff from the last resourceVersion; `410 Gone` (the resourceVersion
 // was compacted away, as an HTTP answer or as an ERROR event in the stream) re-lists. Readers are
 // answered from memory: a decision that needs the cluster's state costs no request.
-// Threads: one of its own (`vigil-informer`) after Start(); Get(), ForEach(), synced() and stats()
-// from any thread (one mutex, held only to copy or visit); listeners run on the informer's
+// Threads: one of its own (`vigil-informer`) after Start(); Get(), size(), synced() and stats()
+// from any thread (one mutex, held only to copy); listeners run on the informer's
 // thread without the mutex held.
 #pragma once
 
@@ -87,9 +87,6 @@ class Informer {
   bool synced() const;
   // The object as the cache holds it (transformed); nullopt when the cache has none of that name.
   std::optional<nlohmann::json> Get(const std::string& name) const;
-  // Visits every object under the cache's mutex: `visit` must be quick and must not call back.
-  void ForEach(const std::function<void(const std::string& name, const nlohmann::json& object)>&
-                   visit) const;
   size_t size() const;
   // The metadata.resourceVersion of the object `name` as cached; "" when the cache has none.
   std::string ResourceVersionOf(const std::string& name) const;
