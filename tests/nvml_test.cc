@@ -141,10 +141,9 @@ TEST(NvmlTest, ValuesUnitsAndUnsupportedFields) {
 TEST(NvmlTest, TheDriversKnownQuirksAreHandled) {
   TempDir dir;
   FakeNvmlScript fake(dir.File("fake-nvml.json"), 4);
-  fake.gpu(0)["gpm"]["20"] = nullptr;                // PCIe TX bytes per second: NaN
-  fake.gpu(1)["values"]["ecc_mode"] = 0;             // ECC off
-  fake.gpu(2)["fields"]["82"] = {{"double", 48.0}};  // memory temperature as a double
-  fake.gpu(3)["fields"]["82"] = 4294967295u;         // memory temperature: a wrapped unsigned
+  fake.gpu(0)["gpm"]["20"] = nullptr;         // PCIe TX bytes per second: NaN
+  fake.gpu(1)["values"]["ecc_mode"] = 0;      // ECC off
+  fake.gpu(3)["fields"]["82"] = 4294967295u;  // memory temperature: a wrapped unsigned
   // NVML 13 deprecates nvmlDeviceGetTemperature: a driver that has its successor is read
   // through it.
   fake.gpu(0)["errors"] = {{"nvmlDeviceGetTemperature", 3}};
@@ -176,9 +175,119 @@ TEST(NvmlTest, TheDriversKnownQuirksAreHandled) {
     nvlink = Values(engine, 1, "449")[449];
     return nvlink["status"] == "ok" && std::abs(nvlink["value"].get<double>() - 10'000) < 100;
   })) << nvlink.dump();
-  EXPECT_EQ(Values(engine, 2, "140")[140]["value"], 48);
   EXPECT_EQ(Values(engine, 3, "140")[140]["status"], "read_error");
   EXPECT_TRUE(engine.process->WaitForStderr("ignored as implausible"));
+}
+
+// Drivers that label an integer a double (NVML bug 2032468 for the ECC counters, nvbugs/4300930
+// for memory temperature on r545) are read as DCGM reads them: by the type the field has. Before,
+// the volatile DBE read 0 (no FAIL) and memory temperature 0 °C.
+TEST(NvmlTest, ValuesTheDriverMislabelsAreReadAsDcgmReadsThem) {
+  TempDir dir;
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 2);
+  fake.gpu(1)["fields"]["4"] = {{"mislabelled", 2}};    // volatile DBE: 2
+  fake.gpu(1)["fields"]["82"] = {{"mislabelled", 48}};  // memory temperature: 48 °C
+  fake.Write();
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  std::map<int, json> v;
+  ASSERT_TRUE(Eventually([&] {
+    v = Values(engine, 1, "311,140");
+    return v.count(311) && v[311]["status"] == "ok";
+  }));
+  EXPECT_EQ(v[311]["value"], 2);
+  EXPECT_EQ(v[140]["value"], 48);
+  ASSERT_TRUE(Eventually([&] { return Health(engine)["gpus"][1]["status"] == "FAIL"; }));
+  const json memory = Health(engine)["gpus"][1]["systems"]["memory"];
+  ASSERT_FALSE(memory["incidents"].empty()) << memory.dump();
+  EXPECT_EQ(memory["incidents"][0]["code"], "DCGM_FR_VOLATILE_DBE_DETECTED");
+}
+
+// A GPU this process may not open (NO_PERMISSION: a container's cgroup hides its device node) is
+// left out as DCGM leaves it out; it used to be reported lost (FAIL, reboot). The others are
+// numbered from 0, and a reset names NVML's index.
+TEST(NvmlTest, AGpuThisProcessMayNotOpenIsLeftOutNotFailed) {
+  TempDir dir;
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 3);
+  fake.gpu(0)["open_error"] = 4;
+  fake.Write();
+  const std::string record = dir.File("resets");
+  {
+    std::ofstream(dir.File("reset.sh")) << "#!/bin/sh\necho \"$1 $2\" >> " << record << "\n";
+    chmod(dir.File("reset.sh").c_str(), 0755);
+  }
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(),
+                       {"--gpu-reset-command", dir.File("reset.sh") + " {uuid} {index}"});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  auto discovery = Vigil({"discovery", "--json", "--engine", engine.unix_address});
+  ASSERT_EQ(discovery.exit_code, 0) << discovery.err;
+  const json gpus = json::parse(discovery.out)["gpus"];
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus[0]["index"], 0);
+  EXPECT_EQ(gpus[0]["uuid"], fake.gpu(1)["uuid"]);
+  EXPECT_EQ(gpus[1]["uuid"], fake.gpu(2)["uuid"]);
+  ASSERT_TRUE(Eventually([&] {
+    const json health = Health(engine);
+    return health["gpus"].size() == 2 && health["gpus"][0]["status"] == "PASS" &&
+           health["gpus"][1]["status"] == "PASS";
+  }));
+  EXPECT_THAT(engine.process->Stderr(), HasSubstr("NVML GPU 0: this process may not open it"));
+  auto reset = Vigil({"reset-gpu", "--gpu", "1", "--engine", engine.unix_address});
+  ASSERT_EQ(reset.exit_code, 0) << reset.err;
+  std::string said;
+  std::getline(std::ifstream(record), said);
+  EXPECT_EQ(said, fake.gpu(2)["uuid"].get<std::string>() + " 2")
+      << "NVML's index, for nvidia-smi -i";
+
+  // With every GPU hidden, the engine says so and exits 2.
+  TempDir none;
+  FakeNvmlScript hidden(none.File("fake-nvml.json"), 2);
+  hidden.gpu(0)["open_error"] = 4;
+  hidden.gpu(1)["open_error"] = 4;
+  hidden.Write();
+  auto refused = Vigil({"engine", "--backend", "nvml", "--nvml-library", kCurrentDriver, "--kmsg",
+                        "", "--socket", none.File("s"), "--listen", "127.0.0.1:0"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err, HasSubstr("NVML lists 2 GPUs but this process may open none of them"));
+  setenv("FAKE_NVML_CONFIG", dir.File("fake-nvml.json").c_str(), 1);
+}
+
+// NVML_ERROR_RESET_REQUIRED answers every call on a GPU the driver serves again only after a
+// reset: a FAIL that asks for the reset (gpud: "GPU requires reset"), where every system used to
+// read UNKNOWN. A driver that predates a field id answers it INVALID_ARGUMENT per value: not
+// supported (the recovery action's system used to stay UNKNOWN for good). NVLink counters stamped
+// 0 are timed by the read, as DCGM times them (their rate used to stay 0).
+TEST(NvmlTest, ResetRequiredUnknownFieldIdsAndZeroTimestamps) {
+  TempDir dir;
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 3);
+  fake.gpu(1)["unknown_field_ids"] = {230};
+  fake.gpu(2)["zero_timestamps"] = true;
+  fake.gpu(2)["fields"]["138"] = {{"per_second", 5'000'000}};
+  fake.gpu(2)["fields"]["139"] = {{"per_second", 5'000'000}};
+  fake.Write();
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  ASSERT_TRUE(Eventually([&] {
+    const json health = Health(engine);
+    return health["gpus"].size() == 3 && health["gpus"][1]["status"] == "PASS";
+  }));
+  EXPECT_EQ(Health(engine)["gpus"][1]["systems"]["driver"]["status"], "PASS");
+  EXPECT_EQ(Values(engine, 1, "1523")[1523]["status"], "not_supported");
+  json nvlink;
+  EXPECT_TRUE(Eventually([&] {
+    nvlink = Values(engine, 2, "449")[449];
+    return nvlink["status"] == "ok" && std::abs(nvlink["value"].get<double>() - 10'000) < 100;
+  })) << nvlink.dump();
+
+  fake.gpu(0)["reset_required"] = true;
+  fake.Write();
+  ASSERT_TRUE(Eventually([&] { return Health(engine)["gpus"][0]["status"] == "FAIL"; }));
+  const json driver = Health(engine)["gpus"][0]["systems"]["driver"];
+  ASSERT_FALSE(driver["incidents"].empty()) << driver.dump();
+  EXPECT_EQ(driver["incidents"][0]["code"], "DCGM_FR_GPU_RECOVERY_RESET");
+  EXPECT_EQ(driver["incidents"][0]["recommended_action"], "reset-gpu") << driver.dump();
+  EXPECT_EQ(Values(engine, 0, "150")[150]["status"], "reset_required");
+  EXPECT_EQ(Health(engine)["gpus"][1]["status"], "PASS");
 }
 
 TEST(NvmlTest, AnOlderDriverWithoutSomeSymbolsStillServes) {
@@ -196,6 +305,10 @@ TEST(NvmlTest, AnOlderDriverWithoutSomeSymbolsStillServes) {
   EXPECT_EQ(v[253]["status"], "not_supported");   // v1 has no reserved figure
   EXPECT_EQ(v[1002]["status"], "not_supported");  // no GPM
   EXPECT_EQ(v[1507]["status"], "not_supported");  // no unrepairable-memory flag
+  // It predates the GPU recovery action (field 230 of NVML): not supported, and the driver
+  // system judges the rest.
+  EXPECT_EQ(Values(engine, 0, "1523")[1523]["status"], "not_supported");
+  EXPECT_TRUE(Eventually([&] { return Health(engine)["gpus"][0]["status"] == "PASS"; }));
 }
 
 TEST(NvmlTest, AGpuLostMidRunFailsAloneAndTheOthersKeepUpdating) {

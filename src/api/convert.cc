@@ -19,14 +19,17 @@ v1::ValueStatus ToProto(ValueStatus status) {
       return v1::VALUE_STATUS_TIMEOUT;
     case ValueStatus::kNoData:
       return v1::VALUE_STATUS_NO_DATA;
+    case ValueStatus::kResetRequired:
+      return v1::VALUE_STATUS_RESET_REQUIRED;
   }
   return v1::VALUE_STATUS_UNSPECIFIED;
 }
 
 ValueStatus FromProto(v1::ValueStatus status) {
-  for (ValueStatus candidate : {ValueStatus::kOk, ValueStatus::kNotSupported, ValueStatus::kGpuLost,
-                                ValueStatus::kReadError, ValueStatus::kNoPermission,
-                                ValueStatus::kTimeout, ValueStatus::kNoData}) {
+  for (ValueStatus candidate :
+       {ValueStatus::kOk, ValueStatus::kNotSupported, ValueStatus::kGpuLost,
+        ValueStatus::kReadError, ValueStatus::kNoPermission, ValueStatus::kTimeout,
+        ValueStatus::kNoData, ValueStatus::kResetRequired}) {
     if (ToProto(candidate) == status) return candidate;
   }
   return ValueStatus::kReadError;

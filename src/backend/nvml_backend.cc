@@ -136,6 +136,14 @@ bool IsGpuGone(nvml::Return code) {
   return code == nvml::kErrorGpuIsLost || code == nvml::kErrorGpuNotFound;
 }
 
+// An error that stands for the whole GPU rather than one value: lost, or a GPU the driver will not
+// serve until it is reset. NVML_ERROR_RESET_REQUIRED comes from any call on such a GPU (nvml.h);
+// read as a per-field error it made every health system UNKNOWN, where gpud reports "GPU requires
+// reset" (unhealthy, reset or reboot).
+bool IsWholeGpuFailure(nvml::Return code) {
+  return IsGpuGone(code) || code == nvml::kErrorResetRequired;
+}
+
 std::string BrandName(int brand) {
   static constexpr const char* kBrands[] = {"Unknown",
                                             "Quadro",
@@ -192,6 +200,20 @@ FieldValue FromNvmlValue(const nvml::FieldValue& value, FieldType type) {
   }
   if (value.value_type != nvml::kValueTypeDouble) as_double = static_cast<double>(as_int);
   return type == FieldType::kDouble ? FieldValue::Double(as_double) : FieldValue::Int(as_int);
+}
+
+// An answer of nvmlDeviceGetFieldValues with the value type some drivers mislabel set right, as
+// DCGM sets it (DcgmCacheManager.cpp): the ECC counters are unsigned long long whatever the label
+// ("WAR for NVML Bug 2032468": NVML leaves the type at 0, a double, and a volatile DBE count read
+// as a double is a denormal that rounds to 0, a missed FAIL), and memory temperature is an
+// unsigned int ("nvbugs/4300930 affecting r545": labelled a double; 0 °C where it is 48).
+nvml::FieldValue WithDriverBugsWorkedAround(nvml::FieldValue answer) {
+  if (answer.field_id >= nvml::kFiEccSbeVolTotal && answer.field_id <= nvml::kFiEccDbeAggTotal) {
+    answer.value_type = nvml::kValueTypeUnsignedLongLong;
+  } else if (answer.field_id == nvml::kFiMemoryTemp) {
+    answer.value_type = nvml::kValueTypeUnsignedInt;
+  }
+  return answer;
 }
 
 FieldType TypeOf(FieldId field) {
@@ -284,15 +306,16 @@ class NvmlBackend::Reader {
     return value.ok() ? value.as_string() : std::string();
   }
 
-  bool gpu_lost() const { return gpu_lost_; }
-  nvml::Return lost_error() const { return lost_error_; }
+  // Whether a call answered for the whole GPU (IsWholeGpuFailure), and the first such answer.
+  bool gpu_failed() const { return gpu_failed_; }
+  nvml::Return failure() const { return failure_; }
 
  private:
-  // Notes a lost GPU; returns `code`.
+  // Notes a failure of the whole GPU; returns `code`.
   nvml::Return Check(nvml::Return code) {
-    if (IsGpuGone(code) && !gpu_lost_) {
-      gpu_lost_ = true;
-      lost_error_ = code;
+    if (IsWholeGpuFailure(code) && !gpu_failed_) {
+      gpu_failed_ = true;
+      failure_ = code;
     }
     return code;
   }
@@ -332,15 +355,29 @@ class NvmlBackend::Reader {
       if (answer->field_id != source.nvml_fields[i]) {
         return FieldValue::Error(ValueStatus::kReadError);  // the library reordered them
       }
+      if (answer->nvml_return == nvml::kErrorInvalidArgument) {
+        // A driver that predates the field id answers that value alone with INVALID_ARGUMENT
+        // (the GPU recovery action, 230, before R575): the field is not supported there, not a
+        // failed read that would leave its health system UNKNOWN for good.
+        return Unsupported();
+      }
       if (answer->nvml_return != nvml::kSuccess) return Result(field, answer->nvml_return, {});
-      const FieldValue converted = FromNvmlValue(*answer, type);
+      const FieldValue converted = FromNvmlValue(WithDriverBugsWorkedAround(*answer), type);
       if (!converted.ok()) return converted;
       sum_int += type == FieldType::kDouble ? 0 : converted.as_int();
       sum_double += type == FieldType::kDouble ? converted.as_double() : 0;
     }
     if (field == fid::kNvlinkBandwidthTotal ||
         (field >= fid::kNvlinkBandwidthL0 && field <= fid::kNvlinkBandwidthL5)) {
-      return NvlinkRate(field, sum_int, state_.field_values[first].timestamp);
+      // The later of the TX and RX timestamps, as DCGM takes it; a driver that leaves them 0 gets
+      // the time of the read (DCGM's ReadAndCacheNvLinkBandwidth substitutes the current time),
+      // else the rate never moves off 0.
+      int64_t timestamp_us = 0;
+      for (int i = 0; i < source.count; ++i) {
+        timestamp_us = std::max<int64_t>(timestamp_us, state_.field_values[first + i].timestamp);
+      }
+      if (timestamp_us <= 0) timestamp_us = absl::ToUnixMicros(backend_.clock_->Now());
+      return NvlinkRate(field, sum_int, timestamp_us);
     }
     return Plausible(field, type == FieldType::kDouble ? FieldValue::Double(sum_double)
                                                        : FieldValue::Int(sum_int));
@@ -630,8 +667,8 @@ class NvmlBackend::Reader {
   const nvml::Api& api_;
   const uint32_t gpu_;
   GpuState& state_;
-  bool gpu_lost_ = false;
-  nvml::Return lost_error_ = nvml::kSuccess;
+  bool gpu_failed_ = false;
+  nvml::Return failure_ = nvml::kSuccess;
   nvml::Return batched_error_ = nvml::kSuccess;
   size_t next_answer_ = 0;  // the next batched field's first answer in state_.field_values
   nvml::Return gpm_error_ = nvml::kErrorNotSupported;
@@ -790,9 +827,9 @@ absl::StatusOr<MigState> NvmlBackend::ReadMig(uint32_t gpu) {
       instance.placement_start = info.placement.start;
       instance.placement_size = info.placement.size;
     }
-    if (reader.gpu_lost()) {
+    if (reader.gpu_failed()) {
       found.emplace(instance.gpu_instance_id, std::move(instance_state));
-      return failed("reading a MIG device", reader.lost_error());
+      return failed("reading a MIG device", reader.failure());
     }
     found.emplace(instance.gpu_instance_id, std::move(instance_state));
     mig.instances.push_back(std::move(instance));
@@ -812,15 +849,21 @@ absl::Status NvmlBackend::ReadInstance(uint32_t gpu, const MigInstance& instance
   }
   Reader reader(this, gpu, it->second.get());
   reader.FetchGpm(fields);
-  for (size_t i = 0; i < fields.size() && !reader.gpu_lost(); ++i) {
+  for (size_t i = 0; i < fields.size() && !reader.gpu_failed(); ++i) {
     out[i] = SampledPerMigInstance(fields[i]) ? reader.Field(fields[i])
                                               : FieldValue::Error(ValueStatus::kNotSupported);
   }
-  if (reader.gpu_lost()) {
-    return absl::UnavailableError(
-        fmt::format("NVML says the GPU is lost: {}", library_->ErrorString(reader.lost_error())));
-  }
+  if (reader.gpu_failed()) return WholeGpuFailure(reader.failure());
   return absl::OkStatus();
+}
+
+absl::Status NvmlBackend::WholeGpuFailure(nvml::Return code) const {
+  if (code == nvml::kErrorResetRequired) {
+    return absl::FailedPreconditionError(
+        fmt::format("NVML says the GPU needs a reset: {}", library_->ErrorString(code)));
+  }
+  return absl::UnavailableError(
+      fmt::format("NVML says the GPU is lost: {}", library_->ErrorString(code)));
 }
 
 absl::StatusOr<std::unique_ptr<NvmlBackend>> NvmlBackend::Create(
@@ -838,22 +881,37 @@ absl::StatusOr<std::unique_ptr<NvmlBackend>> NvmlBackend::Create(
       driver_version = buffer;
     }
   }
-  for (unsigned int index = 0; index < count; ++index) {
+  unsigned int hidden = 0;  // GPUs this process may not open
+  for (unsigned int nvml_index = 0; nvml_index < count; ++nvml_index) {
+    nvml::Device device = nullptr;
+    const nvml::Return opened = api.DeviceGetHandleByIndex(nvml_index, &device);
+    if (opened == nvml::kErrorNoPermission) {
+      // A GPU this process may not use (a container's device cgroup hides its device node):
+      // DCGM marks it inaccessible and leaves it out (NvmlTaskRunner.cpp); reporting it as
+      // fallen off the bus was a false FAIL and a false reboot.
+      ++hidden;
+      spdlog::info(
+          "NVML GPU {}: this process may not open it ({}): not monitored here (a container sees "
+          "only the GPUs given to it)",
+          nvml_index, backend->library_->ErrorString(opened));
+      continue;
+    }
+    const uint32_t index = static_cast<uint32_t>(backend->gpu_state_.size());
     backend->gpu_state_.push_back(std::make_unique<GpuState>());
     GpuState& state = *backend->gpu_state_.back();
+    state.nvml_index = nvml_index;
     GpuIdentity identity{.index = index, .driver_version = driver_version};
-    if (const nvml::Return opened = api.DeviceGetHandleByIndex(index, &state.device);
-        opened != nvml::kSuccess) {
-      state.device = nullptr;
+    if (opened != nvml::kSuccess) {
       state.open_error = backend->library_->ErrorString(opened);
       identity.name = "unavailable";
       spdlog::error(
           "NVML cannot open GPU {}: {}; it is reported as lost (restart the engine once the "
           "driver sees it again)",
-          index, state.open_error);
+          nvml_index, state.open_error);
       backend->identities_.push_back(std::move(identity));
       continue;
     }
+    state.device = device;
     Reader reader(backend.get(), index);
     identity.name = reader.Text(fid::kName);
     identity.uuid = reader.Text(fid::kUuid);
@@ -880,6 +938,12 @@ absl::StatusOr<std::unique_ptr<NvmlBackend>> NvmlBackend::Create(
                  state.gpm_supported ? " (with GPM profiling metrics)" : "");
     backend->identities_.push_back(std::move(identity));
   }
+  if (backend->identities_.empty()) {
+    return absl::FailedPreconditionError(fmt::format(
+        "NVML lists {} GPU{} but this process may open none of them (Insufficient Permissions): "
+        "in a container, request GPUs from the device plugin or set NVIDIA_VISIBLE_DEVICES",
+        hidden, hidden == 1 ? "" : "s"));
+  }
   return backend;
 }
 
@@ -893,27 +957,28 @@ absl::Status NvmlBackend::Read(uint32_t gpu, absl::Span<const FieldId> fields, a
   Reader reader(this, gpu);
   reader.FetchBatched(fields);
   reader.FetchGpm(fields);
-  for (size_t i = 0; i < fields.size() && !reader.gpu_lost(); ++i) {
+  for (size_t i = 0; i < fields.size() && !reader.gpu_failed(); ++i) {
     out[i] = reader.Field(fields[i]);
   }
-  if (reader.gpu_lost()) {
-    return absl::UnavailableError(
-        fmt::format("NVML says the GPU is lost: {}", library_->ErrorString(reader.lost_error())));
-  }
+  if (reader.gpu_failed()) return WholeGpuFailure(reader.failure());
   return absl::OkStatus();
 }
 
 namespace {
 
-std::vector<std::pair<std::string, std::string>> ResetPlaceholders(const GpuIdentity& gpu) {
-  return {{"uuid", gpu.uuid}, {"index", std::to_string(gpu.index)}, {"pci_bus_id", gpu.pci_bus_id}};
+// {index} is NVML's index (nvidia-smi -i takes it), which differs from the engine's GPU number
+// when GPUs this process may not open are left out.
+std::vector<std::pair<std::string, std::string>> ResetPlaceholders(const GpuIdentity& gpu,
+                                                                   unsigned int nvml_index) {
+  return {
+      {"uuid", gpu.uuid}, {"index", std::to_string(nvml_index)}, {"pci_bus_id", gpu.pci_bus_id}};
 }
 
 }  // namespace
 
 absl::Status ValidateResetCommand(const std::string& command) {
   const GpuIdentity example{.index = 0, .uuid = "GPU-0", .pci_bus_id = "00000000:00:00.0"};
-  auto argv = ExpandCommand(command, ResetPlaceholders(example));
+  auto argv = ExpandCommand(command, ResetPlaceholders(example, 0));
   if (!argv.ok()) {
     return absl::InvalidArgumentError(
         fmt::format("--gpu-reset-command: {}", MessageOf(argv.status())));
@@ -941,10 +1006,7 @@ absl::StatusOr<std::vector<uint32_t>> NvmlBackend::ComputeProcesses(uint32_t gpu
       processes.resize(std::max<size_t>(count + 8, processes.size() * 2));
       continue;
     }
-    if (code == nvml::kErrorGpuIsLost) {
-      return absl::UnavailableError(
-          fmt::format("NVML says the GPU is lost: {}", library_->ErrorString(code)));
-    }
+    if (IsWholeGpuFailure(code)) return WholeGpuFailure(code);
     if (code != nvml::kSuccess) {
       return absl::InternalError(fmt::format("NVML cannot list the GPU's compute processes: {}",
                                              library_->ErrorString(code)));
@@ -959,7 +1021,8 @@ absl::StatusOr<std::vector<uint32_t>> NvmlBackend::ComputeProcesses(uint32_t gpu
 }
 
 absl::StatusOr<std::string> NvmlBackend::ResetGpu(uint32_t gpu) {
-  auto argv = ExpandCommand(reset_.command, ResetPlaceholders(identities_[gpu]));
+  auto argv = ExpandCommand(reset_.command,
+                            ResetPlaceholders(identities_[gpu], gpu_state_[gpu]->nvml_index));
   if (!argv.ok()) return argv.status();  // validated at Create: not expected
   auto run = RunSubprocess(*argv, reset_.limit);
   if (!run.ok()) return run.status();

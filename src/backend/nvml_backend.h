@@ -42,7 +42,9 @@ absl::Status ValidateResetCommand(const std::string& command);
 class NvmlBackend : public Backend {
  public:
   // Discovers the GPUs of an initialised NVML. A GPU NVML cannot open is kept (so a GPU that
-  // fell off the bus before the engine started is reported, not hidden) and reads as lost.
+  // fell off the bus before the engine started is reported, not hidden) and reads as lost, but
+  // for one this process may not open (NO_PERMISSION: a container's cgroup hides it), which is
+  // left out as DCGM leaves it out. FailedPrecondition when no GPU is left.
   // `clock` (not owned, outlives the backend) timestamps XIDs.
   static absl::StatusOr<std::unique_ptr<NvmlBackend>> Create(std::unique_ptr<NvmlLibrary> library,
                                                              Clock* clock = Clock::Real(),
@@ -70,6 +72,7 @@ class NvmlBackend : public Backend {
   // What one GPU needs across reads; touched only by the thread reading that GPU.
   struct GpuState {
     nvml::Device device = nullptr;  // null: NVML could not open it at start
+    unsigned int nvml_index = 0;    // NVML's index of the GPU (the engine's skips hidden GPUs)
     std::string open_error;
     bool gpm_supported = false;
     nvml::GpmSample gpm_samples[2] = {};
@@ -98,6 +101,9 @@ class NvmlBackend : public Backend {
   void AllocateGpm(GpuState* state, bool gpu_supports_gpm) const;
   void FreeGpm(GpuState* state) const;
   void RunEvents(nvml::EventSet set);
+  // The status of a read that NVML answered for the whole GPU: Unavailable for a lost GPU,
+  // FailedPrecondition for one that needs a reset (the engine's StatusForGpuFailure maps them).
+  absl::Status WholeGpuFailure(nvml::Return code) const;
 
   const std::unique_ptr<NvmlLibrary> library_;
   const nvml::Api& api_;

@@ -70,6 +70,14 @@ absl::Status ParseSampling(const YAML::Node& node, const yaml::Reader& reader,
             fmt::format("{} is out of range (more than 0 .. {})", absl::FormatDuration(*interval),
                         absl::FormatDuration(kMaxFieldInterval)));
       }
+      if (*interval < MinInterval((*field)->id)) {
+        return reader.Error(
+            entry.second, path,
+            fmt::format("{} is shorter than this field allows ({}): {} makes the driver "
+                        "checksum every infoROM object (DCGM's minimum too)",
+                        absl::FormatDuration(*interval),
+                        absl::FormatDuration(MinInterval((*field)->id)), (*field)->name));
+      }
       config->interval_overrides[(*field)->id] = *interval;
     }
   }

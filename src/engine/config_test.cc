@@ -77,6 +77,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"sampling:\n  intervals:\n    DCGM_FI_BOGUS: 1s\n",
                 "e.yaml:3: sampling.intervals.DCGM_FI_BOGUS: unknown field"},
         BadCase{"sampling:\n  intervals:\n    150: 0s\n", "out of range"},
+        BadCase{"sampling:\n  intervals:\n    DCGM_FI_DEV_INFOROM_CONFIG_VALID: 5s\n",
+                "e.yaml:3: sampling.intervals.DCGM_FI_DEV_INFOROM_CONFIG_VALID: 5s is shorter "
+                "than this field allows (30s)"},
         BadCase{"sampling:\n  intervals: [1, 2]\n", "expected a mapping"},
         BadCase{"subscribers:\n  queue_depth: many\n", "expected an integer"},
         BadCase{"subscribers:\n  queue_depth: 0\n", "out of range"},

@@ -53,6 +53,8 @@ ValueStatus StatusForGpuFailure(const absl::Status& status) {
       return ValueStatus::kTimeout;
     case absl::StatusCode::kPermissionDenied:
       return ValueStatus::kNoPermission;
+    case absl::StatusCode::kFailedPrecondition:  // the backend's "needs a reset"
+      return ValueStatus::kResetRequired;
     default:
       return ValueStatus::kReadError;
   }

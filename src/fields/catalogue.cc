@@ -211,6 +211,12 @@ bool SampledPerMigInstance(FieldId id) {
          (id >= fid::kProfGrEngineActive && id <= fid::kProfPipeFp16Active);
 }
 
+absl::Duration MinInterval(FieldId id) {
+  // DcgmCacheManager.cpp: "For inforom checks, enforce a 30-second minimum to avoid excessive
+  // CPU cycles" (minMonitorFrequenceUsec = 30000000).
+  return id == fid::kInforomConfigValid ? kSlow : absl::ZeroDuration();
+}
+
 absl::StatusOr<const FieldInfo*> ResolveField(std::string_view reference) {
   const std::string_view trimmed = Trim(reference);
   if (trimmed.empty()) return absl::InvalidArgumentError("empty field name");

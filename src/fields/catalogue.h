@@ -146,6 +146,11 @@ const FieldInfo* FindField(FieldId id);
 // physical GPU and is sampled once per GPU.
 bool SampledPerMigInstance(FieldId id);
 
+// The shortest interval the field may be sampled at (zero: any). Validating the infoROM (84)
+// makes the driver checksum every infoROM object: DCGM never does it more often than every
+// 30 s, and neither does Vigil.
+absl::Duration MinInterval(FieldId id);
+
 // Resolves a field reference as users write it: a numeric ID ("150"), or any of the field's
 // names, case-insensitively ("DCGM_FI_DEV_GPU_TEMP", "dcgm_fi_dev_gpu_temp_celsius").
 // InvalidArgument with a message naming the reference when nothing matches.

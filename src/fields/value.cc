@@ -17,6 +17,8 @@ std::string_view ValueStatusName(ValueStatus status) {
       return "no_permission";
     case ValueStatus::kTimeout:
       return "timeout";
+    case ValueStatus::kResetRequired:
+      return "reset_required";
     case ValueStatus::kNoData:
       return "no_data";
   }

@@ -23,6 +23,9 @@ enum class ValueStatus : uint8_t {
   kNoPermission,
   kTimeout,  // the driver call did not return in time
   kNoData,   // never sampled
+  // The driver will not serve the GPU until it is reset (NVML_ERROR_RESET_REQUIRED): a whole
+  // GPU's status, like kGpuLost.
+  kResetRequired,
 };
 
 std::string_view ValueStatusName(ValueStatus status);

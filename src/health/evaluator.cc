@@ -301,6 +301,8 @@ std::string HealthEvaluator::UnknownReason(uint32_t gpu, HealthSystem system,
       return "the GPU is lost: it does not answer";
     case ValueStatus::kTimeout:
       return "the driver does not answer for this GPU in time (readings timed out)";
+    case ValueStatus::kResetRequired:
+      return "the driver serves the GPU again only after a reset";
     default:
       return fmt::format("the GPU cannot be read ({})",
                          ValueStatusName(snapshot.gpu_read_status(gpu)));

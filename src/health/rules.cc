@@ -221,6 +221,14 @@ void GpuRead(RuleContext& c) {
             "drain the node and restart it; check the GPU's seating, power and PCIe link if it "
             "recurs",
             RecommendedAction::kReboot, false);
+  } else if (read == ValueStatus::kResetRequired) {
+    // NVML_ERROR_RESET_REQUIRED from the GPU's calls: the driver serves it again only after a
+    // reset (gpud: "GPU requires reset"). DCGM's code for the driver asking a reset.
+    c.Raise(HealthStatus::kFail, "driver.reset_required", "DCGM_FR_GPU_RECOVERY_RESET",
+            "the driver answers that the GPU needs a reset before it can be used again",
+            "drain the GPU's workloads and reset it (vigil reset-gpu, or nvidia-smi -r); reboot "
+            "the node if the reset fails",
+            RecommendedAction::kResetGpu, false);
   } else if (read == ValueStatus::kTimeout) {
     // A driver call that hangs often comes before a GPU falls off the bus or a GSP timeout
     // (XID 119), but a slow call alone is no proof of a fault: WARN while it lasts, and the

@@ -9,6 +9,8 @@
 //              "values": {"temperature": 40, "power_mw": 300000, ...},   // see Value() uses
 //              "fields": {"82": 45, ...},    // nvmlDeviceGetFieldValues, by NVML field ID;
 //                                            // {"double": 48.0}: typed as a double;
+//                                            // {"mislabelled": 2}: the integer, labelled a
+//                                            // double (NVML bug 2032468, nvbugs/4300930);
 //                                            // {"per_second": R}: a counter growing at R; with
 //                                            // values.ecc_mode 0 the ECC counters answer
 //                                            // success with a value never set (the quirk)
@@ -16,6 +18,11 @@
 //              "errors": {"nvmlDeviceGetFanSpeed": 3},   // a call's NVML error code
 //              "hang": ["nvmlDeviceGetTemperature"],     // calls that block while listed
 //              "lost": false,                             // every call: GPU_IS_LOST
+//              "reset_required": false,                   // every call: RESET_REQUIRED
+//              "open_error": 4,          // nvmlDeviceGetHandleByIndex's error (4: NO_PERMISSION)
+//              "zero_timestamps": false, // field values stamped 0, as some drivers leave them
+//              "unknown_field_ids": [230],  // answered per value with INVALID_ARGUMENT (the
+//                                            // old driver: 230 by default)
 //              "processes": [4242],     // compute processes' pids (_v3; _v2 on the old driver)
 //              "xids": [79, {"xid": 94, "gpu_instance": 5}],  // delivered once each, in
 //                                            // order (a MIG XID with its instance)
@@ -32,6 +39,7 @@
 // guards the script, and a hanging call waits without holding it.
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -60,6 +68,7 @@ struct vigil::nvml::nvmlGpuInstance_st {
   int slot;  // the MIG device of this GPU instance
 };
 struct vigil::nvml::nvmlEventSet_st {
+  unsigned generation;  // of the initialisation it was made in: dead after an nvmlShutdown
   std::vector<int> devices;
   // A registration that answered UNKNOWN leaves the set undefined (the driver's quirk): it
   // delivers nothing any more.
@@ -86,6 +95,22 @@ size_t g_xids_delivered[kMaxGpus] = {};  // per GPU, guarded by g_mutex
 std::atomic<long long> g_call_nanos{0};  // CPU time spent inside timed entry points
 std::atomic<long long> g_calls{0};       // timed entry points called
 bool g_initialised = false;
+// NVML's initialisation is counted: nvmlShutdown undoes one nvmlInit, and the last releases the
+// driver. While initialised the process is a holder of the GPUs, recorded as
+// <FAKE_NVML_CONFIG>.holders/<pid> for fake-nvidia-smi, which refuses a reset while any live
+// holder remains (as the driver refuses it while a client holds the GPU).
+int g_init_count = 0;       // guarded by g_mutex
+unsigned g_generation = 0;  // initialisations from nothing so far; guarded by g_mutex
+std::string g_holder_file;  // guarded by g_mutex
+
+void AddHolder() {
+  const char* config = std::getenv("FAKE_NVML_CONFIG");
+  if (config == nullptr) return;
+  const std::string dir = std::string(config) + ".holders";
+  mkdir(dir.c_str(), 0755);
+  g_holder_file = dir + "/" + std::to_string(getpid());
+  std::ofstream(g_holder_file) << "libnvidia-ml\n";
+}
 
 long long NowNanos() {
   struct timespec now;
@@ -186,6 +211,7 @@ nv::Return DeviceCall(const char* call, nv::Device device, Body body) {
   }
   const json& gpu = *GpuOf(device);
   if (gpu.value("lost", false)) return nv::kErrorGpuIsLost;
+  if (gpu.value("reset_required", false)) return nv::kErrorResetRequired;
   if (gpu.contains("errors") && gpu["errors"].contains(call)) {
     return gpu["errors"][call].get<int>();
   }
@@ -252,6 +278,9 @@ nv::Return nvmlInit_v2() {
   MaybeReload();
   const int error = g_script.value("init_error", 0);
   if (error != 0) return error;
+  if (g_init_count++ > 0) return nv::kSuccess;
+  ++g_generation;
+  AddHolder();
   for (int i = 0; i < kMaxGpus; ++i) {
     g_devices[i].index = i;
     for (int slot = 0; slot < kMaxMigDevices; ++slot) {
@@ -266,7 +295,11 @@ nv::Return nvmlInit() { return nvmlInit_v2(); }
 
 nv::Return nvmlShutdown() {
   std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_init_count == 0) return nv::kErrorUninitialized;
+  if (--g_init_count > 0) return nv::kSuccess;
   g_initialised = false;
+  if (!g_holder_file.empty()) std::remove(g_holder_file.c_str());
+  g_holder_file.clear();
   return nv::kSuccess;
 }
 
@@ -288,6 +321,8 @@ const char* nvmlErrorString(nv::Return result) {
       return "Timeout";
     case nv::kErrorGpuIsLost:
       return "GPU is lost";
+    case nv::kErrorResetRequired:
+      return "GPU requires reset";
     default:
       return "Unknown Error";
   }
@@ -592,13 +627,37 @@ nv::Return nvmlDeviceGetComputeRunningProcesses_v2(nv::Device device, unsigned i
 }
 #endif
 
+// Whether `gpu`'s driver predates NVML field `field_id`: the script's "unknown_field_ids", else
+// (the old driver) the GPU recovery action, 230, which R575 added.
+bool UnknownFieldId(const json& gpu, unsigned int field_id) {
+  if (gpu.contains("unknown_field_ids")) {
+    for (const json& id : gpu["unknown_field_ids"]) {
+      if (id.get<unsigned int>() == field_id) return true;
+    }
+    return false;
+  }
+#ifdef FAKE_NVML_OLD_DRIVER
+  return field_id == nv::kFiGpuRecoveryAction;
+#else
+  return false;
+#endif
+}
+
 nv::Return nvmlDeviceGetFieldValues(nv::Device device, int count, nv::FieldValue* values) {
   Timed timed;
   return DeviceCall(__func__, device, [&](const json& gpu) {
+    const bool zero_timestamps = gpu.value("zero_timestamps", false);
     for (int i = 0; i < count; ++i) {
       nv::FieldValue& value = values[i];
       const std::string key = std::to_string(value.field_id);
-      value.timestamp = NowNanos() / 1000;
+      const long long now_us = NowNanos() / 1000;
+      // Some drivers leave the timestamp 0 (DCGM substitutes the time of the read).
+      value.timestamp = zero_timestamps ? 0 : now_us;
+      if (UnknownFieldId(gpu, value.field_id)) {
+        // A field id the driver does not know fails that value alone, the call succeeding.
+        value.nvml_return = nv::kErrorInvalidArgument;
+        continue;
+      }
       const bool ecc_counter =
           value.field_id >= nv::kFiEccSbeVolTotal && value.field_id <= nv::kFiEccDbeAggTotal;
       if (ecc_counter && gpu.contains("values") && gpu["values"].value("ecc_mode", 1) == 0) {
@@ -623,8 +682,14 @@ nv::Return nvmlDeviceGetFieldValues(nv::Device device, int count, nv::FieldValue
         // A counter growing at that rate (KiB/s for the NVLink data counters), on the clock
         // that stamps the answer.
         value.value_type = nv::kValueTypeUnsignedLongLong;
-        value.value.ull_val = static_cast<unsigned long long>(
-            scripted["per_second"].get<double>() * static_cast<double>(value.timestamp) / 1e6);
+        value.value.ull_val = static_cast<unsigned long long>(scripted["per_second"].get<double>() *
+                                                              static_cast<double>(now_us) / 1e6);
+        continue;
+      }
+      if (scripted.is_object() && scripted.contains("mislabelled")) {
+        // The driver's bug: an integer stored as such, its value type left at 0 (double).
+        value.value_type = nv::kValueTypeDouble;
+        value.value.ull_val = scripted["mislabelled"].get<unsigned long long>();
         continue;
       }
       if (scripted.is_object() && scripted.contains("double")) {
@@ -641,7 +706,9 @@ nv::Return nvmlDeviceGetFieldValues(nv::Device device, int count, nv::FieldValue
 }
 
 nv::Return nvmlEventSetCreate(nv::EventSet* set) {
-  *set = new nv::nvmlEventSet_st();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_initialised) return nv::kErrorUninitialized;
+  *set = new nv::nvmlEventSet_st{.generation = g_generation, .devices = {}};
   return nv::kSuccess;
 }
 
@@ -654,6 +721,7 @@ nv::Return nvmlDeviceGetSupportedEventTypes(nv::Device device, unsigned long lon
 
 nv::Return nvmlDeviceRegisterEvents(nv::Device device, unsigned long long types, nv::EventSet set) {
   const nv::Return code = DeviceCall(__func__, device, [&](const json&) {
+    if (set->generation != g_generation) return nv::kErrorUninitialized;  // made before a shutdown
     if (types != nv::kEventTypeXidCriticalError) return nv::kErrorNotSupported;
     set->devices.push_back(device->index);
     return nv::kSuccess;
@@ -667,6 +735,8 @@ nv::Return nvmlEventSetWait_v2(nv::EventSet set, nv::EventData* data, unsigned i
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(g_mutex);
+      // A set made before NVML was shut down is gone with that initialisation.
+      if (!g_initialised || set->generation != g_generation) return nv::kErrorUninitialized;
       MaybeReload();
       for (int index : set->broken ? std::vector<int>() : set->devices) {
         const json& gpu = Gpus()[index];

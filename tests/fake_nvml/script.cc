@@ -11,6 +11,7 @@ namespace vigil::testing {
 using nlohmann::json;
 
 std::string FakeNvmlDir() { return VIGIL_FAKE_NVML_DIR; }
+std::string FakeNvidiaSmi() { return FakeNvmlDir() + "/fake-nvidia-smi"; }
 
 json FakeNvmlGpu(int index) {
   const std::string n = std::to_string(index);

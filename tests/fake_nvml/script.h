@@ -13,6 +13,8 @@ namespace vigil::testing {
 // Where the build put the fake: <dir>/current/libnvidia-ml.so.1 (a current driver) and
 // <dir>/old/libnvidia-ml.so.1 (an older one lacking some entry points).
 std::string FakeNvmlDir();
+// <dir>/fake-nvidia-smi: `--gpu-reset -i UUID`, refused while any process holds NVML.
+std::string FakeNvidiaSmi();
 
 // GPU `index` as the fake presents it: NVIDIA H100 80GB HBM3, UUID
 // GPU-00000000-0000-0000-0000-00000000000<index>, 40 + index °C, 300 + index W, 42 GiB used,
