@@ -461,6 +461,49 @@ TEST(NvmlTest, AResetRunsTheConfiguredCommandOnlyOnAGpuNoComputeProcessUses) {
   }
 }
 
+// The driver refuses a reset while any process holds NVML (fake-nvidia-smi as nvidia-smi does):
+// the engine releases NVML around the command, initialises it again, opens the GPUs again and
+// registers the XID events anew. Before, the reset was refused ("In use by another client").
+TEST(NvmlTest, AResetReleasesNvmlAndTheGpuItsEventsAndValuesComeBack) {
+  TempDir dir;
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 2);
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(),
+                       {"--gpu-reset-command", FakeNvidiaSmi() + " --gpu-reset -i {uuid}"});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  ASSERT_TRUE(Eventually([&] { return Health(engine)["gpus"][0]["status"] == "PASS"; }));
+  // The fake refuses while a holder is alive: the engine is one.
+  auto refused = RunCommand({FakeNvidiaSmi(), "--gpu-reset", "-i", "0"});
+  EXPECT_EQ(refused.exit_code, 255);
+  EXPECT_THAT(refused.out, HasSubstr("In use by another client"));
+
+  fake.gpu(0)["reset_required"] = true;
+  fake.Write();
+  ASSERT_TRUE(Eventually([&] { return Health(engine)["gpus"][0]["status"] == "FAIL"; }));
+
+  auto reset = Vigil({"reset-gpu", "--gpu", "0", "--json", "--engine", engine.unix_address});
+  ASSERT_EQ(reset.exit_code, 0) << reset.err << engine.process->Stderr();
+  EXPECT_THAT(json::parse(reset.out)["output"].get<std::string>(),
+              HasSubstr("GPU 00000000:10:00.0 was successfully reset."));
+  const json after = json::parse(std::ifstream(dir.File("fake-nvml.json")));
+  EXPECT_EQ(after["gpus"][0].value("resets", 0), 1);
+  EXPECT_TRUE(engine.process->WaitForStderr("NVML released for a GPU reset"));
+  EXPECT_TRUE(engine.process->WaitForStderr("NVML initialised again after the GPU reset"));
+  ASSERT_TRUE(Eventually([&] { return Health(engine)["gpus"][0]["status"] == "PASS"; }))
+      << Health(engine).dump();
+
+  // Values and XIDs of both GPUs flow again, through the new handles and event set.
+  fake.script() = after;
+  fake.gpu(1)["values"]["temperature"] = 61;
+  fake.gpu(0)["xids"] = {31};
+  fake.Write();
+  EXPECT_TRUE(Eventually([&] { return Values(engine, 1, "150")[150]["value"] == 61; }));
+  EXPECT_TRUE(Eventually([&] {
+    auto events =
+        Vigil({"events", "--recent", "50", "--no-follow", "--engine", engine.unix_address});
+    return events.out.find("XID 31") != std::string::npos;
+  }));
+}
+
 TEST(NvmlTest, AResetCommandThatFailsOrCannotBeSplitIsReported) {
   TempDir dir;
   FakeNvmlScript fake(dir.File("fake-nvml.json"), 1);

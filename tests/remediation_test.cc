@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "daemon.h"
 #include "fake_kubelet.h"
+#include "fake_nvml/script.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -66,7 +67,9 @@ class RemediationTest : public ::testing::Test {
   void TearDown() override { unsetenv("VIGIL_BOOT_ID_FILE"); }
 
   void StartEngine() {
-    engine_ = std::make_unique<EngineProcess>(dir_.path(), "n1", 2, engine_args_);
+    engine_ = backend_args_.empty()
+                  ? std::make_unique<EngineProcess>(dir_.path(), "n1", 2, engine_args_)
+                  : std::make_unique<EngineProcess>(dir_.path(), "n1", backend_args_, engine_args_);
     ASSERT_FALSE(engine_->tcp_address.empty()) << engine_->process->Stderr();
   }
   // The node's health check, handing off with the remediator.
@@ -97,6 +100,9 @@ class RemediationTest : public ::testing::Test {
     return remediator;
   }
   std::string Accounts() const { return api_->credentials().service_account_dir; }
+  // XID 48 injected on GPU 0 with actions allowed, followed through quarantine, drain (a PDB
+  // refusing twice), the reset and verification to the node handed back.
+  void RunXid48Loop(const std::string& backend);
 
   void Inject(const std::string& xid, int gpu, bool allow_actions) {
     std::vector<std::string> args = {"inject", "xid", "--gpu",    std::to_string(gpu),
@@ -154,15 +160,40 @@ class RemediationTest : public ::testing::Test {
   TempDir dir_;
   std::unique_ptr<FakeKubeApi> api_;
   std::string boot_id_file_;
-  std::vector<std::string> engine_args_;  // the engine's extra flags
-  std::string mig2_uuid_;                 // with --mig: GPU 0's GPU instance 2
+  std::vector<std::string> backend_args_;  // the engine's backend flags; none: 2 simulated GPUs
+  std::vector<std::string> engine_args_;   // the engine's extra flags
+  std::string mig2_uuid_;                  // with --mig: GPU 0's GPU instance 2
   std::unique_ptr<EngineProcess> engine_;
   std::vector<std::string> uuids_;
   FakeKubelet kubelet_;
   std::unique_ptr<HttpDaemon> check_;
 };
 
-TEST_F(RemediationTest, Xid48IsDrainedForItsGpuResetAndHandedBackAfterPass) {
+TEST_F(RemediationTest, Xid48IsDrainedForItsGpuResetAndHandedBackAfterPass) { RunXid48Loop("sim"); }
+
+// The same loop on the nvml backend with the fake libnvidia-ml, whose nvidia-smi refuses a reset
+// while any process holds NVML: the engine releases it for the reset and takes it back.
+class NvmlRemediationTest : public RemediationTest {
+ protected:
+  void SetUp() override {
+    fake_ = std::make_unique<FakeNvmlScript>(dir_.File("fake-nvml.json"), 2);
+    backend_args_ = {"--backend",      "nvml",
+                     "--nvml-library", FakeNvmlDir() + "/current/libnvidia-ml.so.1",
+                     "--kmsg",         ""};
+    engine_args_ = {"--gpu-reset-command", FakeNvidiaSmi() + " --gpu-reset -i {uuid}"};
+    RemediationTest::SetUp();
+  }
+  std::unique_ptr<FakeNvmlScript> fake_;
+};
+
+TEST_F(NvmlRemediationTest, Xid48IsDrainedForItsGpuResetAndHandedBackAfterPass) {
+  RunXid48Loop("nvml");
+  const nlohmann::json script = nlohmann::json::parse(std::ifstream(dir_.File("fake-nvml.json")));
+  EXPECT_EQ(script["gpus"][0].value("resets", 0), 1) << "the fake's nvidia-smi reset GPU 0";
+  EXPECT_EQ(script["gpus"][1].value("resets", 0), 0);
+}
+
+void RemediationTest::RunXid48Loop(const std::string& backend) {
   StartHealthcheck();
   auto remediator = StartRemediator("r1", {"--mode", "on"});
   api_->BlockEvictions("ml", "train-0", 2);  // a PodDisruptionBudget, for the first two tries
@@ -191,8 +222,8 @@ TEST_F(RemediationTest, Xid48IsDrainedForItsGpuResetAndHandedBackAfterPass) {
   const std::string status = remediator->Get("/status");
   EXPECT_THAT(status, HasSubstr("\"leading\": true"));
   EXPECT_THAT(remediator->Get("/metrics"), HasSubstr("vigil_remediator_recoveries_total 1"));
-  std::cout << "XID 48 loop on sim, injection to handed back: " << absl::FormatDuration(loop)
-            << "\n";
+  std::cout << "XID 48 loop on " << backend
+            << ", injection to handed back: " << absl::FormatDuration(loop) << "\n";
 }
 
 // With the remediator deployed (here --mode off: it publishes the breaker and acts on nothing),

@@ -733,7 +733,42 @@ uint32_t ComputeSlicesOf(const std::string& profile) {
 
 }  // namespace
 
+class NvmlBackend::DriverUse {
+ public:
+  explicit DriverUse(NvmlBackend* backend) : backend_(*backend) {
+    absl::MutexLock lock(&backend_.driver_mutex_);
+    if (backend_.driver_released_) {
+      refused_ = absl::UnavailableError(
+          backend_.release_error_.empty()
+              ? "NVML is released while a GPU is reset"
+              : fmt::format("NVML is not initialised: {}", backend_.release_error_));
+      return;
+    }
+    ++backend_.calls_in_flight_;
+  }
+  ~DriverUse() {
+    if (!refused_.ok()) return;
+    absl::MutexLock lock(&backend_.driver_mutex_);
+    --backend_.calls_in_flight_;
+  }
+  DriverUse(const DriverUse&) = delete;
+  DriverUse& operator=(const DriverUse&) = delete;
+
+  // OK, or why no NVML call may be made now.
+  const absl::Status& status() const { return refused_; }
+
+ private:
+  NvmlBackend& backend_;
+  absl::Status refused_;
+};
+
 absl::StatusOr<MigState> NvmlBackend::ReadMig(uint32_t gpu) {
+  DriverUse use(this);
+  if (!use.status().ok()) return use.status();
+  return ReadMigUnguarded(gpu);
+}
+
+absl::StatusOr<MigState> NvmlBackend::ReadMigUnguarded(uint32_t gpu) {
   GpuState& state = *gpu_state_[gpu];
   MigState mig;
   std::map<uint32_t, std::unique_ptr<GpuState>> found;  // the instances now, by id
@@ -841,6 +876,8 @@ absl::Status NvmlBackend::ReadInstance(uint32_t gpu, const MigInstance& instance
                                        absl::Span<const FieldId> fields, absl::Time now,
                                        absl::Span<FieldValue> out) {
   (void)now;
+  DriverUse use(this);
+  if (!use.status().ok()) return use.status();
   GpuState& state = *gpu_state_[gpu];
   auto it = state.mig_instances.find(instance.gpu_instance_id);
   if (it == state.mig_instances.end()) {
@@ -928,7 +965,7 @@ absl::StatusOr<std::unique_ptr<NvmlBackend>> NvmlBackend::Create(
                          api.GpmQueryDeviceSupport != nullptr &&
                              api.GpmQueryDeviceSupport(state.device, &support) == nvml::kSuccess &&
                              support.is_supported_device != 0);
-    if (absl::StatusOr<MigState> mig = backend->ReadMig(index); mig.ok()) {
+    if (absl::StatusOr<MigState> mig = backend->ReadMigUnguarded(index); mig.ok()) {
       identity.mig = *std::move(mig);
     } else {
       spdlog::warn("GPU {}: its MIG state cannot be read ({}); taken as MIG off until it can",
@@ -950,6 +987,8 @@ absl::StatusOr<std::unique_ptr<NvmlBackend>> NvmlBackend::Create(
 absl::Status NvmlBackend::Read(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
                                absl::Span<FieldValue> out) {
   (void)now;  // NVML reports the current state; there is nothing to simulate up to `now`
+  DriverUse use(this);
+  if (!use.status().ok()) return use.status();
   GpuState& state = *gpu_state_[gpu];
   if (state.device == nullptr) {
     return absl::UnavailableError(fmt::format("NVML could not open it: {}", state.open_error));
@@ -987,6 +1026,8 @@ absl::Status ValidateResetCommand(const std::string& command) {
 }
 
 absl::StatusOr<std::vector<uint32_t>> NvmlBackend::ComputeProcesses(uint32_t gpu) {
+  DriverUse use(this);
+  if (!use.status().ok()) return use.status();
   GpuState& state = *gpu_state_[gpu];
   if (state.device == nullptr) {
     return absl::UnavailableError(fmt::format("NVML could not open it: {}", state.open_error));
@@ -1024,7 +1065,14 @@ absl::StatusOr<std::string> NvmlBackend::ResetGpu(uint32_t gpu) {
   auto argv = ExpandCommand(reset_.command,
                             ResetPlaceholders(identities_[gpu], gpu_state_[gpu]->nvml_index));
   if (!argv.ok()) return argv.status();  // validated at Create: not expected
+  // The driver refuses a reset while any process holds NVML initialised (nvidia-smi: "In use by
+  // another client … a monitoring application"; NVIDIA/NVSentinel#1690): DCGM detaches from the
+  // driver around it (DcgmHostEngineHandler.cpp, dcgmDetachDriver / dcgmAttachDriver), and so
+  // does the engine. It pauses its reads meanwhile (Engine::ResetGpu).
+  absl::MutexLock control(&events_control_mutex_);
+  if (absl::Status released = ReleaseDriver(); !released.ok()) return released;
   auto run = RunSubprocess(*argv, reset_.limit);
+  const absl::Status attached = AttachDriver();
   if (!run.ok()) return run.status();
   if (run->timed_out) {
     return absl::FailedPreconditionError(
@@ -1036,10 +1084,116 @@ absl::StatusOr<std::string> NvmlBackend::ResetGpu(uint32_t gpu) {
         fmt::format("the reset command ({}) failed with exit code {}: {}", reset_.command,
                     run->exit_code, FirstLine(run->output)));
   }
+  if (!attached.ok()) {
+    return absl::InternalError(fmt::format(
+        "the GPU was reset, but {}: every GPU reads as lost until the engine is restarted",
+        MessageOf(attached)));
+  }
   return run->output;
 }
 
+absl::Status NvmlBackend::ReleaseDriver() {
+  // A read that started before the engine paused (a worker the read deadline gave up on) may
+  // still be in the driver: wait for it a while, and never shut NVML down under it.
+  constexpr absl::Duration kCallsWait = absl::Seconds(10);
+  {
+    absl::MutexLock lock(&driver_mutex_);
+    driver_released_ = true;  // no new call starts
+    release_error_.clear();
+    const auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mutex_) {
+      return calls_in_flight_ == 0;
+    };
+    if (!driver_mutex_.AwaitWithTimeout(absl::Condition(&idle), kCallsWait)) {
+      driver_released_ = false;
+      return absl::FailedPreconditionError(fmt::format(
+          "{} call(s) into the driver have not returned in {}: NVML cannot be released for the "
+          "reset, so it is not attempted (a driver that hangs needs the node rebooted)",
+          calls_in_flight_, absl::FormatDuration(kCallsWait)));
+    }
+  }
+  resume_events_ = event_thread_.joinable() ? sink_ : nullptr;
+  StopEventsLocked();
+  for (auto& state : gpu_state_) {
+    FreeGpm(state.get());  // and its instances': samples are NVML's, gone with it
+    state->mig_instances.clear();
+    state->gpm_have_previous = false;
+    state->nvlink_previous.clear();
+  }
+  library_->Release();
+  spdlog::info("NVML released for a GPU reset");
+  return absl::OkStatus();
+}
+
+absl::Status NvmlBackend::AttachDriver() {
+  if (absl::Status init = library_->Acquire(); !init.ok()) {
+    spdlog::error("after the GPU reset, {}: every GPU reads as lost until the engine restarts",
+                  MessageOf(init));
+    absl::MutexLock lock(&driver_mutex_);
+    release_error_ = fmt::format("{} after a GPU reset; restart the engine", MessageOf(init));
+    return init;
+  }
+  // Handles from before are void. Each GPU is opened again and must be the same GPU (its UUID):
+  // NVML's order follows the PCI bus, but a GPU that did not come back must not lend its number
+  // to another.
+  unsigned int count = 0;
+  if (api_.DeviceGetCount != nullptr) api_.DeviceGetCount(&count);
+  for (uint32_t gpu = 0; gpu < gpu_state_.size(); ++gpu) {
+    GpuState& state = *gpu_state_[gpu];
+    const std::string& uuid = identities_[gpu].uuid;
+    state.device = nullptr;
+    const auto uuid_of = [&](nvml::Device device) {
+      char text[nvml::kUuidBufferSize] = {};
+      if (api_.DeviceGetUuid == nullptr ||
+          api_.DeviceGetUuid(device, text, sizeof(text)) != nvml::kSuccess) {
+        return std::string();
+      }
+      return std::string(text, strnlen(text, sizeof(text)));
+    };
+    for (unsigned int offset = 0; offset < count && state.device == nullptr; ++offset) {
+      const unsigned int index = (state.nvml_index + offset) % count;  // its own index first
+      nvml::Device device = nullptr;
+      if (api_.DeviceGetHandleByIndex(index, &device) == nvml::kSuccess &&
+          uuid_of(device) == uuid) {
+        state.device = device;
+        state.nvml_index = index;
+      }
+    }
+    if (state.device == nullptr) {
+      state.open_error = "not found again after a GPU reset";
+      spdlog::error("GPU {} ({}): NVML does not list it again after the reset; it reads as lost",
+                    gpu, uuid);
+      continue;
+    }
+    state.open_error.clear();
+    nvml::GpmSupport support{.version = nvml::kGpmSupportVersion, .is_supported_device = 0};
+    AllocateGpm(&state, api_.GpmQueryDeviceSupport != nullptr &&
+                            api_.GpmQueryDeviceSupport(state.device, &support) == nvml::kSuccess &&
+                            support.is_supported_device != 0);
+    if (absl::StatusOr<MigState> mig = ReadMigUnguarded(gpu); !mig.ok()) {
+      spdlog::warn("GPU {}: its MIG state cannot be read after the reset ({})", gpu,
+                   MessageOf(mig.status()));
+    }
+  }
+  {
+    absl::MutexLock lock(&driver_mutex_);
+    driver_released_ = false;
+  }
+  if (resume_events_ != nullptr) StartEventsLocked(resume_events_);
+  spdlog::info("NVML initialised again after the GPU reset; XID events registered anew");
+  return absl::OkStatus();
+}
+
 void NvmlBackend::StartEvents(EventSink* sink) {
+  absl::MutexLock control(&events_control_mutex_);
+  StartEventsLocked(sink);
+}
+
+void NvmlBackend::StopEvents() {
+  absl::MutexLock control(&events_control_mutex_);
+  StopEventsLocked();
+}
+
+void NvmlBackend::StartEventsLocked(EventSink* sink) {
   if (event_thread_.joinable()) return;
   if (api_.EventSetCreate == nullptr || api_.DeviceRegisterEvents == nullptr ||
       api_.EventSetWait == nullptr || api_.EventSetFree == nullptr) {
@@ -1105,7 +1259,7 @@ void NvmlBackend::StartEvents(EventSink* sink) {
   event_thread_ = StartNamedThread("vigil-nvml-xid", [this, set] { RunEvents(set); });
 }
 
-void NvmlBackend::StopEvents() {
+void NvmlBackend::StopEventsLocked() {
   if (!event_thread_.joinable()) return;
   {
     absl::MutexLock lock(&event_mutex_);

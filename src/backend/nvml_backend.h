@@ -3,12 +3,17 @@
 // field-value query where it covers a field, GPM on Hopper and newer for the profiling ratios),
 // turns NVML's per-call errors into per-field statuses and a lost GPU into a whole-GPU failure,
 // and delivers XIDs from NVML's event API on a thread of its own. A GPU reset runs the configured
-// command (NvmlResetOptions) after NVML says no compute process uses the GPU.
+// command (NvmlResetOptions) with NVML released — the driver refuses a reset while any process
+// holds it — and then initialises NVML again, opens every GPU again and registers the XID events
+// anew (ResetGpu).
 //
 // Thread-safety: Read() may run concurrently for different GPUs (each GPU's scratch state is its
-// own) but never twice at once for the same GPU; StartEvents()/StopEvents() from the owning
-// thread. NVML itself is thread-safe. A call that hangs in the driver hangs the caller: bound it
-// with DeadlineBackend.
+// own) but never twice at once for the same GPU. Every call into NVML but the event thread's is
+// counted in flight under `driver_mutex_`; ResetGpu() waits for none to be in flight and stops the
+// event thread before it releases NVML, and calls that arrive while it is released fail
+// (Unavailable) rather than touch a shut-down library. StartEvents()/StopEvents() and the reset's
+// restart of the event thread are serialised by `events_control_mutex_`. NVML itself is
+// thread-safe. A call that hangs in the driver hangs the caller: bound it with DeadlineBackend.
 #pragma once
 
 #include <map>
@@ -100,7 +105,19 @@ class NvmlBackend : public Backend {
   // the driver and GPU support GPM; FreeGpm releases them, with those of its instances.
   void AllocateGpm(GpuState* state, bool gpu_supports_gpm) const;
   void FreeGpm(GpuState* state) const;
+  absl::StatusOr<MigState> ReadMigUnguarded(uint32_t gpu);
   void RunEvents(nvml::EventSet set);
+  void StartEventsLocked(EventSink* sink) ABSL_EXCLUSIVE_LOCKS_REQUIRED(events_control_mutex_);
+  void StopEventsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(events_control_mutex_);
+  // Around a reset: ReleaseDriver() waits (bounded) for no NVML call in flight, stops the event
+  // thread, frees the GPM samples and shuts NVML down; AttachDriver() initialises it again, opens
+  // every GPU again (checked by UUID), allocates GPM, reads the MIG instances and registers the
+  // events anew. A failure to attach leaves NVML released: every read then fails, loudly.
+  absl::Status ReleaseDriver() ABSL_EXCLUSIVE_LOCKS_REQUIRED(events_control_mutex_);
+  absl::Status AttachDriver() ABSL_EXCLUSIVE_LOCKS_REQUIRED(events_control_mutex_);
+  // Counts a call into NVML in flight for as long as it lives; ok() is false (and nothing may be
+  // called) while NVML is released.
+  class DriverUse;
   // The status of a read that NVML answered for the whole GPU: Unavailable for a lost GPU,
   // FailedPrecondition for one that needs a reset (the engine's StatusForGpuFailure maps them).
   absl::Status WholeGpuFailure(nvml::Return code) const;
@@ -111,10 +128,18 @@ class NvmlBackend : public Backend {
   const NvmlResetOptions reset_;
   std::vector<GpuIdentity> identities_;               // immutable after Create
   std::vector<std::unique_ptr<GpuState>> gpu_state_;  // one per GPU; see GpuState
-  std::thread event_thread_;                          // owned by StartEvents/StopEvents
+  std::thread event_thread_;  // owned by StartEvents/StopEvents, under events_control_mutex_
+  absl::Mutex events_control_mutex_ ABSL_ACQUIRED_BEFORE(driver_mutex_);
+  absl::Mutex driver_mutex_ ABSL_ACQUIRED_BEFORE(event_mutex_);
+  bool driver_released_ ABSL_GUARDED_BY(driver_mutex_) = false;  // NVML shut down for a reset
+  std::string release_error_ ABSL_GUARDED_BY(driver_mutex_);     // why it stays released, if so
+  int calls_in_flight_ ABSL_GUARDED_BY(driver_mutex_) = 0;
   absl::Mutex event_mutex_;
   bool events_stopping_ ABSL_GUARDED_BY(event_mutex_) = false;
-  EventSink* sink_ = nullptr;  // set before the event thread starts, read only by it
+  // Set before the event thread starts (under events_control_mutex_), read by it.
+  EventSink* sink_ = nullptr;
+  // The sink to deliver to again once a reset has NVML back (null: events were not running).
+  EventSink* resume_events_ ABSL_GUARDED_BY(events_control_mutex_) = nullptr;
 };
 
 }  // namespace vigil

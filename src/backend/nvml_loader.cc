@@ -21,6 +21,21 @@ std::string NvmlLibrary::ErrorString(nvml::Return code) const {
   return fmt::format("NVML error {}", code);
 }
 
+void NvmlLibrary::Release() {
+  if (initialised_ && api_.Shutdown != nullptr) api_.Shutdown();
+  initialised_ = false;
+}
+
+absl::Status NvmlLibrary::Acquire() {
+  if (initialised_) return absl::OkStatus();
+  if (const nvml::Return result = api_.Init(); result != nvml::kSuccess) {
+    return absl::FailedPreconditionError(
+        fmt::format("NVML failed to initialise: {}", ErrorString(result)));
+  }
+  initialised_ = true;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<NvmlLibrary>> OpenNvml(const std::string& path) {
   const std::string library = path.empty() ? "libnvidia-ml.so.1" : path;
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -27,6 +27,14 @@ class NvmlLibrary {
   // "GPU is lost (NVML error 15)".
   std::string ErrorString(nvml::Return code) const;
 
+  // Shuts NVML down, and initialises it again: the driver refuses a GPU reset while any process
+  // holds NVML initialised, so the nvml backend releases it around one (as DCGM detaches from the
+  // driver: nvmlShutdown, then nvmlInit_v2). Every handle taken before Release() is invalid after
+  // it. Precondition: no NVML call in flight (the backend's guard). Acquire() is a no-op when
+  // initialised; FailedPrecondition with NVML's words when the driver will not initialise.
+  void Release();
+  absl::Status Acquire();
+
  private:
   friend absl::StatusOr<std::unique_ptr<NvmlLibrary>> OpenNvml(const std::string& path);
   NvmlLibrary(void* handle, std::string path) : handle_(handle), path_(std::move(path)) {}

@@ -325,6 +325,16 @@ void Engine::RunTick() {
     absl::MutexLock lock(&xid_mutex_);
     last_xid = last_xid_;
   }
+  bool reading = false;
+  {
+    absl::MutexLock lock(&sampling_mutex_);
+    reading = !sampling_paused_;
+    reads_in_flight_ = reading;
+  }
+  if (!reading) {  // a GPU reset is under way: nothing from the backend this tick
+    due_ids_.clear();
+    due_index_.clear();
+  }
 
   // Read every GPU first, without holding any lock a reader could wait on.
   const size_t width = due_ids_.size();
@@ -339,7 +349,8 @@ void Engine::RunTick() {
 
   // MIG: the layout (re-read every kMigPollInterval), then each instance's due fields.
   const std::shared_ptr<const Snapshot> previous = Latest();
-  const std::shared_ptr<const MigTable> changed_mig = PollMig(now, *previous->mig);
+  const std::shared_ptr<const MigTable> changed_mig =
+      reading ? PollMig(now, *previous->mig) : nullptr;
   const MigTable& mig = changed_mig != nullptr ? *changed_mig : *previous->mig;
   due_instance_ids_.clear();
   due_instance_k_.clear();
@@ -357,6 +368,10 @@ void Engine::RunTick() {
     }
   }
   ReadInstances(mig, now);
+  if (reading) {
+    absl::MutexLock lock(&sampling_mutex_);
+    reads_in_flight_ = false;
+  }
 
   {
     absl::MutexLock lock(&real_mutex_);
@@ -737,6 +752,15 @@ absl::StatusOr<GpuResetResult> Engine::ResetGpu(uint32_t gpu, std::string_view u
   } done{&resetting_};
   const std::string subject = fmt::format("GPU {} ({})", gpu, gpu_uuid);
   auto processes = backend_->ComputeProcesses(gpu);
+  if (!processes.ok() && processes.status().code() == absl::StatusCode::kFailedPrecondition) {
+    // A GPU that needs a reset answers nothing, its processes included: the reset is what it
+    // needs, and the driver itself refuses one while any process still holds the GPU.
+    spdlog::warn(
+        "{}: its compute processes cannot be listed ({}); the driver refuses the reset "
+        "if any remain",
+        subject, MessageOf(processes.status()));
+    processes = std::vector<uint32_t>();
+  }
   if (!processes.ok()) {
     return absl::InternalError(
         fmt::format("{}: cannot tell whether a compute process uses it, so it is not reset: {}",
@@ -758,7 +782,17 @@ absl::StatusOr<GpuResetResult> Engine::ResetGpu(uint32_t gpu, std::string_view u
   audit(fmt::format("{}: reset requested by {}{}", subject, principal.description, why));
   spdlog::info("{}: resetting, as {} asked{}", subject, principal.description, why);
   const absl::Time start = options_.clock->Now();
+  {
+    sampling_mutex_.LockWhen(absl::Condition(
+        +[](bool* in_flight) { return !*in_flight; }, &reads_in_flight_));
+    sampling_paused_ = true;
+    sampling_mutex_.Unlock();
+  }
   auto output = backend_->ResetGpu(gpu);
+  {
+    absl::MutexLock lock(&sampling_mutex_);
+    sampling_paused_ = false;
+  }
   const absl::Duration took = options_.clock->Now() - start;
   if (!output.ok()) {
     audit(fmt::format("{}: reset failed: {}", subject, MessageOf(output.status())));

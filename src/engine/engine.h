@@ -304,6 +304,12 @@ class Engine : public EventSink, private ScenarioTarget {
 
   ScenarioRunner scenarios_;
   std::atomic<bool> resetting_{false};  // a ResetGpu() is running (one at a time)
+  // While the backend resets a GPU (the nvml backend has NVML released) the tick reads nothing
+  // and the values held stay, as DCGM pauses its cache manager: ResetGpu() waits for the tick's
+  // reads in flight to end, then pauses them until the reset returns. Never held across I/O.
+  absl::Mutex sampling_mutex_;
+  bool sampling_paused_ ABSL_GUARDED_BY(sampling_mutex_) = false;
+  bool reads_in_flight_ ABSL_GUARDED_BY(sampling_mutex_) = false;
   std::function<void(Snapshot::Counters*)> external_counters_;  // set before the first tick
 
   // Tick thread: reads every GPU's MIG state when kMigPollInterval has passed; the new table

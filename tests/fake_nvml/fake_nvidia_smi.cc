@@ -1,7 +1,8 @@
 // A fake of `nvidia-smi --gpu-reset -i ID` for the fake libnvidia-ml (fake_nvml.cc): it refuses,
 // as the driver does, while any live process holds NVML initialised (the fake library records
 // each holder as a file named by its pid in <FAKE_NVML_CONFIG>.holders/), and otherwise resets the
-// GPU in the script: "reset_required" and "lost" cleared, "resets" counted. Its words and exit
+// GPU in the script: "reset_required" and "lost" cleared, the volatile ECC and energy counters
+// back to 0, "resets" counted. Its words and exit
 // codes are nvidia-smi's (NVIDIA/NVSentinel#1690, NVIDIA/gpu-operator#118).
 // Single-threaded; a process of its own.
 #include <signal.h>
@@ -73,6 +74,11 @@ int main(int argc, char** argv) {
   }
   gpu->erase("reset_required");
   gpu->erase("lost");
+  // What a reset does to the counters: the volatile ECC counts (NVML fields 3, 4) and the energy
+  // consumed (83) start again from 0 — which is how the engine sees a reset (docs/health.md).
+  for (const char* field : {"3", "4", "83"}) {
+    if (gpu->contains("fields") && (*gpu)["fields"].contains(field)) (*gpu)["fields"][field] = 0;
+  }
   (*gpu)["resets"] = gpu->value("resets", 0) + 1;
   const std::string temp = std::string(config) + ".smi.tmp";
   std::ofstream(temp) << script.dump();
