@@ -139,11 +139,12 @@ void CheckLayout(const Rendered& rendered, const std::string& namespace_name) {
   }
   EXPECT_EQ(host_paths["state"], "/var/lib/vigil");
   EXPECT_EQ(host_paths["socket"], "/run/vigil");
-  // The kernel log, read-only, with the one capability reading it may need.
+  // The kernel log, read-only, with the capability reading it may need; the driver's
+  // administrator's for the reset, GPM and MIG.
   EXPECT_EQ(host_paths["kmsg"], "/dev/kmsg");
   EXPECT_THAT(args, Contains("--kmsg=/dev/kmsg"));
   EXPECT_EQ(Strings(container["securityContext"]["capabilities"]["add"]),
-            std::vector<std::string>{"SYSLOG"});
+            (std::vector<std::string>{"SYSLOG", "SYS_ADMIN"}));
   EXPECT_EQ(Strings(container["securityContext"]["capabilities"]["drop"]),
             std::vector<std::string>{"ALL"});
   bool tolerates_own_taint = false;

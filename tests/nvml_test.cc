@@ -623,6 +623,29 @@ TEST(NvmlTest, MigInstancesAreDiscoveredSampledAndFollowedWhenTheLayoutChanges) 
       Eventually([&] { return !discovery()[0]["mig_mode"].get<bool>(); }, absl::Seconds(20)));
 }
 
+// In MIG mode the GPU's handle lists every instance's processes only to a privileged caller: the
+// reset's safety check asks each MIG device too, so a busy instance stops the reset. Before, the
+// GPU's empty answer let the reset go on under a running workload.
+TEST(NvmlTest, AResetIsRefusedWhileAMigInstanceIsBusyEvenUnprivileged) {
+  TempDir dir;
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 1);
+  json busy = FakeMigInstance(9, "1g.10gb", 2, 1, 1);
+  busy["processes"] = {777};
+  fake.gpu(0)["mig"] = {{"mode", 1}, {"instances", {FakeMigInstance(3, "2g.20gb", 0, 2, 4), busy}}};
+  fake.script()["unprivileged"] = true;
+  fake.Write();
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(),
+                       {"--gpu-reset-command", FakeNvidiaSmi() + " --gpu-reset -i {uuid}"});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  auto refused = Vigil({"reset-gpu", "--gpu", "0", "--engine", engine.unix_address});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("in use by 1 compute process (pid 777): not reset"));
+  fake.gpu(0)["mig"]["instances"][1]["processes"] = json::array();
+  fake.Write();
+  auto reset = Vigil({"reset-gpu", "--gpu", "0", "--engine", engine.unix_address});
+  EXPECT_EQ(reset.exit_code, 0) << reset.err;
+}
+
 TEST(NvmlTest, AnXidInAMigGpuInstanceNamesTheInstance) {
   TempDir dir;
   FakeNvmlScript fake(dir.File("fake-nvml.json"), 2);

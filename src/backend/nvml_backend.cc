@@ -1037,17 +1037,42 @@ absl::StatusOr<std::vector<uint32_t>> NvmlBackend::ComputeProcesses(uint32_t gpu
         "this NVML cannot list a GPU's compute processes (no "
         "nvmlDeviceGetComputeRunningProcesses_v2/_v3): a reset cannot be proven safe");
   }
+  // In MIG mode the GPU's handle answers for every instance only to a privileged caller
+  // (nvml.h): each MIG device's handle is asked too, so a busy instance is never missed.
+  std::vector<nvml::Device> devices = {state.device};
+  for (const auto& [id, instance] : state.mig_instances) devices.push_back(instance->device);
+  std::vector<uint32_t> pids;
+  for (nvml::Device device : devices) {
+    absl::StatusOr<std::vector<uint32_t>> listed = ProcessesOf(device);
+    if (!listed.ok() && listed.status().code() == absl::StatusCode::kPermissionDenied &&
+        device == state.device && devices.size() > 1) {
+      continue;  // unprivileged, in MIG mode: the instances' handles answer for themselves
+    }
+    if (!listed.ok()) return listed.status();
+    pids.insert(pids.end(), listed->begin(), listed->end());
+  }
+  std::sort(pids.begin(), pids.end());
+  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  return pids;
+}
+
+absl::StatusOr<std::vector<uint32_t>> NvmlBackend::ProcessesOf(nvml::Device device) {
   // The list can grow between the two calls: ask again with the size NVML reported.
   std::vector<nvml::ProcessInfo> processes(8);
   for (int attempt = 0; attempt < 4; ++attempt) {
     unsigned int count = static_cast<unsigned int>(processes.size());
     const nvml::Return code =
-        api_.DeviceGetComputeRunningProcesses(state.device, &count, processes.data());
+        api_.DeviceGetComputeRunningProcesses(device, &count, processes.data());
     if (code == nvml::kErrorInsufficientSize) {
       processes.resize(std::max<size_t>(count + 8, processes.size() * 2));
       continue;
     }
     if (IsWholeGpuFailure(code)) return WholeGpuFailure(code);
+    if (code == nvml::kErrorNoPermission) {
+      return absl::PermissionDeniedError(fmt::format(
+          "NVML cannot list the GPU's compute processes: {} (the engine needs CAP_SYS_ADMIN)",
+          library_->ErrorString(code)));
+    }
     if (code != nvml::kSuccess) {
       return absl::InternalError(fmt::format("NVML cannot list the GPU's compute processes: {}",
                                              library_->ErrorString(code)));

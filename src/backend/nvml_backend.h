@@ -106,6 +106,9 @@ class NvmlBackend : public Backend {
   void AllocateGpm(GpuState* state, bool gpu_supports_gpm) const;
   void FreeGpm(GpuState* state) const;
   absl::StatusOr<MigState> ReadMigUnguarded(uint32_t gpu);
+  // The pids of the compute processes NVML lists for one device handle (a GPU's or a MIG
+  // device's).
+  absl::StatusOr<std::vector<uint32_t>> ProcessesOf(nvml::Device device);
   void RunEvents(nvml::EventSet set);
   void StartEventsLocked(EventSink* sink) ABSL_EXCLUSIVE_LOCKS_REQUIRED(events_control_mutex_);
   void StopEventsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(events_control_mutex_);

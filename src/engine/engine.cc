@@ -751,6 +751,20 @@ absl::StatusOr<GpuResetResult> Engine::ResetGpu(uint32_t gpu, std::string_view u
     ~Done() { flag->store(false); }
   } done{&resetting_};
   const std::string subject = fmt::format("GPU {} ({})", gpu, gpu_uuid);
+  // From the safety check to the end of the reset the tick reads nothing, the values held stay
+  // (as DCGM pauses its cache manager): the nvml backend releases NVML for the reset, and the
+  // check reads the MIG instances the tick's reads maintain.
+  sampling_mutex_.LockWhen(absl::Condition(
+      +[](bool* in_flight) { return !*in_flight; }, &reads_in_flight_));
+  sampling_paused_ = true;
+  sampling_mutex_.Unlock();
+  struct Resume {
+    Engine* engine;
+    ~Resume() {
+      absl::MutexLock lock(&engine->sampling_mutex_);
+      engine->sampling_paused_ = false;
+    }
+  } resume{this};
   auto processes = backend_->ComputeProcesses(gpu);
   if (!processes.ok() && processes.status().code() == absl::StatusCode::kFailedPrecondition) {
     // A GPU that needs a reset answers nothing, its processes included: the reset is what it
@@ -782,17 +796,7 @@ absl::StatusOr<GpuResetResult> Engine::ResetGpu(uint32_t gpu, std::string_view u
   audit(fmt::format("{}: reset requested by {}{}", subject, principal.description, why));
   spdlog::info("{}: resetting, as {} asked{}", subject, principal.description, why);
   const absl::Time start = options_.clock->Now();
-  {
-    sampling_mutex_.LockWhen(absl::Condition(
-        +[](bool* in_flight) { return !*in_flight; }, &reads_in_flight_));
-    sampling_paused_ = true;
-    sampling_mutex_.Unlock();
-  }
   auto output = backend_->ResetGpu(gpu);
-  {
-    absl::MutexLock lock(&sampling_mutex_);
-    sampling_paused_ = false;
-  }
   const absl::Duration took = options_.clock->Now() - start;
   if (!output.ok()) {
     audit(fmt::format("{}: reset failed: {}", subject, MessageOf(output.status())));

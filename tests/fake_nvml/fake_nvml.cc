@@ -23,7 +23,10 @@
 //              "zero_timestamps": false, // field values stamped 0, as some drivers leave them
 //              "unknown_field_ids": [230],  // answered per value with INVALID_ARGUMENT (the
 //                                            // old driver: 230 by default)
-//              "processes": [4242],     // compute processes' pids (_v3; _v2 on the old driver)
+//              "processes": [4242],     // compute processes' pids (_v3; _v2 on the old driver);
+//                                            // a MIG instance's own in its entry. With
+//                                            // "unprivileged": true at the top, a GPU in MIG
+//                                            // mode answers NO_PERMISSION for its processes
 //              "xids": [79, {"xid": 94, "gpu_instance": 5}],  // delivered once each, in
 //                                            // order (a MIG XID with its instance)
 //              "mig": {"mode": 1, "instances": [   // MIG mode and the MIG devices, by index
@@ -598,7 +601,15 @@ static nv::Return ComputeProcesses(const char* name, nv::Device device, unsigned
                                    nv::ProcessInfo* infos) {
   Timed timed;
   return DeviceCall(name, device, [&](const json& gpu) {
-    const json processes = gpu.value("processes", json::array());
+    const json* instance = InstanceOf(gpu, device);
+    const bool mig = gpu.contains("mig") && gpu["mig"].value("mode", 0) == 1;
+    // In MIG mode the GPU's handle answers for its instances only to a privileged caller
+    // (nvml.h); "unprivileged": true at the top makes this process one that is not.
+    if (instance == nullptr && mig && g_script.value("unprivileged", false)) {
+      return nv::kErrorNoPermission;
+    }
+    const json processes = instance != nullptr ? instance->value("processes", json::array())
+                                               : gpu.value("processes", json::array());
     const unsigned int have = static_cast<unsigned int>(processes.size());
     if (*count < have) {
       *count = have;
