@@ -44,6 +44,10 @@ struct GpuIdentity {
 // The driver reports one XID to both; the engine counts it once.
 enum class XidSource { kDriverEvents, kKernelLog };
 
+// The XID NVML's event data carries when the driver's code is unknown to it (nvml.h,
+// nvmlEventData_t.eventData: "set as 999 for unknown Xid error"); the kernel log has the real code.
+inline constexpr uint32_t kUnknownXid = 999;
+
 // An XID reported by the driver (or injected into the engine).
 struct XidEvent {
   uint32_t gpu = 0;

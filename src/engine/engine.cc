@@ -293,6 +293,7 @@ void Engine::RunTick() {
   const uint64_t seq = ++last_seq_;
   const uint32_t gpu_count = static_cast<uint32_t>(gpus().size());
   scenarios_.Advance(now);
+  ApplyHeldUnknownXids(now);
   for (InjectionRecord& expired : injections_.Expire(now)) {
     Record({.kind = EventKind::kInjectionExpired,
             .gpu = static_cast<int>(expired.gpu),
@@ -510,24 +511,91 @@ void Engine::OnXid(const XidEvent& event) {
   const bool from_log = event.source == XidSource::kKernelLog;
   if (!event.injected) {
     absl::MutexLock lock(&xid_mutex_);
-    std::deque<SeenXid>& unmatched = unmatched_xids_[{event.gpu, event.xid}];
-    while (!unmatched.empty() && event.time - unmatched.front().time > kXidMergeWindow) {
-      unmatched.pop_front();
-    }
-    for (auto it = unmatched.begin(); it != unmatched.end(); ++it) {
-      if (it->source != event.source &&
-          absl::AbsDuration(event.time - it->time) <= kXidMergeWindow) {
-        // The other source's report of an XID already counted.
-        unmatched.erase(it);
+    if (!from_log && event.xid == kUnknownXid) {
+      // NVML could not name the code; the kernel log's line for the same event does.
+      if (TakeUnmatchedLogReport(event.gpu, event.time)) {
         stats_.xid_duplicates.fetch_add(1, std::memory_order_relaxed);
-        spdlog::debug("GPU {}: XID {} also reported by {}; counted once", event.gpu, event.xid,
-                      from_log ? "the kernel log" : "NVML's events");
+        spdlog::debug("GPU {}: NVML's unknown XID is the kernel log's XID; counted once",
+                      event.gpu);
         return;
       }
+      held_unknown_xids_.push_back(event);
+      if (held_unknown_xids_.size() > 256) held_unknown_xids_.pop_front();  // a storm
+      return;
     }
-    unmatched.push_back({event.time, event.source});
-    if (unmatched.size() > 256) unmatched.pop_front();  // a storm from one source
+    if (from_log && TakeHeldUnknownXid(event.gpu, event.time)) {
+      // NVML's report of this XID, as 999: one XID, under the code the log names.
+      stats_.xid_duplicates.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      std::deque<SeenXid>& unmatched = unmatched_xids_[{event.gpu, event.xid}];
+      while (!unmatched.empty() && event.time - unmatched.front().time > kXidMergeWindow) {
+        unmatched.pop_front();
+      }
+      for (auto it = unmatched.begin(); it != unmatched.end(); ++it) {
+        if (it->source != event.source &&
+            absl::AbsDuration(event.time - it->time) <= kXidMergeWindow) {
+          // The other source's report of an XID already counted.
+          unmatched.erase(it);
+          stats_.xid_duplicates.fetch_add(1, std::memory_order_relaxed);
+          spdlog::debug("GPU {}: XID {} also reported by {}; counted once", event.gpu, event.xid,
+                        from_log ? "the kernel log" : "NVML's events");
+          return;
+        }
+      }
+      unmatched.push_back({event.time, event.source});
+      if (unmatched.size() > 256) unmatched.pop_front();  // a storm from one source
+    }
   }
+  ApplyReported(event);
+}
+
+bool Engine::TakeUnmatchedLogReport(uint32_t gpu, absl::Time time) {
+  std::deque<SeenXid>* oldest_in = nullptr;
+  std::deque<SeenXid>::iterator oldest;
+  for (auto it = unmatched_xids_.lower_bound({gpu, 0});
+       it != unmatched_xids_.end() && it->first.first == gpu; ++it) {
+    for (auto seen = it->second.begin(); seen != it->second.end(); ++seen) {
+      if (seen->source != XidSource::kKernelLog ||
+          absl::AbsDuration(time - seen->time) > kXidMergeWindow) {
+        continue;
+      }
+      if (oldest_in == nullptr || seen->time < oldest->time) {
+        oldest_in = &it->second;
+        oldest = seen;
+      }
+      break;  // each deque is oldest first
+    }
+  }
+  if (oldest_in == nullptr) return false;
+  oldest_in->erase(oldest);
+  return true;
+}
+
+bool Engine::TakeHeldUnknownXid(uint32_t gpu, absl::Time time) {
+  for (auto it = held_unknown_xids_.begin(); it != held_unknown_xids_.end(); ++it) {
+    if (it->gpu == gpu && absl::AbsDuration(time - it->time) <= kXidMergeWindow) {
+      held_unknown_xids_.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+void Engine::ApplyHeldUnknownXids(absl::Time now) {
+  std::vector<XidEvent> due;
+  {
+    absl::MutexLock lock(&xid_mutex_);
+    while (!held_unknown_xids_.empty() &&
+           now - held_unknown_xids_.front().time >= kUnknownXidHold) {
+      due.push_back(std::move(held_unknown_xids_.front()));
+      held_unknown_xids_.pop_front();
+    }
+  }
+  for (const XidEvent& event : due) ApplyReported(event);
+}
+
+void Engine::ApplyReported(const XidEvent& event) {
+  const bool from_log = event.source == XidSource::kKernelLog;
   const std::string instance = InGpuInstance(Mig()->gpus[event.gpu].instances, event.gpu_instance);
   ApplyXid(event.gpu, event.xid, event.time, event.injected, instance,
            {.message = fmt::format("GPU {} ({}): XID {}{}{}{}", event.gpu, gpus()[event.gpu].uuid,

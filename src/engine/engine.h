@@ -104,6 +104,10 @@ inline constexpr size_t kMaxHistoryResponseSamples = 500'000;
 // NVML's event and the kernel log's line for one XID arrive within milliseconds of each other;
 // the same code on the same GPU from the other source within this window is that XID again.
 inline constexpr absl::Duration kXidMergeWindow = absl::Seconds(10);
+// NVML's "unknown XID" (kUnknownXid) waits this long for the kernel log's line, which names the
+// real code of the same event: one XID, under its real code. Without such a line it is applied
+// as XID 999 at the first tick after.
+inline constexpr absl::Duration kUnknownXidHold = absl::Seconds(2);
 
 // How often the engine asks the backend for every GPU's MIG state (an operator's
 // `nvidia-smi mig -cgi` shows within this).
@@ -293,6 +297,8 @@ class Engine : public EventSink, private ScenarioTarget {
   };
   std::map<std::pair<uint32_t, uint32_t>, std::deque<SeenXid>> unmatched_xids_
       ABSL_GUARDED_BY(xid_mutex_);
+  // NVML's unknown XIDs (999) waiting kUnknownXidHold for the kernel log's line, oldest first.
+  std::deque<XidEvent> held_unknown_xids_ ABSL_GUARDED_BY(xid_mutex_);
 
   InjectionTable injections_;
   EventLog events_;
@@ -328,6 +334,15 @@ class Engine : public EventSink, private ScenarioTarget {
   // hand it to the health evaluator (`where`: InGpuInstance's words), and record `event` as the
   // XID event (kind, GPU, code, the
   // policy's rule for it, injected flag filled in here).
+  // Applies a reported (not merged away) XID: counted, recorded, judged.
+  void ApplyReported(const XidEvent& event);
+  // Applies the held unknown XIDs no kernel-log line claimed within kUnknownXidHold of `now`.
+  void ApplyHeldUnknownXids(absl::Time now);
+  // Takes the oldest unmatched kernel-log report of any code on `gpu` within the window of
+  // `time` (an NVML 999 for it arrived), or the oldest held 999 (a log line for it arrived).
+  bool TakeUnmatchedLogReport(uint32_t gpu, absl::Time time)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(xid_mutex_);
+  bool TakeHeldUnknownXid(uint32_t gpu, absl::Time time) ABSL_EXCLUSIVE_LOCKS_REQUIRED(xid_mutex_);
   void ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected, std::string where,
                 EngineEvent event);
   // ScenarioTarget: what the scenario runner's steps act on.

@@ -139,6 +139,50 @@ TEST_F(EngineTest, XidShowsInField230FromTheNextTick) {
   EXPECT_EQ(engine_->stats().xid_events.load(), 1u);
 }
 
+// NVML reports an XID it cannot name as 999 (nvml.h); the kernel log's line for the same event has
+// the real code. One XID under the log's code, whichever comes first; a 999 no line claims is
+// applied as 999 once kUnknownXidHold has passed. Before, 999 and the real code counted twice.
+TEST_F(EngineTest, NvmlsUnknownXidIsTheKernelLogsXidCountedOnceUnderItsCode) {
+  Tick();
+  auto xids = [&] {
+    std::vector<uint32_t> codes;
+    for (const EventPtr& event : engine_->RecentEvents(100)) {
+      if (event->kind == EventKind::kXid) codes.push_back(event->xid);
+    }
+    return codes;
+  };
+  sim_->RaiseXid(1, kUnknownXid, clock_.Now());  // NVML first
+  EXPECT_TRUE(xids().empty()) << "held for the kernel log's line";
+  engine_->OnXid({.gpu = 1,
+                  .xid = 79,
+                  .time = clock_.Now() + absl::Milliseconds(4),
+                  .source = XidSource::kKernelLog,
+                  .detail = "GPU has fallen off the bus."});
+  EXPECT_EQ(xids(), std::vector<uint32_t>{79});
+  EXPECT_EQ(engine_->stats().xid_events.load(), 1u);
+  EXPECT_EQ(engine_->stats().xid_duplicates.load(), 1u);
+  clock_.Advance(kUnknownXidHold + absl::Seconds(1));
+  Tick();
+  EXPECT_EQ(xids(), std::vector<uint32_t>{79}) << "the 999 is not applied later as well";
+
+  // The kernel log first: NVML's 999 that follows is the same XID.
+  clock_.Advance(absl::Seconds(30));
+  engine_->OnXid({.gpu = 0, .xid = 13, .time = clock_.Now(), .source = XidSource::kKernelLog});
+  sim_->RaiseXid(0, kUnknownXid, clock_.Now() + absl::Milliseconds(2));
+  EXPECT_EQ(engine_->stats().xid_events.load(), 2u);
+  EXPECT_EQ(engine_->stats().xid_duplicates.load(), 2u);
+
+  // No line for it (or on another GPU): XID 999 at the first tick after the hold, not before.
+  clock_.Advance(absl::Seconds(30));
+  sim_->RaiseXid(2, kUnknownXid, clock_.Now());
+  Tick();
+  EXPECT_EQ(engine_->stats().xid_events.load(), 2u);
+  clock_.Advance(kUnknownXidHold);
+  Tick();
+  EXPECT_EQ(engine_->stats().xid_events.load(), 3u);
+  EXPECT_EQ(xids().back(), kUnknownXid);
+}
+
 // The driver reports one XID through NVML's events and the kernel log: one XID for the engine.
 // Two XIDs of the same code, each seen by both, are two; the same source twice is two as well.
 TEST_F(EngineTest, AnXidFromBothSourcesIsCountedOnce) {
