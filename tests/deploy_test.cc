@@ -143,6 +143,9 @@ void CheckLayout(const Rendered& rendered, const std::string& namespace_name) {
   // administrator's for the reset, GPM and MIG.
   EXPECT_EQ(host_paths["kmsg"], "/dev/kmsg");
   EXPECT_THAT(args, Contains("--kmsg=/dev/kmsg"));
+  // Where /dev/kmsg is closed to the container: the journal, under the host's /var/log.
+  EXPECT_EQ(host_paths["host-log"], "/var/log");
+  EXPECT_THAT(args, Contains("--journal=/host/var/log/journal"));
   EXPECT_EQ(Strings(container["securityContext"]["capabilities"]["add"]),
             (std::vector<std::string>{"SYSLOG", "SYS_ADMIN"}));
   EXPECT_EQ(Strings(container["securityContext"]["capabilities"]["drop"]),

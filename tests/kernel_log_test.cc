@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "process.h"
+#include "testing/journal.h"
 #include "testing/temp_dir.h"
 
 namespace vigil::testing {
@@ -187,6 +188,38 @@ TEST(KernelLogTest, AnXidFromBeforeTheStartFailsTheFirstVerdictAndCountsOnce) {
   EXPECT_EQ(replayed["gpus"][2]["status"], "FAIL");
   EXPECT_TRUE(engine->process->WaitForStderr("before the last `vigil health clear`"))
       << engine->process->Stderr();
+  unsetenv("VIGIL_BOOT_ID_FILE");
+}
+
+// As shipped on a runc node the engine may not open /dev/kmsg: it reads the kernel's messages
+// from the systemd journal (a journal file written by systemd's own tool), and says so.
+TEST(KernelLogTest, WithTheKernelLogClosedTheJournalsXidFailsTheFirstVerdict) {
+  TempDir dir;
+  const std::string boot_id = "6c0d5f4e-1b2a-4c3d-8e9f-0a1b2c3d4e5f";
+  std::ofstream(dir.path() / "boot_id") << boot_id << "\n";
+  setenv("VIGIL_BOOT_ID_FILE", (dir.path() / "boot_id").c_str(), 1);
+  const std::string journal = (dir.path() / "journal").string();
+  ASSERT_TRUE(
+      AppendJournal(journal, {KernelEntry(boot_id,
+                                          "NVRM: Xid (PCI:0000:3a:00): 79, pid='<unknown>', "
+                                          "name=<unknown>, GPU has fallen off the bus.",
+                                          5'000'000)})
+          .ok());
+  auto engine = std::make_unique<EngineProcess>(
+      dir.path(), "n1", 4,
+      std::vector<std::string>{"--kmsg", (dir.path() / "kmsg-closed").string(), "--journal",
+                               journal});
+  ASSERT_FALSE(engine->unix_address.empty()) << engine->process->Stderr();
+  EXPECT_TRUE(engine->process->WaitForStderr("health baseline at seq 1: overall FAIL"))
+      << engine->process->Stderr();
+  const Json first = FirstVerdict(*engine);
+  EXPECT_EQ(first["gpus"][2]["systems"]["driver"]["status"], "FAIL") << first.dump();
+  const Json info = VigilJson({"info", "--json", "--engine", engine->unix_address});
+  EXPECT_EQ(info["counters"]["kernel_log"], "reading");
+  EXPECT_EQ(info["counters"]["kernel_log_source"], "journal " + journal);
+  EXPECT_EQ(info["counters"]["kernel_log_xids"], 1);
+  EXPECT_THAT(Vigil({"info", "--engine", engine->unix_address}).out,
+              ::testing::HasSubstr("reading (journal " + journal + ")"));
   unsetenv("VIGIL_BOOT_ID_FILE");
 }
 

@@ -110,6 +110,11 @@ void AddEngineFlags(CLI::App* command, EngineFlags* flags) {
                       "Kernel log to read the driver's XIDs from: /dev/kmsg, or a file or FIFO in "
                       "its format; '' for none (default: /dev/kmsg with --backend nvml, none with "
                       "sim)");
+  command->add_option("--journal", flags->journal,
+                      "Where the kernel's messages are read when the kernel log (--kmsg) cannot "
+                      "be opened, as in a container that may not open /dev/kmsg: the systemd "
+                      "journal's directory, its kernel entries of this boot; '' for none "
+                      "(default: /var/log/journal with --backend nvml, none with sim)");
   command
       ->add_option("--gpu-reset-command", flags->gpu_reset_command,
                    "How --backend nvml resets a GPU (vigil reset-gpu, remediation): a command "
@@ -161,7 +166,12 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
   if (!kmsg_path.empty()) {
     kernel_log = std::make_unique<kmsg::KernelLogXids>(
         kmsg::KernelLogXidsOptions{
-            .path = kmsg_path, .state_path = flags.state_dir + "/kmsg.state", .boot_id = boot_id},
+            .path = kmsg_path,
+            .journal_dir = flags.journal.has_value()
+                               ? *flags.journal
+                               : (flags.backend == "nvml" ? "/var/log/journal" : ""),
+            .state_path = flags.state_dir + "/kmsg.state",
+            .boot_id = boot_id},
         (*engine)->gpus(), engine->get());
     kmsg::KernelLogXids* source = kernel_log.get();
     (*engine)->SetExternalCounters([source](Snapshot::Counters* counters) {
@@ -182,6 +192,7 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
       counters->kernel_log_xids = source->stats().xids;
       counters->kernel_log_unknown_gpu = source->stats().unknown_bus;
       counters->kernel_log_overwritten = source->reader_stats().overwritten;
+      counters->kernel_log_source = source->source();
     });
     kernel_log->CatchUp();
     kernel_log->Start();

@@ -33,6 +33,9 @@ struct EngineFlags {
   std::string log_level = "info";
   // The kernel log to read XIDs from; unset: /dev/kmsg with --backend nvml, none with sim.
   std::optional<std::string> kmsg;
+  // The systemd journal's directory, read when the kernel log cannot be opened; unset:
+  // /var/log/journal with --backend nvml, none with sim.
+  std::optional<std::string> journal;
   // How the nvml backend resets a GPU (vigil reset-gpu, the remediator's reset-gpu action).
   std::string gpu_reset_command = NvmlResetOptions().command;
   std::string gpu_reset_timeout = absl::FormatDuration(NvmlResetOptions().limit);
@@ -45,7 +48,8 @@ struct EngineFlags {
 };
 
 // Registers the engine's flags (--backend, --gpus, --seed, --socket, --listen, --node-name,
-// --state-dir, --config, --nvml-library, --inject-token-file, --kmsg, --gpu-reset-command,
+// --state-dir, --config, --nvml-library, --inject-token-file, --kmsg, --journal,
+// --gpu-reset-command,
 // --gpu-reset-timeout, --log-level) on `command`.
 void AddEngineFlags(CLI::App* command, EngineFlags* flags);
 

@@ -97,6 +97,7 @@ int RunInfo(const ClientFlags& flags, bool list_fields) {
           {"kernel_log_xids", info->counters().kernel_log_xids()},
           {"kernel_log_unknown_gpu", info->counters().kernel_log_unknown_gpu()},
           {"kernel_log_overwritten", info->counters().kernel_log_overwritten()},
+          {"kernel_log_source", info->counters().kernel_log_source()},
           {"persistence_pending", info->counters().persistence_pending()},
           {"persistence_lag_seconds", info->counters().persistence_lag_us() / 1e6},
           {"persistence_failures", info->counters().persistence_failures()}}},
@@ -152,14 +153,15 @@ int RunInfo(const ClientFlags& flags, bool list_fields) {
                 fmt::format("{} ({} reported by both NVML and the kernel log)",
                             info->counters().xid_events(), info->counters().xid_duplicates())});
   table.AddRow(
-      {"kernel log", info->counters().kernel_log() == v1::KERNEL_LOG_OFF
-                         ? "off"
-                         : fmt::format("{}: {} XID(s), {} for no GPU of this engine, {} record(s) "
-                                       "overwritten unread",
-                                       KernelLogStateText(info->counters().kernel_log()),
-                                       info->counters().kernel_log_xids(),
-                                       info->counters().kernel_log_unknown_gpu(),
-                                       info->counters().kernel_log_overwritten())});
+      {"kernel log",
+       info->counters().kernel_log() == v1::KERNEL_LOG_OFF
+           ? "off"
+           : fmt::format("{} ({}): {} XID(s), {} for no GPU of this engine, {} "
+                         "record(s) overwritten unread",
+                         KernelLogStateText(info->counters().kernel_log()),
+                         info->counters().kernel_log_source(), info->counters().kernel_log_xids(),
+                         info->counters().kernel_log_unknown_gpu(),
+                         info->counters().kernel_log_overwritten())});
   table.AddRow(
       {"health state", fmt::format("{} record(s) pending (oldest {:.1f} s), {} failed write(s)",
                                    info->counters().persistence_pending(),

@@ -49,10 +49,19 @@ KernelLogXids::KernelLogXids(KernelLogXidsOptions options, const std::vector<Gpu
         options_.state_path);
     return;
   }
-  // Another boot's, or another log's (a replayed file has sequences of its own): start afresh.
-  if (state["boot_id"].get<std::string>() == options_.boot_id &&
-      state.value("path", "") == options_.path) {
-    applied_before_ = state["sequence"].get<uint64_t>();
+  saved_state_ = SavedState{.boot_id = state["boot_id"].get<std::string>(),
+                            .source = state.value("path", ""),
+                            .sequence = state["sequence"].get<uint64_t>()};
+}
+
+void KernelLogXids::UseSavedStateOf(const std::string& source) {
+  applied_before_.reset();
+  saved_.reset();
+  // Another boot's, or another log's (a replayed file, the journal: sequences of their own):
+  // start afresh.
+  if (saved_state_.has_value() && saved_state_->boot_id == options_.boot_id &&
+      saved_state_->source == source) {
+    applied_before_ = saved_state_->sequence;
     saved_ = applied_before_;
   }
 }
@@ -61,7 +70,31 @@ KernelLogXids::~KernelLogXids() { Stop(); }
 
 void KernelLogXids::CatchUp() {
   catching_up_ = true;
+  UseSavedStateOf(reader_->description());
   reader_->CatchUp();
+  if (reader_->stats().state != LogState::kReading && !options_.journal_dir.empty()) {
+    // /dev/kmsg closed to this process (runc's device rules, no CAP_SYSLOG): the journal holds
+    // the same records, copied by journald.
+    auto journal =
+        std::make_unique<JournalReader>(JournalReaderOptions{.directory = options_.journal_dir,
+                                                             .boot_id = options_.boot_id,
+                                                             .on_idle = [this] { SaveSettled(); },
+                                                             .clock = options_.clock},
+                                        [this](const Record& record) { OnRecord(record); });
+    UseSavedStateOf(journal->description());
+    journal->CatchUp();
+    if (journal->stats().state == LogState::kReading) {
+      spdlog::warn(
+          "kmsg: {} cannot be read; the kernel's messages are read from the {} instead (XIDs "
+          "and SXids as the driver logged them)",
+          options_.path, journal->description());
+      reader_->Stop();
+      reader_ = std::move(journal);
+    } else {
+      journal->Stop();
+      UseSavedStateOf(reader_->description());
+    }
+  }
   catching_up_ = false;
   if (stats_.replayed > 0 || stats_.already_applied > 0) {
     spdlog::info(
@@ -90,7 +123,7 @@ void KernelLogXids::SaveSettled() {
   if (options_.state_path.empty()) return;
   const std::string state =
       nlohmann::json{
-          {"boot_id", options_.boot_id}, {"path", options_.path}, {"sequence", *sequence}}
+          {"boot_id", options_.boot_id}, {"path", reader_->description()}, {"sequence", *sequence}}
           .dump() +
       "\n";
   if (absl::Status saved = WriteFileAtomically(options_.env, options_.state_path, state);

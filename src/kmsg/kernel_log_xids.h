@@ -32,6 +32,7 @@
 #include "common/clock.h"
 #include "common/env.h"
 #include "kmsg/driver_line.h"
+#include "kmsg/journal_reader.h"
 #include "kmsg/reader.h"
 
 namespace vigil::kmsg {
@@ -50,7 +51,10 @@ struct KernelLogXidsStats {
 inline constexpr absl::Duration kSettle = absl::Seconds(5);
 
 struct KernelLogXidsOptions {
-  std::string path;        // the kernel log (/dev/kmsg, a file or a FIFO)
+  std::string path;  // the kernel log (/dev/kmsg, a file or a FIFO)
+  // Where the kernel's messages are read instead when `path` cannot be opened at start: the
+  // systemd journal's directory (JournalReader). "" for none.
+  std::string journal_dir;
   std::string state_path;  // where the applied sequence is kept; "" keeps none
   std::string boot_id;     // this boot's id
   Clock* clock = Clock::Real();
@@ -74,19 +78,31 @@ class KernelLogXids {
   // Ends following; writes down the XIDs that have settled. Idempotent.
   void Stop();
   const KernelLogXidsStats& stats() const { return stats_; }
+  // The source in use: the log at `path`, or the journal when the log could not be opened at
+  // start and the journal could. Fixed once CatchUp() returns.
   const ReaderStats& reader_stats() const { return reader_->stats(); }
+  std::string source() const { return reader_->description(); }
 
  private:
   void OnRecord(const Record& record);
   absl::Time RecordTime(const Record& record) const;
   // Writes down the last XID that has settled, if it moved.
   void SaveSettled();
+  // Takes the saved replay state as this run's if it is this boot's and `source`'s.
+  void UseSavedStateOf(const std::string& source);
 
   const KernelLogXidsOptions options_;
   EventSink* const sink_;
   std::map<std::string, uint32_t> gpu_by_bus_;  // "00000000:3B:00.0" -> index
   KernelLogXidsStats stats_;
-  std::unique_ptr<Reader> reader_;
+  std::unique_ptr<LogSource> reader_;
+  // The state file as read at construction: boot id, source, last sequence applied.
+  struct SavedState {
+    std::string boot_id;
+    std::string source;
+    uint64_t sequence = 0;
+  };
+  std::optional<SavedState> saved_state_;
   // Reader thread (or CatchUp's caller before Start, or Stop's after the thread ended): replay
   // state and what was logged once.
   std::optional<uint64_t> applied_before_;  // XIDs up to this sequence: applied by an earlier run

@@ -21,23 +21,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "kmsg/log_source.h"
 #include "kmsg/record.h"
 
 namespace vigil::kmsg {
-
-enum class LogState {
-  kNotStarted,
-  kReading,     // open and followed
-  kAbsent,      // no such file (retried)
-  kUnreadable,  // permission denied or another error (retried): CAP_SYSLOG, dmesg_restrict
-};
-
-struct ReaderStats {
-  std::atomic<uint64_t> bad_records{0};  // not in the record format (each logged at debug)
-  std::atomic<uint64_t> overwritten{0};  // EPIPE: the ring buffer moved past unread records
-  std::atomic<uint64_t> reopens{0};
-  std::atomic<LogState> state{LogState::kNotStarted};
-};
 
 struct ReaderOptions {
   std::string path;  // "/dev/kmsg", or a file or FIFO in its format
@@ -53,21 +40,22 @@ struct ReaderOptions {
   Clock* clock = Clock::Real();
 };
 
-class Reader {
+class Reader : public LogSource {
  public:
   using Handler = std::function<void(const Record& record)>;
 
   Reader(ReaderOptions options, Handler handler);
-  ~Reader();  // Stop()
+  ~Reader() override;  // Stop()
 
   // Reads what the log holds now, on the caller's thread, and returns: the handler has seen every
   // record logged so far (a fresh /dev/kmsg starts at the oldest the ring buffer holds). Start()
   // then goes on from there. Call before Start(), at most once.
-  void CatchUp();
-  void Start();
+  void CatchUp() override;
+  void Start() override;
   // Wakes the thread (also from a blocking wait) and joins it. Idempotent.
-  void Stop();
-  const ReaderStats& stats() const { return stats_; }
+  void Stop() override;
+  const ReaderStats& stats() const override { return stats_; }
+  std::string description() const override { return options_.path; }
 
  private:
   void Loop();

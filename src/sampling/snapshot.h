@@ -87,6 +87,7 @@ struct Snapshot {
     uint64_t kernel_log_xids = 0;
     uint64_t kernel_log_unknown_gpu = 0;
     uint64_t kernel_log_overwritten = 0;
+    std::string kernel_log_source;  // "/dev/kmsg", "journal /var/log/journal"
     // Health state persistence (the incident store): records not yet durable, how long the
     // oldest has waited, failed write attempts.
     uint64_t persistence_pending = 0;

@@ -155,6 +155,7 @@ void ToProto(const Snapshot::Counters& counters, v1::EngineCounters* out) {
   out->set_kernel_log_xids(counters.kernel_log_xids);
   out->set_kernel_log_unknown_gpu(counters.kernel_log_unknown_gpu);
   out->set_kernel_log_overwritten(counters.kernel_log_overwritten);
+  out->set_kernel_log_source(counters.kernel_log_source);
   out->set_persistence_pending(counters.persistence_pending);
   out->set_persistence_lag_us(absl::ToInt64Microseconds(counters.persistence_lag));
   out->set_persistence_failures(counters.persistence_failures);
