@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "absl/time/clock.h"
+#include "daemon.h"
 #include "fake_nvml/script.h"
 #include "fmt/format.h"
 #include "gmock/gmock.h"
@@ -288,6 +289,54 @@ TEST(NvmlTest, ResetRequiredUnknownFieldIdsAndZeroTimestamps) {
   EXPECT_EQ(driver["incidents"][0]["recommended_action"], "reset-gpu") << driver.dump();
   EXPECT_EQ(Values(engine, 0, "150")[150]["status"], "reset_required");
   EXPECT_EQ(Health(engine)["gpus"][1]["status"], "PASS");
+}
+
+// The fabric of an NVSwitch system, as DCGM's NVLink watch judges it: the fabric manager still
+// training WARNs, not started FAILs (DCGM_FR_FABRIC_PROBE_STATE), a fault in the health mask FAILs
+// (DCGM_FR_FIELD_VIOLATION); the fields reach the exporter under dcgm-exporter 4.8.4's names. A
+// driver with only the v2 struct has no summary. Before, Vigil read no fabric state: PASS.
+TEST(NvmlTest, AFabricNotTrainedOrUnhealthyFailsNvlink) {
+  TempDir dir;
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 3);
+  fake.gpu(0)["fabric"] = {{"state", 2}};                           // in progress
+  fake.gpu(1)["fabric"] = {{"state", 3}, {"health_mask", 1 << 4}};  // route unhealthy
+  fake.gpu(2)["fabric"] = {{"state", 3}, {"v2_only", true}};        // healthy, an older driver
+  fake.Write();
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  const auto nvlink = [&](int gpu) { return Health(engine)["gpus"][gpu]["systems"]["nvlink"]; };
+  ASSERT_TRUE(Eventually([&] { return nvlink(1)["status"] == "FAIL"; })) << nvlink(1).dump();
+  EXPECT_EQ(nvlink(1)["incidents"][0]["code"], "DCGM_FR_FIELD_VIOLATION");
+  EXPECT_THAT(nvlink(1)["incidents"][0]["message"].get<std::string>(),
+              HasSubstr("Fabric Health: Route Unhealthy"));
+  EXPECT_EQ(nvlink(0)["status"], "WARN") << nvlink(0).dump();
+  EXPECT_EQ(nvlink(2)["status"], "PASS") << nvlink(2).dump();
+  std::map<int, json> v = Values(engine, 2, "170,174,175");
+  EXPECT_EQ(v[170]["value"], 3);
+  EXPECT_EQ(v[174]["value"], 0);
+  EXPECT_EQ(v[175]["status"], "not_supported") << "no summary in the v2 struct";
+
+  fake.gpu(0)["fabric"] = {{"state", 1}};  // the fabric manager is not running
+  fake.Write();
+  ASSERT_TRUE(Eventually([&] { return nvlink(0)["status"] == "FAIL"; })) << nvlink(0).dump();
+  EXPECT_EQ(nvlink(0)["incidents"][0]["code"], "DCGM_FR_FABRIC_PROBE_STATE");
+  EXPECT_THAT(nvlink(0)["incidents"][0]["message"].get<std::string>(),
+              HasSubstr("Fabric State is Not Started (1)"));
+
+  // The exporter serves them when its counters file asks, as dcgm-exporter 4.8.4's opt-in does.
+  std::ofstream(dir.File("counters.csv"))
+      << "DCGM_FI_DEV_FABRIC_MANAGER_STATUS, gauge, Fabric manager status.\n"
+         "DCGM_FI_DEV_FABRIC_HEALTH_MASK, gauge, Fabric health mask.\n"
+         "DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY, gauge, Fabric health summary.\n";
+  HttpDaemon exporter("exporter", dir.path(), engine.unix_address,
+                      {"--node-name", "n1", "-f", dir.File("counters.csv")});
+  ASSERT_GT(exporter.port(), 0) << exporter.process().Stderr();
+  const std::string metrics = exporter.GetUntil("/metrics", [](const std::string& body) {
+    return body.find("DCGM_FI_DEV_FABRIC_HEALTH_MASK{") != std::string::npos;
+  });
+  EXPECT_THAT(metrics, HasSubstr("DCGM_FI_DEV_FABRIC_MANAGER_STATUS{gpu=\"0\""));
+  EXPECT_THAT(metrics, HasSubstr("DCGM_FI_DEV_FABRIC_HEALTH_MASK{gpu=\"1\""));
+  EXPECT_THAT(metrics, HasSubstr("DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY{gpu=\"0\""));
 }
 
 TEST(NvmlTest, AnOlderDriverWithoutSomeSymbolsStillServes) {

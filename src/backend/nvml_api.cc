@@ -65,6 +65,7 @@ void ResolveApi(void* library, Api* api) {
   Resolve(library, &api->DeviceGetEccMode, {"nvmlDeviceGetEccMode"});
   Resolve(library, &api->DeviceGetUnrepairableMemoryFlag,
           {"nvmlDeviceGetUnrepairableMemoryFlag_v1"});
+  Resolve(library, &api->DeviceGetGpuFabricInfoV, {"nvmlDeviceGetGpuFabricInfoV"});
   Resolve(library, &api->DeviceGetFieldValues, {"nvmlDeviceGetFieldValues"});
   Resolve(library, &api->DeviceGetComputeRunningProcesses,
           {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"});

@@ -235,6 +235,34 @@ struct GpuInstanceInfo {  // nvmlGpuInstanceInfo_t
   GpuInstancePlacement placement;
 };
 
+// GPU fabric (NVSwitch systems): nvmlGpuFabricInfo_v2_t and _v3_t (nvml.h 12.x and 13.x; v3 adds
+// the health summary). The version names the layout the driver fills.
+struct GpuFabricInfoV3 {
+  unsigned int version;
+  unsigned char cluster_uuid[16];  // NVML_GPU_FABRIC_UUID_LEN
+  Return status;                   // the training's error, meaningful once state is COMPLETED
+  unsigned int clique_id;
+  unsigned char state;           // nvmlGpuFabricState_t: kGpuFabricState*
+  unsigned int health_mask;      // NVML_GPU_FABRIC_HEALTH_MASK_*
+  unsigned char health_summary;  // NVML_GPU_FABRIC_HEALTH_SUMMARY_* (v3 only)
+};
+struct GpuFabricInfoV2 {
+  unsigned int version;
+  unsigned char cluster_uuid[16];
+  Return status;
+  unsigned int clique_id;
+  unsigned char state;
+  unsigned int health_mask;
+};
+inline constexpr unsigned int kGpuFabricInfoV2Version =
+    static_cast<unsigned int>(sizeof(GpuFabricInfoV2)) | (2u << 24);
+inline constexpr unsigned int kGpuFabricInfoV3Version =
+    static_cast<unsigned int>(sizeof(GpuFabricInfoV3)) | (3u << 24);
+inline constexpr unsigned char kGpuFabricStateNotSupported = 0;
+inline constexpr unsigned char kGpuFabricStateNotStarted = 1;
+inline constexpr unsigned char kGpuFabricStateInProgress = 2;
+inline constexpr unsigned char kGpuFabricStateCompleted = 3;
+
 struct ProcessInfo {  // nvmlProcessInfo_t (_v2 and _v3 of the running-processes queries)
   unsigned int pid;
   unsigned long long used_gpu_memory;  // bytes
@@ -308,6 +336,8 @@ struct Api {
   Return (*DeviceGetGpuInstanceById)(Device, unsigned int, GpuInstance*) = nullptr;
   Return (*GpuInstanceGetInfo)(GpuInstance, GpuInstanceInfo*) = nullptr;
   Return (*GpmMigSampleGet)(Device, unsigned int, GpmSample) = nullptr;
+  // nvmlDeviceGetGpuFabricInfoV(device, nvmlGpuFabricInfoV_t*): v3 or v2 by the version field.
+  Return (*DeviceGetGpuFabricInfoV)(Device, GpuFabricInfoV3*) = nullptr;
 };
 
 // Resolves every entry point of `api` from the dlopen handle `library`.

@@ -492,6 +492,51 @@ class NvmlBackend::Reader {
         FieldValue::Int(field == fid::kGpuUtil ? utilization_->gpu : utilization_->memory));
   }
 
+  // The fabric fields from one nvmlDeviceGetGpuFabricInfoV call per read, as DCGM reads them
+  // (DcgmCacheManager.cpp, ReadFabricManagerStatusField / GetFMStatusFromStruct): the v3 struct
+  // where the driver has it, else v2 (no summary); the state mapped to dcgmFabricManagerStatus_t.
+  // A driver without the call: not supported (DCGM reports "NVML too old", a FAIL; Vigil judges
+  // nothing it cannot read).
+  FieldValue Fabric(FieldId field) {
+    if (api_.DeviceGetGpuFabricInfoV == nullptr) return Unsupported();
+    if (!fabric_) {
+      fabric_.emplace();
+      fabric_->version = nvml::kGpuFabricInfoV3Version;
+      fabric_code_ = api_.DeviceGetGpuFabricInfoV(state_.device, &*fabric_);
+      if (fabric_code_ == nvml::kErrorArgumentVersionMismatch) {
+        nvml::GpuFabricInfoV2 v2{};
+        v2.version = nvml::kGpuFabricInfoV2Version;
+        fabric_code_ = api_.DeviceGetGpuFabricInfoV(state_.device,
+                                                    reinterpret_cast<nvml::GpuFabricInfoV3*>(&v2));
+        *fabric_ = {};
+        std::memcpy(&*fabric_, &v2, sizeof(v2));
+        fabric_v2_ = true;
+      }
+    }
+    if (fabric_code_ != nvml::kSuccess) return Result(field, fabric_code_, {});
+    const nvml::GpuFabricInfoV3& info = *fabric_;
+    const bool supported = info.state != nvml::kGpuFabricStateNotSupported;
+    switch (field) {
+      case fid::kFabricManagerStatus: {
+        // dcgmFabricManagerStatus_t: NotSupported 0, NotStarted 1, InProgress 2, Success 3,
+        // Failure 4, Unrecognized 5.
+        int64_t status = 5;
+        if (info.state <= nvml::kGpuFabricStateInProgress) status = info.state;
+        if (info.state == nvml::kGpuFabricStateCompleted) {
+          status = info.status == nvml::kSuccess ? 3 : 4;
+        }
+        return FieldValue::Int(status);
+      }
+      case fid::kFabricManagerError:
+        if (info.state != nvml::kGpuFabricStateCompleted) return Unsupported();
+        return FieldValue::Int(info.status);
+      case fid::kFabricHealthMask:
+        return supported ? FieldValue::Int(info.health_mask) : Unsupported();
+      default:  // the summary: v3 only
+        return supported && !fabric_v2_ ? FieldValue::Int(info.health_summary) : Unsupported();
+    }
+  }
+
   FieldValue Memory(FieldId field) {
     if (!memory_) {
       memory_.emplace();
@@ -651,6 +696,11 @@ class NvmlBackend::Reader {
         const auto& [code, enabled] = EccMode();
         return Result(field, code, FieldValue::Int(enabled ? 1 : 0));
       }
+      case fid::kFabricManagerStatus:
+      case fid::kFabricManagerError:
+      case fid::kFabricHealthMask:
+      case fid::kFabricHealthSummary:
+        return Fabric(field);
       case fid::kMemoryUnrepairable: {
         if (api_.DeviceGetUnrepairableMemoryFlag == nullptr) return Unsupported();
         nvml::UnrepairableMemoryStatusV1 status{};
@@ -676,6 +726,9 @@ class NvmlBackend::Reader {
   std::optional<std::pair<nvml::Return, bool>> ecc_mode_;
   std::optional<nvml::Utilization> utilization_;
   nvml::Return utilization_code_ = nvml::kSuccess;
+  std::optional<nvml::GpuFabricInfoV3> fabric_;
+  nvml::Return fabric_code_ = nvml::kSuccess;
+  bool fabric_v2_ = false;
   std::optional<nvml::MemoryV2> memory_;
   nvml::Return memory_code_ = nvml::kSuccess;
   bool memory_v1_ = false;

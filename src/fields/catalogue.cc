@@ -54,6 +54,11 @@ const FieldInfo kFields[] = {
   {156, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "", "", kI, "mJ", "TOTEC", "Total energy consumption since boot (in mJ).", kFast, true, false},
   {160, "DCGM_FI_DEV_POWER_MGMT_LIMIT", "DCGM_FI_DEV_BOARD_POWER_LIMIT_REQUESTED_WATTS", "", kD, "W", "PMLMT", "Current power limit (in W).", kStatic, false, false},
   {164, "DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "DCGM_FI_DEV_BOARD_POWER_LIMIT_ENFORCED_WATTS", "", kD, "W", "EPLMT", "Effective power limit the driver enforces (in W).", kStatic, false, false},
+  // The fabric (NVSwitch systems; DCGM 4.5 names, 4.6's where it renamed; 175 is DCGM 4.6's).
+  {170, "DCGM_FI_DEV_FABRIC_MANAGER_STATUS", "", "", kI, "", "FMSTA", "The status of the fabric manager: 0 not supported, 1 not started, 2 in progress, 3 success, 4 failure, 5 unrecognized, 6 NVML too old.", kErrors, false, false},
+  {171, "DCGM_FI_DEV_FABRIC_MANAGER_ERROR_CODE", "DCGM_FI_DEV_FABRIC_MANAGER_ERROR", "", kI, "", "FMERR", "The fabric manager's error (the NVML error of a failed training; 0 none).", kErrors, false, false},
+  {174, "DCGM_FI_DEV_FABRIC_HEALTH_MASK", "", "", kI, "", "FMHLM", "GPU fabric health mask (NVML_GPU_FABRIC_HEALTH_MASK_*: degraded bandwidth, route recovery, route unhealthy, access timeout recovery, incorrect configuration).", kErrors, false, false},
+  {175, "DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY", "", "", kI, "", "FMHLS", "GPU fabric health summary: 0 not supported, 1 healthy, 2 unhealthy, 3 limited capacity.", kErrors, false, false},
   {190, "DCGM_FI_DEV_PSTATE", "DCGM_FI_DEV_GPU_PSTATE", "", kI, "", "PSTAT", "Performance state (P-State) 0-15. 0=highest", kFast, false, false},
   {191, "DCGM_FI_DEV_FAN_SPEED", "", "", kI, "%", "FANSP", "Fan speed (in %).", kFast, false, false},
   {202, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "DCGM_FI_DEV_PCIE_REPLAY_TOTAL", "", kI, "", "RPCTR", "Total number of PCIe retries.", kErrors, true, false},

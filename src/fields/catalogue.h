@@ -116,6 +116,10 @@ inline constexpr FieldId kProfPcieTxBytes = 1009;
 inline constexpr FieldId kProfPcieRxBytes = 1010;
 inline constexpr FieldId kProfNvlinkTxBytes = 1011;
 inline constexpr FieldId kProfNvlinkRxBytes = 1012;
+inline constexpr FieldId kFabricManagerStatus = 170;  // dcgmFabricManagerStatus_t
+inline constexpr FieldId kFabricManagerError = 171;
+inline constexpr FieldId kFabricHealthMask = 174;
+inline constexpr FieldId kFabricHealthSummary = 175;
 inline constexpr FieldId kMemoryUnrepairable = 1507;
 inline constexpr FieldId kGpuRecoveryAction = 1523;
 }  // namespace fid

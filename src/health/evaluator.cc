@@ -173,6 +173,13 @@ class HealthEvaluator::GpuRuleContext final : public RuleContext {
                             std::move(message), std::move(action), injected,
                             injected && snapshot_.allows_actions(gpu_), recommended});
   }
+  void RaiseWhileItHolds(HealthStatus status, std::string key, std::string code,
+                         std::string message, std::string action, RecommendedAction recommended,
+                         bool injected) override {
+    Raise(status, std::move(key), std::move(code), std::move(message), std::move(action),
+          recommended, injected);
+    conditions_->back().sticky = false;
+  }
 
  private:
   void CheckInput(FieldId field) const {
@@ -284,6 +291,7 @@ void HealthEvaluator::Upsert(size_t slot, const Condition& condition, absl::Time
   incident.actions_allowed =
       created ? condition.actions_allowed : incident.actions_allowed || condition.actions_allowed;
   incident.expire_after = expire_after;
+  incident.sticky = condition.sticky;
   if (incident.status == HealthStatus::kFail && sink_ != nullptr &&
       (created || incident.count != old_count)) {
     sink_->Raised(incident);
@@ -385,13 +393,17 @@ std::shared_ptr<const HealthVerdict> HealthEvaluator::Evaluate(
       break;
   }
   EvaluateSxids(now);
-  // WARN incidents that stopped holding expire; FAIL incidents stay until cleared.
+  // WARN incidents that stopped holding expire, and FAILs of a state that ends by itself; other
+  // FAIL incidents stay until cleared.
   for (size_t slot = 0; slot < incidents_.size(); ++slot) {
     for (auto it = incidents_[slot].begin(); it != incidents_[slot].end();) {
       const Incident& incident = it->second;
-      const bool expired = incident.status != HealthStatus::kFail &&
+      const bool expired = (incident.status != HealthStatus::kFail || !incident.sticky) &&
                            !active_[slot].contains(incident.key) &&
                            now - incident.last_seen >= incident.expire_after;
+      if (expired && incident.status == HealthStatus::kFail && sink_ != nullptr) {
+        sink_->Cleared(incident, "the condition no longer holds");
+      }
       it = expired ? incidents_[slot].erase(it) : std::next(it);
     }
   }

@@ -56,8 +56,10 @@ struct Incident {
   // Injected, by a drill that lets automatic actions (the taint) follow; a real incident acts
   // anyway.
   bool actions_allowed = false;
-  // WARN incidents go away this long after they were last seen; FAIL incidents never expire.
+  // WARN incidents go away this long after they were last seen; FAIL incidents never expire,
+  // but for those not `sticky` (a state that ends without a reset: RaiseWhileItHolds).
   absl::Duration expire_after = absl::Seconds(60);
+  bool sticky = true;
 };
 
 struct SystemHealth {
@@ -164,6 +166,7 @@ class HealthEvaluator {
     bool injected;
     bool actions_allowed = false;
     RecommendedAction recommended = RecommendedAction::kInspect;
+    bool sticky = true;  // false: RaiseWhileItHolds
   };
   class GpuRuleContext;
   struct PendingXid {

@@ -112,6 +112,32 @@ TEST_F(HealthTest, HealthyDataPassesEverywhereWithTheTicksSeq) {
   EXPECT_EQ(health_->Latest(), verdict_);
 }
 
+// The fabric manager's state ends without a reset: its FAIL lasts while it holds (and the window
+// after, as a WARN's does), where a volatile DBE's stays until a reset.
+TEST_F(HealthTest, AFabricNotTrainedFailsWhileItHoldsAndNoLonger) {
+  Set(fid::kFabricManagerStatus, 1);  // not started
+  Tick();
+  ASSERT_EQ(System(HealthSystem::kNvlink), HealthStatus::kFail);
+  EXPECT_EQ(Incidents(HealthSystem::kNvlink)[0].code, "DCGM_FR_FABRIC_PROBE_STATE");
+  EXPECT_FALSE(Incidents(HealthSystem::kNvlink)[0].sticky);
+  Set(fid::kFabricManagerStatus, 3);  // trained
+  Add(fid::kEccDbeVolTotal, 1);       // and a sticky failure beside it
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kMemory), HealthStatus::kFail);
+  now_ += DefaultHealthPolicy().window + absl::Seconds(1);
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kNvlink), HealthStatus::kPass);
+  EXPECT_EQ(System(HealthSystem::kMemory), HealthStatus::kFail) << "sticky until a reset";
+  // A degraded fabric: each fault of the health mask named.
+  Set(fid::kFabricHealthMask, (1 << 0) | (2 << 2) | (1 << 6) | (3 << 8));
+  Tick();
+  ASSERT_EQ(System(HealthSystem::kNvlink), HealthStatus::kFail);
+  EXPECT_EQ(Incidents(HealthSystem::kNvlink)[0].code, "DCGM_FR_FIELD_VIOLATION");
+  EXPECT_EQ(Incidents(HealthSystem::kNvlink)[0].message,
+            "Fabric Health: Bandwidth Degraded, Access Timeout Recovery, Incorrect Configuration "
+            "(3) (health mask 0x349)");
+}
+
 TEST_F(HealthTest, BeforeTheFirstEvaluationEverythingIsUnknown) {
   EXPECT_EQ(health_->Latest()->overall, HealthStatus::kUnknown);
 }

@@ -38,7 +38,8 @@ nlohmann::json ToJson(const Incident& incident) {
           {"last_seen_us", absl::ToUnixMicros(incident.last_seen)},
           {"count", incident.count},
           {"injected", incident.injected},
-          {"actions_allowed", incident.actions_allowed}};
+          {"actions_allowed", incident.actions_allowed},
+          {"sticky", incident.sticky}};
 }
 
 std::optional<Incident> FromJson(const nlohmann::json& json) {
@@ -58,6 +59,7 @@ std::optional<Incident> FromJson(const nlohmann::json& json) {
   // Records from before recommended actions existed: a person should look.
   incident.recommended = ParseRecommendedAction(json.value("recommended", "inspect"))
                              .value_or(RecommendedAction::kInspect);
+  incident.sticky = json.value("sticky", true);  // records from before: every FAIL was
   incident.first_seen = absl::FromUnixMicros(json.at("first_seen_us").get<int64_t>());
   incident.last_seen = absl::FromUnixMicros(json.at("last_seen_us").get<int64_t>());
   incident.count = json.at("count").get<uint64_t>();

@@ -212,6 +212,57 @@ void RecoveryAction(RuleContext& c) {
       recovery.action, recovery.recommended, action.injected);
 }
 
+// The GPU's fabric on an NVSwitch system, as DCGM's NVLink watch judges it
+// (DcgmHealthWatch.cpp, MonitorFabricFields): the fabric manager's training not done, failed
+// or unknown FAILs (DCGM_FR_FABRIC_PROBE_STATE), still in progress WARNs; any fault the health
+// mask reports FAILs (DCGM_FR_FIELD_VIOLATION). With the fabric down CUDA fails on every GPU
+// while every other system passes. Held only while it lasts: a fabric manager that finishes its
+// training, or is started, ends it without a GPU reset.
+void Fabric(RuleContext& c) {
+  const FieldValue& status = c.Value(fid::kFabricManagerStatus);
+  constexpr char kFabricAction[] =
+      "check the fabric manager (systemctl status nvidia-fabricmanager; its log) and that the "
+      "NVSwitches are healthy; the GPUs cannot run CUDA until the fabric is trained";
+  if (status.ok() && status.as_int() != 0 && status.as_int() != 3) {
+    static constexpr const char* kStates[] = {"Not Supported", "Not Started", "In Progress",
+                                              "Success",       "Failure",     "Unrecognized",
+                                              "NVML Too Old"};
+    const int64_t value = status.as_int();
+    const char* name = value >= 0 && value < 7 ? kStates[value] : "Unknown";
+    c.RaiseWhileItHolds(value == 2 ? HealthStatus::kWarn : HealthStatus::kFail, "nvlink.fabric",
+                        "DCGM_FR_FABRIC_PROBE_STATE",
+                        fmt::format("Fabric State is {} ({}){}", name, value,
+                                    value == 2 ? ": the fabric manager is still training" : ""),
+                        kFabricAction, RecommendedAction::kInspect, status.injected);
+  }
+  const FieldValue& mask = c.Value(fid::kFabricHealthMask);
+  if (!mask.ok()) return;
+  // NVML_GPU_FABRIC_HEALTH_MASK_*: two bits each, 1 = TRUE (nvml.h 12.x/13.x).
+  struct Part {
+    int shift;
+    const char* what;
+  };
+  static constexpr Part kParts[] = {{0, "Bandwidth Degraded"},
+                                    {2, "Route Recovery"},
+                                    {4, "Route Unhealthy"},
+                                    {6, "Access Timeout Recovery"}};
+  std::string faults;
+  for (const Part& part : kParts) {
+    if (((mask.as_int() >> part.shift) & 0x3) == 1) {
+      faults += fmt::format("{}{}", faults.empty() ? "" : ", ", part.what);
+    }
+  }
+  // Incorrect configuration (4 bits from bit 8, nvml.h 13): 0 not supported, 1 none.
+  if (const int64_t configuration = (mask.as_int() >> 8) & 0xf; configuration > 1) {
+    faults +=
+        fmt::format("{}Incorrect Configuration ({})", faults.empty() ? "" : ", ", configuration);
+  }
+  if (faults.empty()) return;
+  c.RaiseWhileItHolds(HealthStatus::kFail, "nvlink.fabric_health", "DCGM_FR_FIELD_VIOLATION",
+                      fmt::format("Fabric Health: {} (health mask {:#x})", faults, mask.as_int()),
+                      kFabricAction, RecommendedAction::kInspect, mask.injected);
+}
+
 // A GPU that stopped answering, as a whole.
 void GpuRead(RuleContext& c) {
   const ValueStatus read = c.GpuRead();
@@ -269,6 +320,7 @@ const std::vector<HealthRule>& HealthRules() {
        {fid::kNvlinkReplayErrors, fid::kNvlinkRecoveryErrors},
        NvlinkReplayRecovery},
       {"driver.recovery_action", S::kDriver, {fid::kGpuRecoveryAction}, RecoveryAction},
+      {"nvlink.fabric", S::kNvlink, {fid::kFabricManagerStatus, fid::kFabricHealthMask}, Fabric},
       {"driver.gpu_read", S::kDriver, {}, GpuRead},
   };
   return *rules;

@@ -38,6 +38,11 @@ class RuleContext {
   // `health.recommended` may override it by key).
   virtual void Raise(HealthStatus status, std::string key, std::string code, std::string message,
                      std::string action, RecommendedAction recommended, bool injected) = 0;
+  // As Raise(), for a state that can end without a reset (the fabric manager not yet trained):
+  // even a FAIL lasts only while the condition holds, and ends as a WARN does.
+  virtual void RaiseWhileItHolds(HealthStatus status, std::string key, std::string code,
+                                 std::string message, std::string action,
+                                 RecommendedAction recommended, bool injected) = 0;
 };
 
 struct HealthRule {

@@ -577,6 +577,29 @@ nv::Return nvmlDeviceGetMemoryInfo_v2(nv::Device device, nv::MemoryV2* memory) {
   });
 }
 
+// The script entry's "fabric": {"state": 3, "status": 0, "health_mask": 0, "summary": 1,
+// "v2_only": false}; none: a GPU without a fabric (NOT_SUPPORTED).
+nv::Return nvmlDeviceGetGpuFabricInfoV(nv::Device device, nv::GpuFabricInfoV3* info) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    if (!gpu.contains("fabric")) return nv::kErrorNotSupported;
+    const json& fabric = gpu["fabric"];
+    const bool v2_only = fabric.value("v2_only", false);
+    if (info->version != nv::kGpuFabricInfoV2Version &&
+        (info->version != nv::kGpuFabricInfoV3Version || v2_only)) {
+      return nv::kErrorArgumentVersionMismatch;
+    }
+    info->state = fabric.value("state", nv::kGpuFabricStateCompleted);
+    info->status = fabric.value("status", 0);
+    info->clique_id = fabric.value("clique_id", 0u);
+    info->health_mask = fabric.value("health_mask", 0u);
+    if (info->version == nv::kGpuFabricInfoV3Version) {
+      info->health_summary = fabric.value("summary", static_cast<unsigned char>(1));
+    }
+    return nv::kSuccess;
+  });
+}
+
 nv::Return nvmlDeviceGetUnrepairableMemoryFlag_v1(nv::Device device,
                                                   nv::UnrepairableMemoryStatusV1* status) {
   Timed timed;
