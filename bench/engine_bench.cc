@@ -228,7 +228,9 @@ double ThreadClockCostUs() {
 }
 
 // The nvml backend on the fake libnvidia-ml with 8 GPUs and every field due every tick; Arg 1
-// behind DeadlineBackend as `vigil engine --backend nvml` runs it, Arg 0 the backend alone.
+// behind DeadlineBackend as `vigil engine --backend nvml` runs it, Arg 0 the backend alone, Arg 2
+// as Arg 1 with every GPU in MIG mode, split into seven 1g.10gb instances (the MIG layout read
+// every 5 s on the tick thread, each instance's fields every tick).
 // cpu_us_per_tick: the process's CPU time per tick, every thread; in_library_us_per_tick: the
 // CPU time inside the fake's entry points (it times each call on its thread's CPU clock);
 // overhead_us_per_tick: the rest less the timing's own cost outside the timed windows (about one
@@ -237,6 +239,26 @@ double ThreadClockCostUs() {
 void BM_NvmlTick(benchmark::State& state) {
   testing::TempDir dir;
   testing::FakeNvmlScript script(dir.File("fake-nvml.json"), 8);
+  const bool mig = state.range(0) == 2;
+  if (mig) {
+    for (int gpu = 0; gpu < 8; ++gpu) {
+      nlohmann::json instances = nlohmann::json::array();
+      for (int slot = 0; slot < 7; ++slot) {
+        const int id = 7 + slot;
+        instances.push_back(
+            {{"gpu_instance", id},
+             {"compute_instance", 0},
+             {"profile", "1g.10gb"},
+             {"uuid", fmt::format("MIG-{:08d}-0000-0000-0000-0000000000{:02d}", gpu, id)},
+             {"placement", {slot, 1}},
+             {"memory_total", 10ULL << 30},
+             {"memory_used", 1ULL << 30},
+             {"gpm", {{"1", 20.0}, {"2", 30.0}}}});
+      }
+      script.gpu(gpu)["mig"] = {{"mode", 1}, {"instances", instances}};
+    }
+    script.Write();
+  }
   const std::string path = testing::FakeNvmlDir() + "/current/libnvidia-ml.so.1";
   auto library = OpenNvml(path);
   if (!library.ok()) {
@@ -251,7 +273,7 @@ void BM_NvmlTick(benchmark::State& state) {
   auto nvml = NvmlBackend::Create(std::move(*library));
   FakeClock clock;
   std::unique_ptr<Backend> backend = std::move(*nvml);
-  if (state.range(0) == 1) {
+  if (state.range(0) >= 1) {
     backend = std::make_unique<DeadlineBackend>(std::move(backend), absl::Milliseconds(500));
   }
   auto engine = Engine::Create(
@@ -277,12 +299,14 @@ void BM_NvmlTick(benchmark::State& state) {
   state.counters["library_calls_per_tick"] = calls;
   state.counters["overhead_us_per_tick"] = cpu_us - library_us - calls * clock_cost_us;
   state.counters["gpus"] = 8;
+  state.counters["mig_instances"] = mig ? 8 * 7 : 0;
   state.counters["fields"] = static_cast<double>(AllFields().size());
   engine->reset();
   dlclose(handle);
 }
-// Arg 1: behind DeadlineBackend, as `vigil engine` runs it; 0: the backend alone.
-BENCHMARK(BM_NvmlTick)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);
+// Arg 1: behind DeadlineBackend, as `vigil engine` runs it; 0: the backend alone; 2: as 1 with
+// 8 x 7 MIG instances.
+BENCHMARK(BM_NvmlTick)->Arg(1)->Arg(0)->Arg(2)->Unit(benchmark::kMicrosecond);
 #endif
 
 double Percentile(std::vector<double> values, double fraction) {

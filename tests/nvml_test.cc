@@ -607,6 +607,10 @@ TEST(NvmlTest, MigInstancesAreDiscoveredSampledAndFollowedWhenTheLayoutChanges) 
        {FakeMigInstance(3, "2g.20gb", 0, 2, 4), FakeMigInstance(9, "1g.10gb", 2, 1, 1),
         FakeMigInstance(10, "1g.10gb", 3, 1, 2), second_compute_instance}}};
   fake.gpu(1)["mig"] = {{"mode", 0}};  // MIG-capable, whole
+  // The driver fails a GPM request whole when one metric is absent (an instance has only the
+  // ratios, and here only one of them): the engine asks an instance for its ratios alone, and one
+  // metric per call when the whole request is refused, as DCGM does.
+  fake.gpu(0)["gpm_whole_call_rejection"] = true;
   fake.Write();
   EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
   ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
@@ -693,6 +697,29 @@ TEST(NvmlTest, AResetIsRefusedWhileAMigInstanceIsBusyEvenUnprivileged) {
   fake.Write();
   auto reset = Vigil({"reset-gpu", "--gpu", "0", "--engine", engine.unix_address});
   EXPECT_EQ(reset.exit_code, 0) << reset.err;
+}
+
+// A MIG reconfiguration leaves the GPU's XID registration stale (the fake delivers nothing more
+// on it): the engine registers the events anew when it sees the layout change. Before, XIDs after
+// a reconfiguration were never seen.
+TEST(NvmlTest, XidsAreSeenAfterAMigReconfiguration) {
+  TempDir dir;
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 1);
+  fake.gpu(0)["mig"] = {{"mode", 1}, {"instances", {FakeMigInstance(3, "2g.20gb", 0, 2, 4)}}};
+  fake.Write();
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  fake.gpu(0)["mig"]["instances"] = {FakeMigInstance(9, "1g.10gb", 2, 1, 1)};
+  fake.Write();
+  ASSERT_TRUE(engine.process->WaitForStderr("its MIG layout changed; XID events registered anew"))
+      << engine.process->Stderr();
+  fake.gpu(0)["xids"] = {{{"xid", 31}, {"gpu_instance", 9}}};
+  fake.Write();
+  EXPECT_TRUE(Eventually([&] {
+    auto events =
+        Vigil({"events", "--recent", "50", "--no-follow", "--engine", engine.unix_address});
+    return events.out.find("XID 31") != std::string::npos;
+  }));
 }
 
 TEST(NvmlTest, AnXidInAMigGpuInstanceNamesTheInstance) {

@@ -112,6 +112,9 @@ constexpr GpmSource kGpm[] = {
 };
 
 const GpmSource* FindGpm(FieldId field) { return FindSource(kGpm, field); }
+// The first entries of kGpm a MIG instance has (the activity ratios, fields 1001-1008).
+constexpr size_t kGpmPerInstanceMetrics = 8;
+static_assert(kGpm[kGpmPerInstanceMetrics - 1].field == fid::kProfPipeFp16Active);
 
 // The status a failed NVML call gives its field. GPU_IS_LOST is handled by the caller (the whole
 // GPU is lost, not one field).
@@ -281,16 +284,37 @@ class NvmlBackend::Reader {
       gpm_error_ = nvml::kErrorNoData;  // a rate needs two samples: the next read has it
       return;
     }
+    // A MIG instance has only the activity ratios (kGpm's first eight): its PCIe and NVLink
+    // traffic is the GPU's. Asking it for those can make the driver reject the whole call.
+    const size_t wanted_metrics =
+        state_.gpm_parent != nullptr ? kGpmPerInstanceMetrics : std::size(kGpm);
     nvml::GpmMetricsGet& request = *state_.gpm_request;
-    request.version = nvml::kGpmMetricsGetVersion;
-    request.num_metrics = static_cast<unsigned int>(std::size(kGpm));
-    request.sample1 = previous;
-    request.sample2 = current;
-    for (size_t i = 0; i < std::size(kGpm); ++i) {
-      request.metrics[i] = {};
-      request.metrics[i].metric_id = kGpm[i].metric;
+    const auto ask = [&](size_t first, size_t count) {
+      request.version = nvml::kGpmMetricsGetVersion;
+      request.num_metrics = static_cast<unsigned int>(count);
+      request.sample1 = previous;
+      request.sample2 = current;
+      for (size_t i = 0; i < count; ++i) {
+        request.metrics[i] = {};
+        request.metrics[i].metric_id = kGpm[first + i].metric;
+      }
+      return Check(api_.GpmMetricsGet(&request));
+    };
+    gpm_error_ = ask(0, wanted_metrics);
+    if (gpm_error_ != nvml::kSuccess && !IsWholeGpuFailure(gpm_error_)) {
+      // One metric the GPU or instance lacks can fail the whole request: ask one metric per call,
+      // as DCGM does, so the others keep their values.
+      std::vector<nvml::GpmMetric> one_by_one(wanted_metrics);
+      for (size_t i = 0; i < wanted_metrics; ++i) {
+        const nvml::Return code = ask(i, 1);
+        one_by_one[i] = request.metrics[0];
+        one_by_one[i].metric_id = kGpm[i].metric;
+        if (code != nvml::kSuccess) one_by_one[i].nvml_return = code;
+      }
+      for (size_t i = 0; i < wanted_metrics; ++i) request.metrics[i] = one_by_one[i];
+      request.num_metrics = static_cast<unsigned int>(wanted_metrics);
+      gpm_error_ = nvml::kSuccess;
     }
-    gpm_error_ = Check(api_.GpmMetricsGet(&request));
     gpm_computed_ = gpm_error_ == nvml::kSuccess;
   }
 
@@ -443,7 +467,7 @@ class NvmlBackend::Reader {
     if (!gpm_computed_) return Result(field, gpm_error_, {});
     for (size_t i = 0; i < std::size(kGpm); ++i) {
       const nvml::GpmMetric& metric = state_.gpm_request->metrics[i];
-      if (metric.metric_id != source.metric) continue;
+      if (metric.metric_id != source.metric || i >= state_.gpm_request->num_metrics) continue;
       if (metric.nvml_return != nvml::kSuccess) return Result(field, metric.nvml_return, {});
       // GPM can answer success with NaN (DCGM checks for it too): no value this tick, rather
       // than llround(NaN) turning a byte rate into -9223372036854775808.
@@ -816,9 +840,36 @@ class NvmlBackend::DriverUse {
 };
 
 absl::StatusOr<MigState> NvmlBackend::ReadMig(uint32_t gpu) {
-  DriverUse use(this);
-  if (!use.status().ok()) return use.status();
-  return ReadMigUnguarded(gpu);
+  absl::StatusOr<MigState> mig;
+  bool changed = false;
+  {
+    DriverUse use(this);
+    if (!use.status().ok()) return use.status();
+    const auto layout = [&] {
+      std::vector<std::pair<uint32_t, std::string>> instances;
+      for (const auto& [id, instance] : gpu_state_[gpu]->mig_instances) {
+        instances.emplace_back(id, instance->mig_uuid);
+      }
+      return instances;
+    };
+    const auto before = layout();
+    mig = ReadMigUnguarded(gpu);
+    changed = mig.ok() && layout() != before;
+  }
+  // A MIG reconfiguration leaves the GPU's XID registration stale (DCGM registers again on the
+  // driver's MIG-change notice): the event set is made anew. Only the tick's reads call ReadMig,
+  // and a reset pauses them first, so no reset waits on this.
+  if (changed) RebuildEvents(gpu);
+  return mig;
+}
+
+void NvmlBackend::RebuildEvents(uint32_t gpu) {
+  absl::MutexLock control(&events_control_mutex_);
+  if (!event_thread_.joinable()) return;
+  EventSink* sink = sink_;
+  StopEventsLocked();
+  StartEventsLocked(sink);
+  spdlog::info("GPU {}: its MIG layout changed; XID events registered anew", gpu);
 }
 
 absl::StatusOr<MigState> NvmlBackend::ReadMigUnguarded(uint32_t gpu) {

@@ -106,6 +106,8 @@ class NvmlBackend : public Backend {
   void AllocateGpm(GpuState* state, bool gpu_supports_gpm) const;
   void FreeGpm(GpuState* state) const;
   absl::StatusOr<MigState> ReadMigUnguarded(uint32_t gpu);
+  // Stops the event thread and starts it on a new event set (every GPU registered again).
+  void RebuildEvents(uint32_t gpu) ABSL_LOCKS_EXCLUDED(events_control_mutex_);
   // The pids of the compute processes NVML lists for one device handle (a GPU's or a MIG
   // device's).
   absl::StatusOr<std::vector<uint32_t>> ProcessesOf(nvml::Device device);

@@ -15,6 +15,7 @@
 //                                            // values.ecc_mode 0 the ECC counters answer
 //                                            // success with a value never set (the quirk)
 //              "gpm": {"2": 50.0, ...},      // GPM metrics by ID (null: NaN); none: unsupported
+//              "gpm_whole_call_rejection": false,  // one metric absent fails the whole call
 //              "errors": {"nvmlDeviceGetFanSpeed": 3},   // a call's NVML error code
 //              "hang": ["nvmlDeviceGetTemperature"],     // calls that block while listed
 //              "lost": false,                             // every call: GPU_IS_LOST
@@ -73,6 +74,9 @@ struct vigil::nvml::nvmlGpuInstance_st {
 struct vigil::nvml::nvmlEventSet_st {
   unsigned generation;  // of the initialisation it was made in: dead after an nvmlShutdown
   std::vector<int> devices;
+  // Each registration's GPU's MIG layout when it was made: a MIG reconfiguration leaves it stale
+  // (it delivers nothing more for that GPU) until the GPU is registered again.
+  std::vector<std::string> mig_layouts;
   // A registration that answered UNKNOWN leaves the set undefined (the driver's quirk): it
   // delivers nothing any more.
   bool broken = false;
@@ -661,9 +665,20 @@ nv::Return nvmlDeviceGetComputeRunningProcesses_v2(nv::Device device, unsigned i
 }
 #endif
 
+// A GPU's MIG layout as the event registrations remember it: its instances' ids and UUIDs.
+static std::string MigLayout(const json& gpu) {
+  std::string layout;
+  if (!gpu.contains("mig") || gpu["mig"].value("mode", 0) != 1) return layout;
+  for (const json& instance : gpu["mig"].value("instances", json::array())) {
+    layout +=
+        std::to_string(instance.value("gpu_instance", 0)) + "/" + instance.value("uuid", "") + ";";
+  }
+  return layout;
+}
+
 // Whether `gpu`'s driver predates NVML field `field_id`: the script's "unknown_field_ids", else
 // (the old driver) the GPU recovery action, 230, which R575 added.
-bool UnknownFieldId(const json& gpu, unsigned int field_id) {
+static bool UnknownFieldId(const json& gpu, unsigned int field_id) {
   if (gpu.contains("unknown_field_ids")) {
     for (const json& id : gpu["unknown_field_ids"]) {
       if (id.get<unsigned int>() == field_id) return true;
@@ -758,6 +773,7 @@ nv::Return nvmlDeviceRegisterEvents(nv::Device device, unsigned long long types,
     if (set->generation != g_generation) return nv::kErrorUninitialized;  // made before a shutdown
     if (types != nv::kEventTypeXidCriticalError) return nv::kErrorNotSupported;
     set->devices.push_back(device->index);
+    set->mig_layouts.push_back(MigLayout(Gpus()[device->index]));
     return nv::kSuccess;
   });
   if (code == nv::kErrorUnknown) set->broken = true;
@@ -772,8 +788,11 @@ nv::Return nvmlEventSetWait_v2(nv::EventSet set, nv::EventData* data, unsigned i
       // A set made before NVML was shut down is gone with that initialisation.
       if (!g_initialised || set->generation != g_generation) return nv::kErrorUninitialized;
       MaybeReload();
-      for (int index : set->broken ? std::vector<int>() : set->devices) {
+      for (size_t registration = 0; !set->broken && registration < set->devices.size();
+           ++registration) {
+        const int index = set->devices[registration];
         const json& gpu = Gpus()[index];
+        if (MigLayout(gpu) != set->mig_layouts[registration]) continue;  // stale
         if (!gpu.contains("xids") || g_xids_delivered[index] >= gpu["xids"].size()) continue;
         *data = {};
         data->device = &g_devices[index];
@@ -855,15 +874,20 @@ nv::Return nvmlGpmMetricsGet(nv::GpmMetricsGet* request) {
     return nv::kErrorInvalidArgument;
   }
   const json* metrics = nullptr;
+  bool whole_call_rejection = false;  // the GPU's "gpm_whole_call_rejection"
   for (const json& gpu : Gpus()) {
     if (gpu.contains("gpm")) {
       metrics = &gpu["gpm"];
+      whole_call_rejection = gpu.value("gpm_whole_call_rejection", false);
       break;
     }
   }
   // Samples of a GPU instance: that instance's metrics (none scripted: not supported).
   if (const nv::nvmlGpmSample_st& taken = *request->sample2.handle; taken.gpu_instance >= 0) {
     metrics = nullptr;
+    if (static_cast<size_t>(taken.gpu) < Gpus().size()) {
+      whole_call_rejection = Gpus()[taken.gpu].value("gpm_whole_call_rejection", false);
+    }
     if (static_cast<size_t>(taken.gpu) < Gpus().size() && Gpus()[taken.gpu].contains("mig") &&
         Gpus()[taken.gpu]["mig"].contains("instances")) {
       for (const json& instance : Gpus()[taken.gpu]["mig"]["instances"]) {  // not a copy: kept
@@ -871,6 +895,12 @@ nv::Return nvmlGpmMetricsGet(nv::GpmMetricsGet* request) {
           metrics = &instance["gpm"];
         }
       }
+    }
+  }
+  // Some drivers fail the whole call when one metric is not there for the GPU or instance.
+  for (unsigned int i = 0; whole_call_rejection && i < request->num_metrics; ++i) {
+    if (metrics == nullptr || !metrics->contains(std::to_string(request->metrics[i].metric_id))) {
+      return nv::kErrorNotSupported;
     }
   }
   for (unsigned int i = 0; i < request->num_metrics && i < nv::kGpmMetricMax; ++i) {
