@@ -383,6 +383,27 @@ TEST(NvmlTest, AGpuLostMidRunFailsAloneAndTheOthersKeepUpdating) {
   EXPECT_TRUE(engine.process->WaitForStderr("GPU is lost"));
 }
 
+// A registered GPU that falls off the bus fails every wait on the event set (the fake, as NVML
+// may): the engine makes a new set without it, and the other GPUs' XIDs are seen. Before, every
+// wait failed and no XID was seen again.
+TEST(NvmlTest, XidsOfTheOtherGpusAreSeenAfterOneIsLost) {
+  TempDir dir;
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 2);
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  fake.gpu(1)["lost"] = true;
+  fake.Write();
+  ASSERT_TRUE(engine.process->WaitForStderr("listening again for the 1 GPU(s) that still register"))
+      << engine.process->Stderr();
+  fake.gpu(0)["xids"] = {31};
+  fake.Write();
+  EXPECT_TRUE(Eventually([&] {
+    auto events =
+        Vigil({"events", "--recent", "50", "--no-follow", "--engine", engine.unix_address});
+    return events.out.find("XID 31") != std::string::npos;
+  }));
+}
+
 TEST(NvmlTest, AHungCallTimesOutThatGpuWhileTheOthersKeepUpdating) {
   TempDir dir;
   FakeNvmlScript fake(dir.File("fake-nvml.json"), 4);

@@ -1329,13 +1329,28 @@ void NvmlBackend::StartEventsLocked(EventSink* sink) {
     spdlog::warn("this NVML has no event API: XIDs cannot be seen (field 230 stays empty)");
     return;
   }
+  size_t registered = 0;
+  const nvml::EventSet set = MakeEventSet(/*log=*/true, &registered);
+  if (set == nullptr) return;
+  sink_ = sink;
+  {
+    absl::MutexLock lock(&event_mutex_);
+    events_stopping_ = false;
+  }
+  event_thread_ =
+      StartNamedThread("vigil-nvml-xid", [this, set, registered] { RunEvents(set, registered); });
+}
+
+nvml::EventSet NvmlBackend::MakeEventSet(bool log, size_t* registered) {
+  *registered = 0;
   nvml::EventSet set = nullptr;
   if (const nvml::Return code = api_.EventSetCreate(&set); code != nvml::kSuccess) {
-    spdlog::error("NVML cannot create an event set ({}): XIDs cannot be seen",
-                  library_->ErrorString(code));
-    return;
+    if (log) {
+      spdlog::error("NVML cannot create an event set ({}): XIDs cannot be seen",
+                    library_->ErrorString(code));
+    }
+    return nullptr;
   }
-  size_t registered = 0;
   std::vector<bool> refused(gpu_state_.size(), false);
   for (uint32_t gpu = 0; gpu < gpu_state_.size(); ++gpu) {
     const nvml::Device device = gpu_state_[gpu]->device;
@@ -1346,7 +1361,7 @@ void NvmlBackend::StartEventsLocked(EventSink* sink) {
       supported = 0;
     }
     if ((supported & nvml::kEventTypeXidCriticalError) == 0) {
-      spdlog::warn("GPU {}: the driver does not report XID events for it", gpu);
+      if (log) spdlog::warn("GPU {}: the driver does not report XID events for it", gpu);
       continue;
     }
     const nvml::Return code =
@@ -1354,38 +1369,40 @@ void NvmlBackend::StartEventsLocked(EventSink* sink) {
     if (code == nvml::kErrorUnknown) {
       // The driver leaves the set undefined after an UNKNOWN (DCGM works around it the same
       // way): a new set, and every GPU but this one registered again.
-      spdlog::error(
-          "GPU {}: cannot register for XID events: {}; registering the others again "
-          "on a new event set",
-          gpu, library_->ErrorString(code));
+      if (log) {
+        spdlog::error(
+            "GPU {}: cannot register for XID events: {}; registering the others again "
+            "on a new event set",
+            gpu, library_->ErrorString(code));
+      }
       refused[gpu] = true;
       api_.EventSetFree(set);
       set = nullptr;
       if (const nvml::Return again = api_.EventSetCreate(&set); again != nvml::kSuccess) {
-        spdlog::error("NVML cannot create an event set ({}): XIDs cannot be seen",
-                      library_->ErrorString(again));
-        return;
+        if (log) {
+          spdlog::error("NVML cannot create an event set ({}): XIDs cannot be seen",
+                        library_->ErrorString(again));
+        }
+        return nullptr;
       }
-      registered = 0;
+      *registered = 0;
       gpu = static_cast<uint32_t>(-1);  // from the first GPU again (++ makes it 0)
       continue;
     }
     if (code != nvml::kSuccess) {
-      spdlog::error("GPU {}: cannot register for XID events: {}", gpu, library_->ErrorString(code));
+      if (log) {
+        spdlog::error("GPU {}: cannot register for XID events: {}", gpu,
+                      library_->ErrorString(code));
+      }
       continue;
     }
-    ++registered;
+    ++*registered;
   }
-  if (registered == 0) {
+  if (*registered == 0) {
     api_.EventSetFree(set);
-    return;
+    return nullptr;
   }
-  sink_ = sink;
-  {
-    absl::MutexLock lock(&event_mutex_);
-    events_stopping_ = false;
-  }
-  event_thread_ = StartNamedThread("vigil-nvml-xid", [this, set] { RunEvents(set); });
+  return set;
 }
 
 void NvmlBackend::StopEventsLocked() {
@@ -1397,7 +1414,7 @@ void NvmlBackend::StopEventsLocked() {
   event_thread_.join();
 }
 
-void NvmlBackend::RunEvents(nvml::EventSet set) {
+void NvmlBackend::RunEvents(nvml::EventSet set, size_t registered) {
   // The wait's timeout bounds how long StopEvents() takes.
   constexpr unsigned int kWaitMs = 200;
   nvml::Return last_error = nvml::kSuccess;
@@ -1406,12 +1423,29 @@ void NvmlBackend::RunEvents(nvml::EventSet set) {
       absl::MutexLock lock(&event_mutex_);
       if (events_stopping_) break;
     }
+    nvml::Return code = nvml::kErrorGpuIsLost;
     nvml::EventData data{};
-    const nvml::Return code = api_.EventSetWait(set, &data, kWaitMs);
-    if (code == nvml::kErrorTimeout) continue;
+    if (set != nullptr) {
+      code = api_.EventSetWait(set, &data, kWaitMs);
+      if (code == nvml::kErrorTimeout) continue;
+    }
+    if (code == nvml::kErrorGpuIsLost) {
+      // A registered GPU that fell off the bus can make every wait on the set fail (nvml.h),
+      // which would silence the other GPUs' XIDs: a new set, the lost GPU's registration refused.
+      if (set != nullptr) api_.EventSetFree(set);
+      const size_t before = registered;
+      set = MakeEventSet(/*log=*/false, &registered);
+      if (registered != before) {
+        spdlog::warn(
+            "waiting for NVML events failed: a GPU registered for XIDs is lost; listening again "
+            "for the {} GPU(s) that still register",
+            registered);
+      }
+      if (set != nullptr) continue;
+    }
     if (code != nvml::kSuccess) {
-      // E.g. a registered GPU was lost: the reads report that; here, wait and keep listening
-      // for the other GPUs rather than spin.
+      // Another failure (or no GPU registers any more): the reads report GPUs' states; here,
+      // wait and try again rather than spin.
       if (code != last_error) {
         spdlog::error("waiting for NVML events failed: {}; still listening",
                       library_->ErrorString(code));
@@ -1442,7 +1476,7 @@ void NvmlBackend::RunEvents(nvml::EventSet set) {
     }
     sink_->OnXid(event);
   }
-  api_.EventSetFree(set);
+  if (set != nullptr) api_.EventSetFree(set);
 }
 
 }  // namespace vigil

@@ -111,7 +111,12 @@ class NvmlBackend : public Backend {
   // The pids of the compute processes NVML lists for one device handle (a GPU's or a MIG
   // device's).
   absl::StatusOr<std::vector<uint32_t>> ProcessesOf(nvml::Device device);
-  void RunEvents(nvml::EventSet set);
+  // The event thread's loop on `set` (`registered` GPUs in it); owns and frees the set.
+  void RunEvents(nvml::EventSet set, size_t registered);
+  // A new event set with every GPU that registers for XID events (a GPU whose registration
+  // answers UNKNOWN is left out, on a fresh set: the driver leaves that set undefined); null
+  // when none registers. `log`: say why a GPU is left out (at start; not when rebuilt).
+  nvml::EventSet MakeEventSet(bool log, size_t* registered);
   void StartEventsLocked(EventSink* sink) ABSL_EXCLUSIVE_LOCKS_REQUIRED(events_control_mutex_);
   void StopEventsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(events_control_mutex_);
   // Around a reset: ReleaseDriver() waits (bounded) for no NVML call in flight, stops the event

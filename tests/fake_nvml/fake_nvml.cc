@@ -788,6 +788,11 @@ nv::Return nvmlEventSetWait_v2(nv::EventSet set, nv::EventData* data, unsigned i
       // A set made before NVML was shut down is gone with that initialisation.
       if (!g_initialised || set->generation != g_generation) return nv::kErrorUninitialized;
       MaybeReload();
+      // A registered GPU that fell off the bus fails every wait on the set (as NVML may).
+      for (size_t registration = 0; !set->broken && registration < set->devices.size();
+           ++registration) {
+        if (Gpus()[set->devices[registration]].value("lost", false)) return nv::kErrorGpuIsLost;
+      }
       for (size_t registration = 0; !set->broken && registration < set->devices.size();
            ++registration) {
         const int index = set->devices[registration];
