@@ -47,6 +47,15 @@ std::map<int, json> Values(const EngineProcess& engine, int gpu, const std::stri
   return values;
 }
 
+// Whether `text` shows in the engine's recent events within Eventually's time.
+bool EventuallyInEvents(const EngineProcess& engine, const std::string& text) {
+  return Eventually([&] {
+    auto events =
+        Vigil({"events", "--recent", "50", "--no-follow", "--engine", engine.unix_address});
+    return events.out.find(text) != std::string::npos;
+  });
+}
+
 json Health(const EngineProcess& engine) {
   auto health = Vigil({"health", "--json", "--engine", engine.unix_address});
   return json::parse(health.out, nullptr, false);
@@ -397,11 +406,7 @@ TEST(NvmlTest, XidsOfTheOtherGpusAreSeenAfterOneIsLost) {
       << engine.process->Stderr();
   fake.gpu(0)["xids"] = {31};
   fake.Write();
-  EXPECT_TRUE(Eventually([&] {
-    auto events =
-        Vigil({"events", "--recent", "50", "--no-follow", "--engine", engine.unix_address});
-    return events.out.find("XID 31") != std::string::npos;
-  }));
+  EXPECT_TRUE(EventuallyInEvents(engine, "XID 31"));
 }
 
 TEST(NvmlTest, AHungCallTimesOutThatGpuWhileTheOthersKeepUpdating) {
@@ -567,11 +572,7 @@ TEST(NvmlTest, AResetReleasesNvmlAndTheGpuItsEventsAndValuesComeBack) {
   fake.gpu(0)["xids"] = {31};
   fake.Write();
   EXPECT_TRUE(Eventually([&] { return Values(engine, 1, "150")[150]["value"] == 61; }));
-  EXPECT_TRUE(Eventually([&] {
-    auto events =
-        Vigil({"events", "--recent", "50", "--no-follow", "--engine", engine.unix_address});
-    return events.out.find("XID 31") != std::string::npos;
-  }));
+  EXPECT_TRUE(EventuallyInEvents(engine, "XID 31"));
 }
 
 TEST(NvmlTest, AResetCommandThatFailsOrCannotBeSplitIsReported) {
@@ -736,11 +737,7 @@ TEST(NvmlTest, XidsAreSeenAfterAMigReconfiguration) {
       << engine.process->Stderr();
   fake.gpu(0)["xids"] = {{{"xid", 31}, {"gpu_instance", 9}}};
   fake.Write();
-  EXPECT_TRUE(Eventually([&] {
-    auto events =
-        Vigil({"events", "--recent", "50", "--no-follow", "--engine", engine.unix_address});
-    return events.out.find("XID 31") != std::string::npos;
-  }));
+  EXPECT_TRUE(EventuallyInEvents(engine, "XID 31"));
 }
 
 TEST(NvmlTest, AnXidInAMigGpuInstanceNamesTheInstance) {
