@@ -56,6 +56,14 @@ bool EventuallyInEvents(const EngineProcess& engine, const std::string& text) {
   });
 }
 
+// A reset command that records what it was given, as a site's reset script would be configured.
+std::string WriteResetScript(const TempDir& dir, const std::string& record) {
+  const std::string path = dir.File("reset.sh");
+  std::ofstream(path) << "#!/bin/sh\necho \"$1 $2\" >> " << record << "\necho GPU reset ok\n";
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
 json Health(const EngineProcess& engine) {
   auto health = Vigil({"health", "--json", "--engine", engine.unix_address});
   return json::parse(health.out, nullptr, false);
@@ -222,12 +230,8 @@ TEST(NvmlTest, AGpuThisProcessMayNotOpenIsLeftOutNotFailed) {
   fake.gpu(0)["open_error"] = 4;
   fake.Write();
   const std::string record = dir.File("resets");
-  {
-    std::ofstream(dir.File("reset.sh")) << "#!/bin/sh\necho \"$1 $2\" >> " << record << "\n";
-    chmod(dir.File("reset.sh").c_str(), 0755);
-  }
   EngineProcess engine(dir.path(), "n1", NvmlArgs(),
-                       {"--gpu-reset-command", dir.File("reset.sh") + " {uuid} {index}"});
+                       {"--gpu-reset-command", WriteResetScript(dir, record) + " {uuid} {index}"});
   ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
   auto discovery = Vigil({"discovery", "--json", "--engine", engine.unix_address});
   ASSERT_EQ(discovery.exit_code, 0) << discovery.err;
@@ -496,14 +500,6 @@ TEST(NvmlTest, XidsFromTheDriverReachEventsField230AndHealth) {
   EXPECT_FALSE(xid["injected"].get<bool>());
   EXPECT_EQ(Health(engine)["gpus"][1]["status"], "PASS");
   events.Signal(SIGTERM);
-}
-
-// A reset command that records what it was given, as a site's reset script would be configured.
-std::string WriteResetScript(const TempDir& dir, const std::string& record) {
-  const std::string path = dir.File("reset.sh");
-  std::ofstream(path) << "#!/bin/sh\necho \"$1 $2\" >> " << record << "\necho GPU reset ok\n";
-  chmod(path.c_str(), 0755);
-  return path;
 }
 
 TEST(NvmlTest, AResetRunsTheConfiguredCommandOnlyOnAGpuNoComputeProcessUses) {

@@ -30,6 +30,7 @@ KernelLogXids::KernelLogXids(KernelLogXidsOptions options, const std::vector<Gpu
       ReaderOptions{
           .path = options_.path, .on_idle = [this] { SaveSettled(); }, .clock = options_.clock},
       [this](const Record& record) { OnRecord(record); });
+  source_ = reader_->description();
   if (options_.state_path.empty()) return;
   // What an earlier run in this boot applied.
   auto saved = options_.env->ReadFile(options_.state_path);
@@ -95,6 +96,7 @@ void KernelLogXids::CatchUp() {
       UseSavedStateOf(reader_->description());
     }
   }
+  source_ = reader_->description();  // read on every tick (the counters): made once
   catching_up_ = false;
   if (stats_.replayed > 0 || stats_.already_applied > 0) {
     spdlog::info(
@@ -122,8 +124,7 @@ void KernelLogXids::SaveSettled() {
   saved_ = sequence;
   if (options_.state_path.empty()) return;
   const std::string state =
-      nlohmann::json{
-          {"boot_id", options_.boot_id}, {"path", reader_->description()}, {"sequence", *sequence}}
+      nlohmann::json{{"boot_id", options_.boot_id}, {"path", source_}, {"sequence", *sequence}}
           .dump() +
       "\n";
   if (absl::Status saved = WriteFileAtomically(options_.env, options_.state_path, state);

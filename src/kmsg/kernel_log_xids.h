@@ -81,7 +81,7 @@ class KernelLogXids {
   // The source in use: the log at `path`, or the journal when the log could not be opened at
   // start and the journal could. Fixed once CatchUp() returns.
   const ReaderStats& reader_stats() const { return reader_->stats(); }
-  std::string source() const { return reader_->description(); }
+  const std::string& source() const { return source_; }
 
  private:
   void OnRecord(const Record& record);
@@ -96,6 +96,7 @@ class KernelLogXids {
   std::map<std::string, uint32_t> gpu_by_bus_;  // "00000000:3B:00.0" -> index
   KernelLogXidsStats stats_;
   std::unique_ptr<LogSource> reader_;
+  std::string source_;  // reader_->description(), fixed once CatchUp() chose the source
   // The state file as read at construction: boot id, source, last sequence applied.
   struct SavedState {
     std::string boot_id;
