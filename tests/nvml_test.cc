@@ -718,22 +718,35 @@ TEST(NvmlTest, AResetIsRefusedWhileAMigInstanceIsBusyEvenUnprivileged) {
 }
 
 // A MIG reconfiguration leaves the GPU's XID registration stale (the fake delivers nothing more
-// on it): the engine registers the events anew when it sees the layout change. Before, XIDs after
-// a reconfiguration were never seen.
-TEST(NvmlTest, XidsAreSeenAfterAMigReconfiguration) {
+// on it): the event thread registers anew — on the driver's MIG-change event, or, from a driver
+// without one, when the engine's poll sees the layout change. Before, XIDs after a
+// reconfiguration were never seen.
+void ExpectXidsAfterAMigReconfiguration(bool driver_sends_mig_events) {
   TempDir dir;
   FakeNvmlScript fake(dir.File("fake-nvml.json"), 1);
   fake.gpu(0)["mig"] = {{"mode", 1}, {"instances", {FakeMigInstance(3, "2g.20gb", 0, 2, 4)}}};
+  fake.gpu(0)["no_mig_events"] = !driver_sends_mig_events;
   fake.Write();
   EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
   ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
   fake.gpu(0)["mig"]["instances"] = {FakeMigInstance(9, "1g.10gb", 2, 1, 1)};
   fake.Write();
-  ASSERT_TRUE(engine.process->WaitForStderr("its MIG layout changed; XID events registered anew"))
+  ASSERT_TRUE(engine.process->WaitForStderr(
+      driver_sends_mig_events
+          ? "GPU 0: the driver reports a MIG reconfiguration: XID events registered anew"
+          : "a GPU's MIG layout changed: XID events registered anew"))
       << engine.process->Stderr();
   fake.gpu(0)["xids"] = {{{"xid", 31}, {"gpu_instance", 9}}};
   fake.Write();
   EXPECT_TRUE(EventuallyInEvents(engine, "XID 31"));
+}
+
+TEST(NvmlTest, XidsAreSeenAfterAMigReconfigurationTheDriverReports) {
+  ExpectXidsAfterAMigReconfiguration(/*driver_sends_mig_events=*/true);
+}
+
+TEST(NvmlTest, XidsAreSeenAfterAMigReconfigurationThePollFinds) {
+  ExpectXidsAfterAMigReconfiguration(/*driver_sends_mig_events=*/false);
 }
 
 TEST(NvmlTest, AnXidInAMigGpuInstanceNamesTheInstance) {
@@ -756,6 +769,41 @@ TEST(NvmlTest, AnXidInAMigGpuInstanceNamesTheInstance) {
   EXPECT_THAT(
       message,
       HasSubstr("XID 48 in GPU instance 5 (1g.10gb, MIG-00000000-0000-0000-0000-000000000005)"));
+}
+
+// To an engine without the privilege, NVML delivers no XID raised in a MIG instance (nvml.h: only
+// the events that affect the whole GPU); the kernel log has the line, with the instance, and the
+// engine applies it once from there.
+TEST(NvmlTest, AnInstancesXidReachesAnUnprivilegedEngineThroughTheKernelLog) {
+  TempDir dir;
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 2);
+  fake.gpu(1)["mig"] = {{"mode", 1}, {"instances", {FakeMigInstance(5, "1g.10gb", 6, 1, 0)}}};
+  fake.script()["unprivileged"] = true;
+  fake.Write();
+  const std::string kmsg = dir.File("kmsg");
+  std::ofstream(kmsg) << "6,1,1000,-;Linux version 6.1.0-18-amd64\n";
+  std::vector<std::string> args = NvmlArgs();
+  args.back() = kmsg;  // --kmsg
+  EngineProcess engine(dir.path(), "n1", args, {});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  ASSERT_TRUE(Eventually([&] { return Health(engine)["gpus"][1]["status"] == "PASS"; }));
+  fake.gpu(1)["xids"] = json::array({{{"xid", 48}, {"gpu_instance", 5}, {"compute_instance", 0}}});
+  fake.Write();
+  std::ofstream(kmsg, std::ios::app)
+      << "4,2,9000000,c;NVRM: Xid (PCI:0000:11:00 GPU-I:05 GPU-CI:00): 48, pid=4242, "
+         "name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the "
+         "framebuffer at partition 6, subpartition 0.\n";
+  std::string message;
+  ASSERT_TRUE(Eventually([&] {
+    const json health = Health(engine);
+    if (health["gpus"][1]["status"] != "FAIL") return false;
+    message = health["gpus"][1]["systems"]["memory"]["incidents"][0]["message"];
+    return true;
+  })) << engine.process->Stderr();
+  EXPECT_THAT(message, HasSubstr("XID 48 in GPU instance 5"));
+  const json info = json::parse(Vigil({"info", "--json", "--engine", engine.unix_address}).out);
+  EXPECT_EQ(info["counters"]["xid_events"], 1);
+  EXPECT_EQ(info["counters"]["kernel_log_xids"], 1);
 }
 
 TEST(NvmlTest, NoDriverNoGpuOrABrokenLibraryExitTwoWithAMessage) {

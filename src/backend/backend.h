@@ -119,6 +119,20 @@ class Backend {
   // Called from the sampling thread. Precondition: gpu < gpus().size().
   virtual absl::StatusOr<MigState> ReadMig(uint32_t gpu) { return gpus()[gpu].mig; }
 
+  // ReadMig of every GPU g with poll[g], into out[g] (the others' entries untouched). The default
+  // asks one GPU after another; DeadlineBackend asks them all at once, under one deadline.
+  // Preconditions: poll.size() == out.size() == gpus().size(). From the sampling thread.
+  virtual void ReadMigAll(const std::vector<bool>& poll, absl::Span<absl::StatusOr<MigState>> out) {
+    for (uint32_t gpu = 0; gpu < poll.size(); ++gpu) {
+      if (poll[gpu]) out[gpu] = ReadMig(gpu);
+    }
+  }
+
+  // True once after the driver told of a MIG reconfiguration of any GPU since the last call (the
+  // engine then reads the layouts now, not at its next periodic poll). The default: never told.
+  // From the sampling thread.
+  virtual bool TakeMigChangeNotice() { return false; }
+
   // Reads `fields` of one GPU instance of GPU `gpu` (one ReadMig() listed) into `out`, as Read()
   // does for the GPU: fields that the driver gives per GPU instance (SampledPerMigInstance), and a
   // kNotSupported value for any it does not. A non-OK return: the instance could not be read at
@@ -130,6 +144,27 @@ class Backend {
     (void)gpu, (void)instance, (void)fields, (void)now;
     for (FieldValue& value : out) value = FieldValue::Error(ValueStatus::kNotSupported);
     return absl::OkStatus();
+  }
+
+  // ReadInstance of every instance of every GPU g with read[g]: the instances are `mig[g]`'s, GPU
+  // by GPU in their order (MigTable's rows), instance r's values at out[r * fields.size() ...]
+  // and its status at statuses[r]; the rows of a GPU not read are untouched. The default reads one
+  // after another; DeadlineBackend reads each GPU's instances on its worker, every GPU at once.
+  // Preconditions: read.size() == mig.size() == gpus().size(), statuses.size() == the number of
+  // instances, out.size() == that times fields.size(). From the sampling thread.
+  virtual void ReadInstancesAll(absl::Span<const MigState> mig, const std::vector<bool>& read,
+                                absl::Span<const FieldId> fields, absl::Time now,
+                                absl::Span<FieldValue> out, absl::Span<absl::Status> statuses) {
+    size_t row = 0;
+    for (uint32_t gpu = 0; gpu < mig.size(); ++gpu) {
+      for (const MigInstance& instance : mig[gpu].instances) {
+        if (read[gpu]) {
+          statuses[row] = ReadInstance(gpu, instance, fields, now,
+                                       out.subspan(row * fields.size(), fields.size()));
+        }
+        ++row;
+      }
+    }
   }
 
   // Starts delivering events to `sink`, which must outlive StopEvents().

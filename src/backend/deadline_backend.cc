@@ -109,48 +109,124 @@ bool DeadlineBackend::Dispatch(uint32_t gpu, absl::Span<const FieldId> fields, a
   return true;
 }
 
-absl::Status DeadlineBackend::RunOnWorker(uint32_t gpu, std::function<void(Backend&)> job) {
+absl::Status DeadlineBackend::StartJob(uint32_t gpu, std::function<void(Backend&)> job) {
   Worker& worker = *workers_[gpu];
   absl::MutexLock lock(&worker.mutex);
   if (absl::Status claimed = ClaimLocked(worker); !claimed.ok()) return claimed;
   worker.job = std::move(job);
-  if (!worker.mutex.AwaitWithDeadline(absl::Condition(&IsIdle, &worker),
-                                      worker.started + timeout_)) {
-    worker.timed_out = true;
-    timeouts_.fetch_add(1, std::memory_order_relaxed);
-    return absl::DeadlineExceededError(fmt::format("the driver did not answer a MIG call within {}",
-                                                   absl::FormatDuration(timeout_)));
-  }
   return absl::OkStatus();
 }
 
+bool DeadlineBackend::AwaitLocked(Worker& worker, absl::Time deadline) {
+  if (worker.mutex.AwaitWithDeadline(absl::Condition(&IsIdle, &worker), deadline)) return true;
+  worker.timed_out = true;
+  timeouts_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+absl::Status DeadlineBackend::AwaitJob(uint32_t gpu, absl::Time deadline) {
+  Worker& worker = *workers_[gpu];
+  absl::MutexLock lock(&worker.mutex);
+  if (AwaitLocked(worker, deadline)) return absl::OkStatus();
+  return absl::DeadlineExceededError(fmt::format("the driver did not answer a MIG call within {}",
+                                                 absl::FormatDuration(timeout_)));
+}
+
 absl::StatusOr<MigState> DeadlineBackend::ReadMig(uint32_t gpu) {
-  auto result = std::make_shared<absl::StatusOr<MigState>>(absl::UnknownError("not run"));
-  const absl::Status ran =
-      RunOnWorker(gpu, [result, gpu](Backend& inner) { *result = inner.ReadMig(gpu); });
-  if (!ran.ok()) return ran;
-  return *result;  // written before the worker went idle (under its mutex)
+  std::vector<bool> poll(workers_.size(), false);
+  poll[gpu] = true;
+  std::vector<absl::StatusOr<MigState>> out(workers_.size(), absl::UnknownError("not read"));
+  ReadMigAll(poll, absl::MakeSpan(out));
+  return std::move(out[gpu]);
+}
+
+void DeadlineBackend::ReadMigAll(const std::vector<bool>& poll,
+                                 absl::Span<absl::StatusOr<MigState>> out) {
+  // Each job owns its result (shared): after a missed deadline it may still run.
+  std::vector<std::shared_ptr<absl::StatusOr<MigState>>> results(workers_.size());
+  for (uint32_t gpu = 0; gpu < workers_.size(); ++gpu) {
+    if (!poll[gpu]) continue;
+    auto result = std::make_shared<absl::StatusOr<MigState>>(absl::UnknownError("not read"));
+    const absl::Status started =
+        StartJob(gpu, [result, gpu](Backend& inner) { *result = inner.ReadMig(gpu); });
+    if (started.ok()) {
+      results[gpu] = std::move(result);
+    } else {
+      out[gpu] = started;
+    }
+  }
+  const absl::Time deadline = absl::Now() + timeout_;
+  for (uint32_t gpu = 0; gpu < workers_.size(); ++gpu) {
+    if (results[gpu] == nullptr) continue;
+    const absl::Status answered = AwaitJob(gpu, deadline);
+    // Written before the worker went idle (under its mutex).
+    out[gpu] = answered.ok() ? std::move(*results[gpu]) : absl::StatusOr<MigState>(answered);
+  }
 }
 
 absl::Status DeadlineBackend::ReadInstance(uint32_t gpu, const MigInstance& instance,
                                            absl::Span<const FieldId> fields, absl::Time now,
                                            absl::Span<FieldValue> out) {
-  // The job owns its inputs and outputs: after a missed deadline it may still be running.
+  std::vector<MigState> mig(workers_.size());
+  mig[gpu].instances = {instance};
+  std::vector<bool> read(workers_.size(), false);
+  read[gpu] = true;
+  absl::Status status;
+  ReadInstancesAll(mig, read, fields, now, out, absl::MakeSpan(&status, 1));
+  return status;
+}
+
+void DeadlineBackend::ReadInstancesAll(absl::Span<const MigState> mig,
+                                       const std::vector<bool>& read,
+                                       absl::Span<const FieldId> fields, absl::Time now,
+                                       absl::Span<FieldValue> out,
+                                       absl::Span<absl::Status> statuses) {
+  // One GPU's instances, read on its worker; the call owns its inputs and outputs.
   struct Call {
-    MigInstance instance;
+    std::vector<MigInstance> instances;
     std::vector<FieldId> fields;
     std::vector<FieldValue> values;
-    absl::Status status;
+    std::vector<absl::Status> statuses;
   };
-  auto call = std::make_shared<Call>(
-      Call{instance, {fields.begin(), fields.end()}, std::vector<FieldValue>(fields.size()), {}});
-  const absl::Status ran = RunOnWorker(gpu, [call, gpu, now](Backend& inner) {
-    call->status =
-        inner.ReadInstance(gpu, call->instance, call->fields, now, absl::MakeSpan(call->values));
-  });
-  if (!ran.ok()) return ran;
-  std::copy(call->values.begin(), call->values.end(), out.begin());
-  return call->status;
+  const size_t width = fields.size();
+  std::vector<std::shared_ptr<Call>> calls(workers_.size());
+  std::vector<size_t> first_row(workers_.size(), 0);
+  size_t row = 0;
+  for (uint32_t gpu = 0; gpu < workers_.size(); ++gpu) {
+    first_row[gpu] = row;
+    const std::vector<MigInstance>& instances = mig[gpu].instances;
+    row += instances.size();
+    if (!read[gpu] || instances.empty()) continue;
+    auto call = std::make_shared<Call>(Call{instances,
+                                            {fields.begin(), fields.end()},
+                                            std::vector<FieldValue>(instances.size() * width),
+                                            std::vector<absl::Status>(instances.size())});
+    const absl::Status started = StartJob(gpu, [call, gpu, now](Backend& inner) {
+      const size_t width = call->fields.size();
+      for (size_t i = 0; i < call->instances.size(); ++i) {
+        call->statuses[i] =
+            inner.ReadInstance(gpu, call->instances[i], call->fields, now,
+                               absl::MakeSpan(call->values).subspan(i * width, width));
+      }
+    });
+    if (started.ok()) {
+      calls[gpu] = std::move(call);
+    } else {
+      std::fill_n(statuses.begin() + first_row[gpu], instances.size(), started);
+    }
+  }
+  const absl::Time deadline = absl::Now() + timeout_;
+  for (uint32_t gpu = 0; gpu < workers_.size(); ++gpu) {
+    if (calls[gpu] == nullptr) continue;
+    const Call& call = *calls[gpu];
+    const absl::Status answered = AwaitJob(gpu, deadline);
+    if (!answered.ok()) {
+      std::fill_n(statuses.begin() + first_row[gpu], call.instances.size(), answered);
+      continue;
+    }
+    std::copy(call.statuses.begin(), call.statuses.end(), statuses.begin() + first_row[gpu]);
+    std::copy(call.values.begin(), call.values.end(), out.begin() + first_row[gpu] * width);
+  }
 }
 
 bool DeadlineBackend::AwaitIdle(uint32_t gpu, absl::Time deadline) {
@@ -163,10 +239,7 @@ absl::Status DeadlineBackend::Collect(uint32_t gpu, absl::Time deadline,
                                       absl::Span<FieldValue> out) {
   Worker& worker = *workers_[gpu];
   absl::MutexLock lock(&worker.mutex);
-  const bool answered = worker.mutex.AwaitWithDeadline(absl::Condition(&IsIdle, &worker), deadline);
-  if (!answered) {
-    worker.timed_out = true;
-    timeouts_.fetch_add(1, std::memory_order_relaxed);
+  if (!AwaitLocked(worker, deadline)) {
     return absl::DeadlineExceededError(
         fmt::format("the driver did not answer within {}", absl::FormatDuration(timeout_)));
   }

@@ -44,13 +44,19 @@ class DeadlineBackend : public Backend {
     return inner_->ComputeProcesses(gpu);
   }
   absl::StatusOr<std::string> ResetGpu(uint32_t gpu) override { return inner_->ResetGpu(gpu); }
-  // Run on the GPU's worker, bounded by the same deadline as a read (a MIG call that hangs in the
-  // driver costs one deadline, and the GPU reads as stuck until it returns); DeadlineExceeded
-  // while the worker is stuck or when the call misses the deadline.
+  // MIG calls run on the GPUs' workers, every GPU at once, bounded by one deadline as a read is
+  // (a MIG call that hangs in the driver costs one deadline, and the GPU reads as stuck until it
+  // returns); DeadlineExceeded while the worker is stuck or when the call misses the deadline.
+  // One GPU's instances are read one after another on its worker.
   absl::StatusOr<MigState> ReadMig(uint32_t gpu) override;
+  void ReadMigAll(const std::vector<bool>& poll, absl::Span<absl::StatusOr<MigState>> out) override;
+  bool TakeMigChangeNotice() override { return inner_->TakeMigChangeNotice(); }
   absl::Status ReadInstance(uint32_t gpu, const MigInstance& instance,
                             absl::Span<const FieldId> fields, absl::Time now,
                             absl::Span<FieldValue> out) override;
+  void ReadInstancesAll(absl::Span<const MigState> mig, const std::vector<bool>& read,
+                        absl::Span<const FieldId> fields, absl::Time now,
+                        absl::Span<FieldValue> out, absl::Span<absl::Status> statuses) override;
 
   absl::Duration timeout() const { return timeout_; }
   // Waits until gpu's worker has no call in flight, or `deadline`; true if it has none.
@@ -78,10 +84,15 @@ class DeadlineBackend : public Backend {
   static bool IsIdle(Worker* worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(worker->mutex);
   static void RunWorker(std::shared_ptr<Backend> inner, std::shared_ptr<Worker> worker,
                         uint32_t gpu);
-  // Runs `job` on gpu's worker and waits for it up to the deadline: OK when it ran,
-  // DeadlineExceeded when the worker was stuck or the job missed the deadline (it may still
-  // run: it must own what it writes).
-  absl::Status RunOnWorker(uint32_t gpu, std::function<void(Backend&)> job);
+  // Hands `job` to gpu's worker: DeadlineExceeded, changing nothing, while its last call is still
+  // stuck. The job must own what it writes: after a missed deadline it may still run.
+  absl::Status StartJob(uint32_t gpu, std::function<void(Backend&)> job);
+  // Waits for gpu's worker to finish its job until `deadline`: OK when it ran, DeadlineExceeded
+  // when it missed the deadline.
+  absl::Status AwaitJob(uint32_t gpu, absl::Time deadline);
+  // Waits for `worker` to go idle until `deadline`; false (the request marked timed out and
+  // counted) when it did not.
+  bool AwaitLocked(Worker& worker, absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(worker.mutex);
   // Marks `worker` busy with a request (the caller has put it in); DeadlineExceeded, changing
   // nothing, while its last call is still stuck.
   absl::Status ClaimLocked(Worker& worker) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(worker.mutex);

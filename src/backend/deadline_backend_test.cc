@@ -35,6 +35,7 @@ class HangingBackend : public Backend {
   // MIG calls hang with the GPU, as a driver stuck on it would.
   absl::StatusOr<MigState> ReadMig(uint32_t gpu) override {
     absl::MutexLock lock(&mutex_);
+    Meet();
     while (hung_[gpu]) changed_.Wait(&mutex_);
     return MigState{.mode = true, .instances = {MigInstance{.gpu_instance_id = gpu + 1}}};
   }
@@ -42,6 +43,7 @@ class HangingBackend : public Backend {
                             absl::Span<const FieldId> fields, absl::Time,
                             absl::Span<FieldValue> out) override {
     absl::MutexLock lock(&mutex_);
+    Meet();
     while (hung_[gpu]) changed_.Wait(&mutex_);
     for (size_t i = 0; i < fields.size(); ++i) {
       out[i] = FieldValue::Int(instance.gpu_instance_id * 100 + fields[i]);
@@ -57,6 +59,13 @@ class HangingBackend : public Backend {
     return "reset " + std::to_string(gpu);
   }
 
+  // From now on, each of the next `count` MIG calls waits until all of them have begun: calls made
+  // one after another would never all begin (the first would miss its deadline).
+  void MeetBeforeAnswering(int count) {
+    absl::MutexLock lock(&mutex_);
+    meeting_ = count;
+  }
+
   void SetHung(uint32_t gpu, bool hung) {
     absl::MutexLock lock(&mutex_);
     hung_[gpu] = hung;
@@ -69,6 +78,14 @@ class HangingBackend : public Backend {
   absl::Mutex mutex_;
   absl::CondVar changed_;
   bool hung_[3] ABSL_GUARDED_BY(mutex_) = {false, false, false};
+  int meeting_ ABSL_GUARDED_BY(mutex_) = 0;  // calls still to arrive at the meeting
+
+  void Meet() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    if (meeting_ == 0) return;
+    --meeting_;
+    changed_.SignalAll();
+    while (meeting_ > 0) changed_.Wait(&mutex_);
+  }
 };
 
 class DeadlineBackendTest : public ::testing::Test {
@@ -167,6 +184,44 @@ TEST_F(DeadlineBackendTest, MigCallsRunOnTheWorkerBoundedByTheDeadline) {
   inner_->SetHung(1, false);
   ASSERT_TRUE(backend_->AwaitIdle(1, absl::InfiniteFuture()));
   EXPECT_TRUE(backend_->ReadMig(1).ok());
+}
+
+// Every GPU's MIG state and instances are read at once, each GPU on its worker: the three calls
+// all begin before any answers, and a GPU that hangs costs the others nothing.
+TEST_F(DeadlineBackendTest, MigCallsOfEveryGpuRunAtOnce) {
+  inner_->MeetBeforeAnswering(3);
+  std::vector<absl::StatusOr<MigState>> mig(3, absl::UnknownError("not read"));
+  backend_->ReadMigAll({true, true, true}, absl::MakeSpan(mig));
+  for (uint32_t gpu = 0; gpu < 3; ++gpu) {
+    ASSERT_TRUE(mig[gpu].ok()) << gpu << ": " << mig[gpu].status();
+    EXPECT_EQ(mig[gpu]->instances.at(0).gpu_instance_id, gpu + 1);
+  }
+  std::vector<MigState> states = {*mig[0], *mig[1], *mig[2]};
+  states[2].instances.push_back(MigInstance{.gpu_instance_id = 9});  // two instances on GPU 2
+  std::vector<FieldValue> values(4 * 2);
+  std::vector<absl::Status> statuses(4);
+  inner_->MeetBeforeAnswering(3);  // GPU 2's first instance, with GPU 0's and GPU 1's
+  backend_->ReadInstancesAll(states, {true, true, true}, {7, 8}, absl::Now(),
+                             absl::MakeSpan(values), absl::MakeSpan(statuses));
+  for (const absl::Status& status : statuses) EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(values[0].as_int(), 107);  // GPU 0's instance 1
+  EXPECT_EQ(values[3].as_int(), 208);  // GPU 1's instance 2
+  EXPECT_EQ(values[7].as_int(), 908);  // GPU 2's second instance, 9
+
+  // GPU 1 hangs: its rows time out, the others answer, and a GPU not asked is left alone.
+  inner_->SetHung(1, true);
+  statuses.assign(4, absl::OkStatus());
+  values.assign(8, FieldValue{});
+  backend_->ReadInstancesAll(states, {false, true, true}, {7, 8}, absl::Now(),
+                             absl::MakeSpan(values), absl::MakeSpan(statuses));
+  EXPECT_TRUE(statuses[0].ok());
+  EXPECT_EQ(values[0].status, FieldValue{}.status) << "GPU 0 was not asked";
+  EXPECT_EQ(statuses[1].code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(statuses[2].ok());
+  EXPECT_EQ(values[5].as_int(), 308);
+  EXPECT_EQ(backend_->timeouts(), 1u);
+  inner_->SetHung(1, false);
+  ASSERT_TRUE(backend_->AwaitIdle(1, absl::InfiniteFuture()));
 }
 
 TEST_F(DeadlineBackendTest, DestructionDoesNotWaitForAStuckCall) {

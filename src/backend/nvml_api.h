@@ -175,6 +175,9 @@ struct EventData {  // nvmlEventData_t
   unsigned int compute_instance_id;
 };
 inline constexpr unsigned long long kEventTypeXidCriticalError = 0x8;
+// nvmlEventMigConfigChange: a GPU's MIG instances were created or destroyed (R450 and newer,
+// Ampere and newer; DCGM registers it apart and ignores NOT_SUPPORTED from older drivers).
+inline constexpr unsigned long long kEventMigConfigChange = 0x100;
 
 // GPM (GPU performance monitoring, Hopper and newer).
 struct GpmSample {  // nvmlGpmSample_t

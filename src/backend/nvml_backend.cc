@@ -7,6 +7,7 @@
 #include <cstring>
 #include <optional>
 #include <tuple>
+#include <utility>
 
 #include "common/check.h"
 #include "common/status.h"
@@ -857,19 +858,14 @@ absl::StatusOr<MigState> NvmlBackend::ReadMig(uint32_t gpu) {
     changed = mig.ok() && layout() != before;
   }
   // A MIG reconfiguration leaves the GPU's XID registration stale (DCGM registers again on the
-  // driver's MIG-change notice): the event set is made anew. Only the tick's reads call ReadMig,
-  // and a reset pauses them first, so no reset waits on this.
-  if (changed) RebuildEvents(gpu);
+  // driver's MIG-change notice). Where the driver sends that notice the event thread has made its
+  // set anew already; elsewhere it is asked to, at its next wake — not here, on the GPU's reading
+  // worker, where joining the event thread could outlast the read's deadline.
+  if (changed) {
+    absl::MutexLock lock(&event_mutex_);
+    if (gpu >= mig_events_.size() || !mig_events_[gpu]) rebuild_events_ = true;
+  }
   return mig;
-}
-
-void NvmlBackend::RebuildEvents(uint32_t gpu) {
-  absl::MutexLock control(&events_control_mutex_);
-  if (!event_thread_.joinable()) return;
-  EventSink* sink = sink_;
-  StopEventsLocked();
-  StartEventsLocked(sink);
-  spdlog::info("GPU {}: its MIG layout changed; XID events registered anew", gpu);
 }
 
 absl::StatusOr<MigState> NvmlBackend::ReadMigUnguarded(uint32_t gpu) {
@@ -1398,11 +1394,41 @@ nvml::EventSet NvmlBackend::MakeEventSet(bool log, size_t* registered) {
     }
     ++*registered;
   }
+  // MIG-change events, apart from the XIDs as DCGM registers them (DcgmCacheManager.cpp,
+  // ManageDeviceEvents): a driver that predates them answers NOT_SUPPORTED, and the GPU's MIG
+  // layout is then noticed by the engine's periodic poll alone.
+  std::vector<bool> mig_events(gpu_state_.size(), false);
+  for (uint32_t gpu = 0; set != nullptr && gpu < gpu_state_.size(); ++gpu) {
+    const nvml::Device device = gpu_state_[gpu]->device;
+    unsigned long long supported = 0;
+    if (device == nullptr || refused[gpu] || api_.DeviceGetSupportedEventTypes == nullptr ||
+        api_.DeviceGetSupportedEventTypes(device, &supported) != nvml::kSuccess ||
+        (supported & nvml::kEventMigConfigChange) == 0) {
+      continue;
+    }
+    const nvml::Return code = api_.DeviceRegisterEvents(device, nvml::kEventMigConfigChange, set);
+    if (code == nvml::kSuccess) {
+      mig_events[gpu] = true;
+    } else if (code != nvml::kErrorNotSupported && log) {
+      spdlog::warn("GPU {}: cannot register for MIG-change events ({}); its MIG layout is polled",
+                   gpu, library_->ErrorString(code));
+    }
+  }
+  {
+    absl::MutexLock lock(&event_mutex_);
+    mig_events_ = std::move(mig_events);
+  }
   if (*registered == 0) {
     api_.EventSetFree(set);
     return nullptr;
   }
   return set;
+}
+
+void NvmlBackend::RemakeEventSet(nvml::EventSet* set, size_t* registered, const std::string& why) {
+  if (*set != nullptr) api_.EventSetFree(*set);
+  *set = MakeEventSet(/*log=*/false, registered);
+  spdlog::info("{}: XID events registered anew for {} GPU(s)", why, *registered);
 }
 
 void NvmlBackend::StopEventsLocked() {
@@ -1419,10 +1445,13 @@ void NvmlBackend::RunEvents(nvml::EventSet set, size_t registered) {
   constexpr unsigned int kWaitMs = 200;
   nvml::Return last_error = nvml::kSuccess;
   for (;;) {
+    bool rebuild = false;
     {
       absl::MutexLock lock(&event_mutex_);
       if (events_stopping_) break;
+      rebuild = std::exchange(rebuild_events_, false);
     }
+    if (rebuild) RemakeEventSet(&set, &registered, "a GPU's MIG layout changed");
     nvml::Return code = nvml::kErrorGpuIsLost;
     nvml::EventData data{};
     if (set != nullptr) {
@@ -1456,9 +1485,16 @@ void NvmlBackend::RunEvents(nvml::EventSet set, size_t registered) {
       continue;
     }
     last_error = nvml::kSuccess;
-    if ((data.event_type & nvml::kEventTypeXidCriticalError) == 0) continue;
     uint32_t gpu = 0;
     while (gpu < gpu_state_.size() && gpu_state_[gpu]->device != data.device) ++gpu;
+    if ((data.event_type & nvml::kEventMigConfigChange) != 0) {
+      // The engine reads the layouts at its next tick; the GPU's registrations are made anew now.
+      mig_change_noticed_.store(true, std::memory_order_release);
+      RemakeEventSet(&set, &registered,
+                     fmt::format("GPU {}: the driver reports a MIG reconfiguration", gpu));
+      continue;
+    }
+    if ((data.event_type & nvml::kEventTypeXidCriticalError) == 0) continue;
     if (gpu == gpu_state_.size()) {
       spdlog::error("NVML reported XID {} for a GPU it did not list at start; ignored",
                     data.event_data);

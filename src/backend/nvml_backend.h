@@ -16,6 +16,7 @@
 // thread-safe. A call that hangs in the driver hangs the caller: bound it with DeadlineBackend.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -69,6 +70,12 @@ class NvmlBackend : public Backend {
   // it), memory and placement. A driver or GPU without MIG: MIG off. Instances are read through
   // their MIG device handles (framebuffer) and nvmlGpmMigSampleGet (the profiling ratios).
   absl::StatusOr<MigState> ReadMig(uint32_t gpu) override;
+  // True once after NVML's MIG-change event for any GPU (registered where the driver offers it,
+  // as DCGM does); the engine then reads the MIG layouts at its next tick instead of waiting for
+  // its periodic poll.
+  bool TakeMigChangeNotice() override {
+    return mig_change_noticed_.exchange(false, std::memory_order_acq_rel);
+  }
   absl::Status ReadInstance(uint32_t gpu, const MigInstance& instance,
                             absl::Span<const FieldId> fields, absl::Time now,
                             absl::Span<FieldValue> out) override;
@@ -106,17 +113,19 @@ class NvmlBackend : public Backend {
   void AllocateGpm(GpuState* state, bool gpu_supports_gpm) const;
   void FreeGpm(GpuState* state) const;
   absl::StatusOr<MigState> ReadMigUnguarded(uint32_t gpu);
-  // Stops the event thread and starts it on a new event set (every GPU registered again).
-  void RebuildEvents(uint32_t gpu) ABSL_LOCKS_EXCLUDED(events_control_mutex_);
   // The pids of the compute processes NVML lists for one device handle (a GPU's or a MIG
   // device's).
   absl::StatusOr<std::vector<uint32_t>> ProcessesOf(nvml::Device device);
   // The event thread's loop on `set` (`registered` GPUs in it); owns and frees the set.
   void RunEvents(nvml::EventSet set, size_t registered);
   // A new event set with every GPU that registers for XID events (a GPU whose registration
-  // answers UNKNOWN is left out, on a fresh set: the driver leaves that set undefined); null
-  // when none registers. `log`: say why a GPU is left out (at start; not when rebuilt).
-  nvml::EventSet MakeEventSet(bool log, size_t* registered);
+  // answers UNKNOWN is left out, on a fresh set: the driver leaves that set undefined), and for
+  // MIG-change events where the driver offers them; null when none registers. `log`: say why a
+  // GPU is left out (at start; not when rebuilt).
+  nvml::EventSet MakeEventSet(bool log, size_t* registered) ABSL_LOCKS_EXCLUDED(event_mutex_);
+  // On the event thread: frees `*set` and makes a new one (the registrations of a GPU whose MIG
+  // layout changed are stale: DCGM registers again on the driver's MIG-change notice).
+  void RemakeEventSet(nvml::EventSet* set, size_t* registered, const std::string& why);
   void StartEventsLocked(EventSink* sink) ABSL_EXCLUSIVE_LOCKS_REQUIRED(events_control_mutex_);
   void StopEventsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(events_control_mutex_);
   // Around a reset: ReleaseDriver() waits (bounded) for no NVML call in flight, stops the event
@@ -146,6 +155,12 @@ class NvmlBackend : public Backend {
   int calls_in_flight_ ABSL_GUARDED_BY(driver_mutex_) = 0;
   absl::Mutex event_mutex_;
   bool events_stopping_ ABSL_GUARDED_BY(event_mutex_) = false;
+  // ReadMig saw a GPU's MIG layout change on a GPU that gives no MIG-change events: the event
+  // thread makes its set anew at its next wake (within one wait), off the reading worker.
+  bool rebuild_events_ ABSL_GUARDED_BY(event_mutex_) = false;
+  // Per GPU: registered for MIG-change events in the event thread's current set.
+  std::vector<bool> mig_events_ ABSL_GUARDED_BY(event_mutex_);
+  std::atomic<bool> mig_change_noticed_{false};  // see TakeMigChangeNotice
   // Set before the event thread starts (under events_control_mutex_), read by it.
   EventSink* sink_ = nullptr;
   // The sink to deliver to again once a reset has NVML back (null: events were not running).

@@ -2,6 +2,7 @@
 #include "backend/sim_backend.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "common/check.h"
 #include "common/status.h"
@@ -41,7 +42,7 @@ absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(const SimOptions&
   return sim;
 }
 
-SimBackend::SimBackend(const SimOptions& options) {
+SimBackend::SimBackend(const SimOptions& options) : mig_change_events_(options.mig_change_events) {
   for (uint32_t i = 0; i < options.gpu_count; ++i) {
     models_.emplace_back(i, options.seed, options.driver_version);
     identities_.push_back(models_.back().identity());
@@ -136,7 +137,13 @@ absl::Status SimBackend::SetMig(uint32_t gpu, bool mode, const std::vector<std::
     instances = *std::move(placed);
   }
   mig_[gpu] = {.mode = mode, .instances = std::move(instances)};
+  mig_change_noticed_ = mig_change_events_;
   return absl::OkStatus();
+}
+
+bool SimBackend::TakeMigChangeNotice() {
+  absl::MutexLock lock(&mutex_);
+  return std::exchange(mig_change_noticed_, false);
 }
 
 absl::StatusOr<std::vector<uint32_t>> SimBackend::ComputeProcesses(uint32_t gpu) {

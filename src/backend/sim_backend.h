@@ -24,6 +24,9 @@ struct SimOptions {
   std::string driver_version = "580.82.07";
   // GPUs in MIG mode and their instances (--mig); the others whole.
   std::vector<MigLayout> mig;
+  // SetMig tells the engine at once, as a current driver's MIG-change event does; false: an older
+  // driver, whose reconfigurations only the engine's periodic poll finds.
+  bool mig_change_events = true;
 };
 
 class SimBackend : public Backend {
@@ -43,6 +46,7 @@ class SimBackend : public Backend {
   absl::StatusOr<std::vector<uint32_t>> ComputeProcesses(uint32_t gpu) override;
   absl::StatusOr<std::string> ResetGpu(uint32_t gpu) override;
   absl::StatusOr<MigState> ReadMig(uint32_t gpu) override;
+  bool TakeMigChangeNotice() override;
   absl::Status ReadInstance(uint32_t gpu, const MigInstance& instance,
                             absl::Span<const FieldId> fields, absl::Time now,
                             absl::Span<FieldValue> out) override;
@@ -70,6 +74,8 @@ class SimBackend : public Backend {
   std::vector<bool> lost_ ABSL_GUARDED_BY(mutex_);
   std::vector<MigState> mig_ ABSL_GUARDED_BY(mutex_);  // now (identities_: as discovered)
   uint32_t mig_changes_ ABSL_GUARDED_BY(mutex_) = 0;   // seeds the UUIDs of new instances
+  const bool mig_change_events_;
+  bool mig_change_noticed_ ABSL_GUARDED_BY(mutex_) = false;  // since TakeMigChangeNotice
   std::vector<std::vector<uint32_t>> compute_processes_ ABSL_GUARDED_BY(mutex_);
   int resets_ ABSL_GUARDED_BY(mutex_) = 0;
   EventSink* sink_ ABSL_GUARDED_BY(mutex_) = nullptr;

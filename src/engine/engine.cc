@@ -223,13 +223,22 @@ void Engine::AssignInstanceSlots(const MigTable& mig) {
 }
 
 std::shared_ptr<const MigTable> Engine::PollMig(absl::Time now, const MigTable& current) {
-  if (now - last_mig_poll_ < kMigPollInterval) return nullptr;
+  // Periodically, and at once when the driver tells of a reconfiguration (a driver without
+  // MIG-change events is noticed by the poll alone).
+  const bool told = backend_->TakeMigChangeNotice();
+  if (!told && now - last_mig_poll_ < kMigPollInterval) return nullptr;
   last_mig_poll_ = now;
   std::vector<MigState> states = current.gpus;
   bool changed = false;
+  std::vector<bool> poll(states.size());
   for (uint32_t gpu = 0; gpu < states.size(); ++gpu) {
-    if (gpu_read_[gpu] != ValueStatus::kOk) continue;  // a GPU that does not answer keeps it
-    absl::StatusOr<MigState> state = backend_->ReadMig(gpu);
+    poll[gpu] = gpu_read_[gpu] == ValueStatus::kOk;  // a GPU that does not answer keeps its state
+  }
+  std::vector<absl::StatusOr<MigState>> read(states.size(), absl::UnknownError("not read"));
+  backend_->ReadMigAll(poll, absl::MakeSpan(read));
+  for (uint32_t gpu = 0; gpu < states.size(); ++gpu) {
+    if (!poll[gpu]) continue;
+    absl::StatusOr<MigState>& state = read[gpu];
     if (!state.ok()) {
       if (!mig_read_failing_[gpu]) {
         spdlog::warn("GPU {} ({}): its MIG state could not be read ({}); keeping the last one", gpu,
@@ -256,17 +265,22 @@ std::shared_ptr<const MigTable> Engine::PollMig(absl::Time now, const MigTable& 
 void Engine::ReadInstances(const MigTable& mig, absl::Time now) {
   const size_t width = due_instance_ids_.size();
   instance_buffer_.resize(mig.rows.size() * width);
-  if (width == 0) return;
+  if (width == 0 || mig.rows.empty()) return;
+  std::vector<bool> read(mig.gpus.size());
+  for (uint32_t gpu = 0; gpu < mig.gpus.size(); ++gpu)
+    read[gpu] = gpu_read_[gpu] == ValueStatus::kOk;
+  instance_statuses_.assign(mig.rows.size(), absl::OkStatus());
+  backend_->ReadInstancesAll(mig.gpus, read, due_instance_ids_, now,
+                             absl::MakeSpan(instance_buffer_), absl::MakeSpan(instance_statuses_));
   for (size_t row = 0; row < mig.rows.size(); ++row) {
     const uint32_t gpu = mig.rows[row].gpu;
     const auto out = absl::MakeSpan(instance_buffer_).subspan(row * width, width);
-    if (gpu_read_[gpu] != ValueStatus::kOk) {  // the GPU's failure is its instances' too
+    if (!read[gpu]) {  // the GPU's failure is its instances' too
       std::fill(out.begin(), out.end(), FieldValue::Error(gpu_read_[gpu]));
-      continue;
+    } else if (!instance_statuses_[row].ok()) {
+      std::fill(out.begin(), out.end(),
+                FieldValue::Error(StatusForGpuFailure(instance_statuses_[row])));
     }
-    const absl::Status read =
-        backend_->ReadInstance(gpu, mig.instance(row), due_instance_ids_, now, out);
-    if (!read.ok()) std::fill(out.begin(), out.end(), FieldValue::Error(StatusForGpuFailure(read)));
   }
 }
 

@@ -261,12 +261,13 @@ class Engine : public EventSink, private ScenarioTarget {
   std::vector<absl::Status> read_statuses_;  // per GPU, of the latest ReadAll
   // MIG (tick thread): when the layout was last read; per GPU, whether reading it fails (said
   // once per failure); the per-instance fields due this tick (ids, and k in instance_fields_)
-  // and what was read, row-major.
+  // and what was read, row-major, with each row's read status.
   absl::Time last_mig_poll_ = absl::InfinitePast();
   std::vector<bool> mig_read_failing_;
   std::vector<FieldId> due_instance_ids_;
   std::vector<size_t> due_instance_k_;
   std::vector<FieldValue> instance_buffer_;
+  std::vector<absl::Status> instance_statuses_;
   // Immutable after construction: the per-instance fields (layout indexes) and, per layout
   // index, its k among them.
   std::shared_ptr<const std::vector<size_t>> instance_fields_;

@@ -83,6 +83,28 @@ TEST_F(MigEngineTest, InstanceHistoryIsServedWithItsGpuInstanceId) {
   EXPECT_EQ(plain->size(), 1u);
 }
 
+// The driver's MIG-change event has the layout read at the next tick; from a driver without one,
+// the periodic poll finds it.
+TEST_F(MigEngineTest, AReconfigurationTheDriverReportsIsReadAtTheNextTick) {
+  Tick(2);
+  const uint64_t generation = engine_->Mig()->generation;
+  ASSERT_TRUE(sim_->SetMig(1, true, {"7g.80gb"}).ok());
+  Tick();
+  EXPECT_EQ(engine_->Mig()->generation, generation + 1);
+  EXPECT_TRUE(engine_->Mig()->gpus[1].mode);
+}
+
+TEST_F(MigEngineTest, AReconfigurationNoEventReportsIsFoundByThePoll) {
+  StartEngine(0, {.gpu_count = 2, .seed = 3, .mig_change_events = false});
+  Tick(2);
+  const uint64_t generation = engine_->Mig()->generation;
+  ASSERT_TRUE(sim_->SetMig(1, true, {"7g.80gb"}).ok());
+  Tick();
+  EXPECT_EQ(engine_->Mig()->generation, generation) << "not before the poll";
+  Tick(static_cast<int>(absl::ToInt64Seconds(kMigPollInterval)));
+  EXPECT_EQ(engine_->Mig()->generation, generation + 1);
+}
+
 TEST_F(MigEngineTest, ALayoutChangeWhileRunningIsPickedUpAndTheOldInstancesEnd) {
   Tick(2);
   const uint64_t generation = engine_->Mig()->generation;

@@ -29,7 +29,10 @@
 //                                            // "unprivileged": true at the top, a GPU in MIG
 //                                            // mode answers NO_PERMISSION for its processes
 //              "xids": [79, {"xid": 94, "gpu_instance": 5}],  // delivered once each, in
-//                                            // order (a MIG XID with its instance)
+//                                            // order (a MIG XID with its instance: never to
+//                                            // an unprivileged caller, as nvml.h says)
+//              "no_mig_events": false,       // the GPU does not offer MIG-change events (the
+//                                            // old driver never does)
 //              "mig": {"mode": 1, "instances": [   // MIG mode and the MIG devices, by index
 //                {"gpu_instance": 1, "compute_instance": 0, "profile": "1g.10gb",
 //                 "uuid": "MIG-...", "placement": [0, 1], "memory_total": B, "memory_used": B,
@@ -73,9 +76,12 @@ struct vigil::nvml::nvmlGpuInstance_st {
 };
 struct vigil::nvml::nvmlEventSet_st {
   unsigned generation;  // of the initialisation it was made in: dead after an nvmlShutdown
+  // One entry per registration: a GPU for XIDs, or for MIG-change events.
   std::vector<int> devices;
-  // Each registration's GPU's MIG layout when it was made: a MIG reconfiguration leaves it stale
-  // (it delivers nothing more for that GPU) until the GPU is registered again.
+  std::vector<unsigned long long> types;
+  // Each registration's GPU's MIG layout when it was made: a MIG reconfiguration leaves an XID
+  // registration stale (it delivers nothing more for that GPU) until the GPU is registered again.
+  // A MIG-change registration delivers one event per change, then holds the new layout.
   std::vector<std::string> mig_layouts;
   // A registration that answered UNKNOWN leaves the set undefined (the driver's quirk): it
   // delivers nothing any more.
@@ -761,19 +767,38 @@ nv::Return nvmlEventSetCreate(nv::EventSet* set) {
   return nv::kSuccess;
 }
 
+namespace {
+
+// The event types a GPU offers: XIDs always; MIG changes on a current driver unless scripted off.
+unsigned long long SupportedEventTypes(const json& gpu) {
+  unsigned long long types = nv::kEventTypeXidCriticalError;
+#ifndef FAKE_NVML_OLD_DRIVER
+  if (!gpu.value("no_mig_events", false)) types |= nv::kEventMigConfigChange;
+#else
+  (void)gpu;
+#endif
+  return types;
+}
+
+}  // namespace
+
 nv::Return nvmlDeviceGetSupportedEventTypes(nv::Device device, unsigned long long* types) {
-  return DeviceCall(__func__, device, [&](const json&) {
-    *types = nv::kEventTypeXidCriticalError;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    *types = SupportedEventTypes(gpu);
     return nv::kSuccess;
   });
 }
 
 nv::Return nvmlDeviceRegisterEvents(nv::Device device, unsigned long long types, nv::EventSet set) {
-  const nv::Return code = DeviceCall(__func__, device, [&](const json&) {
+  const nv::Return code = DeviceCall(__func__, device, [&](const json& gpu) {
     if (set->generation != g_generation) return nv::kErrorUninitialized;  // made before a shutdown
-    if (types != nv::kEventTypeXidCriticalError) return nv::kErrorNotSupported;
-    set->devices.push_back(device->index);
-    set->mig_layouts.push_back(MigLayout(Gpus()[device->index]));
+    if (types == 0 || (types & ~SupportedEventTypes(gpu)) != 0) return nv::kErrorNotSupported;
+    for (unsigned long long type : {nv::kEventTypeXidCriticalError, nv::kEventMigConfigChange}) {
+      if ((types & type) == 0) continue;
+      set->devices.push_back(device->index);
+      set->types.push_back(type);
+      set->mig_layouts.push_back(MigLayout(Gpus()[device->index]));
+    }
     return nv::kSuccess;
   });
   if (code == nv::kErrorUnknown) set->broken = true;
@@ -797,13 +822,30 @@ nv::Return nvmlEventSetWait_v2(nv::EventSet set, nv::EventData* data, unsigned i
            ++registration) {
         const int index = set->devices[registration];
         const json& gpu = Gpus()[index];
-        if (MigLayout(gpu) != set->mig_layouts[registration]) continue;  // stale
+        const std::string layout = MigLayout(gpu);
+        if (set->types[registration] == nv::kEventMigConfigChange) {
+          if (layout == set->mig_layouts[registration]) continue;
+          set->mig_layouts[registration] = layout;  // one event per change
+          *data = {};
+          data->device = &g_devices[index];
+          data->event_type = nv::kEventMigConfigChange;
+          data->gpu_instance_id = 0xFFFFFFFF;
+          data->compute_instance_id = 0xFFFFFFFF;
+          return nv::kSuccess;
+        }
+        if (layout != set->mig_layouts[registration]) continue;  // stale
         if (!gpu.contains("xids") || g_xids_delivered[index] >= gpu["xids"].size()) continue;
+        // A code, or {"xid": CODE, "gpu_instance": GI, "compute_instance": CI} (MIG).
+        const json& entry = gpu["xids"][g_xids_delivered[index]++];
+        // In MIG mode an instance's events reach only a privileged caller; others get just the
+        // events that affect the whole GPU (nvml.h, nvmlEventSetWait_v2).
+        if (entry.is_object() && entry.contains("gpu_instance") &&
+            g_script.value("unprivileged", false)) {
+          continue;
+        }
         *data = {};
         data->device = &g_devices[index];
         data->event_type = nv::kEventTypeXidCriticalError;
-        // A code, or {"xid": CODE, "gpu_instance": GI, "compute_instance": CI} (MIG).
-        const json& entry = gpu["xids"][g_xids_delivered[index]++];
         data->gpu_instance_id = 0xFFFFFFFF;
         data->compute_instance_id = 0xFFFFFFFF;
         if (entry.is_object()) {
