@@ -1090,7 +1090,7 @@ absl::Status NvmlBackend::Read(uint32_t gpu, absl::Span<const FieldId> fields, a
   DriverUse use(this);
   if (!use.status().ok()) return use.status();
   GpuState& state = *gpu_state_[gpu];
-  if (state.device == nullptr) {
+  if (state.device == nullptr && !TryReopen(gpu)) {
     return absl::UnavailableError(fmt::format("NVML could not open it: {}", state.open_error));
   }
   Reader reader(this, gpu);
@@ -1260,29 +1260,12 @@ absl::Status NvmlBackend::AttachDriver() {
   // Handles from before are void. Each GPU is opened again and must be the same GPU (its UUID):
   // NVML's order follows the PCI bus, but a GPU that did not come back must not lend its number
   // to another.
-  unsigned int count = 0;
-  if (api_.DeviceGetCount != nullptr) api_.DeviceGetCount(&count);
   for (uint32_t gpu = 0; gpu < gpu_state_.size(); ++gpu) {
     GpuState& state = *gpu_state_[gpu];
     const std::string& uuid = identities_[gpu].uuid;
     state.device = nullptr;
-    const auto uuid_of = [&](nvml::Device device) {
-      char text[nvml::kUuidBufferSize] = {};
-      if (api_.DeviceGetUuid == nullptr ||
-          api_.DeviceGetUuid(device, text, sizeof(text)) != nvml::kSuccess) {
-        return std::string();
-      }
-      return std::string(text, strnlen(text, sizeof(text)));
-    };
-    for (unsigned int offset = 0; offset < count && state.device == nullptr; ++offset) {
-      const unsigned int index = (state.nvml_index + offset) % count;  // its own index first
-      nvml::Device device = nullptr;
-      if (api_.DeviceGetHandleByIndex(index, &device) == nvml::kSuccess &&
-          uuid_of(device) == uuid) {
-        state.device = device;
-        state.nvml_index = index;
-      }
-    }
+    if (uuid.empty()) continue;  // never opened: it keeps its error from the start
+    state.device = FindByUuid(uuid, &state.nvml_index);
     if (state.device == nullptr) {
       state.open_error = "not found again after a GPU reset";
       spdlog::error("GPU {} ({}): NVML does not list it again after the reset; it reads as lost",
@@ -1306,6 +1289,66 @@ absl::Status NvmlBackend::AttachDriver() {
   if (resume_events_ != nullptr) StartEventsLocked(resume_events_);
   spdlog::info("NVML initialised again after the GPU reset; XID events registered anew");
   return absl::OkStatus();
+}
+
+nvml::Device NvmlBackend::FindByUuid(const std::string& uuid, unsigned int* nvml_index) const {
+  unsigned int count = 0;
+  if (api_.DeviceGetCount != nullptr) api_.DeviceGetCount(&count);
+  for (unsigned int offset = 0; offset < count; ++offset) {
+    const unsigned int index = (*nvml_index + offset) % count;  // its own index first
+    nvml::Device device = nullptr;
+    if (api_.DeviceGetHandleByIndex(index, &device) != nvml::kSuccess) continue;
+    char text[nvml::kUuidBufferSize] = {};
+    if (api_.DeviceGetUuid == nullptr ||
+        api_.DeviceGetUuid(device, text, sizeof(text)) != nvml::kSuccess) {
+      continue;
+    }
+    if (std::string(text, strnlen(text, sizeof(text))) == uuid) {
+      *nvml_index = index;
+      return device;
+    }
+  }
+  return nullptr;
+}
+
+bool NvmlBackend::TryReopen(uint32_t gpu) {
+  GpuState& state = *gpu_state_[gpu];
+  const absl::Time now = clock_->Now();
+  if (now < state.next_open) return false;
+  state.next_open = now + kReopenInterval;
+  const std::string& uuid = identities_[gpu].uuid;
+  if (uuid.empty()) {
+    // Never opened: its UUID, bus id and name were never known, and the engine's GPU list is
+    // fixed at start (its clients' labels and histories hang on it).
+    nvml::Device device = nullptr;
+    if (state.said_opens_now ||
+        api_.DeviceGetHandleByIndex(state.nvml_index, &device) != nvml::kSuccess) {
+      return false;
+    }
+    state.said_opens_now = true;
+    state.open_error =
+        fmt::format("{}; NVML opens it now: restart the engine to monitor it", state.open_error);
+    spdlog::warn(
+        "NVML GPU {} (engine GPU {}) opens now, but could not when the engine started: "
+        "restart the engine to monitor it",
+        state.nvml_index, gpu);
+    return false;
+  }
+  const nvml::Device device = FindByUuid(uuid, &state.nvml_index);
+  if (device == nullptr) return false;
+  state.device = device;
+  state.open_error.clear();
+  nvml::GpmSupport support{.version = nvml::kGpmSupportVersion, .is_supported_device = 0};
+  AllocateGpm(&state, api_.GpmQueryDeviceSupport != nullptr &&
+                          api_.GpmQueryDeviceSupport(device, &support) == nvml::kSuccess &&
+                          support.is_supported_device != 0);
+  (void)ReadMigUnguarded(gpu);  // the engine's MIG poll reads it too, and says when it fails
+  {
+    absl::MutexLock lock(&event_mutex_);
+    rebuild_events_ = true;  // its XIDs, on the event thread
+  }
+  spdlog::warn("GPU {} ({}): NVML opens it again; monitored again", gpu, uuid);
+  return true;
 }
 
 void NvmlBackend::StartEvents(EventSink* sink) {

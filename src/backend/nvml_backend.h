@@ -57,6 +57,9 @@ class NvmlBackend : public Backend {
                                                              NvmlResetOptions reset = {});
   ~NvmlBackend() override;
 
+  // How often a GPU that cannot be opened is tried again (on its reads).
+  static constexpr absl::Duration kReopenInterval = absl::Seconds(30);
+
   std::string_view name() const override { return "nvml"; }
   const std::vector<GpuIdentity>& gpus() const override { return identities_; }
   absl::Status Read(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
@@ -83,9 +86,16 @@ class NvmlBackend : public Backend {
  private:
   // What one GPU needs across reads; touched only by the thread reading that GPU.
   struct GpuState {
-    nvml::Device device = nullptr;  // null: NVML could not open it at start
-    unsigned int nvml_index = 0;    // NVML's index of the GPU (the engine's skips hidden GPUs)
+    // Null: NVML could not open it (at start, or again after a reset). Written by the GPU's
+    // reading thread (reopened) or the reset with the event thread stopped; read by the event
+    // thread too, hence atomic.
+    std::atomic<nvml::Device> device = nullptr;
+    unsigned int nvml_index = 0;  // NVML's index of the GPU (the engine's skips hidden GPUs)
     std::string open_error;
+    // While it cannot be opened: when to try again (kReopenInterval apart), and whether a GPU
+    // unknown at start has been said to open now.
+    absl::Time next_open = absl::InfinitePast();
+    bool said_opens_now = false;
     bool gpm_supported = false;
     nvml::GpmSample gpm_samples[2] = {};
     int gpm_current = 0;  // the sample the next read fills
@@ -113,6 +123,14 @@ class NvmlBackend : public Backend {
   void AllocateGpm(GpuState* state, bool gpu_supports_gpm) const;
   void FreeGpm(GpuState* state) const;
   absl::StatusOr<MigState> ReadMigUnguarded(uint32_t gpu);
+  // NVML's handle of the GPU with `uuid`, trying its last index first (indexes may move across a
+  // reset); null when NVML lists none. Sets *nvml_index.
+  nvml::Device FindByUuid(const std::string& uuid, unsigned int* nvml_index) const;
+  // Opens, at most every kReopenInterval, a GPU that could not be opened: one known by UUID (lost
+  // to a reset) is monitored again, GPM, MIG and its XID registration made anew; one never opened
+  // (its identity unknown since start) cannot be taken on while running: its error says to
+  // restart the engine. True when it is open now. On the GPU's reading thread.
+  bool TryReopen(uint32_t gpu);
   // The pids of the compute processes NVML lists for one device handle (a GPU's or a MIG
   // device's).
   absl::StatusOr<std::vector<uint32_t>> ProcessesOf(nvml::Device device);

@@ -55,6 +55,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -285,6 +286,13 @@ extern "C" {
 // Not NVML: let a benchmark subtract the fake's own CPU time from the engine's.
 long long fakeNvmlCallNanos() { return g_call_nanos.load(std::memory_order_relaxed); }
 long long fakeNvmlCalls() { return g_calls.load(std::memory_order_relaxed); }
+// The script is read again at the next call, however soon (a test in this process that has just
+// rewritten it; others see it within 5 ms).
+void fakeNvmlReloadNow() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_last_check_ns = std::numeric_limits<long long>::min() / 2;
+  g_mtime = {};  // two writes within the file system's timestamp granularity look alike
+}
 
 nv::Return nvmlInit_v2() {
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -354,6 +362,7 @@ nv::Return nvmlSystemGetNVMLVersion(char* version, unsigned int length) {
 nv::Return nvmlDeviceGetCount_v2(unsigned int* count) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_initialised) return nv::kErrorUninitialized;
+  MaybeReload();
   *count = static_cast<unsigned int>(std::min<size_t>(Gpus().size(), kMaxGpus));
   return nv::kSuccess;
 }
@@ -361,6 +370,7 @@ nv::Return nvmlDeviceGetCount_v2(unsigned int* count) {
 nv::Return nvmlDeviceGetHandleByIndex_v2(unsigned int index, nv::Device* device) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_initialised) return nv::kErrorUninitialized;
+  MaybeReload();
   if (index >= Gpus().size() || index >= kMaxGpus) return nv::kErrorInvalidArgument;
   if (Gpus()[index].value("open_error", 0) != 0) return Gpus()[index]["open_error"].get<int>();
   *device = &g_devices[index];

@@ -1,6 +1,7 @@
 // Implements the fake NVML's script helpers.
 #include "fake_nvml/script.h"
 
+#include <dlfcn.h>
 #include <stdlib.h>
 
 #include <cstdio>
@@ -85,6 +86,13 @@ void FakeNvmlScript::Write() {
   const std::string temp = path_ + ".tmp";
   std::ofstream(temp) << script_.dump();
   std::rename(temp.c_str(), path_.c_str());
+  // A fake loaded in this process (a benchmark's, a backend test's) reads it at its next call.
+  for (const char* driver : {"/current/libnvidia-ml.so.1", "/old/libnvidia-ml.so.1"}) {
+    void* loaded = dlopen((FakeNvmlDir() + driver).c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (loaded == nullptr) continue;
+    if (auto reload = reinterpret_cast<void (*)()>(dlsym(loaded, "fakeNvmlReloadNow"))) reload();
+    dlclose(loaded);
+  }
 }
 
 }  // namespace vigil::testing
