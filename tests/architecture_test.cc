@@ -37,20 +37,21 @@ const std::map<std::string, Modules>& Allowed() {
        {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api"}},
       {"server", {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api"}},
       {"client", {"common", "fields", "api"}},
-      {"exporter", {"common", "fields", "api", "client", "podresources", "kube"}},
+      {"exporter", {"common", "fields", "api", "client", "podresources", "kube", "dra"}},
       {"podresources", {"common"}},
       {"kube", {"common"}},
+      {"dra", {"common"}},
       {"report", {"common", "fields", "api"}},
-      {"healthcheck", {"common", "fields", "api", "client", "kube", "podresources"}},
+      {"healthcheck", {"common", "fields", "api", "client", "kube", "podresources", "dra"}},
       {"drill", {"common", "fields", "api", "client", "kube"}},
-      {"remediator", {"common", "fields", "api", "kube"}},
+      {"remediator", {"common", "fields", "api", "kube", "dra"}},
       {"cli",
        {"common", "fields", "api", "client", "exporter", "podresources", "healthcheck", "kube",
-        "drill", "remediator", "report"}},
+        "dra", "drill", "remediator", "report"}},
       {"app",
        {"common",      "fields",     "backend", "kmsg",   "sampling", "health",       "inject",
         "engine",      "api",        "server",  "client", "kube",     "podresources", "exporter",
-        "healthcheck", "remediator", "drill",   "cli",    "recorder", "report"}},
+        "healthcheck", "remediator", "drill",   "cli",    "recorder", "report",       "dra"}},
       {"testing", {"common"}},
   };
   return *allowed;
@@ -59,7 +60,7 @@ const std::map<std::string, Modules>& Allowed() {
 const Modules kEngineSide = {"backend", "kmsg",   "sampling", "health",
                              "inject",  "engine", "recorder", "server"};
 const Modules kClients = {"client",     "kube",  "podresources", "exporter", "healthcheck",
-                          "remediator", "drill", "report",       "cli"};
+                          "remediator", "drill", "report",       "cli",      "dra"};
 
 std::string Join(const Modules& modules) {
   std::string out;

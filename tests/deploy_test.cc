@@ -198,15 +198,18 @@ void CheckLayout(const Rendered& rendered, const std::string& namespace_name) {
   ASSERT_NE(role, nullptr);
   std::map<std::string, std::set<std::string>> granted;
   for (const YAML::Node& rule : (*role)["rules"]) {
-    EXPECT_EQ(Strings(rule["apiGroups"]), std::vector<std::string>{""});
+    const std::vector<std::string> groups = Strings(rule["apiGroups"]);
+    ASSERT_EQ(groups.size(), 1u);
     for (const std::string& resource : Strings(rule["resources"])) {
-      for (const std::string& verb : Strings(rule["verbs"])) granted[resource].insert(verb);
+      const std::string name = groups[0].empty() ? resource : groups[0] + "/" + resource;
+      for (const std::string& verb : Strings(rule["verbs"])) granted[name].insert(verb);
     }
   }
   EXPECT_EQ(granted, (std::map<std::string, std::set<std::string>>{
                          {"nodes", {"get", "list", "watch", "patch"}},
                          {"nodes/status", {"get", "patch"}},
-                         {"events", {"create", "patch"}}}));
+                         {"events", {"create", "patch"}},
+                         {"resource.k8s.io/resourceslices", {"get", "list", "watch"}}}));
   for (const char* name : {"vigil-engine", "vigil-exporter"}) {
     const YAML::Node spec = (*rendered.Find("DaemonSet", name))["spec"]["template"]["spec"];
     EXPECT_FALSE(spec["serviceAccountName"] &&

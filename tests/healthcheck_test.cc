@@ -259,7 +259,8 @@ TEST(HealthcheckTest, KubernetesConditionTaintAndEventsFollowTheVerdict) {
   }
   EXPECT_EQ(own_lists, 1);
   EXPECT_EQ(gpu_node_lists, 1);
-  EXPECT_EQ(api.open_watches(), 2) << "its node and the breaker's ConfigMap";
+  EXPECT_TRUE(EventuallyInApi([&] { return api.open_watches() == 3; }))
+      << "its node, the breaker's ConfigMap, its ResourceSlices: " << api.open_watches();
   const Json status = Json::parse(check.Get("/status"));
   EXPECT_EQ(status["kubernetes"]["circuit_breaker"]["source"], "own-count");
   EXPECT_THAT(status["kubernetes"]["circuit_breaker"]["why"].get<std::string>(),
@@ -311,6 +312,116 @@ TEST(HealthcheckTest, KubernetesConditionTaintAndEventsFollowTheVerdict) {
   }
 }
 
+// The engine's GPUs as the DRA driver publishes them: a slice of this node whose device names do
+// not follow the engine's indexes (the driver names GPUs by device minor), read in the newest
+// version the API server serves ResourceSlices in (a 1.33-like server: v1beta2, v1beta1), matched
+// by UUID — and by PCI bus id for a device an older driver published without one.
+TEST(HealthcheckTest, StatusMapsEachGpuToItsDraDeviceByAttributes) {
+  TempDir dir;
+  std::string error;
+  const std::unique_ptr<FakeKubeApi> server = FakeKubeApi::Start(dir.path().string(), &error);
+  ASSERT_NE(server, nullptr) << error;
+  FakeKubeApi& api = *server;
+  api.AddNode("n1", {{"nvidia.com/gpu.present", "true"}});
+  api.ServeDraVersions({"v1beta2", "v1beta1"}, {"v1alpha3"});
+  EngineProcess engine(dir.path(), "n1", 8);
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  const CommandResult discovery =
+      RunCommand({VigilBinary(), "discovery", "--json", "--engine", engine.unix_address});
+  ASSERT_EQ(discovery.exit_code, 0) << discovery.err;
+  const Json gpus = Json::parse(discovery.out)["gpus"];
+  ASSERT_EQ(gpus.size(), 8u);
+  Json devices = Json::array();
+  for (int gpu = 0; gpu < 8; ++gpu) {
+    // GPU g is device gpu-(7-g); GPU 5's device says only its PCI bus id, as pcieBusID.
+    std::string pci = gpus[gpu]["pci_bus_id"].get<std::string>().substr(4);  // "0000:18:00.0"
+    std::transform(pci.begin(), pci.end(), pci.begin(), ::tolower);
+    Json attributes = {{"type", {{"string", "gpu"}}},
+                       {"productName", {{"string", "NVIDIA H100 80GB HBM3"}}}};
+    if (gpu == 5) {
+      attributes["pcieBusID"] = {{"string", pci}};
+    } else {
+      attributes["uuid"] = {{"string", gpus[gpu]["uuid"]}};
+      attributes["resource.kubernetes.io/pciBusID"] = {{"string", pci}};
+    }
+    devices.push_back({{"name", fmt::format("gpu-{}", 7 - gpu)}, {"attributes", attributes}});
+  }
+  const auto slice = [](const std::string& node, const Json& devices) {
+    return Json{{"metadata", {{"name", node + "-gpu.nvidia.com-x7k2p"}}},
+                {"spec",
+                 {{"driver", "gpu.nvidia.com"},
+                  {"nodeName", node},
+                  {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
+                  {"devices", devices}}}};
+  };
+  api.AddResourceSlice(slice("n1", devices));
+  api.AddResourceSlice(
+      slice("n2", Json::array({{{"name", "gpu-0"}, {"attributes", Json::object()}}})));
+  HttpDaemon check("healthcheck", dir.path(), engine.unix_address,
+                   {"--node-name", "n1", "--kubernetes", "--service-account-dir",
+                    api.credentials().service_account_dir});
+  ASSERT_GT(check.port(), 0) << check.process().Stderr();
+  const Json status = Parse(check.GetUntil("/status", [](const std::string& body) {
+    const Json status = Parse(body);
+    return status.contains("dra") && status["dra"]["synced"] == true &&
+           status["dra"]["gpus"].size() == 8;
+  }));
+  ASSERT_TRUE(status.contains("dra")) << status.dump(2) << check.process().Stderr();
+  const Json& dra = status["dra"];
+  EXPECT_EQ(dra["driver"], "gpu.nvidia.com");
+  EXPECT_EQ(dra["state"], "watching");
+  EXPECT_EQ(dra["api_version"], "v1beta2");
+  EXPECT_EQ(dra["devices"], 8) << "n2's slice is not this node's";
+  for (int gpu = 0; gpu < 8; ++gpu) {
+    const Json& entry = dra["gpus"][gpu];
+    EXPECT_EQ(entry["gpu"], gpu);
+    EXPECT_EQ(entry["device"], fmt::format("gpu-{}", 7 - gpu));
+    EXPECT_EQ(entry["pool"], "n1");
+    EXPECT_EQ(entry["matched_by"], gpu == 5 ? "pciBusID" : "uuid");
+  }
+  EXPECT_TRUE(dra["unmatched_gpus"].empty());
+  // The slices were asked for this node only.
+  bool by_node = false;
+  for (const KubeRequest& request : api.Requests()) {
+    if (request.path == "/apis/resource.k8s.io/v1beta2/resourceslices") {
+      EXPECT_EQ(request.params.at("fieldSelector"), "spec.nodeName=n1");
+      by_node = true;
+    }
+  }
+  EXPECT_TRUE(by_node);
+}
+
+// A driver that publishes nothing for this node is said once; a cluster without DRA too.
+TEST(HealthcheckTest, ADraDriverWithoutDevicesHereOrNoDraApiIsSaidOnce) {
+  TempDir dir;
+  std::string error;
+  const std::unique_ptr<FakeKubeApi> server = FakeKubeApi::Start(dir.path().string(), &error);
+  ASSERT_NE(server, nullptr) << error;
+  FakeKubeApi& api = *server;
+  api.AddNode("n1", {{"nvidia.com/gpu.present", "true"}});
+  EngineProcess engine(dir.path(), "n1", 2);
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  HttpDaemon check("healthcheck", dir.path(), engine.unix_address,
+                   {"--node-name", "n1", "--kubernetes", "--service-account-dir",
+                    api.credentials().service_account_dir, "--dra-driver", "gpu.example.com"});
+  ASSERT_GT(check.port(), 0) << check.process().Stderr();
+  EXPECT_TRUE(
+      check.process().WaitForStderr("driver gpu.example.com publishes no device for node n1"))
+      << check.process().Stderr();
+  const Json status = Parse(check.Get("/status"));
+  EXPECT_EQ(status["dra"]["devices"], 0);
+  EXPECT_EQ(status["dra"]["unmatched_gpus"].size(), 2u);
+
+  api.ServeDraVersions({}, {});
+  HttpDaemon without("healthcheck", dir.path(), engine.unix_address,
+                     {"--node-name", "n1", "--kubernetes", "--service-account-dir",
+                      api.credentials().service_account_dir});
+  ASSERT_GT(without.port(), 0) << without.process().Stderr();
+  EXPECT_TRUE(without.process().WaitForStderr("serves no resourceslices in resource.k8s.io"))
+      << without.process().Stderr();
+  EXPECT_EQ(Parse(without.Get("/status"))["dra"]["state"], "no_dra_api");
+}
+
 TEST(HealthcheckTest, BadFlagsAreRefusedWithOneLine) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--taint"}, "--taint needs --kubernetes"},
@@ -321,6 +432,7 @@ TEST(HealthcheckTest, BadFlagsAreRefusedWithOneLine) {
       {{"--taint-key", "Bad Key!"}, "--taint-key"},
       {{"--node-name", "a b"}, "--node-name"},
       {{"--listen", "nowhere"}, "nowhere"},
+      {{"--dra-driver", "GPU_Driver"}, "--dra-driver 'GPU_Driver' is not a DRA driver name"},
   };
   for (const auto& [extra, expected] : cases) {
     std::vector<std::string> args = {VigilBinary(), "healthcheck", "--engine",

@@ -1,5 +1,8 @@
 // `vigil healthcheck`: the passive health check daemon (a client of its node's engine), with the
 // Kubernetes node condition and taint behind --kubernetes / --taint. SIGTERM/SIGINT stop it.
+#include <algorithm>
+#include <cctype>
+
 #include "api/node_condition.h"
 #include "cli/commands.h"
 #include "cli/output.h"
@@ -28,6 +31,7 @@ struct HealthcheckFlags {
   std::string engine_token_file;
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string reboot_sentinel;
+  std::string dra_driver = std::string(dra::kNvidiaGpuDriver);
   std::string log_level = "info";
 };
 
@@ -68,6 +72,23 @@ absl::StatusOr<HealthcheckOptions> OptionsFromFlags(const HealthcheckFlags& flag
     return absl::InvalidArgumentError(
         "--remediation needs --kubernetes (it hands off through the Kubernetes node)");
   }
+  // A DRA driver's name is a DNS subdomain of at most 63 characters (as the API validates it).
+  if (const std::string& driver = flags.dra_driver; !driver.empty()) {
+    const bool valid = driver.size() <= 63 &&
+                       std::isalnum(static_cast<unsigned char>(driver.front())) &&
+                       std::isalnum(static_cast<unsigned char>(driver.back())) &&
+                       std::all_of(driver.begin(), driver.end(), [](char c) {
+                         return std::islower(static_cast<unsigned char>(c)) ||
+                                std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '.';
+                       });
+    if (!valid) {
+      return absl::InvalidArgumentError(fmt::format(
+          "--dra-driver '{}' is not a DRA driver name: give a lower-case DNS subdomain such as "
+          "gpu.nvidia.com, or '' for none",
+          driver));
+    }
+  }
+  options.dra_driver = flags.dra_driver;
   options.remediation = flags.remediation;
   options.pod_resources_socket = flags.pod_resources_socket;
   options.reboot_sentinel = flags.reboot_sentinel;
@@ -160,6 +181,15 @@ CommandRunner AddHealthcheckCommand(CLI::App* parent) {
       ->add_option("--pod-resources-socket", flags->pod_resources_socket,
                    "The kubelet's pod-resources socket, for the pods of each failing GPU ('' : "
                    "none; the remediator then drains every GPU pod)")
+      ->capture_default_str();
+  command
+      ->add_option("--dra-driver", flags->dra_driver,
+                   "With --kubernetes: the DRA driver whose ResourceSlices publish this node's "
+                   "GPUs as devices. The API server's resource.k8s.io version is discovered (v1, "
+                   "v1beta2, v1beta1), this node's slices are watched (fieldSelector "
+                   "spec.nodeName), and each GPU and MIG instance is matched to its device by "
+                   "UUID, else PCI bus id (never by the number in a device's name); /status shows "
+                   "the map ('' : none)")
       ->capture_default_str();
   command->add_option("--reboot-sentinel", flags->reboot_sentinel,
                       "With --remediation: the file a reboot request writes (kured's "

@@ -46,6 +46,12 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
         },
         std::move(faults));
   }
+  if (self->options_.kube != nullptr && !self->options_.dra_driver.empty()) {
+    self->dra_ = std::make_unique<DraDevices>(
+        self->options_.kube.get(), DraDevicesOptions{.node_name = self->options_.node_name,
+                                                     .driver = self->options_.dra_driver,
+                                                     .clock = self->options_.clock});
+  }
   if (remediation) {
     self->relay_ = std::make_unique<RemediationRelay>(
         RelayOptions{.node_name = self->options_.node_name,
@@ -89,6 +95,7 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
         }
       }
     }
+    if (self->dra_ != nullptr) status["dra"] = self->dra_->StatusJson(self->monitor_->View().gpus);
     if (self->reporter_ != nullptr) {
       const NodeReporterStats& stats = self->reporter_->stats();
       status["kubernetes"] = {
@@ -129,6 +136,7 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
   if (self->reporter_ != nullptr) self->reporter_->Start();
   if (self->pods_ != nullptr) self->pods_->Start();
   if (self->relay_ != nullptr) self->relay_->Start();
+  if (self->dra_ != nullptr) self->dra_->Start();
   return check;
 }
 
@@ -138,6 +146,7 @@ void Healthcheck::Stop() {
   // The relay reads the reporter's cache and the monitor's view, the reporter the monitor's
   // view: stop them in that order.
   if (relay_ != nullptr) relay_->Stop();
+  if (dra_ != nullptr) dra_->Stop();
   if (pods_ != nullptr) pods_->Stop();
   if (reporter_ != nullptr) reporter_->Stop();
   if (monitor_ != nullptr) monitor_->Stop();

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "common/http_server.h"
+#include "healthcheck/dra_devices.h"
 #include "healthcheck/monitor.h"
 #include "healthcheck/node_reporter.h"
 #include "healthcheck/remediation_relay.h"
@@ -37,6 +38,9 @@ struct HealthcheckOptions {
   std::unique_ptr<EngineClient> relay_engine;
   std::string pod_resources_socket;
   std::string reboot_sentinel;
+  // With kube: the DRA driver whose ResourceSlices name this node's GPUs as devices
+  // (healthcheck/dra_devices.h); "" for none.
+  std::string dra_driver = std::string(dra::kNvidiaGpuDriver);
   // How long without a fresh verdict before the node condition turns Unknown.
   absl::Duration unknown_after = absl::Seconds(30);
   Clock* clock = Clock::Real();
@@ -62,6 +66,7 @@ class Healthcheck {
   std::unique_ptr<NodeReporter> reporter_;
   std::unique_ptr<PodMapper> pods_;
   std::unique_ptr<RemediationRelay> relay_;
+  std::unique_ptr<DraDevices> dra_;
   std::unique_ptr<HealthMonitor> monitor_;
   HttpServer http_;
 };

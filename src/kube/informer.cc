@@ -83,6 +83,14 @@ size_t Informer::size() const {
   return objects_.size();
 }
 
+std::vector<nlohmann::json> Informer::List() const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<nlohmann::json> out;
+  out.reserve(objects_.size());
+  for (const auto& [key, object] : objects_) out.push_back(object);
+  return out;
+}
+
 std::string Informer::resource_version() const {
   absl::MutexLock lock(&mutex_);
   return resource_version_;
@@ -91,6 +99,10 @@ std::string Informer::resource_version() const {
 absl::Time Informer::last_heard() const {
   absl::MutexLock lock(&mutex_);
   return last_heard_;
+}
+
+void Informer::AddSyncListener(std::function<void()> listener) {
+  sync_listeners_.push_back(std::move(listener));
 }
 
 void Informer::Notify(const std::vector<std::string>& names) {
@@ -195,6 +207,7 @@ Informer::Outcome Informer::List(bool consistent) {
     last_heard_ = clock_->Now();
   }
   Notify(changed);
+  for (const auto& listener : sync_listeners_) listener();
   return Outcome::kDone;
 }
 

@@ -78,6 +78,9 @@ class Informer {
 
   // Listeners are added before Start().
   void AddListener(Listener listener);
+  // Called after every completed LIST (the first sync, and each re-list), after the listeners
+  // of the objects it changed — also when it changed none (an empty collection).
+  void AddSyncListener(std::function<void()> listener);
   // Idempotent.
   void Start();
   // Ends the watch in progress and joins the thread. Idempotent.
@@ -88,6 +91,8 @@ class Informer {
   // The object as the cache holds it (transformed); nullopt when the cache has none of that name.
   std::optional<nlohmann::json> Get(const std::string& name) const;
   size_t size() const;
+  // Every object the cache holds (transformed), by key.
+  std::vector<nlohmann::json> List() const;
   // The metadata.resourceVersion of the object `name` as cached; "" when the cache has none.
   std::string ResourceVersionOf(const std::string& name) const;
   // The resourceVersion the next watch resumes from.
@@ -124,7 +129,8 @@ class Informer {
   // "&labelSelector=…&fieldSelector=…", escaped, for every LIST and WATCH.
   const std::string selector_query_;
   InformerStats stats_;
-  std::vector<Listener> listeners_;  // set before Start()
+  std::vector<Listener> listeners_;                    // set before Start()
+  std::vector<std::function<void()>> sync_listeners_;  // set before Start()
   std::thread thread_;
   StreamCanceller cancel_;
   absl::Notification finished_;

@@ -2,6 +2,7 @@
 #include "testing/fake_kube_api.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -123,8 +124,11 @@ constexpr std::string_view kByName = "metadata.name=";
 
 // The object's value of the field a selector term names ("spec.nodeName" or "metadata.name").
 std::string FieldValue(const Json& object, std::string_view field) {
-  const char* parent = field == "spec.nodeName" ? "spec" : "metadata";
-  const char* key = field == "spec.nodeName" ? "nodeName" : "name";
+  const bool spec = field == "spec.nodeName" || field == "spec.driver";
+  const char* parent = spec ? "spec" : "metadata";
+  const char* key = field == "spec.nodeName" ? "nodeName"
+                    : field == "spec.driver" ? "driver"
+                                             : "name";
   if (!object.contains(parent) || !object[parent].is_object()) return "";
   return object[parent].value(key, "");
 }
@@ -135,6 +139,62 @@ std::string NamespaceOf(const std::string& path) {
   if (!path.starts_with(kPrefix)) return "";
   const std::string rest = path.substr(kPrefix.size());
   return rest.substr(0, rest.find('/'));
+}
+
+// The resource.k8s.io version of a path ("/apis/resource.k8s.io/v1beta2/resourceslices").
+std::string DraVersionOf(const std::string& path) {
+  constexpr std::string_view kPrefix = "/apis/resource.k8s.io/";
+  if (!path.starts_with(kPrefix)) return "";
+  const std::string rest = path.substr(kPrefix.size());
+  return rest.substr(0, rest.find('/'));
+}
+
+// A ResourceSlice stored in the v1 shape, as `version` serves it: v1beta1 and v1alpha3 keep each
+// device's attributes and capacity under `basic`.
+Json SliceIn(const Json& slice, const std::string& version) {
+  Json out = slice;
+  out["apiVersion"] = "resource.k8s.io/" + version;
+  if ((version != "v1beta1" && version != "v1alpha3") || !out.contains("spec") ||
+      !out["spec"].contains("devices")) {
+    return out;
+  }
+  for (Json& device : out["spec"]["devices"]) {
+    Json basic = Json::object();
+    for (const char* key : {"attributes", "capacity"}) {
+      if (device.contains(key)) {
+        basic[key] = device[key];
+        device.erase(key);
+      }
+    }
+    device["basic"] = std::move(basic);
+  }
+  return out;
+}
+
+bool IsAlnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+
+// A label value: empty, or at most 63 of [A-Za-z0-9_.-], beginning and ending alphanumeric.
+bool IsLabelValue(const std::string& value) {
+  if (value.empty()) return true;
+  if (value.size() > 63 || !IsAlnum(value.front()) || !IsAlnum(value.back())) return false;
+  return std::all_of(value.begin(), value.end(),
+                     [](char c) { return IsAlnum(c) || c == '-' || c == '_' || c == '.'; });
+}
+
+// A DNS subdomain (RFC 1123): lower-case alphanumerics, '-' and '.', at most 253.
+bool IsDnsSubdomain(const std::string& name) {
+  static const std::regex subdomain(
+      "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*");
+  return !name.empty() && name.size() <= 253 && std::regex_match(name, subdomain);
+}
+
+// A qualified name (a label's key): [PREFIX/]NAME, NAME a non-empty label value, PREFIX a DNS
+// subdomain.
+bool IsQualifiedName(const std::string& key) {
+  const size_t slash = key.find('/');
+  const std::string name = slash == std::string::npos ? key : key.substr(slash + 1);
+  if (name.empty() || !IsLabelValue(name)) return false;
+  return slash == std::string::npos || IsDnsSubdomain(key.substr(0, slash));
 }
 
 // A query parameter of the request, "" when absent.
@@ -196,6 +256,7 @@ KubeCredentials MakeKubeCredentials(const std::string& dir, std::string* error) 
 
 struct FakeKubeApi::Watcher {
   Kind kind = Kind::kNode;
+  std::string version;   // of resource.k8s.io, for a ResourceSlice watch: the shape it is sent in
   uint64_t cursor = 0;   // changes after this resourceVersion are still to be sent
   std::string selector;  // labelSelector
   // fieldSelector "FIELD=VALUE" split (FIELD "" for none); a namespaced collection's namespace.
@@ -271,9 +332,11 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials, int threads)
         answer = Handle(request);
         if (answer.status == 0) {  // a watch to stream
           watcher = std::make_shared<Watcher>();
-          watcher->kind = request.path == "/api/v1/pods"    ? Kind::kPod
-                          : request.path == "/api/v1/nodes" ? Kind::kNode
-                                                            : Kind::kConfigMap;
+          watcher->kind = request.path == "/api/v1/pods"              ? Kind::kPod
+                          : request.path == "/api/v1/nodes"           ? Kind::kNode
+                          : request.path.ends_with("/resourceslices") ? Kind::kResourceSlice
+                                                                      : Kind::kConfigMap;
+          if (watcher->kind == Kind::kResourceSlice) watcher->version = DraVersionOf(request.path);
           watcher->selector = Param(request, "labelSelector");
           if (const std::string field = Param(request, "fieldSelector"); !field.empty()) {
             const size_t equals = field.find('=');
@@ -295,6 +358,12 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials, int threads)
             if (watcher->kind == Kind::kNode) {
               for (const auto& [name, node] : nodes_) {
                 if (watcher->Wants(node)) watcher->first += WatchLine("ADDED", node);
+              }
+            } else if (watcher->kind == Kind::kResourceSlice) {
+              for (const auto& [name, slice] : resource_slices_) {
+                if (watcher->Wants(slice)) {
+                  watcher->first += WatchLine("ADDED", SliceIn(slice, watcher->version));
+                }
               }
             } else {
               for (const auto& [key, object] : watcher->kind == Kind::kPod ? pods_ : config_maps_) {
@@ -408,12 +477,16 @@ bool FakeKubeApi::ServeWatch(Watcher& watcher, std::string* out, bool* drop) {
     if (change.kind != watcher.kind) continue;
     const bool was = !change.before.is_null() && watcher.Wants(change.before);
     const bool is = !change.after.is_null() && watcher.Wants(change.after);
+    // A ResourceSlice goes out in the shape of the version watched.
+    const auto shaped = [&](const Json& object) {
+      return watcher.kind == Kind::kResourceSlice ? SliceIn(object, watcher.version) : object;
+    };
     if (was && is) {
-      *out += WatchLine("MODIFIED", change.after);
+      *out += WatchLine("MODIFIED", shaped(change.after));
     } else if (is) {
-      *out += WatchLine("ADDED", change.after);
+      *out += WatchLine("ADDED", shaped(change.after));
     } else if (was) {
-      *out += WatchLine("DELETED", change.after.is_null() ? change.before : change.after);
+      *out += WatchLine("DELETED", shaped(change.after.is_null() ? change.before : change.after));
     }
     if (was || is) ++watch_events_[static_cast<size_t>(change.kind)];
   }
@@ -448,6 +521,7 @@ FakeKubeApi::Answer FakeKubeApi::Handle(const KubeRequest& request) {
       (fail_method_.empty() || request.method == fail_method_)) {
     --fail_count_;
     const std::string reason = fail_status_ == 409   ? "Conflict"
+                               : fail_status_ == 422 ? "Invalid"
                                : fail_status_ == 429 ? "TooManyRequests"
                                                      : "InternalError";
     return {fail_status_, Status(fail_status_, reason, "injected failure"), fail_retry_after_};
@@ -505,6 +579,12 @@ FakeKubeApi::Answer FakeKubeApi::Route(const KubeRequest& request) {
       "/api/v1/namespaces/([a-z0-9-]+)/configmaps(/([a-z0-9.-]+))?");
   if (std::regex_match(request.path, match, config_maps_path)) {
     return ServeConfigMap(match[1], match[3].matched ? std::string(match[3]) : "", request);
+  }
+  static const std::regex dra_path(
+      "/apis/resource\\.k8s\\.io/(v[0-9a-z]+)(/([a-z]+)(/([a-z0-9.-]+))?)?");
+  if (std::regex_match(request.path, match, dra_path)) {
+    return ServeDra(match[1], match[3].matched ? std::string(match[3]) : "",
+                    match[5].matched ? std::string(match[5]) : "", request);
   }
   static const std::regex pod_path("/api/v1/namespaces/([a-z0-9-]+)/pods/([a-z0-9.-]+)");
   if (std::regex_match(request.path, match, pod_path)) {
@@ -592,6 +672,8 @@ const char* FakeKubeApi::KindName(Kind kind) {
       return "Pod";
     case Kind::kConfigMap:
       return "ConfigMap";
+    case Kind::kResourceSlice:
+      return "ResourceSlice";
   }
   return "";
 }
@@ -724,7 +806,7 @@ void FakeKubeApi::DeleteConfigMap(const std::string& ns, const std::string& name
 
 uint64_t FakeKubeApi::watch_events(std::string_view kind) const {
   absl::MutexLock lock(&mutex_);
-  for (Kind each : {Kind::kNode, Kind::kPod, Kind::kConfigMap}) {
+  for (Kind each : {Kind::kNode, Kind::kPod, Kind::kConfigMap, Kind::kResourceSlice}) {
     if (KindName(each) == kind) return watch_events_[static_cast<size_t>(each)];
   }
   return 0;
@@ -1144,6 +1226,219 @@ void FakeKubeApi::ChangeBefore(const std::string& method, const std::string& pat
 void FakeKubeApi::SetDelay(absl::Duration delay) {
   absl::MutexLock lock(&mutex_);
   delay_ = delay;
+}
+
+}  // namespace vigil::testing
+
+namespace vigil::testing {
+
+void FakeKubeApi::ServeDraVersions(std::vector<std::string> slice_versions,
+                                   std::vector<std::string> rule_versions) {
+  absl::MutexLock lock(&mutex_);
+  slice_versions_ = std::move(slice_versions);
+  rule_versions_ = std::move(rule_versions);
+}
+
+void FakeKubeApi::AddResourceSlice(const Json& slice) {
+  absl::MutexLock lock(&mutex_);
+  Json stored = slice;
+  stored["apiVersion"] = "resource.k8s.io/v1";
+  stored["kind"] = "ResourceSlice";
+  const std::string name = stored["metadata"]["name"].get<std::string>();
+  stored["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
+  auto existing = resource_slices_.find(name);
+  Record(Kind::kResourceSlice, existing == resource_slices_.end() ? Json() : existing->second,
+         stored);
+  resource_slices_[name] = std::move(stored);
+}
+
+std::vector<Json> FakeKubeApi::DeviceTaintRules() const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<Json> out;
+  for (const auto& [name, rule] : device_taint_rules_) out.push_back(rule);
+  return out;
+}
+
+FakeKubeApi::Answer FakeKubeApi::ServeDra(const std::string& version, const std::string& resource,
+                                          const std::string& name, const KubeRequest& request) {
+  const auto serves = [&](const std::vector<std::string>& versions) {
+    return std::find(versions.begin(), versions.end(), version) != versions.end();
+  };
+  const bool slices = serves(slice_versions_);
+  const bool rules = serves(rule_versions_);
+  const Answer not_found = {
+      404, Status(404, "NotFound", "the server could not find the requested resource")};
+  if (resource.empty()) {  // discovery
+    if ((!slices && !rules) || request.method != "GET") return not_found;
+    Json resources = Json::array();
+    if (slices) {
+      resources.push_back({{"name", "resourceslices"},
+                           {"singularName", "resourceslice"},
+                           {"namespaced", false},
+                           {"kind", "ResourceSlice"},
+                           {"verbs", {"create", "delete", "get", "list", "update", "watch"}}});
+    }
+    if (rules) {
+      resources.push_back({{"name", "devicetaintrules"},
+                           {"singularName", "devicetaintrule"},
+                           {"namespaced", false},
+                           {"kind", "DeviceTaintRule"},
+                           {"verbs", {"create", "delete", "get", "list", "update", "watch"}}});
+    }
+    return {200, Json{{"kind", "APIResourceList"},
+                      {"apiVersion", "v1"},
+                      {"groupVersion", "resource.k8s.io/" + version},
+                      {"resources", std::move(resources)}}};
+  }
+  if (resource == "devicetaintrules") {
+    if (!rules) return not_found;
+    return ServeDeviceTaintRule(version, name, request);
+  }
+  if (resource != "resourceslices" || !slices) return not_found;
+  if (!name.empty()) {
+    if (request.method != "GET") return {405, Status(405, "MethodNotAllowed", "not allowed")};
+    auto it = resource_slices_.find(name);
+    if (it == resource_slices_.end()) {
+      return {404, Status(404, "NotFound",
+                          fmt::format("resourceslices.resource.k8s.io \"{}\" not found", name))};
+    }
+    return {200, SliceIn(it->second, version)};
+  }
+  if (request.method != "GET") return {405, Status(405, "MethodNotAllowed", "not allowed")};
+  const std::string field = Param(request, "fieldSelector");
+  std::string field_name, field_value;
+  if (!field.empty()) {
+    const size_t equals = field.find('=');
+    field_name = field.substr(0, equals);
+    field_value = equals == std::string::npos ? "" : field.substr(equals + 1);
+    if (field_name != "spec.nodeName" && field_name != "spec.driver" &&
+        field_name != "metadata.name") {
+      return {400,
+              Status(400, "BadRequest", fmt::format("field label not supported: {}", field_name))};
+    }
+  }
+  if (request.watch()) return WatchAnswer(request);
+  Json items = Json::array();
+  for (const auto& [key, slice] : resource_slices_) {
+    if (!field_name.empty() && FieldValue(slice, field_name) != field_value) continue;
+    if (!Selected(slice, Param(request, "labelSelector"))) continue;
+    items.push_back(SliceIn(slice, version));
+  }
+  return {200, Json{{"kind", "ResourceSliceList"},
+                    {"apiVersion", "resource.k8s.io/" + version},
+                    {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}},
+                    {"items", std::move(items)}}};
+}
+
+FakeKubeApi::Answer FakeKubeApi::ServeDeviceTaintRule(const std::string& version,
+                                                      const std::string& name,
+                                                      const KubeRequest& request) {
+  const std::string kind = "devicetaintrules.resource.k8s.io";
+  if (request.method == "GET" && name.empty()) {
+    Json items = Json::array();
+    for (const auto& [key, rule] : device_taint_rules_) {
+      if (!Selected(rule, Param(request, "labelSelector"))) continue;
+      Json served = rule;
+      served["apiVersion"] = "resource.k8s.io/" + version;
+      items.push_back(std::move(served));
+    }
+    return {200, Json{{"kind", "DeviceTaintRuleList"},
+                      {"apiVersion", "resource.k8s.io/" + version},
+                      {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}},
+                      {"items", std::move(items)}}};
+  }
+  auto stored = device_taint_rules_.find(name);
+  if (!name.empty() && (request.method == "GET" || request.method == "DELETE")) {
+    if (stored == device_taint_rules_.end()) {
+      return {404, Status(404, "NotFound", fmt::format("{} \"{}\" not found", kind, name))};
+    }
+    Json rule = stored->second;
+    rule["apiVersion"] = "resource.k8s.io/" + version;
+    if (request.method == "DELETE") device_taint_rules_.erase(stored);
+    return {200, rule};
+  }
+  if (request.method != "POST" || !name.empty()) {
+    return {405, Status(405, "MethodNotAllowed", "the fake serves POST, GET, list and DELETE")};
+  }
+  Json rule = Json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (!rule.is_object() || rule.value("kind", "") != "DeviceTaintRule" ||
+      rule.value("apiVersion", "") != "resource.k8s.io/" + version || !rule.contains("metadata") ||
+      !rule["metadata"].is_object()) {
+    return {400, Status(400, "BadRequest",
+                        "the body must be a resource.k8s.io/" + version + " DeviceTaintRule")};
+  }
+  std::string created = rule["metadata"].value("name", "");
+  if (created.empty() && rule["metadata"].contains("generateName")) {
+    created = rule["metadata"]["generateName"].get<std::string>() +
+              fmt::format("{:05x}", ++generated_names_);
+  }
+  // The API's validation of the fields a DeviceTaintRule carries (validateDeviceTaint).
+  std::vector<std::string> errors;
+  if (created.empty())
+    errors.push_back("metadata.name: Required value: name or generateName is required");
+  if (!created.empty() && !IsDnsSubdomain(created)) {
+    errors.push_back(fmt::format(
+        "metadata.name: Invalid value: \"{}\": a lowercase RFC 1123 subdomain", created));
+  }
+  const Json spec = rule.value("spec", Json::object());
+  const Json taint = spec.value("taint", Json());
+  if (!taint.is_object()) {
+    errors.push_back("spec.taint: Required value");
+  } else {
+    const std::string key = taint.value("key", "");
+    const std::string value = taint.value("value", "");
+    const std::string effect = taint.value("effect", "");
+    if (!IsQualifiedName(key)) {
+      errors.push_back(
+          fmt::format("spec.taint.key: Invalid value: \"{}\": name part must consist of "
+                      "alphanumeric characters, '-', '_' or '.'",
+                      key));
+    }
+    if (!IsLabelValue(value)) {
+      errors.push_back(
+          fmt::format("spec.taint.value: Invalid value: \"{}\": a valid label must be an empty "
+                      "string or consist of alphanumeric characters, '-', '_' or '.'",
+                      value));
+    }
+    if (effect.empty()) {
+      errors.push_back("spec.taint.effect: Required value");
+    } else if (effect != "NoSchedule" && effect != "NoExecute" && effect != "None") {
+      errors.push_back(
+          fmt::format("spec.taint.effect: Unsupported value: \"{}\": supported values: "
+                      "\"NoExecute\", \"NoSchedule\", \"None\"",
+                      effect));
+    }
+  }
+  if (const Json selector = spec.value("deviceSelector", Json()); selector.is_object()) {
+    for (const char* field : {"driver", "pool", "device"}) {
+      if (!selector.contains(field)) continue;
+      const Json& value = selector[field];
+      if (!value.is_string() || !IsDnsSubdomain(value.get<std::string>())) {
+        errors.push_back(
+            fmt::format("spec.deviceSelector.{}: Invalid value: {}", field, value.dump()));
+      }
+    }
+  }
+  if (!errors.empty()) {
+    std::string message =
+        fmt::format("DeviceTaintRule.resource.k8s.io \"{}\" is invalid: [", created);
+    for (size_t i = 0; i < errors.size(); ++i) message += (i > 0 ? ", " : "") + errors[i];
+    return {422, Status(422, "Invalid", message + "]")};
+  }
+  if (device_taint_rules_.contains(created)) {
+    return {409,
+            Status(409, "AlreadyExists", fmt::format("{} \"{}\" already exists", kind, created))};
+  }
+  rule["metadata"]["name"] = created;
+  rule["metadata"].erase("generateName");
+  rule["metadata"]["uid"] = fmt::format("rule-uid-{}", resource_version_ + 1);
+  rule["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
+  if (!rule["spec"]["taint"].contains("timeAdded")) {
+    rule["spec"]["taint"]["timeAdded"] =
+        absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
+  }
+  device_taint_rules_[created] = rule;
+  return {201, rule};
 }
 
 }  // namespace vigil::testing

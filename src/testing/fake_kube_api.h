@@ -112,8 +112,28 @@ class FakeKubeApi {
   void SetConfigMap(const std::string& ns, const std::string& name, const nlohmann::json& data);
   void DeleteConfigMap(const std::string& ns, const std::string& name);
 
+  // resource.k8s.io (DRA), in the versions a release serves, per resource (default: Kubernetes
+  // 1.37's, ResourceSlices in v1, v1beta2 and v1beta1, DeviceTaintRules in v1, v1beta2 and
+  // v1alpha3; 1.36 serves DeviceTaintRules in v1beta2 and v1alpha3 only). Discovery:
+  // GET /apis/resource.k8s.io/VERSION is an APIResourceList of what that version serves, 404 for
+  // a version serving neither; a resource asked in a version that does not serve it is 404.
+  void ServeDraVersions(std::vector<std::string> slice_versions,
+                        std::vector<std::string> rule_versions);
+  // A ResourceSlice (cluster-scoped), given in the v1 shape (spec.devices[].attributes): served
+  // in each version's shape (v1beta1: attributes under `basic`), listed and watched with
+  // fieldSelector spec.nodeName or spec.driver (400 for another field, as the real server).
+  void AddResourceSlice(const nlohmann::json& slice);
+  // DeviceTaintRules (cluster-scoped): created with POST (generateName honoured; 409 when the name
+  // exists; 422 with the API's field errors for a rule its validation refuses: no spec.taint, a
+  // key that is not a qualified name, a value that is not a label value, an effect other than
+  // NoSchedule, NoExecute or None, a selector field that is not a valid name; 400 for a body that
+  // is not a DeviceTaintRule of the version asked), read with GET (404), listed with
+  // labelSelector, deleted with DELETE (404 when gone). timeAdded is set when not given.
+  std::vector<nlohmann::json> DeviceTaintRules() const;
+
   // Watch events (ADDED / MODIFIED / DELETED, not bookmarks) sent to watchers since the start, of
-  // one kind: "Node", "Pod" or "ConfigMap". One change sent to N watchers counts N: the fan-out.
+  // one kind: "Node", "Pod", "ConfigMap" or "ResourceSlice". One change sent to N watchers counts
+  // N: the fan-out.
   uint64_t watch_events(std::string_view kind) const;
 
   // coordination.k8s.io/v1 Leases: created with POST (409 AlreadyExists when there is one),
@@ -170,7 +190,7 @@ class FakeKubeApi {
   Answer GetNode(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer ListNodes(const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The collections the fake can watch.
-  enum class Kind : uint8_t { kNode, kPod, kConfigMap };
+  enum class Kind : uint8_t { kNode, kPod, kConfigMap, kResourceSlice };
   static const char* KindName(Kind kind);
   struct Watcher;
   // Waits for what the watcher should be sent next and writes it; false ends the stream
@@ -197,6 +217,12 @@ class FakeKubeApi {
   // `name` empty: the collection (list, watch, POST).
   Answer ServeConfigMap(const std::string& ns, const std::string& name, const KubeRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // resource.k8s.io: discovery, ResourceSlices and DeviceTaintRules (`name` empty: the
+  // collection).
+  Answer ServeDra(const std::string& version, const std::string& resource, const std::string& name,
+                  const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  Answer ServeDeviceTaintRule(const std::string& version, const std::string& name,
+                              const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // `name` empty: the collection (POST).
   Answer ServeLease(const std::string& ns, const std::string& name, const KubeRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -227,7 +253,12 @@ class FakeKubeApi {
   std::map<std::pair<std::string, std::string>, nlohmann::json> leases_ ABSL_GUARDED_BY(mutex_);
   std::map<std::pair<std::string, std::string>, nlohmann::json> config_maps_
       ABSL_GUARDED_BY(mutex_);
-  uint64_t watch_events_[3] ABSL_GUARDED_BY(mutex_) = {};  // by Kind
+  uint64_t watch_events_[4] ABSL_GUARDED_BY(mutex_) = {};  // by Kind
+  std::vector<std::string> slice_versions_ ABSL_GUARDED_BY(mutex_) = {"v1", "v1beta2", "v1beta1"};
+  std::vector<std::string> rule_versions_ ABSL_GUARDED_BY(mutex_) = {"v1", "v1beta2", "v1alpha3"};
+  std::map<std::string, nlohmann::json> resource_slices_ ABSL_GUARDED_BY(mutex_);  // v1 shape
+  std::map<std::string, nlohmann::json> device_taint_rules_ ABSL_GUARDED_BY(mutex_);
+  uint64_t generated_names_ ABSL_GUARDED_BY(mutex_) = 0;
   std::vector<KubeRequest> requests_ ABSL_GUARDED_BY(mutex_);
   uint64_t resource_version_ ABSL_GUARDED_BY(mutex_) = 1000;
   int fail_status_ ABSL_GUARDED_BY(mutex_) = 0;
