@@ -205,11 +205,13 @@ void CheckLayout(const Rendered& rendered, const std::string& namespace_name) {
       for (const std::string& verb : Strings(rule["verbs"])) granted[name].insert(verb);
     }
   }
-  EXPECT_EQ(granted, (std::map<std::string, std::set<std::string>>{
-                         {"nodes", {"get", "list", "watch", "patch"}},
-                         {"nodes/status", {"get", "patch"}},
-                         {"events", {"create", "patch"}},
-                         {"resource.k8s.io/resourceslices", {"get", "list", "watch"}}}));
+  EXPECT_EQ(granted,
+            (std::map<std::string, std::set<std::string>>{
+                {"nodes", {"get", "list", "watch", "patch"}},
+                {"nodes/status", {"get", "patch"}},
+                {"events", {"create", "patch"}},
+                {"resource.k8s.io/resourceslices", {"get", "list", "watch"}},
+                {"resource.k8s.io/devicetaintrules", {"get", "list", "create", "delete"}}}));
   for (const char* name : {"vigil-engine", "vigil-exporter"}) {
     const YAML::Node spec = (*rendered.Find("DaemonSet", name))["spec"]["template"]["spec"];
     EXPECT_FALSE(spec["serviceAccountName"] &&

@@ -312,6 +312,39 @@ TEST(HealthcheckTest, KubernetesConditionTaintAndEventsFollowTheVerdict) {
   }
 }
 
+// The devices NVIDIA's DRA driver would publish for the engine's GPUs (`discovery --json`'s):
+// GPU g is device gpu-(N-1-g), named by a device minor that does not follow the engine's index;
+// GPU `pci_only_gpu`'s device gives only its PCI bus id, as pcieBusID (an older driver).
+Json DraDevicesOf(const Json& gpus, int pci_only_gpu = -1) {
+  Json devices = Json::array();
+  const int count = static_cast<int>(gpus.size());
+  for (int gpu = 0; gpu < count; ++gpu) {
+    std::string pci = gpus[gpu]["pci_bus_id"].get<std::string>().substr(4);  // "0000:18:00.0"
+    std::transform(pci.begin(), pci.end(), pci.begin(), ::tolower);
+    Json attributes = {{"type", {{"string", "gpu"}}},
+                       {"productName", {{"string", "NVIDIA H100 80GB HBM3"}}}};
+    if (gpu == pci_only_gpu) {
+      attributes["pcieBusID"] = {{"string", pci}};
+    } else {
+      attributes["uuid"] = {{"string", gpus[gpu]["uuid"]}};
+      attributes["resource.kubernetes.io/pciBusID"] = {{"string", pci}};
+    }
+    devices.push_back(
+        {{"name", fmt::format("gpu-{}", count - 1 - gpu)}, {"attributes", attributes}});
+  }
+  return devices;
+}
+
+// A ResourceSlice of NVIDIA's driver for `node` (its pool) with `devices`.
+Json GpuSlice(const std::string& node, const Json& devices) {
+  return Json{{"metadata", {{"name", node + "-gpu.nvidia.com-x7k2p"}}},
+              {"spec",
+               {{"driver", "gpu.nvidia.com"},
+                {"nodeName", node},
+                {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
+                {"devices", devices}}}};
+}
+
 // The engine's GPUs as the DRA driver publishes them: a slice of this node whose device names do
 // not follow the engine's indexes (the driver names GPUs by device minor), read in the newest
 // version the API server serves ResourceSlices in (a 1.33-like server: v1beta2, v1beta1), matched
@@ -331,21 +364,6 @@ TEST(HealthcheckTest, StatusMapsEachGpuToItsDraDeviceByAttributes) {
   ASSERT_EQ(discovery.exit_code, 0) << discovery.err;
   const Json gpus = Json::parse(discovery.out)["gpus"];
   ASSERT_EQ(gpus.size(), 8u);
-  Json devices = Json::array();
-  for (int gpu = 0; gpu < 8; ++gpu) {
-    // GPU g is device gpu-(7-g); GPU 5's device says only its PCI bus id, as pcieBusID.
-    std::string pci = gpus[gpu]["pci_bus_id"].get<std::string>().substr(4);  // "0000:18:00.0"
-    std::transform(pci.begin(), pci.end(), pci.begin(), ::tolower);
-    Json attributes = {{"type", {{"string", "gpu"}}},
-                       {"productName", {{"string", "NVIDIA H100 80GB HBM3"}}}};
-    if (gpu == 5) {
-      attributes["pcieBusID"] = {{"string", pci}};
-    } else {
-      attributes["uuid"] = {{"string", gpus[gpu]["uuid"]}};
-      attributes["resource.kubernetes.io/pciBusID"] = {{"string", pci}};
-    }
-    devices.push_back({{"name", fmt::format("gpu-{}", 7 - gpu)}, {"attributes", attributes}});
-  }
   const auto slice = [](const std::string& node, const Json& devices) {
     return Json{{"metadata", {{"name", node + "-gpu.nvidia.com-x7k2p"}}},
                 {"spec",
@@ -354,6 +372,7 @@ TEST(HealthcheckTest, StatusMapsEachGpuToItsDraDeviceByAttributes) {
                   {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
                   {"devices", devices}}}};
   };
+  const Json devices = DraDevicesOf(gpus, /*pci_only_gpu=*/5);
   api.AddResourceSlice(slice("n1", devices));
   api.AddResourceSlice(
       slice("n2", Json::array({{{"name", "gpu-0"}, {"attributes", Json::object()}}})));
@@ -389,6 +408,102 @@ TEST(HealthcheckTest, StatusMapsEachGpuToItsDraDeviceByAttributes) {
     }
   }
   EXPECT_TRUE(by_node);
+}
+
+// Per-GPU quarantine on a node whose 8 GPUs are DRA devices: XID 48 on GPU 3 takes GPU 3's device
+// out of service with one DeviceTaintRule (through v1beta2 on a 1.36-like server), the node stays
+// untainted, and the rule goes after the hysteresis once the GPU is healthy; a rule the API
+// refuses (422) taints the node instead; an NVSwitch's fatal SXid (node-level) taints the node.
+TEST(HealthcheckTest, AFailingGpuIsQuarantinedAloneNotItsNode) {
+  TempDir dir;
+  std::string error;
+  const std::unique_ptr<FakeKubeApi> server = FakeKubeApi::Start(dir.path().string(), &error);
+  ASSERT_NE(server, nullptr) << error;
+  FakeKubeApi& api = *server;
+  api.AddNode("n1", {{"nvidia.com/gpu.present", "true"}});
+  api.ServeDraVersions({"v1", "v1beta2", "v1beta1"}, {"v1beta2", "v1alpha3"});  // 1.36
+  const std::string kmsg = (dir.path() / "kmsg").string();
+  std::ofstream(kmsg) << "6,1,1000,-;Linux version 6.1.0-18-amd64\n";
+  EngineProcess engine(dir.path(), "n1", 8, std::vector<std::string>{"--kmsg", kmsg});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  const CommandResult discovery =
+      RunCommand({VigilBinary(), "discovery", "--json", "--engine", engine.unix_address});
+  ASSERT_EQ(discovery.exit_code, 0) << discovery.err;
+  const Json gpus = Json::parse(discovery.out)["gpus"];
+  api.AddResourceSlice(GpuSlice("n1", DraDevicesOf(gpus)));
+  HttpDaemon check("healthcheck", dir.path(), engine.unix_address,
+                   {"--node-name", "n1", "--kubernetes", "--taint", "--service-account-dir",
+                    api.credentials().service_account_dir, "--untaint-after", "2s"});
+  ASSERT_GT(check.port(), 0) << check.process().Stderr();
+  ASSERT_TRUE(EventuallyInApi([&] { return ConditionStatus(api, "n1") == "False"; }));
+  ASSERT_TRUE(check.process().WaitForStderr("per-GPU quarantine through resource.k8s.io/v1beta2"))
+      << check.process().Stderr();
+  check.GetUntil("/status",
+                 [](const std::string& body) { return Parse(body)["dra"]["gpus"].size() == 8; });
+
+  const auto inject = [&](int gpu, const char* xid) {
+    ASSERT_EQ(RunCommand({VigilBinary(), "inject", "xid", "--gpu", std::to_string(gpu), "--xid",
+                          xid, "--allow-actions", "--engine", engine.unix_address})
+                  .exit_code,
+              0);
+  };
+  inject(3, "48");
+  ASSERT_TRUE(EventuallyInApi([&] { return api.DeviceTaintRules().size() == 1; }))
+      << check.process().Stderr();
+  const Json rule = api.DeviceTaintRules()[0];
+  EXPECT_EQ(rule["metadata"]["name"], "vigil-n1-gpu-4");
+  EXPECT_EQ(rule["spec"]["deviceSelector"],
+            (Json{{"driver", "gpu.nvidia.com"}, {"pool", "n1"}, {"device", "gpu-4"}}));
+  EXPECT_EQ(rule["spec"]["taint"]["key"], "vigil.dev/gpu-fail");
+  EXPECT_EQ(rule["spec"]["taint"]["value"], "DCGM_FR_VOLATILE_DBE_DETECTED");
+  EXPECT_EQ(rule["spec"]["taint"]["effect"], "NoSchedule");
+  EXPECT_EQ(rule["metadata"]["labels"]["vigil.dev/node"], "n1");
+  EXPECT_EQ(rule["metadata"]["labels"]["vigil.dev/gpu-uuid"], gpus[3]["uuid"]);
+  bool through_v1beta2 = false;
+  for (const KubeRequest& request : api.Requests()) {
+    through_v1beta2 |= request.method == "POST" &&
+                       request.path == "/apis/resource.k8s.io/v1beta2/devicetaintrules";
+  }
+  EXPECT_TRUE(through_v1beta2);
+  ASSERT_TRUE(EventuallyInApi([&] { return ConditionStatus(api, "n1") == "True"; }));
+  // The node keeps no taint: its 7 healthy GPUs stay schedulable.
+  const Json status = Parse(check.Get("/status"));
+  EXPECT_FALSE(Tainted(api, "n1")) << status.dump(2);
+  EXPECT_EQ(status["quarantine"]["rules"].size(), 1u);
+  EXPECT_THAT(check.Get("/metrics"), HasSubstr("vigil_healthcheck_kube_taints_added_total 0\n"));
+
+  // Healthy again: the rule goes after 2 s, the node never tainted.
+  ASSERT_EQ(
+      RunCommand({VigilBinary(), "health", "clear", "--gpu", "3", "--engine", engine.unix_address})
+          .exit_code,
+      0);
+  ASSERT_TRUE(EventuallyInApi([&] { return api.DeviceTaintRules().empty(); }))
+      << check.process().Stderr();
+  EXPECT_TRUE(check.process().WaitForStderr("DeviceTaintRule vigil-n1-gpu-4 removed"));
+  EXPECT_FALSE(Tainted(api, "n1"));
+
+  // A rule the API refuses: said with its cause, and the node is tainted instead.
+  api.FailNext(422, 1, "/apis/resource.k8s.io/v1beta2/devicetaintrules", 0, "POST");
+  inject(5, "48");
+  ASSERT_TRUE(EventuallyInApi([&] { return Tainted(api, "n1"); })) << check.process().Stderr();
+  EXPECT_TRUE(check.process().WaitForStderr("the API refused DeviceTaintRule vigil-n1-gpu-2"));
+  EXPECT_THAT(
+      Parse(check.Get("/status"))["quarantine"]["refused"][gpus[5]["uuid"].get<std::string>()]
+          .get<std::string>(),
+      HasSubstr("HTTP 422"));
+  EXPECT_TRUE(api.DeviceTaintRules().empty());
+  ASSERT_EQ(
+      RunCommand({VigilBinary(), "health", "clear", "--gpu", "5", "--engine", engine.unix_address})
+          .exit_code,
+      0);
+  ASSERT_TRUE(EventuallyInApi([&] { return !Tainted(api, "n1"); })) << check.process().Stderr();
+
+  // A fatal NVSwitch error is the node's: the node is tainted, whatever the GPUs' devices.
+  std::ofstream(kmsg, std::ios::app)
+      << "3,2,9500000,-;nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM "
+         "Fault Up\n";
+  ASSERT_TRUE(EventuallyInApi([&] { return Tainted(api, "n1"); })) << check.process().Stderr();
+  EXPECT_TRUE(api.DeviceTaintRules().empty());
 }
 
 // A driver that publishes nothing for this node is said once; a cluster without DRA too.
@@ -433,6 +548,8 @@ TEST(HealthcheckTest, BadFlagsAreRefusedWithOneLine) {
       {{"--node-name", "a b"}, "--node-name"},
       {{"--listen", "nowhere"}, "nowhere"},
       {{"--dra-driver", "GPU_Driver"}, "--dra-driver 'GPU_Driver' is not a DRA driver name"},
+      {{"--quarantine", "rack"}, "--quarantine 'rack' is not a quarantine"},
+      {{"--device-taint-effect", "PreferNoSchedule"}, "--device-taint-effect 'PreferNoSchedule'"},
   };
   for (const auto& [extra, expected] : cases) {
     std::vector<std::string> args = {VigilBinary(), "healthcheck", "--engine",

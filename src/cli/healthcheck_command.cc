@@ -32,6 +32,8 @@ struct HealthcheckFlags {
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string reboot_sentinel;
   std::string dra_driver = std::string(dra::kNvidiaGpuDriver);
+  std::string quarantine = "auto";
+  std::string device_taint_effect = "NoSchedule";
   std::string log_level = "info";
 };
 
@@ -89,6 +91,16 @@ absl::StatusOr<HealthcheckOptions> OptionsFromFlags(const HealthcheckFlags& flag
     }
   }
   options.dra_driver = flags.dra_driver;
+  absl::StatusOr<QuarantineMode> quarantine = ParseQuarantineMode(flags.quarantine);
+  if (!quarantine.ok()) return quarantine.status();
+  options.quarantine = *quarantine;
+  if (flags.device_taint_effect != "NoSchedule" && flags.device_taint_effect != "NoExecute") {
+    return absl::InvalidArgumentError(fmt::format(
+        "--device-taint-effect '{}' is not an effect: give NoSchedule (the default) or NoExecute "
+        "(the scheduler then evicts the GPU's pods, without honouring PodDisruptionBudgets)",
+        flags.device_taint_effect));
+  }
+  options.device_taint_effect = flags.device_taint_effect;
   options.remediation = flags.remediation;
   options.pod_resources_socket = flags.pod_resources_socket;
   options.reboot_sentinel = flags.reboot_sentinel;
@@ -190,6 +202,21 @@ CommandRunner AddHealthcheckCommand(CLI::App* parent) {
                    "spec.nodeName), and each GPU and MIG instance is matched to its device by "
                    "UUID, else PCI bus id (never by the number in a device's name); /status shows "
                    "the map ('' : none)")
+      ->capture_default_str();
+  command
+      ->add_option(
+          "--quarantine", flags->quarantine,
+          "With --taint: what a GPU's failure takes out of service. gpu: one "
+          "DeviceTaintRule (vigil.dev/gpu-fail=CODE) for the failing GPU's DRA device, the "
+          "node and its other GPUs stay schedulable (node-level failures, and a GPU that "
+          "is not a DRA device or whose rule the API refuses, still taint the node); "
+          "node: the node taint; auto: gpu where the node's GPUs are DRA devices and the "
+          "API serves DeviceTaintRules, else node")
+      ->capture_default_str();
+  command
+      ->add_option("--device-taint-effect", flags->device_taint_effect,
+                   "The DeviceTaintRules' effect: NoSchedule, or NoExecute (the scheduler evicts "
+                   "the device's pods itself, without honouring PodDisruptionBudgets)")
       ->capture_default_str();
   command->add_option("--reboot-sentinel", flags->reboot_sentinel,
                       "With --remediation: the file a reboot request writes (kured's "

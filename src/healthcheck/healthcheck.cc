@@ -12,6 +12,25 @@ namespace {
 
 constexpr char kMetricsType[] = "text/plain; version=0.0.4; charset=utf-8";
 
+// Whether a failing node needs its taint although GPUs may be quarantined alone: a node-level
+// failure (an NVSwitch), or a failing GPU that no DeviceTaintRule takes out of service.
+bool NodeTaintNeeded(const HealthView& view, const DeviceQuarantine& quarantine) {
+  for (const v1::SystemHealth& system : view.verdict.node_systems()) {
+    if (system.status() == v1::HEALTH_STATUS_FAIL) return true;
+  }
+  const std::vector<FailingGpu> actionable = FailingGpusOf(view.verdict);
+  for (const v1::GpuHealth& gpu : view.verdict.gpus()) {
+    if (gpu.status() != v1::HEALTH_STATUS_FAIL) continue;
+    // A drill's failure without --allow-actions quarantines nothing: the reporter says what it
+    // would have done (and withholds it).
+    const bool acts =
+        std::any_of(actionable.begin(), actionable.end(),
+                    [&](const FailingGpu& failing) { return failing.gpu == gpu.gpu(); });
+    if (!acts || !quarantine.Covers(view.gpus, gpu.gpu(), gpu.uuid())) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Healthcheck::Healthcheck(HealthcheckOptions options)
@@ -41,8 +60,14 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
     self->reporter_ = std::make_unique<NodeReporter>(
         self->options_.reporter, self->options_.kube.get(), self->options_.clock,
         [self](absl::Time now) {
-          return ConditionFromView(self->monitor_->View(), now, self->started_,
-                                   self->options_.unknown_after);
+          const HealthView view = self->monitor_->View();
+          std::optional<DesiredCondition> desired =
+              ConditionFromView(view, now, self->started_, self->options_.unknown_after);
+          // GPUs that DeviceTaintRules take out of service alone need no node taint.
+          if (desired.has_value() && desired->status == "True" && self->quarantine_ != nullptr) {
+            desired->node_taint = NodeTaintNeeded(view, *self->quarantine_);
+          }
+          return desired;
         },
         std::move(faults));
   }
@@ -51,6 +76,24 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
         self->options_.kube.get(), DraDevicesOptions{.node_name = self->options_.node_name,
                                                      .driver = self->options_.dra_driver,
                                                      .clock = self->options_.clock});
+    if (self->options_.reporter.taint && self->options_.quarantine != QuarantineMode::kNode) {
+      self->quarantine_ = std::make_unique<DeviceQuarantine>(
+          DeviceQuarantineOptions{.node_name = self->options_.node_name,
+                                  .mode = self->options_.quarantine,
+                                  .effect = self->options_.device_taint_effect,
+                                  .untaint_after = self->options_.reporter.untaint_after,
+                                  .clock = self->options_.clock,
+                                  .on_change = [self] { self->reporter_->Wake(); }},
+          self->options_.kube.get(), self->dra_.get(), [self] {
+            const HealthView view = self->monitor_->View();
+            DeviceQuarantine::Input input{.gpus = view.gpus,
+                                          .engine_instance = view.engine_instance_id};
+            if (view.fresh(self->options_.clock->Now())) {
+              input.failing = FailingGpusOf(view.verdict);
+            }
+            return input;
+          });
+    }
   }
   if (remediation) {
     self->relay_ = std::make_unique<RemediationRelay>(
@@ -66,6 +109,8 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
                                                        self->reporter_->Wake();
                                                      if (self->relay_ != nullptr)
                                                        self->relay_->Wake();
+                                                     if (self->quarantine_ != nullptr)
+                                                       self->quarantine_->Wake();
                                                    });
   self->http_.Get("/healthz", [] { return HttpResponse{.body = "ok\n"}; });
   self->http_.Get("/readyz", [self] {
@@ -96,6 +141,7 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
       }
     }
     if (self->dra_ != nullptr) status["dra"] = self->dra_->StatusJson(self->monitor_->View().gpus);
+    if (self->quarantine_ != nullptr) status["quarantine"] = self->quarantine_->StatusJson();
     if (self->reporter_ != nullptr) {
       const NodeReporterStats& stats = self->reporter_->stats();
       status["kubernetes"] = {
@@ -137,6 +183,7 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
   if (self->pods_ != nullptr) self->pods_->Start();
   if (self->relay_ != nullptr) self->relay_->Start();
   if (self->dra_ != nullptr) self->dra_->Start();
+  if (self->quarantine_ != nullptr) self->quarantine_->Start();
   return check;
 }
 
@@ -146,6 +193,7 @@ void Healthcheck::Stop() {
   // The relay reads the reporter's cache and the monitor's view, the reporter the monitor's
   // view: stop them in that order.
   if (relay_ != nullptr) relay_->Stop();
+  if (quarantine_ != nullptr) quarantine_->Stop();
   if (dra_ != nullptr) dra_->Stop();
   if (pods_ != nullptr) pods_->Stop();
   if (reporter_ != nullptr) reporter_->Stop();

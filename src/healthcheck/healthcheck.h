@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "common/http_server.h"
+#include "healthcheck/device_quarantine.h"
 #include "healthcheck/dra_devices.h"
 #include "healthcheck/monitor.h"
 #include "healthcheck/node_reporter.h"
@@ -41,6 +42,10 @@ struct HealthcheckOptions {
   // With kube: the DRA driver whose ResourceSlices name this node's GPUs as devices
   // (healthcheck/dra_devices.h); "" for none.
   std::string dra_driver = std::string(dra::kNvidiaGpuDriver);
+  // With the taint (reporter.taint) and a DRA driver: what a GPU-level failure takes out of
+  // service (healthcheck/device_quarantine.h), and the DeviceTaintRules' effect.
+  QuarantineMode quarantine = QuarantineMode::kAuto;
+  std::string device_taint_effect = "NoSchedule";
   // How long without a fresh verdict before the node condition turns Unknown.
   absl::Duration unknown_after = absl::Seconds(30);
   Clock* clock = Clock::Real();
@@ -67,6 +72,7 @@ class Healthcheck {
   std::unique_ptr<PodMapper> pods_;
   std::unique_ptr<RemediationRelay> relay_;
   std::unique_ptr<DraDevices> dra_;
+  std::unique_ptr<DeviceQuarantine> quarantine_;
   std::unique_ptr<HealthMonitor> monitor_;
   HttpServer http_;
 };

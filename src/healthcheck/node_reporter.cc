@@ -422,8 +422,11 @@ absl::Status NodeReporter::PostEvent(PendingEvent& pending, absl::Time now) {
 
 absl::Status NodeReporter::ReconcileTaint(const DesiredCondition& desired, absl::Time now,
                                           std::optional<std::string>* faults) {
-  if (desired.status != "False") healthy_since_ = absl::InfinitePast();
-  if (desired.status == "True") {
+  // A GPU that a DeviceTaintRule takes out of service alone leaves the node in service.
+  const bool node_fine =
+      desired.status == "False" || (desired.status == "True" && !desired.node_taint);
+  if (!node_fine) healthy_since_ = absl::InfinitePast();
+  if (desired.status == "True" && desired.node_taint) {
     if (!desired.actionable) {
       if (!withholding_) {
         ++stats_.taints_withheld;
@@ -443,7 +446,7 @@ absl::Status NodeReporter::ReconcileTaint(const DesiredCondition& desired, absl:
     return AddTaint(now, faults);
   }
   withholding_ = false;
-  if (desired.status != "False") return absl::OkStatus();  // Unknown: neither add nor remove
+  if (!node_fine) return absl::OkStatus();  // Unknown: neither add nor remove
   refusing_ = false;
   if (healthy_since_ == absl::InfinitePast()) healthy_since_ = now;
   if (!has_taint_ || !owns_taint_) return absl::OkStatus();  // never remove someone else's

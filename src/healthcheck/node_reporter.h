@@ -90,6 +90,10 @@ struct DesiredCondition {
   // every failing incident was injected by a drill that did not allow actions: the chain is then
   // proven up to the decision, and the action only reported (kNoActionForDrill, api/).
   bool actionable = true;
+  // With status True: whether the node itself must leave service (the taint). False when every
+  // failure is a GPU's that a DeviceTaintRule takes out of service alone
+  // (healthcheck/device_quarantine.h); for the taint's hysteresis the node then counts as healthy.
+  bool node_taint = true;
 };
 
 struct NodeReporterStats {
