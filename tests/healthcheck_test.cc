@@ -345,24 +345,37 @@ Json GpuSlice(const std::string& node, const Json& devices) {
                 {"devices", devices}}}};
 }
 
+// A fake API server with one GPU node, n1, for the DRA tests.
+class DraHealthcheckTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    server_ = FakeKubeApi::Start(dir.path().string(), &error);
+    ASSERT_NE(server_, nullptr) << error;
+    server_->AddNode("n1", {{"nvidia.com/gpu.present", "true"}});
+  }
+  // The engine's GPUs as `vigil discovery --json` lists them.
+  static Json GpusOf(const EngineProcess& engine) {
+    const CommandResult discovery =
+        RunCommand({VigilBinary(), "discovery", "--json", "--engine", engine.unix_address});
+    EXPECT_EQ(discovery.exit_code, 0) << discovery.err;
+    return Json::parse(discovery.out, nullptr, false)["gpus"];
+  }
+
+  TempDir dir;
+  std::unique_ptr<FakeKubeApi> server_;
+};
+
 // The engine's GPUs as the DRA driver publishes them: a slice of this node whose device names do
 // not follow the engine's indexes (the driver names GPUs by device minor), read in the newest
 // version the API server serves ResourceSlices in (a 1.33-like server: v1beta2, v1beta1), matched
 // by UUID — and by PCI bus id for a device an older driver published without one.
-TEST(HealthcheckTest, StatusMapsEachGpuToItsDraDeviceByAttributes) {
-  TempDir dir;
-  std::string error;
-  const std::unique_ptr<FakeKubeApi> server = FakeKubeApi::Start(dir.path().string(), &error);
-  ASSERT_NE(server, nullptr) << error;
-  FakeKubeApi& api = *server;
-  api.AddNode("n1", {{"nvidia.com/gpu.present", "true"}});
+TEST_F(DraHealthcheckTest, StatusMapsEachGpuToItsDraDeviceByAttributes) {
+  FakeKubeApi& api = *server_;
   api.ServeDraVersions({"v1beta2", "v1beta1"}, {"v1alpha3"});
   EngineProcess engine(dir.path(), "n1", 8);
   ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
-  const CommandResult discovery =
-      RunCommand({VigilBinary(), "discovery", "--json", "--engine", engine.unix_address});
-  ASSERT_EQ(discovery.exit_code, 0) << discovery.err;
-  const Json gpus = Json::parse(discovery.out)["gpus"];
+  const Json gpus = GpusOf(engine);
   ASSERT_EQ(gpus.size(), 8u);
   const auto slice = [](const std::string& node, const Json& devices) {
     return Json{{"metadata", {{"name", node + "-gpu.nvidia.com-x7k2p"}}},
@@ -414,22 +427,14 @@ TEST(HealthcheckTest, StatusMapsEachGpuToItsDraDeviceByAttributes) {
 // out of service with one DeviceTaintRule (through v1beta2 on a 1.36-like server), the node stays
 // untainted, and the rule goes after the hysteresis once the GPU is healthy; a rule the API
 // refuses (422) taints the node instead; an NVSwitch's fatal SXid (node-level) taints the node.
-TEST(HealthcheckTest, AFailingGpuIsQuarantinedAloneNotItsNode) {
-  TempDir dir;
-  std::string error;
-  const std::unique_ptr<FakeKubeApi> server = FakeKubeApi::Start(dir.path().string(), &error);
-  ASSERT_NE(server, nullptr) << error;
-  FakeKubeApi& api = *server;
-  api.AddNode("n1", {{"nvidia.com/gpu.present", "true"}});
+TEST_F(DraHealthcheckTest, AFailingGpuIsQuarantinedAloneNotItsNode) {
+  FakeKubeApi& api = *server_;
   api.ServeDraVersions({"v1", "v1beta2", "v1beta1"}, {"v1beta2", "v1alpha3"});  // 1.36
   const std::string kmsg = (dir.path() / "kmsg").string();
   std::ofstream(kmsg) << "6,1,1000,-;Linux version 6.1.0-18-amd64\n";
   EngineProcess engine(dir.path(), "n1", 8, std::vector<std::string>{"--kmsg", kmsg});
   ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
-  const CommandResult discovery =
-      RunCommand({VigilBinary(), "discovery", "--json", "--engine", engine.unix_address});
-  ASSERT_EQ(discovery.exit_code, 0) << discovery.err;
-  const Json gpus = Json::parse(discovery.out)["gpus"];
+  const Json gpus = GpusOf(engine);
   api.AddResourceSlice(GpuSlice("n1", DraDevicesOf(gpus)));
   HttpDaemon check("healthcheck", dir.path(), engine.unix_address,
                    {"--node-name", "n1", "--kubernetes", "--taint", "--service-account-dir",
@@ -466,8 +471,11 @@ TEST(HealthcheckTest, AFailingGpuIsQuarantinedAloneNotItsNode) {
   }
   EXPECT_TRUE(through_v1beta2);
   ASSERT_TRUE(EventuallyInApi([&] { return ConditionStatus(api, "n1") == "True"; }));
-  // The node keeps no taint: its 7 healthy GPUs stay schedulable.
-  const Json status = Parse(check.Get("/status"));
+  // The node keeps no taint: its 7 healthy GPUs stay schedulable. (The check records the rule
+  // once the API server's answer is back, a moment after the fake has stored it.)
+  const Json status = Parse(check.GetUntil("/status", [](const std::string& body) {
+    return Parse(body)["quarantine"]["rules"].size() == 1;
+  }));
   EXPECT_FALSE(Tainted(api, "n1")) << status.dump(2);
   EXPECT_EQ(status["quarantine"]["rules"].size(), 1u);
   EXPECT_THAT(check.Get("/metrics"), HasSubstr("vigil_healthcheck_kube_taints_added_total 0\n"));
@@ -507,13 +515,8 @@ TEST(HealthcheckTest, AFailingGpuIsQuarantinedAloneNotItsNode) {
 }
 
 // A driver that publishes nothing for this node is said once; a cluster without DRA too.
-TEST(HealthcheckTest, ADraDriverWithoutDevicesHereOrNoDraApiIsSaidOnce) {
-  TempDir dir;
-  std::string error;
-  const std::unique_ptr<FakeKubeApi> server = FakeKubeApi::Start(dir.path().string(), &error);
-  ASSERT_NE(server, nullptr) << error;
-  FakeKubeApi& api = *server;
-  api.AddNode("n1", {{"nvidia.com/gpu.present", "true"}});
+TEST_F(DraHealthcheckTest, ADraDriverWithoutDevicesHereOrNoDraApiIsSaidOnce) {
+  FakeKubeApi& api = *server_;
   EngineProcess engine(dir.path(), "n1", 2);
   ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
   HttpDaemon check("healthcheck", dir.path(), engine.unix_address,

@@ -749,6 +749,18 @@ TEST(NvmlTest, XidsAreSeenAfterAMigReconfigurationThePollFinds) {
   ExpectXidsAfterAMigReconfiguration(/*driver_sends_mig_events=*/false);
 }
 
+// The message of GPU `gpu`'s first memory incident once the GPU FAILs; "" when it does not.
+std::string MemoryIncidentOnceFailed(const EngineProcess& engine, int gpu) {
+  std::string message;
+  Eventually([&] {
+    const json health = Health(engine);
+    if (health["gpus"][gpu]["status"] != "FAIL") return false;
+    message = health["gpus"][gpu]["systems"]["memory"]["incidents"][0]["message"];
+    return true;
+  });
+  return message;
+}
+
 TEST(NvmlTest, AnXidInAMigGpuInstanceNamesTheInstance) {
   TempDir dir;
   FakeNvmlScript fake(dir.File("fake-nvml.json"), 2);
@@ -759,13 +771,8 @@ TEST(NvmlTest, AnXidInAMigGpuInstanceNamesTheInstance) {
   ASSERT_TRUE(Eventually([&] { return Health(engine)["gpus"][1]["status"] == "PASS"; }));
   fake.gpu(1)["xids"] = json::array({{{"xid", 48}, {"gpu_instance", 5}, {"compute_instance", 0}}});
   fake.Write();
-  std::string message;
-  ASSERT_TRUE(Eventually([&] {
-    const json health = Health(engine);
-    if (health["gpus"][1]["status"] != "FAIL") return false;
-    message = health["gpus"][1]["systems"]["memory"]["incidents"][0]["message"];
-    return true;
-  }));
+  const std::string message = MemoryIncidentOnceFailed(engine, 1);
+  ASSERT_FALSE(message.empty()) << engine.process->Stderr();
   EXPECT_THAT(
       message,
       HasSubstr("XID 48 in GPU instance 5 (1g.10gb, MIG-00000000-0000-0000-0000-000000000005)"));
@@ -793,13 +800,8 @@ TEST(NvmlTest, AnInstancesXidReachesAnUnprivilegedEngineThroughTheKernelLog) {
       << "4,2,9000000,c;NVRM: Xid (PCI:0000:11:00 GPU-I:05 GPU-CI:00): 48, pid=4242, "
          "name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the "
          "framebuffer at partition 6, subpartition 0.\n";
-  std::string message;
-  ASSERT_TRUE(Eventually([&] {
-    const json health = Health(engine);
-    if (health["gpus"][1]["status"] != "FAIL") return false;
-    message = health["gpus"][1]["systems"]["memory"]["incidents"][0]["message"];
-    return true;
-  })) << engine.process->Stderr();
+  const std::string message = MemoryIncidentOnceFailed(engine, 1);
+  ASSERT_FALSE(message.empty()) << engine.process->Stderr();
   EXPECT_THAT(message, HasSubstr("XID 48 in GPU instance 5"));
   const json info = json::parse(Vigil({"info", "--json", "--engine", engine.unix_address}).out);
   EXPECT_EQ(info["counters"]["xid_events"], 1);
