@@ -489,6 +489,10 @@ TEST_F(DraHealthcheckTest, AFailingGpuIsQuarantinedAloneNotItsNode) {
       << check.process().Stderr();
   EXPECT_TRUE(check.process().WaitForStderr("DeviceTaintRule vigil-n1-gpu-4 removed"));
   EXPECT_FALSE(Tainted(api, "n1"));
+  // Each step is on the node's record: the quarantine and the release.
+  std::vector<std::string> reasons;
+  for (const Json& event : api.Events()) reasons.push_back(event["reason"]);
+  EXPECT_THAT(reasons, ::testing::IsSupersetOf({"GpuQuarantined", "GpuReleased"}));
 
   // A rule the API refuses: said with its cause, and the node is tainted instead.
   api.FailNext(422, 1, "/apis/resource.k8s.io/v1beta2/devicetaintrules", 0, "POST");

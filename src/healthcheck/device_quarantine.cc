@@ -5,6 +5,7 @@
 #include "common/thread.h"
 #include "fmt/format.h"
 #include "kube/discovery.h"
+#include "kube/events.h"
 #include "kube/object.h"
 #include "spdlog/spdlog.h"
 
@@ -131,6 +132,33 @@ std::string DeviceQuarantine::RuleName(const std::string& node, const std::strin
   return fmt::format("vigil-{}-{}", node, device);
 }
 
+void DeviceQuarantine::PostEvent(std::string_view type, std::string_view reason,
+                                 std::string message) {
+  const absl::Time now = options_.clock->Now();
+  const nlohmann::json event =
+      kube::NodeEvent({.name = fmt::format("{}.{:x}.q{}", options_.node_name,
+                                           absl::ToUnixNanos(now), ++events_posted_),
+                       .ns = options_.event_namespace,
+                       .node = options_.node_name,
+                       .type = type,
+                       .reason = reason,
+                       .message = std::move(message),
+                       .component = "vigil-healthcheck",
+                       .instance = options_.node_name,
+                       .time = now});
+  absl::StatusOr<KubeResponse> response =
+      api_->Call("POST", "/api/v1/namespaces/" + options_.event_namespace + "/events", kJsonContent,
+                 event.dump());
+  if (response.ok() && response->status >= 200 && response->status < 300) {
+    ++stats_.events;
+    return;
+  }
+  ++stats_.api_errors;
+  spdlog::warn("kubernetes: posting the {} Event for node {} failed: {}", reason,
+               options_.node_name,
+               response.ok() ? kube::ApiMessage(response->body) : MessageOf(response.status()));
+}
+
 absl::Status DeviceQuarantine::Discover() {
   {
     absl::MutexLock lock(&mutex_);
@@ -222,14 +250,17 @@ absl::Status DeviceQuarantine::Create(const dra::Device& device, const FailingGp
   // 409: made by an earlier try whose answer was lost, or before a restart.
   if (response->status == 201 || response->status == 200 || response->status == 409) {
     ++stats_.rules_created;
-    absl::MutexLock lock(&mutex_);
-    rules_[device.name] = {.name = name, .uuid = failing.uuid, .code = failing.code};
-    spdlog::warn(
-        "kubernetes: GPU {} ({}) FAILs ({}): device {}/{}/{} tainted {}={}:{} (DeviceTaintRule "
-        "{}); "
-        "node {} stays schedulable for its other GPUs",
+    {
+      absl::MutexLock lock(&mutex_);
+      rules_[device.name] = {.name = name, .uuid = failing.uuid, .code = failing.code};
+    }
+    const std::string message = fmt::format(
+        "GPU {} ({}) FAILs ({}): device {}/{}/{} tainted {}={}:{} (DeviceTaintRule {}); node {} "
+        "stays schedulable for its other GPUs",
         failing.gpu, failing.uuid, failing.code, device.driver, device.pool, device.name,
         options_.taint_key, failing.code, options_.effect, name, options_.node_name);
+    spdlog::warn("kubernetes: {}", message);
+    PostEvent("Warning", "GpuQuarantined", message);
     return absl::OkStatus();
   }
   if (response->status == 422 || response->status == 400 || response->status == 403 ||
@@ -237,12 +268,16 @@ absl::Status DeviceQuarantine::Create(const dra::Device& device, const FailingGp
     // Refused for good: the node taint covers the GPU instead (Covers() false).
     ++stats_.rules_refused;
     const std::string cause = kube::ApiMessage(response->body);
-    absl::MutexLock lock(&mutex_);
-    refused_[failing.uuid] = fmt::format("HTTP {}: {}", response->status, cause);
-    spdlog::error(
-        "kubernetes: the API refused DeviceTaintRule {} for GPU {} ({}): HTTP {}: {}; tainting "
-        "node {} instead, so the GPU is not left schedulable",
+    {
+      absl::MutexLock lock(&mutex_);
+      refused_[failing.uuid] = fmt::format("HTTP {}: {}", response->status, cause);
+    }
+    const std::string message = fmt::format(
+        "the API refused DeviceTaintRule {} for GPU {} ({}): HTTP {}: {}; tainting node {} "
+        "instead, so the GPU is not left schedulable",
         name, failing.gpu, failing.uuid, response->status, cause, options_.node_name);
+    spdlog::error("kubernetes: {}", message);
+    PostEvent("Warning", "GpuQuarantineRefused", message);
     return absl::OkStatus();
   }
   ++stats_.api_errors;
@@ -266,10 +301,15 @@ absl::Status DeviceQuarantine::Delete(const std::string& device) {
         response.ok() ? kube::ApiMessage(response->body) : MessageOf(response.status())));
   }
   ++stats_.rules_deleted;
-  absl::MutexLock lock(&mutex_);
-  spdlog::info("kubernetes: device {} healthy for {}: DeviceTaintRule {} removed", device,
-               absl::FormatDuration(options_.untaint_after), name);
-  rules_.erase(device);
+  {
+    absl::MutexLock lock(&mutex_);
+    rules_.erase(device);
+  }
+  const std::string message = fmt::format(
+      "device {} healthy for {}: DeviceTaintRule {} removed, the GPU is back in service", device,
+      absl::FormatDuration(options_.untaint_after), name);
+  spdlog::info("kubernetes: {}", message);
+  PostEvent("Normal", "GpuReleased", message);
   return absl::OkStatus();
 }
 

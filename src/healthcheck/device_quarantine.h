@@ -61,6 +61,8 @@ struct DeviceQuarantineOptions {
   std::string effect = "NoSchedule";  // or "NoExecute" (--device-taint-effect)
   absl::Duration untaint_after = absl::Minutes(5);
   Clock* clock = Clock::Real();
+  // Where the Node Events of each quarantine, release and refusal go (the audit trail).
+  std::string event_namespace = "default";
   // Called on the quarantine's thread after a rule was made, removed or refused (what the node
   // taint must cover changed); must not block. May be null.
   std::function<void()> on_change;
@@ -80,6 +82,7 @@ struct DeviceQuarantineStats {
   std::atomic<uint64_t> rules_deleted{0};
   std::atomic<uint64_t> rules_refused{0};  // 422: the node taint covers the GPU instead
   std::atomic<uint64_t> api_errors{0};
+  std::atomic<uint64_t> events{0};
 };
 
 class DeviceQuarantine {
@@ -130,6 +133,8 @@ class DeviceQuarantine {
   absl::Status Delete(const std::string& device);
   std::string RulesPath() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   static std::string RuleName(const std::string& node, const std::string& device);
+  // Posts a Node Event (best effort: a failure is counted and logged, not retried).
+  void PostEvent(std::string_view type, std::string_view reason, std::string message);
 
   const DeviceQuarantineOptions options_;
   KubeApi* const api_;
@@ -148,6 +153,7 @@ class DeviceQuarantine {
   // GPUs (by UUID) whose rule the API refused, with its answer; until the GPU stops failing.
   std::map<std::string, std::string> refused_ ABSL_GUARDED_BY(mutex_);
   std::string last_error_ ABSL_GUARDED_BY(mutex_);
+  uint64_t events_posted_ = 0;  // quarantine thread only: makes Event names unique
 };
 
 }  // namespace vigil

@@ -83,6 +83,7 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
                                   .effect = self->options_.device_taint_effect,
                                   .untaint_after = self->options_.reporter.untaint_after,
                                   .clock = self->options_.clock,
+                                  .event_namespace = self->options_.reporter.event_namespace,
                                   .on_change = [self] { self->reporter_->Wake(); }},
           self->options_.kube.get(), self->dra_.get(), [self] {
             const HealthView view = self->monitor_->View();
