@@ -33,6 +33,13 @@ std::string ReadAll(const std::string& path) {
 
 pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err,
             int uid) {
+  // Everything the child needs is made before fork(): between fork and exec a child of a
+  // multi-threaded process may only make async-signal-safe calls — an allocation there can
+  // deadlock on an allocator lock another thread held at the fork (under ASan it did: the child
+  // never reached exec).
+  std::vector<char*> argv;
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
   const pid_t pid = fork();
   VIGIL_CHECK(pid >= 0);
   if (pid == 0) {
@@ -45,9 +52,6 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const 
     if (uid >= 0 && (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0)) {
       _exit(126);
     }
-    std::vector<char*> argv;
-    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
     execv(argv[0], argv.data());
     _exit(127);
   }
