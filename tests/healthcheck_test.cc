@@ -377,18 +377,9 @@ TEST_F(DraHealthcheckTest, StatusMapsEachGpuToItsDraDeviceByAttributes) {
   ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
   const Json gpus = GpusOf(engine);
   ASSERT_EQ(gpus.size(), 8u);
-  const auto slice = [](const std::string& node, const Json& devices) {
-    return Json{{"metadata", {{"name", node + "-gpu.nvidia.com-x7k2p"}}},
-                {"spec",
-                 {{"driver", "gpu.nvidia.com"},
-                  {"nodeName", node},
-                  {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
-                  {"devices", devices}}}};
-  };
-  const Json devices = DraDevicesOf(gpus, /*pci_only_gpu=*/5);
-  api.AddResourceSlice(slice("n1", devices));
+  api.AddResourceSlice(GpuSlice("n1", DraDevicesOf(gpus, /*pci_only_gpu=*/5)));
   api.AddResourceSlice(
-      slice("n2", Json::array({{{"name", "gpu-0"}, {"attributes", Json::object()}}})));
+      GpuSlice("n2", Json::array({{{"name", "gpu-0"}, {"attributes", Json::object()}}})));
   HttpDaemon check("healthcheck", dir.path(), engine.unix_address,
                    {"--node-name", "n1", "--kubernetes", "--service-account-dir",
                     api.credentials().service_account_dir});
@@ -489,10 +480,15 @@ TEST_F(DraHealthcheckTest, AFailingGpuIsQuarantinedAloneNotItsNode) {
       << check.process().Stderr();
   EXPECT_TRUE(check.process().WaitForStderr("DeviceTaintRule vigil-n1-gpu-4 removed"));
   EXPECT_FALSE(Tainted(api, "n1"));
-  // Each step is on the node's record: the quarantine and the release.
+  // Each step is on the node's record: the quarantine and the release (posted after the log
+  // line above).
   std::vector<std::string> reasons;
-  for (const Json& event : api.Events()) reasons.push_back(event["reason"]);
-  EXPECT_THAT(reasons, ::testing::IsSupersetOf({"GpuQuarantined", "GpuReleased"}));
+  EXPECT_TRUE(EventuallyInApi([&] {
+    reasons.clear();
+    for (const Json& event : api.Events()) reasons.push_back(event["reason"]);
+    return std::count(reasons.begin(), reasons.end(), "GpuQuarantined") == 1 &&
+           std::count(reasons.begin(), reasons.end(), "GpuReleased") == 1;
+  })) << fmt::format("{}", fmt::join(reasons, ", "));
 
   // A rule the API refuses: said with its cause, and the node is tainted instead.
   api.FailNext(422, 1, "/apis/resource.k8s.io/v1beta2/devicetaintrules", 0, "POST");
