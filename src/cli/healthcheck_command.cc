@@ -1,8 +1,5 @@
 // `vigil healthcheck`: the passive health check daemon (a client of its node's engine), with the
 // Kubernetes node condition and taint behind --kubernetes / --taint. SIGTERM/SIGINT stop it.
-#include <algorithm>
-#include <cctype>
-
 #include "api/node_condition.h"
 #include "cli/commands.h"
 #include "cli/output.h"
@@ -12,6 +9,7 @@
 #include "common/status.h"
 #include "fmt/format.h"
 #include "healthcheck/healthcheck.h"
+#include "kube/object.h"
 #include "spdlog/spdlog.h"
 
 namespace vigil::cli {
@@ -75,20 +73,12 @@ absl::StatusOr<HealthcheckOptions> OptionsFromFlags(const HealthcheckFlags& flag
         "--remediation needs --kubernetes (it hands off through the Kubernetes node)");
   }
   // A DRA driver's name is a DNS subdomain of at most 63 characters (as the API validates it).
-  if (const std::string& driver = flags.dra_driver; !driver.empty()) {
-    const bool valid = driver.size() <= 63 &&
-                       std::isalnum(static_cast<unsigned char>(driver.front())) &&
-                       std::isalnum(static_cast<unsigned char>(driver.back())) &&
-                       std::all_of(driver.begin(), driver.end(), [](char c) {
-                         return std::islower(static_cast<unsigned char>(c)) ||
-                                std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '.';
-                       });
-    if (!valid) {
-      return absl::InvalidArgumentError(fmt::format(
-          "--dra-driver '{}' is not a DRA driver name: give a lower-case DNS subdomain such as "
-          "gpu.nvidia.com, or '' for none",
-          driver));
-    }
+  if (const std::string& driver = flags.dra_driver;
+      !driver.empty() && !kube::IsDnsName(driver, /*dots=*/true, 63)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "--dra-driver '{}' is not a DRA driver name: give a lower-case DNS subdomain such as "
+        "gpu.nvidia.com, or '' for none",
+        driver));
   }
   options.dra_driver = flags.dra_driver;
   absl::StatusOr<QuarantineMode> quarantine = ParseQuarantineMode(flags.quarantine);

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "fmt/format.h"
+#include "kube/object.h"
 
 namespace vigil::cli {
 namespace {
@@ -67,19 +68,8 @@ std::pair<std::string, std::string> BreakerObject(const KubeFlags& flags) {
 
 absl::Status CheckKubeFlags(const KubeFlags& flags) {
   const auto [ns, name] = BreakerObject(flags);
-  // A namespace is a DNS label, a ConfigMap's name a DNS subdomain: lower case, digits, '-' (and
-  // '.' in a name), alphanumeric at both ends.
-  const auto valid = [](const std::string& text, bool dots, size_t max) {
-    if (text.empty() || text.size() > max || !std::isalnum(static_cast<unsigned char>(text[0])) ||
-        !std::isalnum(static_cast<unsigned char>(text.back()))) {
-      return false;
-    }
-    return std::all_of(text.begin(), text.end(), [&](char c) {
-      return std::islower(static_cast<unsigned char>(c)) ||
-             std::isdigit(static_cast<unsigned char>(c)) || c == '-' || (dots && c == '.');
-    });
-  };
-  if (!valid(ns, false, 63) || !valid(name, true, 253)) {
+  // A namespace is a DNS label, a ConfigMap's name a DNS subdomain.
+  if (!kube::IsDnsName(ns, /*dots=*/false, 63) || !kube::IsDnsName(name, /*dots=*/true, 253)) {
     return absl::InvalidArgumentError(
         fmt::format("--circuit-breaker '{}' is not NAMESPACE/NAME of a ConfigMap: give e.g. "
                     "vigil/vigil-circuit-breaker (the remediator's namespace)",

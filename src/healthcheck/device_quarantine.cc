@@ -1,6 +1,8 @@
 // Implements DeviceQuarantine: DeviceTaintRules for the failing GPUs that are DRA devices.
 #include "healthcheck/device_quarantine.h"
 
+#include <algorithm>
+
 #include "common/status.h"
 #include "common/thread.h"
 #include "fmt/format.h"
@@ -114,14 +116,19 @@ bool DeviceQuarantine::Active() const {
   return !rule_version_.empty();
 }
 
-bool DeviceQuarantine::Covers(const std::vector<v1::Gpu>& gpus, uint32_t gpu,
-                              const std::string& uuid) const {
+bool DeviceQuarantine::CoversEvery(const std::vector<v1::Gpu>& gpus,
+                                   const std::vector<FailingGpu>& failing) const {
+  if (failing.empty()) return true;
   if (!Active()) return false;
   {
     absl::MutexLock lock(&mutex_);
-    if (refused_.contains(uuid)) return false;
+    for (const FailingGpu& gpu : failing) {
+      if (refused_.contains(gpu.uuid)) return false;
+    }
   }
-  return devices_->Map(gpus).Find(gpu) != nullptr;
+  const dra::DeviceMap map = devices_->Map(gpus);
+  return std::all_of(failing.begin(), failing.end(),
+                     [&](const FailingGpu& gpu) { return map.Find(gpu.gpu) != nullptr; });
 }
 
 std::string DeviceQuarantine::RulesPath() const {
@@ -265,7 +272,7 @@ absl::Status DeviceQuarantine::Create(const dra::Device& device, const FailingGp
   }
   if (response->status == 422 || response->status == 400 || response->status == 403 ||
       response->status == 404) {
-    // Refused for good: the node taint covers the GPU instead (Covers() false).
+    // Refused for good: the node taint covers the GPU instead (CoversEvery() false).
     ++stats_.rules_refused;
     const std::string cause = kube::ApiMessage(response->body);
     {

@@ -8,14 +8,14 @@
 // `untaint_after` — the node taint's hysteresis. Rules this check made are found again at start
 // by their node label, so a restart neither forgets nor duplicates them.
 //
-// What the node taint still covers (Covers() false): node-level failures, a GPU that is not a
+// What the node taint still covers (CoversEvery() false): node-level failures, a GPU that is not a
 // DRA device, a cluster that serves no DeviceTaintRules, and a GPU whose rule the API refused
 // (422: logged with its cause) — a failing GPU is never left schedulable.
 //
 // The resource.k8s.io version DeviceTaintRules are served in is discovered: v1 (Kubernetes
 // 1.37), v1beta2 (1.36), v1alpha3 (1.33 to 1.38).
 // Threads: its own (`vigil-quarantine`: woken by Wake(), and every second for the hysteresis);
-// Covers(), StatusJson() and stats() from any thread (one mutex, never held across a request).
+// CoversEvery(), StatusJson() and stats() from any thread (one mutex, never held across a request).
 #pragma once
 
 #include <atomic>
@@ -107,9 +107,10 @@ class DeviceQuarantine {
   // One pass (the thread's, or a test's): discover, adopt, create and remove rules.
   absl::Status ReconcileOnce();
 
-  // Whether a DeviceTaintRule takes (or is about to take) GPU `gpu` out of service, so the node
-  // needs no taint for it. Non-blocking: answered from the device map's cache and the last pass.
-  bool Covers(const std::vector<v1::Gpu>& gpus, uint32_t gpu, const std::string& uuid) const;
+  // Whether DeviceTaintRules take (or are about to take) every one of `failing` out of service, so
+  // the node needs no taint for them. Non-blocking: answered from the device map's cache (read
+  // once) and the last pass.
+  bool CoversEvery(const std::vector<v1::Gpu>& gpus, const std::vector<FailingGpu>& failing) const;
   // Per-GPU quarantine is in force: the mode asks for it, the node's GPUs are DRA devices and the
   // API serves DeviceTaintRules.
   bool Active() const;

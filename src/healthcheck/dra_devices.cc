@@ -54,11 +54,7 @@ void DraDevices::Start() {
 void DraDevices::Stop() {
   if (!stopping_.HasBeenNotified()) stopping_.Notify();
   if (thread_.joinable()) thread_.join();
-  std::shared_ptr<Informer> slices;
-  {
-    absl::MutexLock lock(&mutex_);
-    slices = slices_;
-  }
+  const std::shared_ptr<Informer> slices = Slices();
   if (slices != nullptr) slices->Stop();
 }
 
@@ -120,6 +116,11 @@ void DraDevices::OnSlicesChanged() {
   }
 }
 
+std::shared_ptr<Informer> DraDevices::Slices() const {
+  absl::MutexLock lock(&mutex_);
+  return slices_;
+}
+
 DraState DraDevices::state() const {
   absl::MutexLock lock(&mutex_);
   return state_;
@@ -131,20 +132,12 @@ std::string DraDevices::api_version() const {
 }
 
 bool DraDevices::synced() const {
-  std::shared_ptr<Informer> slices;
-  {
-    absl::MutexLock lock(&mutex_);
-    slices = slices_;
-  }
+  const std::shared_ptr<Informer> slices = Slices();
   return slices != nullptr && slices->synced();
 }
 
 std::vector<dra::Device> DraDevices::Devices() const {
-  std::shared_ptr<Informer> slices;
-  {
-    absl::MutexLock lock(&mutex_);
-    slices = slices_;
-  }
+  const std::shared_ptr<Informer> slices = Slices();
   if (slices == nullptr) return {};
   return dra::DevicesOf(slices->List(), options_.driver, options_.node_name);
 }

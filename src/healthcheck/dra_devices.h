@@ -67,6 +67,8 @@ class DraDevices {
 
  private:
   void Run();
+  // The informer of this node's slices; null before discovery found a version.
+  std::shared_ptr<Informer> Slices() const;
   // The informer's listener: says once when the driver publishes nothing for this node.
   void OnSlicesChanged();
 

@@ -26,9 +26,9 @@ bool NodeTaintNeeded(const HealthView& view, const DeviceQuarantine& quarantine)
     const bool acts =
         std::any_of(actionable.begin(), actionable.end(),
                     [&](const FailingGpu& failing) { return failing.gpu == gpu.gpu(); });
-    if (!acts || !quarantine.Covers(view.gpus, gpu.gpu(), gpu.uuid())) return true;
+    if (!acts) return true;
   }
-  return false;
+  return !quarantine.CoversEvery(view.gpus, actionable);
 }
 
 }  // namespace

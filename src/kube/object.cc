@@ -1,6 +1,7 @@
 // Implements the object helpers.
 #include "kube/object.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "common/strings.h"
@@ -24,6 +25,18 @@ std::string StringAt(const Json& object, std::string_view key) {
 
 std::string Time(absl::Time time) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", time, absl::UTCTimeZone());
+}
+
+bool IsDnsName(std::string_view text, bool dots, size_t max) {
+  if (text.empty() || text.size() > max ||
+      !std::isalnum(static_cast<unsigned char>(text.front())) ||
+      !std::isalnum(static_cast<unsigned char>(text.back()))) {
+    return false;
+  }
+  return std::all_of(text.begin(), text.end(), [&](char c) {
+    return std::islower(static_cast<unsigned char>(c)) ||
+           std::isdigit(static_cast<unsigned char>(c)) || c == '-' || (dots && c == '.');
+  });
 }
 
 std::string QueryEscape(std::string_view text) {

@@ -19,6 +19,10 @@ const nlohmann::json& At(const nlohmann::json& object, std::string_view key);
 // metav1.Time: RFC 3339 in UTC with second precision.
 std::string Time(absl::Time time);
 
+// A DNS name as the API validates names: 1 to `max` of lower-case letters, digits and '-' (and '.'
+// with `dots`: a DNS subdomain; without: a DNS label), beginning and ending alphanumeric.
+bool IsDnsName(std::string_view text, bool dots, size_t max);
+
 // Percent-encodes everything but unreserved characters (RFC 3986), for a query value.
 std::string QueryEscape(std::string_view text);
 
