@@ -348,7 +348,8 @@ TEST(DeployTest, TheRemediationOverlayAddsTheRemediatorAndTheNodesHandOff) {
   ASSERT_NE(role, nullptr);
   const std::set<std::string> rights = RightsOf(*role);
   EXPECT_EQ(rights, (std::set<std::string>{"nodes:get", "nodes:list", "nodes:watch", "nodes:patch",
-                                           "pods:list", "pods/eviction:create", "events:create"}));
+                                           "pods:list", "pods/eviction:create", "events:create",
+                                           "resourceclaims:get", "devicetaintrules:get"}));
   for (const YAML::Node* other : rendered.All("ClusterRole")) {
     if ((*other)["metadata"]["name"].as<std::string>() == "vigil-remediator") continue;
     for (const YAML::Node& rule : (*other)["rules"]) {

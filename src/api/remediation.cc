@@ -92,6 +92,21 @@ class Reader {
     }
     return *action;
   }
+  std::vector<QuarantinedDevice> Devices(const Json& object) {
+    std::vector<QuarantinedDevice> devices;
+    for (const Json& device : Array(object, "devices")) {
+      if (!device.is_object()) {
+        Fail("has a quarantined device that is not an object");
+        break;
+      }
+      devices.push_back({.uuid = String(device, "uuid"),
+                         .driver = String(device, "driver"),
+                         .pool = String(device, "pool"),
+                         .device = String(device, "device"),
+                         .rule = String(device, "rule")});
+    }
+    return devices;
+  }
   std::vector<GpuRef> Gpus(const Json& object) {
     std::vector<GpuRef> gpus;
     for (const Json& gpu : Array(object, "gpus")) {
@@ -111,6 +126,18 @@ class Reader {
   Json json_;
   std::string error_;
 };
+
+Json DevicesJson(const std::vector<QuarantinedDevice>& devices) {
+  Json json = Json::array();
+  for (const QuarantinedDevice& device : devices) {
+    json.push_back({{"uuid", device.uuid},
+                    {"driver", device.driver},
+                    {"pool", device.pool},
+                    {"device", device.device},
+                    {"rule", device.rule}});
+  }
+  return json;
+}
 
 Json GpusJson(const std::vector<GpuRef>& gpus) {
   Json json = Json::array();
@@ -151,6 +178,7 @@ std::string FaultsToJson(const PublishedFaults& faults) {
     for (const GpuPods& gpu : faults.gpu_pods) pods[gpu.uuid] = gpu.pods;
     json["pods"] = std::move(pods);
   }
+  if (!faults.devices.empty()) json["devices"] = DevicesJson(faults.devices);
   return json.dump();
 }
 
@@ -199,6 +227,7 @@ absl::StatusOr<PublishedFaults> ParseFaults(std::string_view text) {
       }
     }
   }
+  faults.devices = reader.Devices(json);
   if (!reader.ok()) return reader.status();
   return faults;
 }
@@ -291,6 +320,45 @@ std::optional<RemediationStep> ParseRemediationStep(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view DrainPodOutcomeName(DrainPodOutcome outcome) {
+  switch (outcome) {
+    case DrainPodOutcome::kPending:
+      return "pending";
+    case DrainPodOutcome::kEvicted:
+      return "evicted";
+    case DrainPodOutcome::kGone:
+      return "gone";
+    case DrainPodOutcome::kBlocked:
+      return "blocked";
+    case DrainPodOutcome::kFailed:
+      return "failed";
+    case DrainPodOutcome::kRetry:
+      return "retry";
+    case DrainPodOutcome::kDeleted:
+      return "deleted";
+  }
+  return "pending";
+}
+
+std::optional<DrainPodOutcome> ParseDrainPodOutcome(std::string_view name) {
+  for (DrainPodOutcome outcome :
+       {DrainPodOutcome::kPending, DrainPodOutcome::kEvicted, DrainPodOutcome::kGone,
+        DrainPodOutcome::kBlocked, DrainPodOutcome::kFailed, DrainPodOutcome::kRetry,
+        DrainPodOutcome::kDeleted}) {
+    if (DrainPodOutcomeName(outcome) == name) return outcome;
+  }
+  return std::nullopt;
+}
+
+bool IsDrained(DrainPodOutcome outcome) {
+  return outcome == DrainPodOutcome::kEvicted || outcome == DrainPodOutcome::kGone ||
+         outcome == DrainPodOutcome::kDeleted;
+}
+
+std::string_view EpisodeScopeName(EpisodeScope scope) {
+  return scope == EpisodeScope::kGpu ? "gpu" : "node";
+}
+
 std::string RemediationToJson(const NodeRemediation& state) {
   Json json = {{"step", std::string(RemediationStepName(state.step))},
                {"action", std::string(RecommendedActionText(state.action))},
@@ -306,12 +374,19 @@ std::string RemediationToJson(const NodeRemediation& state) {
   if (!state.drain.empty()) {
     Json pods = Json::array();
     for (const DrainPodState& pod : state.drain) {
-      pods.push_back({{"pod", pod.id}, {"outcome", pod.outcome}, {"attempts", pod.attempts}});
+      pods.push_back({{"pod", pod.id},
+                      {"outcome", std::string(DrainPodOutcomeName(pod.outcome))},
+                      {"attempts", pod.attempts}});
     }
     json["drain"] = {{"pods", std::move(pods)},
                      {"rounds", state.drain_rounds},
                      {"next", TimeText(state.drain_next)}};
   }
+  if (state.scope != EpisodeScope::kNode) {
+    json["scope"] = std::string(EpisodeScopeName(state.scope));
+    json["devices"] = DevicesJson(state.devices);
+  }
+  if (state.node_tainted) json["node_tainted"] = true;
   return json.dump();
 }
 
@@ -343,6 +418,13 @@ absl::StatusOr<NodeRemediation> ParseRemediation(std::string_view text) {
   }
   state.request_id = reader.String(json, "request_id", /*required=*/false);
   state.cordoned = reader.Bool(json, "cordoned");
+  if (const std::string scope = reader.String(json, "scope", /*required=*/false); scope == "gpu") {
+    state.scope = EpisodeScope::kGpu;
+  } else if (!scope.empty() && scope != "node" && reader.ok()) {
+    reader.Fail(fmt::format("has an unknown \"scope\": {}", scope));
+  }
+  state.devices = reader.Devices(json);
+  state.node_tainted = reader.Bool(json, "node_tainted");
   state.message = reader.String(json, "message", /*required=*/false);
   if (auto drain = json.find("drain"); drain != json.end() && drain->is_object()) {
     for (const Json& pod : reader.Array(*drain, "pods")) {
@@ -350,8 +432,13 @@ absl::StatusOr<NodeRemediation> ParseRemediation(std::string_view text) {
         reader.Fail("has a drained pod that is not an object");
         break;
       }
+      const std::string outcome = reader.String(pod, "outcome");
+      const std::optional<DrainPodOutcome> parsed = ParseDrainPodOutcome(outcome);
+      if (!parsed.has_value() && reader.ok()) {
+        reader.Fail(fmt::format("has a drained pod with an unknown \"outcome\": {}", outcome));
+      }
       state.drain.push_back({.id = reader.String(pod, "pod"),
-                             .outcome = reader.String(pod, "outcome"),
+                             .outcome = parsed.value_or(DrainPodOutcome::kPending),
                              .attempts = static_cast<int>(reader.Int(pod, "attempts"))});
     }
     state.drain_rounds = static_cast<int>(reader.Int(*drain, "rounds"));

@@ -38,6 +38,9 @@ inline constexpr std::string_view kNeedsInspectionLabel = "vigil.dev/needs-inspe
 inline constexpr std::string_view kNeedsInspectionTaint = "vigil.dev/needs-inspection";
 // With --reboot-via label: the label an external repair operator watches.
 inline constexpr std::string_view kRebootRequestedLabel = "vigil.dev/reboot-requested";
+// The remediator's own NoSchedule taint on a node it takes for a reboot while only a GPU of it was
+// quarantined (a DeviceTaintRule, no node taint): the whole node leaves service for the reboot.
+inline constexpr std::string_view kRemediationTaint = "vigil.dev/remediation";
 
 // "none", "restart-app", ... (RecommendedActionText); nullopt for anything else.
 std::optional<v1::RecommendedAction> RecommendedActionFromText(std::string_view text);
@@ -63,6 +66,15 @@ struct GpuPods {
   std::vector<std::string> pods;
 };
 
+// A GPU a DeviceTaintRule of the node's health check takes out of service (per-GPU quarantine):
+// the GPU, its DRA device and the rule's name.
+struct QuarantinedDevice {
+  std::string uuid;
+  std::string driver, pool, device;
+  std::string rule;
+  bool operator==(const QuarantinedDevice&) const = default;
+};
+
 struct PublishedFaults {
   std::string engine;  // the engine's instance id
   uint64_t seq = 0;    // of the verdict
@@ -71,6 +83,9 @@ struct PublishedFaults {
   // remediator drains every GPU pod of the node for a reset too.
   bool pods_known = false;
   std::vector<GpuPods> gpu_pods;
+  // The failing GPUs DeviceTaintRules take out of service; a GPU not listed is covered by the
+  // node taint.
+  std::vector<QuarantinedDevice> devices;
 };
 std::string FaultsToJson(const PublishedFaults& faults);
 // InvalidArgument naming what is wrong.
@@ -124,12 +139,35 @@ enum class RemediationStep : uint8_t {
 std::string_view RemediationStepName(RemediationStep step);  // "idle", "draining", ...
 std::optional<RemediationStep> ParseRemediationStep(std::string_view name);
 
+// How the eviction of a pod of a drain went.
+enum class DrainPodOutcome : uint8_t {
+  kPending,  // not tried yet
+  kEvicted,  // the API server accepted the eviction
+  kGone,     // it was gone already
+  kBlocked,  // a PodDisruptionBudget forbade it (tried again)
+  kFailed,   // the API server refused otherwise
+  kRetry,    // no answer or a server error: tried again
+  kDeleted,  // deleted after a PDB held it past --force-after
+};
+// "pending", "evicted", "gone", "blocked", "failed", "retry", "deleted".
+std::string_view DrainPodOutcomeName(DrainPodOutcome outcome);
+std::optional<DrainPodOutcome> ParseDrainPodOutcome(std::string_view name);
+// The pod no longer holds the GPU: evicted, gone or deleted.
+bool IsDrained(DrainPodOutcome outcome);
+
 // A pod of a drain and how its eviction went.
 struct DrainPodState {
-  std::string id;       // "NAMESPACE/NAME"
-  std::string outcome;  // "pending", "evicted", "gone", "blocked", "failed", "deleted"
+  std::string id;  // "NAMESPACE/NAME"
+  DrainPodOutcome outcome = DrainPodOutcome::kPending;
   int attempts = 0;
 };
+
+// What an episode takes out of service.
+enum class EpisodeScope : uint8_t {
+  kNode,  // the node: the health check's node taint (or a cordon)
+  kGpu,   // the failing GPUs: the health check's DeviceTaintRules; the node stays in service
+};
+std::string_view EpisodeScopeName(EpisodeScope scope);  // "node", "gpu"
 
 struct NodeRemediation {
   RemediationStep step = RemediationStep::kIdle;
@@ -141,6 +179,9 @@ struct NodeRemediation {
   std::vector<absl::Time> attempts;  // recoveries within the attempt window, oldest first
   std::string request_id;            // of the reset or reboot request in flight
   bool cordoned = false;             // the remediator cordoned it (and uncordons it)
+  EpisodeScope scope = EpisodeScope::kNode;
+  std::vector<QuarantinedDevice> devices;  // kGpu: the devices the rules take out of service
+  bool node_tainted = false;  // the remediator put kRemediationTaint on (and takes it off)
   std::vector<DrainPodState> drain;
   int drain_rounds = 0;
   absl::Time drain_next;  // when the next eviction round is due

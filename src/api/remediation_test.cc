@@ -25,6 +25,11 @@ TEST(RemediationAnnotationsTest, FaultsReadBackAsWritten) {
                            .first_seen = kTime});
   faults.faults.push_back({.system = "nvswitch", .action = v1::RECOMMENDED_ACTION_REBOOT});
   faults.gpu_pods.push_back({.uuid = "GPU-1", .pods = {"ml/train-0"}});
+  faults.devices.push_back({.uuid = "GPU-1",
+                            .driver = "gpu.nvidia.com",
+                            .pool = "n1",
+                            .device = "gpu-4",
+                            .rule = "vigil-n1-gpu-4"});
   auto parsed = ParseFaults(FaultsToJson(faults));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->engine, "abc");
@@ -41,6 +46,10 @@ TEST(RemediationAnnotationsTest, FaultsReadBackAsWritten) {
   ASSERT_TRUE(parsed->pods_known);
   ASSERT_EQ(parsed->gpu_pods.size(), 1u);
   EXPECT_THAT(parsed->gpu_pods[0].pods, ::testing::ElementsAre("ml/train-0"));
+  EXPECT_EQ(parsed->devices, faults.devices);
+  EXPECT_THAT(
+      ParseFaults(R"({"engine":"e","faults":[],"devices":[{"uuid":"GPU-1"}]})").status().message(),
+      HasSubstr("has no \"driver\""));
   PublishedFault drill{.injected = true};
   EXPECT_FALSE(drill.actionable()) << "a drill's fault without permission drives nothing";
 }
@@ -65,28 +74,43 @@ TEST(RemediationAnnotationsTest, RequestsResultsAndStateReadBackAsWritten) {
   EXPECT_EQ(parsed_result->outcome, ActionOutcome::kRefused);
   EXPECT_EQ(parsed_result->message, "in use");
 
-  NodeRemediation state{.step = RemediationStep::kDraining,
-                        .action = v1::RECOMMENDED_ACTION_RESET_GPU,
-                        .gpus = {{.index = 0, .uuid = "GPU-0"}},
-                        .incident = "GPU 0 memory FAIL",
-                        .episode_started = kTime,
-                        .step_started = kTime + absl::Seconds(1),
-                        .attempts = {kTime - absl::Hours(1)},
-                        .request_id = "r1",
-                        .cordoned = true,
-                        .drain = {{.id = "ml/a", .outcome = "blocked", .attempts = 3}},
-                        .drain_rounds = 3,
-                        .drain_next = kTime + absl::Seconds(8),
-                        .message = "evicting"};
+  NodeRemediation state{
+      .step = RemediationStep::kDraining,
+      .action = v1::RECOMMENDED_ACTION_RESET_GPU,
+      .gpus = {{.index = 0, .uuid = "GPU-0"}},
+      .incident = "GPU 0 memory FAIL",
+      .episode_started = kTime,
+      .step_started = kTime + absl::Seconds(1),
+      .attempts = {kTime - absl::Hours(1)},
+      .request_id = "r1",
+      .cordoned = true,
+      .scope = EpisodeScope::kGpu,
+      .devices = {{.uuid = "GPU-0",
+                   .driver = "gpu.nvidia.com",
+                   .pool = "n1",
+                   .device = "gpu-7",
+                   .rule = "vigil-n1-gpu-7"}},
+      .node_tainted = true,
+      .drain = {{.id = "ml/a", .outcome = DrainPodOutcome::kBlocked, .attempts = 3},
+                {.id = "ml/b", .outcome = DrainPodOutcome::kDeleted}},
+      .drain_rounds = 3,
+      .drain_next = kTime + absl::Seconds(8),
+      .message = "evicting"};
   auto parsed = ParseRemediation(RemediationToJson(state));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->step, RemediationStep::kDraining);
   EXPECT_EQ(parsed->gpus, state.gpus);
   EXPECT_EQ(parsed->attempts, state.attempts);
   EXPECT_TRUE(parsed->cordoned);
-  ASSERT_EQ(parsed->drain.size(), 1u);
-  EXPECT_EQ(parsed->drain[0].outcome, "blocked");
+  ASSERT_EQ(parsed->drain.size(), 2u);
+  EXPECT_EQ(parsed->drain[0].outcome, DrainPodOutcome::kBlocked);
   EXPECT_EQ(parsed->drain[0].attempts, 3);
+  EXPECT_EQ(parsed->drain[1].outcome, DrainPodOutcome::kDeleted);
+  EXPECT_TRUE(IsDrained(parsed->drain[1].outcome));
+  EXPECT_FALSE(IsDrained(parsed->drain[0].outcome));
+  EXPECT_EQ(parsed->scope, EpisodeScope::kGpu);
+  EXPECT_EQ(parsed->devices, state.devices);
+  EXPECT_TRUE(parsed->node_tainted);
   EXPECT_EQ(parsed->drain_rounds, 3);
   EXPECT_EQ(parsed->drain_next, state.drain_next);
 }

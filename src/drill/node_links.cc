@@ -267,7 +267,8 @@ class RemediationLink final : public Link {
     } else if (stage_ == Stage::kDrain && reached >= 2) {
       std::string pods;
       for (const DrainPodState& pod : state->drain) {
-        pods += fmt::format("{}{} {}", pods.empty() ? "" : ", ", pod.id, pod.outcome);
+        pods += fmt::format("{}{} {}", pods.empty() ? "" : ", ", pod.id,
+                            DrainPodOutcomeName(pod.outcome));
       }
       detail = fmt::format("drained ({})", pods.empty() ? "no pod to evict" : pods);
     }

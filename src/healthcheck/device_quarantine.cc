@@ -18,7 +18,6 @@ namespace {
 using Json = nlohmann::json;
 
 // DeviceTaintRules: v1 from 1.37, v1beta2 from 1.36, v1alpha3 from 1.33 (removed in 1.39).
-const std::vector<std::string> kRuleVersions = {"v1", "v1beta2", "v1alpha3"};
 
 // How often the thread looks again without being woken: the hysteresis is timed by it.
 constexpr absl::Duration kRecheck = absl::Seconds(1);
@@ -171,8 +170,8 @@ absl::Status DeviceQuarantine::Discover() {
     absl::MutexLock lock(&mutex_);
     if (!rule_version_.empty() || no_rule_api_) return absl::OkStatus();
   }
-  absl::StatusOr<std::string> version =
-      kube::ServedVersion(*api_, "resource.k8s.io", "devicetaintrules", kRuleVersions);
+  absl::StatusOr<std::string> version = kube::ServedVersion(
+      *api_, "resource.k8s.io", "devicetaintrules", kube::kDeviceTaintRuleVersions);
   absl::MutexLock lock(&mutex_);
   if (version.status().code() == absl::StatusCode::kNotFound) {
     no_rule_api_ = true;
@@ -214,6 +213,8 @@ absl::Status DeviceQuarantine::Adopt() {
     const Json& labels = kube::At(kube::At(rule, "metadata"), "labels");
     rules_[device] = {.name = kube::StringAt(kube::At(rule, "metadata"), "name"),
                       .uuid = kube::StringAt(labels, kRuleGpuLabel),
+                      .driver = kube::StringAt(selector_json, "driver"),
+                      .pool = kube::StringAt(selector_json, "pool"),
                       .code = kube::StringAt(kube::At(kube::At(rule, "spec"), "taint"), "value")};
   }
   adopted_ = true;
@@ -259,7 +260,11 @@ absl::Status DeviceQuarantine::Create(const dra::Device& device, const FailingGp
     ++stats_.rules_created;
     {
       absl::MutexLock lock(&mutex_);
-      rules_[device.name] = {.name = name, .uuid = failing.uuid, .code = failing.code};
+      rules_[device.name] = {.name = name,
+                             .uuid = failing.uuid,
+                             .driver = device.driver,
+                             .pool = device.pool,
+                             .code = failing.code};
     }
     const std::string message = fmt::format(
         "GPU {} ({}) FAILs ({}): device {}/{}/{} tainted {}={}:{} (DeviceTaintRule {}); node {} "
@@ -379,6 +384,19 @@ absl::Status DeviceQuarantine::ReconcileOnce() {
   }
   if (changed && options_.on_change) options_.on_change();
   return first_error;
+}
+
+std::vector<QuarantinedDevice> DeviceQuarantine::Quarantined() const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<QuarantinedDevice> out;
+  for (const auto& [device, rule] : rules_) {
+    out.push_back({.uuid = rule.uuid,
+                   .driver = rule.driver,
+                   .pool = rule.pool,
+                   .device = device,
+                   .rule = rule.name});
+  }
+  return out;
 }
 
 Json DeviceQuarantine::StatusJson() const {

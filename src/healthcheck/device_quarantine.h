@@ -30,6 +30,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "api/remediation.h"
 #include "common/clock.h"
 #include "healthcheck/dra_devices.h"
 #include "kube/kube_api.h"
@@ -114,6 +115,8 @@ class DeviceQuarantine {
   // Per-GPU quarantine is in force: the mode asks for it, the node's GPUs are DRA devices and the
   // API serves DeviceTaintRules.
   bool Active() const;
+  // The GPUs this check's rules take out of service now (what it publishes for the remediator).
+  std::vector<QuarantinedDevice> Quarantined() const;
   nlohmann::json StatusJson() const;
   const DeviceQuarantineStats& stats() const { return stats_; }
   const DeviceQuarantineOptions& options() const { return options_; }
@@ -123,6 +126,7 @@ class DeviceQuarantine {
   struct Rule {
     std::string name;  // the object's
     std::string uuid;  // the GPU's
+    std::string driver, pool;
     std::string code;
     absl::Time healthy_since = absl::InfinitePast();  // the GPU not failing since
   };

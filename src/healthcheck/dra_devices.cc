@@ -12,7 +12,6 @@ namespace vigil {
 namespace {
 
 // ResourceSlices: GA in v1 (1.34); v1beta2 from 1.33, v1beta1 from 1.32.
-const std::vector<std::string> kSliceVersions = {"v1", "v1beta2", "v1beta1"};
 
 }  // namespace
 
@@ -62,8 +61,8 @@ void DraDevices::Run() {
   Backoff backoff(BackoffPolicy{.initial = absl::Seconds(1), .max = absl::Minutes(1)});
   std::string logged;
   for (;;) {
-    absl::StatusOr<std::string> version =
-        kube::ServedVersion(*api_, "resource.k8s.io", "resourceslices", kSliceVersions);
+    absl::StatusOr<std::string> version = kube::ServedVersion(
+        *api_, "resource.k8s.io", "resourceslices", kube::kResourceSliceVersions);
     if (version.ok()) {
       auto slices = std::make_shared<Informer>(
           api_, InformerOptions{

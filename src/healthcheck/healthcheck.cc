@@ -53,8 +53,19 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
       faults = [self](absl::Time now) -> std::optional<PublishedFaults> {
         const HealthView view = self->monitor_->View();
         if (!view.fresh(now)) return std::nullopt;  // a stale verdict says nothing new
-        return RemediationRelay::FaultsOf(
+        PublishedFaults faults = RemediationRelay::FaultsOf(
             view, self->pods_ != nullptr ? self->pods_->Known() : std::nullopt);
+        // The failing GPUs DeviceTaintRules hold: the remediator drains those alone.
+        if (self->quarantine_ != nullptr) {
+          for (QuarantinedDevice& device : self->quarantine_->Quarantined()) {
+            if (std::any_of(
+                    faults.faults.begin(), faults.faults.end(),
+                    [&](const PublishedFault& fault) { return fault.uuid == device.uuid; })) {
+              faults.devices.push_back(std::move(device));
+            }
+          }
+        }
+        return faults;
       };
     }
     self->reporter_ = std::make_unique<NodeReporter>(

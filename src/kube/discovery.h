@@ -14,6 +14,14 @@
 
 namespace vigil::kube {
 
+// resource.k8s.io's versions of the DRA resources Vigil reads and writes, newest first: what
+// Kubernetes 1.33 to 1.38 serve them in (ResourceSlices and ResourceClaims: v1 from 1.34, v1beta2
+// from 1.33, v1beta1 from 1.32; DeviceTaintRules: v1 from 1.37, v1beta2 from 1.36, v1alpha3 from
+// 1.33 to 1.38).
+inline const std::vector<std::string> kResourceSliceVersions = {"v1", "v1beta2", "v1beta1"};
+inline const std::vector<std::string> kResourceClaimVersions = {"v1", "v1beta2", "v1beta1"};
+inline const std::vector<std::string> kDeviceTaintRuleVersions = {"v1", "v1beta2", "v1alpha3"};
+
 // The first of `versions` (newest first) in which `group` serves `resource` (its plural name,
 // "resourceslices"). NotFound, naming what was asked, when none does; Unavailable (with the
 // API's answer) when the server could not be asked.

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/strings/str_join.h"
 #include "api/convert.h"
+#include "common/check.h"
 #include "common/status.h"
 #include "fmt/format.h"
 #include "kube/events.h"
@@ -46,27 +48,10 @@ std::string GpuList(const std::vector<GpuRef>& gpus) {
   return out;
 }
 
-std::string PodList(const std::vector<DrainPodState>& pods, std::string_view outcome = "") {
+std::string PodList(const std::vector<DrainPodState>& pods) {
   std::string out;
-  for (const DrainPodState& pod : pods) {
-    if (!outcome.empty() && pod.outcome != outcome) continue;
-    out += (out.empty() ? "" : ", ") + pod.id;
-  }
+  for (const DrainPodState& pod : pods) out += (out.empty() ? "" : ", ") + pod.id;
   return out.empty() ? "none" : out;
-}
-
-DrainedPod::Outcome OutcomeFromName(std::string_view name, bool* unanswered) {
-  *unanswered = name == "retry";
-  for (DrainedPod::Outcome outcome :
-       {DrainedPod::Outcome::kPending, DrainedPod::Outcome::kEvicted, DrainedPod::Outcome::kGone,
-        DrainedPod::Outcome::kBlocked, DrainedPod::Outcome::kFailed}) {
-    if (OutcomeName(outcome) == name) return outcome;
-  }
-  return *unanswered ? DrainedPod::Outcome::kFailed : DrainedPod::Outcome::kPending;
-}
-
-std::string NameOfOutcome(const DrainedPod& pod) {
-  return pod.unanswered ? "retry" : std::string(OutcomeName(pod.outcome));
 }
 
 }  // namespace
@@ -272,7 +257,8 @@ Remediator::Remediator(RemediatorOptions options, KubeApi* api)
                 .taint_key = options_.taint_key,
                 .max_tainted_share = options_.max_tainted_share,
                 .identity = options_.identity},
-               api) {
+               api),
+      claims_(api) {
   // Every change the watch brings marks its node for the next pass: a pass costs the nodes that
   // changed (and those under remediation), not the fleet.
   nodes_.AddListener([this](const std::string& name) {
@@ -491,12 +477,783 @@ absl::Status Remediator::ReconcileOnce(absl::Time act_until) {
   return pass.first_error;
 }
 
+std::string_view TransitionName(Transition transition) {
+  switch (transition) {
+    case Transition::kTakeOn:
+      return "take-on";
+    case Transition::kEscalate:
+      return "escalate";
+    case Transition::kDrained:
+      return "drained";
+    case Transition::kDrainTimedOut:
+      return "drain-timed-out";
+    case Transition::kHealthyAgain:
+      return "healthy-again";
+    case Transition::kRecovered:
+      return "recovered";
+    case Transition::kVerified:
+      return "verified";
+    case Transition::kFailedAttempt:
+      return "failed-attempt";
+    case Transition::kHandedBack:
+      return "handed-back";
+  }
+  return "take-on";
+}
+
+namespace {
+
+// Every arrow of the per-node state machine: from a step, on a transition, to a step.
+struct Arrow {
+  RemediationStep from;
+  Transition on;
+  RemediationStep to;
+};
+constexpr Arrow kArrows[] = {
+    {RemediationStep::kIdle, Transition::kTakeOn, RemediationStep::kDraining},
+    {RemediationStep::kIdle, Transition::kEscalate, RemediationStep::kEscalated},
+    {RemediationStep::kDraining, Transition::kDrained, RemediationStep::kRecovering},
+    {RemediationStep::kDraining, Transition::kDrainTimedOut, RemediationStep::kDrainStuck},
+    {RemediationStep::kDrainStuck, Transition::kHealthyAgain, RemediationStep::kIdle},
+    {RemediationStep::kRecovering, Transition::kRecovered, RemediationStep::kVerifying},
+    {RemediationStep::kRecovering, Transition::kEscalate, RemediationStep::kEscalated},
+    {RemediationStep::kVerifying, Transition::kVerified, RemediationStep::kIdle},
+    {RemediationStep::kVerifying, Transition::kFailedAttempt, RemediationStep::kIdle},
+    {RemediationStep::kVerifying, Transition::kEscalate, RemediationStep::kEscalated},
+    {RemediationStep::kEscalated, Transition::kHandedBack, RemediationStep::kIdle},
+};
+
+}  // namespace
+
+std::optional<RemediationStep> NextStep(RemediationStep from, Transition transition) {
+  for (const Arrow& arrow : kArrows) {
+    if (arrow.from == from && arrow.on == transition) return arrow.to;
+  }
+  return std::nullopt;
+}
+
+ActionChoice ChooseAction(const PublishedFaults& faults) {
+  ActionChoice choice{.drill_only = true};
+  // A drill's fault without permission drives nothing: only the actionable faults choose the
+  // action and the GPUs (the others are dry-run when they are all there is).
+  for (const PublishedFault& fault : faults.faults) choice.drill_only &= !fault.actionable();
+  for (const PublishedFault& fault : faults.faults) {
+    if ((fault.actionable() || choice.drill_only) &&
+        Strength(fault.action) > Strength(choice.action)) {
+      choice.action = fault.action;
+    }
+  }
+  for (const PublishedFault& fault : faults.faults) {
+    if (fault.action != choice.action || !(fault.actionable() || choice.drill_only)) continue;
+    if (fault.gpu >= 0 && std::none_of(choice.gpus.begin(), choice.gpus.end(),
+                                       [&](const GpuRef& gpu) { return gpu.uuid == fault.uuid; })) {
+      choice.gpus.push_back({.index = static_cast<uint32_t>(fault.gpu), .uuid = fault.uuid});
+    }
+    const std::string subject = fault.gpu >= 0 ? fmt::format("GPU {}", fault.gpu) : "node";
+    choice.incident += fmt::format("{}{} {} {}{}", choice.incident.empty() ? "" : "; ", subject,
+                                   fault.system, fault.code, fault.injected ? " [injected]" : "");
+  }
+  return choice;
+}
+
+// One node's pass through the state machine: the function of its step decides what to do (the
+// changes go into `step`, written after) and returns the arrow it takes, if any. Lives for one
+// ReconcileNode() call, on the pass's thread.
+class Remediator::Episode {
+ public:
+  Episode(Remediator& remediator, const NodeView& view, NodeRemediation& state, NodeStep& step,
+          Pass& pass, std::optional<PublishedFaults> faults)
+      : r_(remediator),
+        view_(view),
+        name_(view.name),
+        state_(state),
+        step_(step),
+        pass_(pass),
+        now_(pass.now),
+        faults_(std::move(faults)),
+        failing_(view.condition == "True"),
+        healthy_(view.condition == "False") {}
+
+  // Not --mode on: an episode under way (or an escalation) is frozen where it is — reported,
+  // never advanced (a roll-back to dry-run mid-incident changes nothing from then on).
+  std::optional<Transition> Run() {
+    if (r_.options_.mode != Mode::kOn && state_.step != RemediationStep::kIdle) return Frozen();
+    switch (state_.step) {
+      case RemediationStep::kIdle:
+        return Idle();
+      case RemediationStep::kDraining:
+        return Draining();
+      case RemediationStep::kDrainStuck:
+        return DrainStuck();
+      case RemediationStep::kRecovering:
+        return Recovering();
+      case RemediationStep::kVerifying:
+        return Verifying();
+      case RemediationStep::kEscalated:
+        return Escalated();
+    }
+    return std::nullopt;
+  }
+  // A step that could not be decided (the pods or claims could not be read): OK otherwise.
+  const absl::Status& error() const { return error_; }
+
+ private:
+  std::optional<Transition> Frozen() {
+    WaitOnce(fmt::format("frozen at {} (--mode {})", RemediationStepName(state_.step),
+                         ModeName(r_.options_.mode)),
+             WaitTold::kLogWarning, ": nothing is done until --mode on");
+    return std::nullopt;
+  }
+
+  // How a wait is told, once per wait.
+  enum class WaitTold : uint8_t { kLogWarning, kLogInfo, kEvent };
+  // Records that the node waits for `why` (told once: a log line, or an Event).
+  void WaitOnce(const std::string& why, WaitTold told, std::string_view detail = "") {
+    std::string& last = r_.waits_[name_];
+    if (last == why) return;
+    last = why;
+    switch (told) {
+      case WaitTold::kLogWarning:
+        spdlog::warn("remediation: node {}: {}{}", name_, why, detail);
+        break;
+      case WaitTold::kLogInfo:
+        spdlog::info("remediation: node {}: {}{}", name_, why, detail);
+        break;
+      case WaitTold::kEvent:
+        step_.Event("Normal", "VigilWaiting", fmt::format("{} waits: {}", detail, why));
+        break;
+    }
+  }
+
+  std::optional<Transition> Idle() {
+    if (!failing_ || r_.options_.mode == Mode::kOff) {
+      r_.dry_runs_.erase(name_);
+      r_.waits_.erase(name_);
+      return std::nullopt;
+    }
+    if (!faults_.has_value()) {
+      WaitOnce(fmt::format("fails but its health check has published no {} annotation (is it a "
+                           "Vigil health check with --kubernetes that publishes faults?)",
+                           kFaultsAnnotation),
+               WaitTold::kLogWarning, ": waiting");
+      return std::nullopt;
+    }
+    const ActionChoice choice = ChooseAction(*faults_);
+    if (faults_->faults.empty() || choice.action == v1::RECOMMENDED_ACTION_NONE) {
+      WaitOnce("fails, but no fault recommends an action", WaitTold::kLogInfo);
+      return std::nullopt;
+    }
+    // The GPUs the health check's DeviceTaintRules take out of service: the node itself stays in
+    // service (no node taint) when they cover every GPU of the episode.
+    const std::vector<QuarantinedDevice> devices = DevicesOf(choice.gpus);
+    const bool gpus_quarantined = !choice.gpus.empty() && devices.size() == choice.gpus.size();
+    const bool reboot = choice.action == v1::RECOMMENDED_ACTION_REBOOT;
+    const bool node_quarantined = view_.HasTaint(r_.options_.taint_key);
+    const EpisodeScope scope =
+        !node_quarantined && gpus_quarantined && !reboot ? EpisodeScope::kGpu : EpisodeScope::kNode;
+    if (r_.options_.mode == Mode::kDryRun || choice.drill_only) {
+      return DryRun(choice, scope, devices);
+    }
+    r_.dry_runs_.erase(name_);
+    // A fleet-wide false alarm must neither drain nor label the fleet.
+    if (pass_.breaker_open) {
+      if (r_.waits_[name_] != pass_.breaker_why) {
+        r_.waits_[name_] = pass_.breaker_why;
+        step_.Event("Warning", "VigilCircuitBreakerOpen",
+                    fmt::format("{} waits: {} — a fleet-wide problem is not drained node by node",
+                                choice.incident, pass_.breaker_why));
+      }
+      return std::nullopt;
+    }
+    if (state_.attempts.size() >= static_cast<size_t>(r_.options_.max_attempts)) {
+      Remember(choice);
+      return Escalate(fmt::format("failed again after {} recover{} in {}: {}",
+                                  state_.attempts.size(), state_.attempts.size() == 1 ? "y" : "ies",
+                                  absl::FormatDuration(r_.options_.attempt_window),
+                                  choice.incident));
+    }
+    if (choice.action == v1::RECOMMENDED_ACTION_INSPECT) {
+      Remember(choice);
+      return Escalate(
+          fmt::format("the fault needs a person, not an automatic action: {}", choice.incident));
+    }
+    if (pass_.active >= r_.options_.max_concurrent) {
+      WaitOnce(fmt::format("{} node(s) already in drain or recovery (--max-concurrent {})",
+                           pass_.active, r_.options_.max_concurrent),
+               WaitTold::kEvent, choice.incident);
+      return std::nullopt;
+    }
+    if (!node_quarantined && !gpus_quarantined && !r_.options_.cordon) {
+      WaitOnce(fmt::format("the node is not quarantined: no {} taint yet (does its health check "
+                           "run with --taint?), no DeviceTaintRule for each failing GPU, and no "
+                           "--cordon",
+                           r_.options_.taint_key),
+               WaitTold::kLogWarning, ": not draining");
+      return std::nullopt;
+    }
+    r_.waits_.erase(name_);
+    absl::StatusOr<DrainOptions> drain_options = DrainFor(choice, scope, devices);
+    if (!drain_options.ok()) {
+      error_ = drain_options.status();
+      return std::nullopt;
+    }
+    const DrainReport plan = PlanDrain(*r_.api_, name_, *drain_options);
+    if (!plan.error.empty()) {
+      error_ = absl::UnavailableError(
+          fmt::format("node {}: cannot list its pods to drain: {}", name_, plan.error));
+      return std::nullopt;
+    }
+    // Quarantine: the health check's taint or rules are on; a cordon as an option, and for a
+    // reboot of a node whose GPUs alone were quarantined, the remediator's own taint.
+    Remember(choice);
+    state_.episode_started = now_;
+    state_.scope = scope;
+    state_.devices = devices;
+    if (r_.options_.cordon && !view_.unschedulable) {
+      step_.SetUnschedulable(true);
+      state_.cordoned = true;
+    }
+    if (reboot && !node_quarantined) {
+      step_.SetTaint(kRemediationTaint, true);
+      state_.node_tainted = true;
+    }
+    state_.drain.clear();
+    for (const DrainedPod& pod : plan.pods) {
+      state_.drain.push_back({.id = pod.ns + "/" + pod.name});
+    }
+    state_.drain_rounds = 0;
+    state_.drain_next = now_;
+    state_.message = fmt::format("evicting {}", PodList(state_.drain));
+    ++r_.stats_.episodes;
+    ++pass_.active;
+    step_.Event(
+        "Warning", "VigilQuarantined",
+        fmt::format("{} ({}): {}; draining {}", choice.incident,
+                    RecommendedActionText(choice.action), QuarantineText(), PodList(state_.drain)));
+    return Transition::kTakeOn;
+  }
+
+  // Every step it would take, recorded once per episode; nothing on the node changes.
+  std::optional<Transition> DryRun(const ActionChoice& choice, EpisodeScope scope,
+                                   const std::vector<QuarantinedDevice>& devices) {
+    const std::string episode = choice.incident + "|" + kube::Time(view_.condition_since);
+    if (r_.dry_runs_[name_] == episode) return std::nullopt;
+    r_.dry_runs_[name_] = episode;
+    const std::string why = choice.drill_only
+                                ? "the faults are a drill's, injected without --allow-actions"
+                                : "--mode dry-run";
+    std::vector<std::string> would;
+    if (state_.attempts.size() >= static_cast<size_t>(r_.options_.max_attempts) ||
+        choice.action == v1::RECOMMENDED_ACTION_INSPECT) {
+      would.push_back(
+          fmt::format("label {}=true and keep the node quarantined", kNeedsInspectionLabel));
+    } else {
+      if (r_.options_.cordon) would.push_back("cordon the node");
+      if (scope == EpisodeScope::kGpu) {
+        would.push_back(fmt::format("keep the node in service: {} quarantined by {}",
+                                    GpuList(choice.gpus), RuleList(devices)));
+      }
+      absl::StatusOr<DrainOptions> drain = DrainFor(choice, scope, devices);
+      if (!drain.ok()) {
+        would.push_back(
+            fmt::format("evict the pods (cannot tell which: {})", MessageOf(drain.status())));
+      } else {
+        drain->dry_run = true;
+        const DrainReport plan = PlanDrain(*r_.api_, name_, *drain);
+        std::string pods;
+        for (const DrainedPod& pod : plan.pods) {
+          pods += fmt::format("{}{}/{}", pods.empty() ? "" : ", ", pod.ns, pod.name);
+        }
+        would.push_back(plan.error.empty()
+                            ? fmt::format("evict {}", pods.empty() ? "no pod" : pods)
+                            : fmt::format("evict the pods (cannot list them: {})", plan.error));
+      }
+      if (choice.action == v1::RECOMMENDED_ACTION_RESET_GPU) {
+        would.push_back(fmt::format("reset {}", GpuList(choice.gpus)));
+      } else if (choice.action == v1::RECOMMENDED_ACTION_REBOOT) {
+        would.push_back(
+            fmt::format("request a reboot ({})", RebootViaName(r_.options_.reboot_via)));
+      }
+      would.push_back(fmt::format("hand the {} back after PASS for {}",
+                                  scope == EpisodeScope::kGpu ? "GPU" : "node",
+                                  absl::FormatDuration(r_.options_.untaint_after)));
+    }
+    for (size_t i = 0; i < would.size(); ++i) {
+      step_.Event(
+          "Normal", "VigilDryRun",
+          fmt::format("[dry-run: {}] {} ({}): step {} of {}: would {}", why, choice.incident,
+                      RecommendedActionText(choice.action), i + 1, would.size(), would[i]));
+      ++r_.stats_.dry_run_steps;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Transition> Draining() {
+    if (now_ >= state_.drain_next) EvictionRound();
+    // The last resort, when configured: what a PodDisruptionBudget still holds is deleted.
+    if (r_.options_.force_after.has_value() &&
+        now_ - state_.step_started >= *r_.options_.force_after) {
+      DeleteBlockedPods();
+    }
+    if (std::all_of(state_.drain.begin(), state_.drain.end(),
+                    [](const DrainPodState& pod) { return IsDrained(pod.outcome); })) {
+      step_.Event("Normal", "VigilDrained",
+                  fmt::format("{}: drained (evicted: {})", state_.incident, PodList(state_.drain)));
+      state_.message = "drained; recovering";
+      state_.request_id.clear();
+      return Transition::kDrained;
+    }
+    if (now_ - state_.step_started < r_.options_.drain_timeout) return std::nullopt;
+    std::string left;
+    for (const DrainPodState& pod : state_.drain) {
+      if (IsDrained(pod.outcome)) continue;
+      left += fmt::format("{}{} ({}, {} attempts)", left.empty() ? "" : ", ", pod.id,
+                          DrainPodOutcomeName(pod.outcome), pod.attempts);
+    }
+    state_.message = fmt::format("the drain did not finish in {}: {} left",
+                                 absl::FormatDuration(r_.options_.drain_timeout), left);
+    step_.Event("Warning", "VigilDrainStuck",
+                fmt::format("{}: {}; stopped, the {} stays quarantined (a person decides: fix "
+                            "the PodDisruptionBudget or move the pods)",
+                            state_.incident, state_.message,
+                            state_.scope == EpisodeScope::kGpu ? "GPU" : "node"));
+    return Transition::kDrainTimedOut;
+  }
+
+  // One eviction round over the pods that want another try; the outcomes kept in the state.
+  void EvictionRound() {
+    std::vector<DrainedPod> pods;
+    for (const DrainPodState& pod : state_.drain) {
+      const size_t slash = pod.id.find('/');
+      DrainedPod drained{.ns = pod.id.substr(0, slash),
+                         .name = slash == std::string::npos ? "" : pod.id.substr(slash + 1),
+                         .outcome = DrainedOutcomeOf(pod.outcome),
+                         .attempts = pod.attempts,
+                         .unanswered = pod.outcome == DrainPodOutcome::kRetry};
+      pods.push_back(std::move(drained));
+    }
+    const std::vector<DrainedPod> before_round = pods;
+    absl::Duration retry_after;
+    EvictRound(*r_.api_, &pods, &retry_after);
+    ++state_.drain_rounds;
+    state_.drain_next = NextRoundAfter(now_, state_.drain_rounds, retry_after);
+    for (size_t i = 0; i < pods.size(); ++i) {
+      if (pods[i].attempts == before_round[i].attempts) continue;
+      switch (pods[i].outcome) {
+        case DrainedPod::Outcome::kEvicted:
+          ++r_.stats_.evictions_evicted;
+          break;
+        case DrainedPod::Outcome::kGone:
+          ++r_.stats_.evictions_gone;
+          break;
+        case DrainedPod::Outcome::kBlocked:
+          ++r_.stats_.evictions_blocked;
+          break;
+        default:
+          ++r_.stats_.evictions_failed;
+          break;
+      }
+      state_.drain[i].outcome = StateOutcomeOf(pods[i]);
+      state_.drain[i].attempts = pods[i].attempts;
+    }
+  }
+
+  void DeleteBlockedPods() {
+    std::string deleted;
+    for (DrainPodState& pod : state_.drain) {
+      if (pod.outcome != DrainPodOutcome::kBlocked) continue;
+      const size_t slash = pod.id.find('/');
+      auto gone = kube::DeletePod(*r_.api_, pod.id.substr(0, slash),
+                                  slash == std::string::npos ? "" : pod.id.substr(slash + 1));
+      if (!gone.ok()) {
+        spdlog::warn("remediation: node {}: {}", name_, MessageOf(gone.status()));
+        continue;
+      }
+      pod.outcome = *gone ? DrainPodOutcome::kDeleted : DrainPodOutcome::kGone;
+      ++r_.stats_.pods_deleted;
+      deleted += (deleted.empty() ? "" : ", ") + pod.id;
+    }
+    if (deleted.empty()) return;
+    step_.Event(
+        "Warning", "VigilPodsDeleted",
+        fmt::format("{}: deleted {}: a PodDisruptionBudget still blocked its eviction "
+                    "after {} (--force-after)",
+                    state_.incident, deleted, absl::FormatDuration(*r_.options_.force_after)));
+  }
+
+  std::optional<Transition> DrainStuck() {
+    if (!healthy_ || now_ - view_.condition_since < r_.options_.untaint_after) {
+      return std::nullopt;
+    }
+    HandBack("healthy again after a stuck drain");
+    step_.Event("Normal", "VigilRecovered",
+                fmt::format("{}: PASS for {} after the drain got stuck; handed back",
+                            state_.incident, absl::FormatDuration(r_.options_.untaint_after)));
+    return Transition::kHealthyAgain;
+  }
+
+  std::optional<Transition> Recovering() {
+    // restart-app recovers like reset-gpu: its workloads are drained (they restart elsewhere),
+    // and a reset of the now idle GPU ends its sticky FAIL.
+    if (state_.action == v1::RECOMMENDED_ACTION_RESET_GPU ||
+        state_.action == v1::RECOMMENDED_ACTION_RESTART_APP) {
+      return RecoverByReset();
+    }
+    if (state_.action == v1::RECOMMENDED_ACTION_REBOOT) return RecoverByReboot();
+    return std::nullopt;
+  }
+
+  std::optional<Transition> RecoverByReset() {
+    if (state_.gpus.empty()) {
+      return Escalate(fmt::format(
+          "{} recommends a GPU reset, but names no GPU (a node-level fault): a person decides "
+          "what to reset",
+          state_.incident));
+    }
+    if (state_.request_id.empty()) {
+      const ActionRequest request{
+          .id = fmt::format("reset-{}-{:x}-{}", name_, absl::ToUnixSeconds(now_), ++r_.written_),
+          .gpus = state_.gpus,
+          .reason = fmt::format("vigil remediator: {}", state_.incident),
+          .requested = now_};
+      step_.SetAnnotation(kResetRequestAnnotation, RequestToJson(request));
+      state_.request_id = request.id;
+      state_.message =
+          fmt::format("asked the node's health check to reset {}", GpuList(state_.gpus));
+      ++r_.stats_.resets_requested;
+      step_.Event("Normal", "VigilResetRequested",
+                  fmt::format("{}: reset of {} requested ({})", state_.incident,
+                              GpuList(state_.gpus), request.id));
+      return std::nullopt;
+    }
+    auto result = ParseResult(view_.Annotation(kResetResultAnnotation));
+    if (result.ok() && result->id == state_.request_id) {
+      if (result->outcome == ActionOutcome::kDone) {
+        state_.attempts.push_back(now_);
+        state_.message = fmt::format("reset done; verifying PASS for {}",
+                                     absl::FormatDuration(r_.options_.untaint_after));
+        step_.RemoveAnnotation(kResetRequestAnnotation);
+        step_.Event("Normal", "VigilGpuReset",
+                    fmt::format("{}: {} reset: {}", state_.incident, GpuList(state_.gpus),
+                                result->message));
+        return Transition::kRecovered;
+      }
+      if (result->outcome == ActionOutcome::kRefused &&
+          now_ - state_.step_started < r_.options_.recovery_timeout) {
+        if (now_ - result->finished >= kRefusedResetRetry) state_.request_id.clear();
+        state_.message = fmt::format("the reset was refused, asking again: {}", result->message);
+        return std::nullopt;
+      }
+      state_.attempts.push_back(now_);
+      ++r_.stats_.failed_attempts;
+      return Escalate(
+          fmt::format("the reset of {} {}: {}", GpuList(state_.gpus),
+                      result->outcome == ActionOutcome::kRefused ? "kept being refused" : "failed",
+                      result->message));
+    }
+    if (now_ - state_.step_started >= r_.options_.recovery_timeout) {
+      return Escalate(fmt::format(
+          "no answer to the reset request {} from the node's health check in {} (does it run "
+          "with --relay-actions and the engine's token?)",
+          state_.request_id, absl::FormatDuration(r_.options_.recovery_timeout)));
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Transition> RecoverByReboot() {
+    if (state_.request_id.empty()) {
+      state_.request_id =
+          fmt::format("reboot-{}-{:x}-{}", name_, absl::ToUnixSeconds(now_), ++r_.written_);
+      state_.attempts.push_back(now_);
+      ++r_.stats_.reboots_requested;
+      const std::string reason = fmt::format("vigil remediator: {}", state_.incident);
+      switch (r_.options_.reboot_via) {
+        case RebootVia::kSentinel:
+          step_.SetAnnotation(
+              kRebootRequestAnnotation,
+              RequestToJson({.id = state_.request_id, .reason = reason, .requested = now_}));
+          state_.message = "asked the node's health check for the reboot sentinel";
+          break;
+        case RebootVia::kLabel:
+          step_.SetLabel(kRebootRequestedLabel, "true");
+          state_.message =
+              fmt::format("labelled {}=true for the repair operator", kRebootRequestedLabel);
+          break;
+        case RebootVia::kNone:
+          state_.message = "a reboot is needed: no --reboot-via, so a person reboots it";
+          break;
+      }
+      step_.Event("Warning", "VigilRebootRequested",
+                  fmt::format("{}: {} ({})", state_.incident, state_.message, state_.request_id));
+      return std::nullopt;
+    }
+    if (healthy_ &&
+        view_.condition_since >= absl::FromUnixSeconds(absl::ToUnixSeconds(state_.step_started))) {
+      step_.RemoveLabel(kRebootRequestedLabel);
+      step_.RemoveAnnotation(kRebootRequestAnnotation);
+      state_.message = fmt::format("back after the reboot; verifying PASS for {}",
+                                   absl::FormatDuration(r_.options_.untaint_after));
+      return Transition::kRecovered;
+    }
+    if (auto result = ParseResult(view_.Annotation(kRebootResultAnnotation));
+        result.ok() && result->id == state_.request_id &&
+        result->outcome == ActionOutcome::kFailed) {
+      ++r_.stats_.failed_attempts;
+      return Escalate(fmt::format("the reboot could not be requested: {}", result->message));
+    }
+    if (now_ - state_.step_started >= r_.options_.recovery_timeout) {
+      ++r_.stats_.failed_attempts;
+      return Escalate(fmt::format("not back to PASS {} after the reboot was requested",
+                                  absl::FormatDuration(r_.options_.recovery_timeout)));
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Transition> Verifying() {
+    // The condition the recovery started from may still say FAIL for a tick or two (the engine
+    // sees the reset at its next read, the health check writes after that): only a transition to
+    // FAIL since the recovery (or a FAIL that outlasts --recovery-timeout) is a failed attempt.
+    // lastTransitionTime has second precision.
+    const bool failed_again =
+        failing_ &&
+        (view_.condition_since >= absl::FromUnixSeconds(absl::ToUnixSeconds(state_.step_started)) ||
+         now_ - state_.step_started >= r_.options_.recovery_timeout);
+    if (failed_again) {
+      ++r_.stats_.failed_attempts;
+      if (state_.attempts.size() >= static_cast<size_t>(r_.options_.max_attempts)) {
+        return Escalate(
+            fmt::format("FAIL again after {} recover{} in {}: {}", state_.attempts.size(),
+                        state_.attempts.size() == 1 ? "y" : "ies",
+                        absl::FormatDuration(r_.options_.attempt_window), state_.incident));
+      }
+      HandBack("FAIL again after the recovery: a failed attempt; starting over");
+      step_.Event("Warning", "VigilRecoveryFailed",
+                  fmt::format("{}: FAIL again after the recovery (attempt {} of {})",
+                              state_.incident, state_.attempts.size(), r_.options_.max_attempts));
+      return Transition::kFailedAttempt;
+    }
+    if (!healthy_ ||
+        now_ - std::max(state_.step_started, view_.condition_since) < r_.options_.untaint_after ||
+        view_.HasTaint(r_.options_.taint_key) || !QuarantineLifted()) {
+      return std::nullopt;
+    }
+    const std::string incident = state_.incident;
+    const v1::RecommendedAction action = state_.action;
+    const EpisodeScope scope = state_.scope;
+    HandBack(
+        fmt::format("recovered: PASS for {}", absl::FormatDuration(r_.options_.untaint_after)));
+    ++r_.stats_.recoveries;
+    step_.Event(
+        "Normal", "VigilRecovered",
+        fmt::format("{}: PASS for {} after the {}; {} handed back", incident,
+                    absl::FormatDuration(r_.options_.untaint_after), RecommendedActionText(action),
+                    scope == EpisodeScope::kGpu ? "the GPU's quarantine lifted and" : "the node"));
+    return Transition::kVerified;
+  }
+
+  // The health check has removed the DeviceTaintRules of the episode (after its hysteresis). An
+  // error reading one leaves the node where it is this pass.
+  bool QuarantineLifted() {
+    for (const QuarantinedDevice& device : state_.devices) {
+      absl::StatusOr<bool> exists = r_.claims_.RuleExists(device.rule);
+      if (!exists.ok()) {
+        error_ =
+            absl::UnavailableError(fmt::format("node {}: {}", name_, MessageOf(exists.status())));
+        return false;
+      }
+      if (*exists) {
+        state_.message = fmt::format(
+            "PASS; waiting for the health check to lift DeviceTaintRule {}", device.rule);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  std::optional<Transition> Escalated() {
+    if (view_.labels.contains(std::string(kNeedsInspectionLabel))) {
+      step_.SetTaint(kNeedsInspectionTaint, true);  // put back if someone took it off alone
+      return std::nullopt;
+    }
+    step_.SetTaint(kNeedsInspectionTaint, false);
+    HandBack("handed back by a person (the needs-inspection label was removed)");
+    state_.attempts.clear();
+    step_.Event("Normal", "VigilHandedBack",
+                fmt::format("the {} label was removed: the remediator's taint is gone and its "
+                            "attempts are forgotten",
+                            kNeedsInspectionLabel));
+    return Transition::kHandedBack;
+  }
+
+  // Escalation: labelled, kept quarantined with the remediator's own taint.
+  Transition Escalate(const std::string& why) {
+    state_.message = why;
+    step_.SetLabel(kNeedsInspectionLabel, "true");
+    step_.SetTaint(kNeedsInspectionTaint, true);
+    step_.RemoveAnnotation(kResetRequestAnnotation);
+    step_.RemoveAnnotation(kRebootRequestAnnotation);
+    step_.Event("Warning", "VigilNeedsInspection",
+                fmt::format("{}: labelled {}=true and kept quarantined; remove the label to hand "
+                            "the node back",
+                            why, kNeedsInspectionLabel));
+    ++r_.stats_.escalations;
+    return Transition::kEscalate;
+  }
+
+  // The end of an episode: what the remediator added goes, its attempts stay for the window.
+  void HandBack(const std::string& why) {
+    if (state_.cordoned) step_.SetUnschedulable(false);
+    if (state_.node_tainted) step_.SetTaint(kRemediationTaint, false);
+    step_.RemoveLabel(kRebootRequestedLabel);
+    step_.RemoveAnnotation(kResetRequestAnnotation);
+    step_.RemoveAnnotation(kRebootRequestAnnotation);
+    state_.cordoned = false;
+    state_.node_tainted = false;
+    state_.scope = EpisodeScope::kNode;
+    state_.devices.clear();
+    state_.drain.clear();
+    state_.drain_rounds = 0;
+    state_.request_id.clear();
+    state_.message = why;
+  }
+
+  void Remember(const ActionChoice& choice) {
+    state_.action = choice.action;
+    state_.gpus = choice.gpus;
+    state_.incident = choice.incident;
+  }
+
+  // The published quarantined devices of `gpus` (those DeviceTaintRules cover).
+  std::vector<QuarantinedDevice> DevicesOf(const std::vector<GpuRef>& gpus) const {
+    std::vector<QuarantinedDevice> devices;
+    for (const GpuRef& gpu : gpus) {
+      for (const QuarantinedDevice& device : faults_->devices) {
+        if (device.uuid == gpu.uuid) {
+          devices.push_back(device);
+          break;
+        }
+      }
+    }
+    return devices;
+  }
+
+  // Which pods the drain evicts. A reboot: every GPU pod (every pod with --drain-all-pods).
+  // Otherwise the pods of the failing GPUs when they are known — the kubelet's view (the health
+  // check's published pods) and, for GPUs quarantined as DRA devices, the pods whose
+  // ResourceClaims hold them — else every GPU pod.
+  absl::StatusOr<DrainOptions> DrainFor(const ActionChoice& choice, EpisodeScope scope,
+                                        const std::vector<QuarantinedDevice>& devices) {
+    DrainOptions options{
+        .all_pods = choice.action == v1::RECOMMENDED_ACTION_REBOOT && r_.options_.drain_all_pods,
+        .exclude_namespaces = r_.options_.exclude_namespaces};
+    if (choice.action == v1::RECOMMENDED_ACTION_REBOOT) return options;
+    const auto add = [&](const std::string& pod) {
+      if (std::find(options.only->begin(), options.only->end(), pod) == options.only->end()) {
+        options.only->push_back(pod);
+      }
+    };
+    if (faults_->pods_known) {
+      options.only.emplace();
+      for (const GpuPods& gpu : faults_->gpu_pods) {
+        for (const GpuRef& failing : choice.gpus) {
+          if (gpu.uuid != failing.uuid) continue;
+          for (const std::string& pod : gpu.pods) add(pod);
+        }
+      }
+    }
+    if (scope == EpisodeScope::kGpu) {
+      absl::StatusOr<std::vector<std::string>> holding = r_.claims_.PodsHolding(name_, devices);
+      if (!holding.ok() && !absl::IsNotFound(holding.status())) {
+        return absl::UnavailableError(fmt::format("node {}: cannot tell which pods hold {}: {}",
+                                                  name_, RuleList(devices),
+                                                  MessageOf(holding.status())));
+      }
+      if (!options.only.has_value()) options.only.emplace();
+      for (const std::string& pod : holding.ok() ? *holding : std::vector<std::string>{}) {
+        add(pod);
+      }
+    }
+    return options;
+  }
+
+  std::string QuarantineText() const {
+    std::vector<std::string> parts;
+    if (state_.scope == EpisodeScope::kGpu) {
+      parts.push_back(fmt::format("{} quarantined by {}; the node stays in service",
+                                  GpuList(state_.gpus), RuleList(state_.devices)));
+    } else if (view_.HasTaint(r_.options_.taint_key)) {
+      parts.push_back(fmt::format("quarantined (taint {})", r_.options_.taint_key));
+    }
+    if (state_.node_tainted) {
+      parts.push_back(fmt::format("the node tainted {} for the reboot", kRemediationTaint));
+    }
+    if (state_.cordoned) parts.push_back("cordoned");
+    return parts.empty() ? "quarantined" : absl::StrJoin(parts, ", ");
+  }
+
+  static std::string RuleList(const std::vector<QuarantinedDevice>& devices) {
+    std::vector<std::string> rules;
+    for (const QuarantinedDevice& device : devices) {
+      rules.push_back(fmt::format("DeviceTaintRule {} ({}/{}/{})", device.rule, device.driver,
+                                  device.pool, device.device));
+    }
+    return absl::StrJoin(rules, ", ");
+  }
+
+  static DrainedPod::Outcome DrainedOutcomeOf(DrainPodOutcome outcome) {
+    switch (outcome) {
+      case DrainPodOutcome::kPending:
+        return DrainedPod::Outcome::kPending;
+      case DrainPodOutcome::kEvicted:
+        return DrainedPod::Outcome::kEvicted;
+      case DrainPodOutcome::kGone:
+      case DrainPodOutcome::kDeleted:  // done with: never tried again
+        return DrainedPod::Outcome::kGone;
+      case DrainPodOutcome::kBlocked:
+        return DrainedPod::Outcome::kBlocked;
+      case DrainPodOutcome::kFailed:
+      case DrainPodOutcome::kRetry:
+        return DrainedPod::Outcome::kFailed;
+    }
+    return DrainedPod::Outcome::kFailed;
+  }
+  static DrainPodOutcome StateOutcomeOf(const DrainedPod& pod) {
+    if (pod.unanswered) return DrainPodOutcome::kRetry;
+    switch (pod.outcome) {
+      case DrainedPod::Outcome::kPending:
+      case DrainedPod::Outcome::kWouldEvict:
+        return DrainPodOutcome::kPending;
+      case DrainedPod::Outcome::kEvicted:
+        return DrainPodOutcome::kEvicted;
+      case DrainedPod::Outcome::kGone:
+        return DrainPodOutcome::kGone;
+      case DrainedPod::Outcome::kBlocked:
+        return DrainPodOutcome::kBlocked;
+      case DrainedPod::Outcome::kFailed:
+        return DrainPodOutcome::kFailed;
+    }
+    return DrainPodOutcome::kFailed;
+  }
+
+  Remediator& r_;
+  const NodeView& view_;
+  const std::string& name_;
+  NodeRemediation& state_;
+  NodeStep& step_;
+  Pass& pass_;
+  const absl::Time now_;
+  const std::optional<PublishedFaults> faults_;
+  const bool failing_, healthy_;
+  absl::Status error_;
+};
+
 absl::Status Remediator::ReconcileNode(const std::string& name, const Json& node, Pass& pass) {
   const NodeView view = NodeView::From(node);
   const absl::Time now = pass.now;
   NodeRemediation state;
-  if (const std::string text = view.Annotation(kRemediationAnnotation); !text.empty()) {
-    auto parsed = ParseRemediation(text);
+  const std::string before = view.Annotation(kRemediationAnnotation);
+  if (!before.empty()) {
+    auto parsed = ParseRemediation(before);
     if (!parsed.ok()) {
       // Someone edited it: never act on a state that cannot be read; a person fixes or removes it.
       return absl::InvalidArgumentError(
@@ -512,502 +1269,19 @@ absl::Status Remediator::ReconcileNode(const std::string& name, const Json& node
   if (const std::string text = view.Annotation(kFaultsAnnotation); !text.empty()) {
     if (auto parsed = ParseFaults(text); parsed.ok()) faults = *std::move(parsed);
   }
-  const bool failing = view.condition == "True";
-  const bool healthy = view.condition == "False";
   NodeStep step(this, view, now);
-  const auto record = [&](RemediationStep next, std::string message) {
-    state.step = next;
+  Episode episode(*this, view, state, step, pass, std::move(faults));
+  if (const std::optional<Transition> transition = episode.Run()) {
+    const std::optional<RemediationStep> next = NextStep(state.step, *transition);
+    if (!next.has_value()) {
+      spdlog::critical("remediation: node {}: no arrow leaves step {} on {}", name,
+                       RemediationStepName(state.step), TransitionName(*transition));
+    }
+    VIGIL_CHECK(next.has_value());
+    state.step = *next;
     state.step_started = now;
-    state.message = std::move(message);
-  };
-  const auto escalate = [&](const std::string& why) {
-    record(RemediationStep::kEscalated, why);
-    step.SetLabel(kNeedsInspectionLabel, "true");
-    step.SetTaint(kNeedsInspectionTaint, true);
-    step.RemoveAnnotation(kResetRequestAnnotation);
-    step.RemoveAnnotation(kRebootRequestAnnotation);
-    step.Event("Warning", "VigilNeedsInspection",
-               fmt::format("{}: labelled {}=true and kept quarantined; remove the label to hand "
-                           "the node back",
-                           why, kNeedsInspectionLabel));
-    ++stats_.escalations;
-  };
-  // The end of an episode: what the remediator added goes, its attempts stay for the window.
-  const auto hand_back = [&](const std::string& why) {
-    if (state.cordoned) step.SetUnschedulable(false);
-    step.RemoveLabel(kRebootRequestedLabel);
-    step.RemoveAnnotation(kResetRequestAnnotation);
-    step.RemoveAnnotation(kRebootRequestAnnotation);
-    state.cordoned = false;
-    state.drain.clear();
-    state.drain_rounds = 0;
-    state.request_id.clear();
-    record(RemediationStep::kIdle, why);
-  };
-  const std::string before = view.Annotation(kRemediationAnnotation);
-
-  // Not --mode on: an episode under way (or an escalation) is frozen where it is — reported,
-  // never advanced (a roll-back to dry-run mid-incident changes nothing from then on).
-  const bool frozen = options_.mode != Mode::kOn && state.step != RemediationStep::kIdle;
-  switch (frozen ? RemediationStep::kIdle : state.step) {
-    case RemediationStep::kEscalated:
-      if (!view.labels.contains(std::string(kNeedsInspectionLabel))) {
-        step.SetTaint(kNeedsInspectionTaint, false);
-        hand_back("handed back by a person (the needs-inspection label was removed)");
-        state.attempts.clear();
-        step.Event("Normal", "VigilHandedBack",
-                   fmt::format("the {} label was removed: the remediator's taint is gone and its "
-                               "attempts are forgotten",
-                               kNeedsInspectionLabel));
-      } else {
-        step.SetTaint(kNeedsInspectionTaint, true);  // put back if someone took it off alone
-      }
-      break;
-
-    case RemediationStep::kIdle: {
-      if (frozen) {
-        const std::string why = fmt::format(
-            "frozen at {} (--mode {})", RemediationStepName(state.step), ModeName(options_.mode));
-        if (waits_[name] != why) {
-          waits_[name] = why;
-          spdlog::warn("remediation: node {}: {}: nothing is done until --mode on", name, why);
-        }
-        break;
-      }
-      if (!failing || options_.mode == Mode::kOff) {
-        dry_runs_.erase(name);
-        waits_.erase(name);
-        break;
-      }
-      if (!faults.has_value()) {
-        if (waits_[name] != "faults") {
-          waits_[name] = "faults";
-          spdlog::warn(
-              "remediation: node {} fails but its health check has published no {} annotation "
-              "(is it a Vigil health check with --kubernetes that publishes faults?): waiting",
-              name, kFaultsAnnotation);
-        }
-        break;
-      }
-      // What the node needs: the strongest action of its actionable faults.
-      v1::RecommendedAction action = v1::RECOMMENDED_ACTION_NONE;
-      std::vector<GpuRef> gpus;
-      std::string incident;
-      bool drill_only = true;
-      // A drill's fault without permission drives nothing: only the actionable faults choose
-      // the action and the GPUs (the others are dry-run when they are all there is).
-      for (const PublishedFault& fault : faults->faults) {
-        drill_only &= !fault.actionable();
-      }
-      for (const PublishedFault& fault : faults->faults) {
-        if ((fault.actionable() || drill_only) && Strength(fault.action) > Strength(action)) {
-          action = fault.action;
-        }
-      }
-      for (const PublishedFault& fault : faults->faults) {
-        if (fault.action != action || !(fault.actionable() || drill_only)) continue;
-        if (fault.gpu >= 0 && std::none_of(gpus.begin(), gpus.end(), [&](const GpuRef& gpu) {
-              return gpu.uuid == fault.uuid;
-            })) {
-          gpus.push_back({.index = static_cast<uint32_t>(fault.gpu), .uuid = fault.uuid});
-        }
-        const std::string subject = fault.gpu >= 0 ? fmt::format("GPU {}", fault.gpu) : "node";
-        incident += fmt::format("{}{} {} {}{}", incident.empty() ? "" : "; ", subject, fault.system,
-                                fault.code, fault.injected ? " [injected]" : "");
-      }
-      if (faults->faults.empty() || action == v1::RECOMMENDED_ACTION_NONE) {
-        if (waits_[name] != "none") {
-          waits_[name] = "none";
-          spdlog::info("remediation: node {} fails, but no fault recommends an action", name);
-        }
-        break;
-      }
-      // For a reboot, every GPU pod (or every pod); otherwise the pods of the failing GPUs when
-      // the health check knows them, else every GPU pod.
-      DrainOptions drain_options{
-          .all_pods = action == v1::RECOMMENDED_ACTION_REBOOT && options_.drain_all_pods,
-          .exclude_namespaces = options_.exclude_namespaces};
-      if (action != v1::RECOMMENDED_ACTION_REBOOT && faults->pods_known) {
-        drain_options.only.emplace();
-        for (const GpuPods& gpu : faults->gpu_pods) {
-          for (const GpuRef& failing_gpu : gpus) {
-            if (gpu.uuid != failing_gpu.uuid) continue;
-            drain_options.only->insert(drain_options.only->end(), gpu.pods.begin(), gpu.pods.end());
-          }
-        }
-      }
-      const bool dry_run = options_.mode == Mode::kDryRun || drill_only;
-      if (dry_run) {
-        // Every step it would take, recorded once per episode; nothing on the node changes.
-        const std::string episode = incident + "|" + kube::Time(view.condition_since);
-        if (dry_runs_[name] == episode) break;
-        dry_runs_[name] = episode;
-        const std::string why = drill_only
-                                    ? "the faults are a drill's, injected without --allow-actions"
-                                    : "--mode dry-run";
-        std::vector<std::string> would;
-        if (state.attempts.size() >= static_cast<size_t>(options_.max_attempts) ||
-            action == v1::RECOMMENDED_ACTION_INSPECT) {
-          would.push_back(
-              fmt::format("label {}=true and keep the node quarantined", kNeedsInspectionLabel));
-        } else {
-          if (options_.cordon) would.push_back("cordon the node");
-          DrainOptions drain = drain_options;
-          drain.dry_run = true;
-          const DrainReport plan = PlanDrain(*api_, name, drain);
-          std::string pods;
-          for (const DrainedPod& pod : plan.pods) {
-            pods += fmt::format("{}{}/{}", pods.empty() ? "" : ", ", pod.ns, pod.name);
-          }
-          would.push_back(plan.error.empty()
-                              ? fmt::format("evict {}", pods.empty() ? "no pod" : pods)
-                              : fmt::format("evict the pods (cannot list them: {})", plan.error));
-          if (action == v1::RECOMMENDED_ACTION_RESET_GPU) {
-            would.push_back(fmt::format("reset {}", GpuList(gpus)));
-          } else if (action == v1::RECOMMENDED_ACTION_REBOOT) {
-            would.push_back(
-                fmt::format("request a reboot ({})", RebootViaName(options_.reboot_via)));
-          }
-          would.push_back(fmt::format("hand the node back after PASS for {}",
-                                      absl::FormatDuration(options_.untaint_after)));
-        }
-        for (size_t i = 0; i < would.size(); ++i) {
-          step.Event("Normal", "VigilDryRun",
-                     fmt::format("[dry-run: {}] {} ({}): step {} of {}: would {}", why, incident,
-                                 RecommendedActionText(action), i + 1, would.size(), would[i]));
-          ++stats_.dry_run_steps;
-        }
-        break;
-      }
-      dry_runs_.erase(name);
-      // A fleet-wide false alarm must neither drain nor label the fleet.
-      if (pass.breaker_open) {
-        if (waits_[name] != pass.breaker_why) {
-          waits_[name] = pass.breaker_why;
-          step.Event("Warning", "VigilCircuitBreakerOpen",
-                     fmt::format("{} waits: {} — a fleet-wide problem is not drained node by node",
-                                 incident, pass.breaker_why));
-        }
-        break;
-      }
-      if (state.attempts.size() >= static_cast<size_t>(options_.max_attempts)) {
-        state.action = action;
-        state.gpus = gpus;
-        state.incident = incident;
-        escalate(fmt::format("failed again after {} recover{} in {}: {}", state.attempts.size(),
-                             state.attempts.size() == 1 ? "y" : "ies",
-                             absl::FormatDuration(options_.attempt_window), incident));
-        break;
-      }
-      if (action == v1::RECOMMENDED_ACTION_INSPECT) {
-        state.action = action;
-        state.gpus = gpus;
-        state.incident = incident;
-        escalate(fmt::format("the fault needs a person, not an automatic action: {}", incident));
-        break;
-      }
-      if (pass.active >= options_.max_concurrent) {
-        const std::string why =
-            fmt::format("{} node(s) already in drain or recovery (--max-concurrent {})",
-                        pass.active, options_.max_concurrent);
-        if (waits_[name] != why) {
-          waits_[name] = why;
-          step.Event("Normal", "VigilWaiting", fmt::format("{} waits: {}", incident, why));
-        }
-        break;
-      }
-      if (!view.HasTaint(options_.taint_key) && !options_.cordon) {
-        const std::string why = fmt::format(
-            "the node is not quarantined: no {} taint yet (does its health check run with "
-            "--taint?) and no --cordon",
-            options_.taint_key);
-        if (waits_[name] != why) {
-          waits_[name] = why;
-          spdlog::warn("remediation: node {}: {}: not draining", name, why);
-        }
-        break;
-      }
-      waits_.erase(name);
-      // Quarantine (the health check's taint is on; cordon as an option), then the drain plan.
-      state.action = action;
-      state.gpus = gpus;
-      state.incident = incident;
-      state.episode_started = now;
-      if (options_.cordon && !view.unschedulable) {
-        step.SetUnschedulable(true);
-        state.cordoned = true;
-      }
-      const DrainReport plan = PlanDrain(*api_, name, drain_options);
-      if (!plan.error.empty()) {
-        return absl::UnavailableError(
-            fmt::format("node {}: cannot list its pods to drain: {}", name, plan.error));
-      }
-      state.drain.clear();
-      for (const DrainedPod& pod : plan.pods) {
-        state.drain.push_back({.id = pod.ns + "/" + pod.name, .outcome = "pending"});
-      }
-      state.drain_rounds = 0;
-      state.drain_next = now;
-      record(RemediationStep::kDraining, fmt::format("evicting {}", PodList(state.drain)));
-      ++stats_.episodes;
-      ++pass.active;
-      step.Event("Warning", "VigilQuarantined",
-                 fmt::format("{} ({}): quarantined (taint {}{}); draining {}", incident,
-                             RecommendedActionText(action), options_.taint_key,
-                             state.cordoned ? ", cordoned" : "", PodList(state.drain)));
-      break;
-    }
-
-    case RemediationStep::kDraining: {
-      if (now >= state.drain_next) {
-        std::vector<DrainedPod> pods;
-        for (const DrainPodState& pod : state.drain) {
-          const size_t slash = pod.id.find('/');
-          DrainedPod drained{.ns = pod.id.substr(0, slash),
-                             .name = slash == std::string::npos ? "" : pod.id.substr(slash + 1),
-                             .attempts = pod.attempts};
-          drained.outcome = OutcomeFromName(pod.outcome, &drained.unanswered);
-          pods.push_back(std::move(drained));
-        }
-        std::vector<DrainedPod> before_round = pods;
-        absl::Duration retry_after;
-        EvictRound(*api_, &pods, &retry_after);
-        ++state.drain_rounds;
-        state.drain_next = NextRoundAfter(now, state.drain_rounds, retry_after);
-        for (size_t i = 0; i < pods.size(); ++i) {
-          if (pods[i].attempts == before_round[i].attempts) continue;
-          switch (pods[i].outcome) {
-            case DrainedPod::Outcome::kEvicted:
-              ++stats_.evictions_evicted;
-              break;
-            case DrainedPod::Outcome::kGone:
-              ++stats_.evictions_gone;
-              break;
-            case DrainedPod::Outcome::kBlocked:
-              ++stats_.evictions_blocked;
-              break;
-            default:
-              ++stats_.evictions_failed;
-              break;
-          }
-          state.drain[i].outcome = NameOfOutcome(pods[i]);
-          state.drain[i].attempts = pods[i].attempts;
-        }
-      }
-      // The last resort, when configured: what a PodDisruptionBudget still holds is deleted.
-      if (options_.force_after.has_value() && now - state.step_started >= *options_.force_after) {
-        std::string deleted;
-        for (DrainPodState& pod : state.drain) {
-          if (pod.outcome != "blocked") continue;
-          const size_t slash = pod.id.find('/');
-          auto gone = kube::DeletePod(*api_, pod.id.substr(0, slash),
-                                      slash == std::string::npos ? "" : pod.id.substr(slash + 1));
-          if (!gone.ok()) {
-            spdlog::warn("remediation: node {}: {}", name, MessageOf(gone.status()));
-            continue;
-          }
-          pod.outcome = *gone ? "deleted" : "gone";
-          ++stats_.pods_deleted;
-          deleted += (deleted.empty() ? "" : ", ") + pod.id;
-        }
-        if (!deleted.empty()) {
-          step.Event(
-              "Warning", "VigilPodsDeleted",
-              fmt::format("{}: deleted {}: a PodDisruptionBudget still blocked its "
-                          "eviction after {} (--force-after)",
-                          state.incident, deleted, absl::FormatDuration(*options_.force_after)));
-        }
-      }
-      const bool drained =
-          std::all_of(state.drain.begin(), state.drain.end(), [](const DrainPodState& pod) {
-            return pod.outcome == "evicted" || pod.outcome == "gone" || pod.outcome == "deleted";
-          });
-      if (drained) {
-        step.Event("Normal", "VigilDrained",
-                   fmt::format("{}: drained (evicted: {})", state.incident, PodList(state.drain)));
-        record(RemediationStep::kRecovering, "drained; recovering");
-        state.request_id.clear();
-      } else if (now - state.step_started >= options_.drain_timeout) {
-        std::string left;
-        for (const DrainPodState& pod : state.drain) {
-          if (pod.outcome == "evicted" || pod.outcome == "gone") continue;
-          left += fmt::format("{}{} ({}, {} attempts)", left.empty() ? "" : ", ", pod.id,
-                              pod.outcome, pod.attempts);
-        }
-        record(RemediationStep::kDrainStuck,
-               fmt::format("the drain did not finish in {}: {} left",
-                           absl::FormatDuration(options_.drain_timeout), left));
-        step.Event("Warning", "VigilDrainStuck",
-                   fmt::format("{}: {}; stopped, the node stays quarantined (a person decides: "
-                               "fix the PodDisruptionBudget or move the pods)",
-                               state.incident, state.message));
-      }
-      break;
-    }
-
-    case RemediationStep::kDrainStuck:
-      if (healthy && now - view.condition_since >= options_.untaint_after) {
-        hand_back("healthy again after a stuck drain");
-        step.Event("Normal", "VigilRecovered",
-                   fmt::format("{}: PASS for {} after the drain got stuck; handed back",
-                               state.incident, absl::FormatDuration(options_.untaint_after)));
-      }
-      break;
-
-    case RemediationStep::kRecovering: {
-      // restart-app recovers like reset-gpu: its workloads are drained (they restart
-      // elsewhere), and a reset of the now idle GPU ends its sticky FAIL.
-      if (state.action == v1::RECOMMENDED_ACTION_RESET_GPU ||
-          state.action == v1::RECOMMENDED_ACTION_RESTART_APP) {
-        if (state.gpus.empty()) {
-          escalate(fmt::format(
-              "{} recommends a GPU reset, but names no GPU (a node-level fault): a person "
-              "decides what to reset",
-              state.incident));
-          break;
-        }
-        if (state.request_id.empty()) {
-          const ActionRequest request{
-              .id = fmt::format("reset-{}-{:x}-{}", name, absl::ToUnixSeconds(now), ++written_),
-              .gpus = state.gpus,
-              .reason = fmt::format("vigil remediator: {}", state.incident),
-              .requested = now};
-          step.SetAnnotation(kResetRequestAnnotation, RequestToJson(request));
-          state.request_id = request.id;
-          state.message =
-              fmt::format("asked the node's health check to reset {}", GpuList(state.gpus));
-          ++stats_.resets_requested;
-          step.Event("Normal", "VigilResetRequested",
-                     fmt::format("{}: reset of {} requested ({})", state.incident,
-                                 GpuList(state.gpus), request.id));
-          break;
-        }
-        auto result = ParseResult(view.Annotation(kResetResultAnnotation));
-        if (result.ok() && result->id == state.request_id) {
-          if (result->outcome == ActionOutcome::kDone) {
-            state.attempts.push_back(now);
-            record(RemediationStep::kVerifying,
-                   fmt::format("reset done; verifying PASS for {}",
-                               absl::FormatDuration(options_.untaint_after)));
-            step.RemoveAnnotation(kResetRequestAnnotation);
-            step.Event("Normal", "VigilGpuReset",
-                       fmt::format("{}: {} reset: {}", state.incident, GpuList(state.gpus),
-                                   result->message));
-            break;
-          }
-          if (result->outcome == ActionOutcome::kRefused &&
-              now - state.step_started < options_.recovery_timeout) {
-            if (now - result->finished >= kRefusedResetRetry) state.request_id.clear();
-            state.message = fmt::format("the reset was refused, asking again: {}", result->message);
-            break;
-          }
-          state.attempts.push_back(now);
-          ++stats_.failed_attempts;
-          escalate(fmt::format(
-              "the reset of {} {}: {}", GpuList(state.gpus),
-              result->outcome == ActionOutcome::kRefused ? "kept being refused" : "failed",
-              result->message));
-          break;
-        }
-        if (now - state.step_started >= options_.recovery_timeout) {
-          escalate(fmt::format(
-              "no answer to the reset request {} from the node's health check in {} (does it "
-              "run with --relay-actions and the engine's token?)",
-              state.request_id, absl::FormatDuration(options_.recovery_timeout)));
-        }
-        break;
-      }
-      if (state.action == v1::RECOMMENDED_ACTION_REBOOT) {
-        if (state.request_id.empty()) {
-          state.request_id =
-              fmt::format("reboot-{}-{:x}-{}", name, absl::ToUnixSeconds(now), ++written_);
-          state.attempts.push_back(now);
-          ++stats_.reboots_requested;
-          const std::string reason = fmt::format("vigil remediator: {}", state.incident);
-          switch (options_.reboot_via) {
-            case RebootVia::kSentinel:
-              step.SetAnnotation(
-                  kRebootRequestAnnotation,
-                  RequestToJson({.id = state.request_id, .reason = reason, .requested = now}));
-              state.message = "asked the node's health check for the reboot sentinel";
-              break;
-            case RebootVia::kLabel:
-              step.SetLabel(kRebootRequestedLabel, "true");
-              state.message =
-                  fmt::format("labelled {}=true for the repair operator", kRebootRequestedLabel);
-              break;
-            case RebootVia::kNone:
-              state.message = "a reboot is needed: no --reboot-via, so a person reboots it";
-              break;
-          }
-          step.Event("Warning", "VigilRebootRequested",
-                     fmt::format("{}: {} ({})", state.incident, state.message, state.request_id));
-          break;
-        }
-        if (healthy && view.condition_since >=
-                           absl::FromUnixSeconds(absl::ToUnixSeconds(state.step_started))) {
-          step.RemoveLabel(kRebootRequestedLabel);
-          step.RemoveAnnotation(kRebootRequestAnnotation);
-          record(RemediationStep::kVerifying,
-                 fmt::format("back after the reboot; verifying PASS for {}",
-                             absl::FormatDuration(options_.untaint_after)));
-          break;
-        }
-        if (auto result = ParseResult(view.Annotation(kRebootResultAnnotation));
-            result.ok() && result->id == state.request_id &&
-            result->outcome == ActionOutcome::kFailed) {
-          ++stats_.failed_attempts;
-          escalate(fmt::format("the reboot could not be requested: {}", result->message));
-          break;
-        }
-        if (now - state.step_started >= options_.recovery_timeout) {
-          ++stats_.failed_attempts;
-          escalate(fmt::format("not back to PASS {} after the reboot was requested",
-                               absl::FormatDuration(options_.recovery_timeout)));
-        }
-        break;
-      }
-      break;
-    }
-
-    case RemediationStep::kVerifying: {
-      // The condition the recovery started from may still say FAIL for a tick or two (the engine
-      // sees the reset at its next read, the health check writes after that): only a transition
-      // to FAIL since the recovery (or a FAIL that outlasts --recovery-timeout) is a failed
-      // attempt. lastTransitionTime has second precision.
-      const bool failed_again =
-          failing &&
-          (view.condition_since >= absl::FromUnixSeconds(absl::ToUnixSeconds(state.step_started)) ||
-           now - state.step_started >= options_.recovery_timeout);
-      if (failed_again) {
-        ++stats_.failed_attempts;
-        if (state.attempts.size() >= static_cast<size_t>(options_.max_attempts)) {
-          escalate(fmt::format("FAIL again after {} recover{} in {}: {}", state.attempts.size(),
-                               state.attempts.size() == 1 ? "y" : "ies",
-                               absl::FormatDuration(options_.attempt_window), state.incident));
-        } else {
-          // A failed attempt: the episode starts over from the top next pass.
-          hand_back("FAIL again after the recovery: a failed attempt; starting over");
-          step.Event("Warning", "VigilRecoveryFailed",
-                     fmt::format("{}: FAIL again after the recovery (attempt {} of {})",
-                                 state.incident, state.attempts.size(), options_.max_attempts));
-        }
-        break;
-      }
-      if (healthy &&
-          now - std::max(state.step_started, view.condition_since) >= options_.untaint_after &&
-          !view.HasTaint(options_.taint_key)) {
-        hand_back(
-            fmt::format("recovered: PASS for {}", absl::FormatDuration(options_.untaint_after)));
-        ++stats_.recoveries;
-        step.Event("Normal", "VigilRecovered",
-                   fmt::format("{}: PASS for {} after the {}; handed back", state.incident,
-                               absl::FormatDuration(options_.untaint_after),
-                               RecommendedActionText(state.action)));
-      }
-      break;
-    }
   }
+  if (!episode.error().ok()) return episode.error();
 
   // Kept while an episode is under way or attempts count; gone once neither holds.
   if (state.step == RemediationStep::kIdle && state.attempts.empty()) {
@@ -1024,6 +1298,7 @@ absl::Status Remediator::ReconcileNode(const std::string& name, const Json& node
   Json status = {{"node", name},
                  {"step", std::string(RemediationStepName(state.step))},
                  {"action", std::string(RecommendedActionText(state.action))},
+                 {"scope", std::string(EpisodeScopeName(state.scope))},
                  {"incident", state.incident},
                  {"attempts", state.attempts.size()},
                  {"since", kube::Time(state.step_started)},
@@ -1031,7 +1306,8 @@ absl::Status Remediator::ReconcileNode(const std::string& name, const Json& node
                  {"condition", view.condition}};
   if (dry_runs_.contains(name)) status["dry_run"] = dry_runs_[name];
   if (auto wait = waits_.find(name); wait != waits_.end()) status["waiting"] = wait->second;
-  if (state.step != RemediationStep::kIdle || failing || status.contains("dry_run")) {
+  if (state.step != RemediationStep::kIdle || view.condition == "True" ||
+      status.contains("dry_run")) {
     statuses_[name] = std::move(status);
   } else {
     statuses_.erase(name);

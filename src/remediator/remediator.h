@@ -51,6 +51,7 @@
 #include "kube/kube_api.h"
 #include "nlohmann/json.hpp"
 #include "remediator/breaker_publisher.h"
+#include "remediator/device_claims.h"
 
 namespace vigil::remediator {
 
@@ -66,6 +67,36 @@ enum class RebootVia : uint8_t {
 };
 std::string_view RebootViaName(RebootVia via);  // "none", "sentinel", "label"
 std::optional<RebootVia> ParseRebootVia(std::string_view name);
+
+// What a failing node needs, from the faults its health check published: the strongest action of
+// the faults that may drive one (a drill's fault without --allow-actions may not, unless all of
+// them are a drill's: then the episode is a dry run), the GPUs that action is about, and one
+// line that says what failed. A pure function (a table test covers it).
+struct ActionChoice {
+  v1::RecommendedAction action = v1::RECOMMENDED_ACTION_NONE;
+  std::vector<GpuRef> gpus;  // the GPUs of the faults that chose the action, each once
+  std::string incident;      // "GPU 3 memory DCGM_FR_...; node nvswitch ..."
+  bool drill_only = false;   // every fault is a drill's that allows no action
+};
+ActionChoice ChooseAction(const PublishedFaults& faults);
+
+// What moves a node from one step to the next: each step's function returns one of the arrows
+// leaving its step (or none: it stays), and NextStep() is the one table of them
+// (docs/remediation.md draws it).
+enum class Transition : uint8_t {
+  kTakeOn,         // idle -> draining: quarantined, the drain planned
+  kEscalate,       // -> escalated: needs a person
+  kDrained,        // draining -> recovering
+  kDrainTimedOut,  // draining -> drain-stuck
+  kHealthyAgain,   // drain-stuck -> idle: PASS held without a recovery
+  kRecovered,      // recovering -> verifying: the reset done, or back after the reboot
+  kVerified,       // verifying -> idle: PASS held, the quarantine lifted; handed back
+  kFailedAttempt,  // verifying -> idle: FAIL again; the episode starts over
+  kHandedBack,     // escalated -> idle: a person removed the needs-inspection label
+};
+std::string_view TransitionName(Transition transition);  // "take-on", ...
+// The step `transition` leads to from `from`; nullopt when no arrow leaves `from` with it.
+std::optional<RemediationStep> NextStep(RemediationStep from, Transition transition);
 
 struct RemediatorOptions {
   Mode mode = Mode::kDryRun;
@@ -159,6 +190,7 @@ class Remediator {
   struct NodeView;
   struct Pass;
   class NodeStep;
+  class Episode;
 
   // What a GPU node counts for, kept as it changes.
   struct Tracked {
@@ -182,6 +214,7 @@ class Remediator {
   Clock* const clock_;
   Informer nodes_;
   BreakerPublisher breaker_;
+  DeviceClaims claims_;  // ReconcileOnce's thread
   RemediatorStats stats_;
   uint64_t written_ = 0;  // makes request ids and Event names unique (ReconcileOnce's thread)
 

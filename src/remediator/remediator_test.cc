@@ -5,6 +5,7 @@
 
 #include "absl/time/clock.h"
 #include "api/circuit_breaker.h"
+#include "api/convert.h"
 #include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -176,7 +177,7 @@ TEST_F(RemediatorTest, AResetGpuFaultIsQuarantinedDrainedResetVerifiedAndHandedB
   }
   state = State("n1");
   ASSERT_EQ(state.step, RemediationStep::kRecovering) << state.message;
-  EXPECT_EQ(state.drain[0].outcome, "evicted");
+  EXPECT_EQ(state.drain[0].outcome, DrainPodOutcome::kEvicted);
   EXPECT_EQ(state.drain[0].attempts, 3);
   EXPECT_THAT(PodNames(), ::testing::UnorderedElementsAre("train-1", "cpu-only", "train-2"));
 
@@ -352,7 +353,7 @@ TEST_F(RemediatorTest, AReplicaThatTakesOverResumesTheDrainWhereItWas) {
   NodeRemediation state = State("n1");
   ASSERT_EQ(state.step, RemediationStep::kDraining);
   ASSERT_EQ(state.drain.size(), 2u);
-  EXPECT_EQ(state.drain[1].outcome, "evicted");
+  EXPECT_EQ(state.drain[1].outcome, DrainPodOutcome::kEvicted);
 
   // The active replica goes; another starts from what the node says.
   remediator_->Stop();
@@ -416,7 +417,7 @@ TEST_F(RemediatorTest, ADrainAPodDisruptionBudgetHoldsUpStopsAndReportsOrDeletes
   state = State("n2");
   EXPECT_EQ(state.step, RemediationStep::kRecovering) << state.message;
   ASSERT_EQ(state.drain.size(), 1u);
-  EXPECT_EQ(state.drain[0].outcome, "deleted");
+  EXPECT_EQ(state.drain[0].outcome, DrainPodOutcome::kDeleted);
   EXPECT_THAT(EventReasons("n2"), Contains("VigilPodsDeleted"));
   EXPECT_THAT(PodNames(), ::testing::Not(Contains("train-9")));
   EXPECT_EQ(remediator_->stats().pods_deleted, 1u);
@@ -593,6 +594,262 @@ TEST_F(RemediatorTest, APassReconcilesTheNodesThatChangedNotTheFleet) {
       ::vigil::testing::Eventually([&] { return remediator_->ResourceVersionOf("n150").empty(); }));
   ASSERT_TRUE(remediator_->ReconcileOnce().ok());
   EXPECT_EQ(remediator_->stats().tracked_nodes.load(), 199u);
+}
+
+}  // namespace
+}  // namespace vigil::remediator
+
+namespace vigil::remediator {
+namespace {
+
+// Per-GPU quarantine: the node's health check took GPU 3 out of service with a DeviceTaintRule
+// and left the node untainted. Pods hold GPUs through ResourceClaims whose device names do not
+// follow the GPUs' indexes (GPU 3 is device gpu-7).
+class GpuEpisodeTest : public RemediatorTest {
+ protected:
+  void SetUp() override {
+    RemediatorTest::SetUp();
+    AddClaimedPod("ml", "holder", "claim-a", "gpu-7");  // holds GPU 3
+    AddClaimedPod("ml", "other", "claim-b", "gpu-5");   // holds another GPU
+  }
+
+  void AddClaimedPod(const std::string& ns, const std::string& name, const std::string& claim,
+                     const std::string& device) {
+    Json pod = Pod(ns, name, "n1", false);
+    pod["spec"]["resourceClaims"] = Json::array({{{"name", "gpu"}}});
+    pod["status"]["resourceClaimStatuses"] =
+        Json::array({{{"name", "gpu"}, {"resourceClaimName", claim}}});
+    api_->AddPod(pod);
+    Json claim_object = Json::object();
+    claim_object["metadata"] = {{"namespace", ns}, {"name", claim}};
+    claim_object["status"]["allocation"]["devices"]["results"] = Json::array(
+        {{{"request", "gpu"}, {"driver", "gpu.nvidia.com"}, {"pool", "n1"}, {"device", device}}});
+    claim_object["status"]["reservedFor"] = Json::array({{{"resource", "pods"}, {"name", name}}});
+    api_->AddResourceClaim(claim_object);
+  }
+
+  // The health check's rule for GPU 3, as it makes it.
+  void MakeRule() {
+    const Json rule = {
+        {"apiVersion", "resource.k8s.io/v1"},
+        {"kind", "DeviceTaintRule"},
+        {"metadata", {{"name", kRule}, {"labels", {{"vigil.dev/node", "n1"}}}}},
+        {"spec",
+         {{"deviceSelector", {{"driver", "gpu.nvidia.com"}, {"pool", "n1"}, {"device", "gpu-7"}}},
+          {"taint",
+           {{"key", "vigil.dev/gpu-fail"},
+            {"value", "DCGM_FR_VOLATILE_DBE_DETECTED"},
+            {"effect", "NoSchedule"}}}}}};
+    auto made =
+        kube_->Call("POST", "/apis/resource.k8s.io/v1/devicetaintrules", kJsonContent, rule.dump());
+    ASSERT_TRUE(made.ok() && made->status == 201) << (made.ok() ? made->body : "no answer");
+  }
+  void RemoveRule() {
+    auto gone = kube_->Call(
+        "DELETE", std::string("/apis/resource.k8s.io/v1/devicetaintrules/") + kRule, "", "");
+    ASSERT_TRUE(gone.ok() && gone->status == 200);
+  }
+
+  // GPU 3 FAILs with `action`; the node keeps no taint; the rule's device is published.
+  void FailGpu3(const std::string& action) {
+    PublishedFaults faults{.engine = "e1", .seq = 10, .pods_known = true};
+    faults.faults.push_back({.gpu = 3,
+                             .uuid = "GPU-3",
+                             .system = "memory",
+                             .code = "DCGM_FR_VOLATILE_DBE_DETECTED",
+                             .action = *RecommendedActionFromText(action)});
+    // The kubelet's view: no device-plugin pod on GPU 3 (DRA pods come from the claims).
+    faults.gpu_pods = {{.uuid = "GPU-3", .pods = {}}};
+    faults.devices = {{.uuid = "GPU-3",
+                       .driver = "gpu.nvidia.com",
+                       .pool = "n1",
+                       .device = "gpu-7",
+                       .rule = kRule}};
+    const std::string since = kube::Time(clock_.Now());
+    api_->ModifyNode("n1", [&](Json& object) {
+      object["metadata"]["annotations"][std::string(kFaultsAnnotation)] = FaultsToJson(faults);
+      object["status"]["conditions"] = Json::array({{{"type", "GpuProblem"},
+                                                     {"status", "True"},
+                                                     {"reason", "GpuFailed"},
+                                                     {"lastTransitionTime", since}}});
+    });
+  }
+
+  static constexpr const char* kRule = "vigil-n1-gpu-7";
+};
+
+TEST_F(GpuEpisodeTest, OnlyThePodsWhoseClaimsHoldTheGpuAreDrainedAndTheNodeStaysInService) {
+  Start({.mode = Mode::kOn});
+  MakeRule();
+  api_->BlockEvictions("ml", "holder", 1);  // a PDB refuses first
+  FailGpu3("reset-gpu");
+  ASSERT_TRUE(Pass().ok());
+  NodeRemediation state = State("n1");
+  ASSERT_EQ(state.step, RemediationStep::kDraining) << state.message;
+  EXPECT_EQ(state.scope, EpisodeScope::kGpu);
+  ASSERT_EQ(state.devices.size(), 1u);
+  EXPECT_EQ(state.devices[0].device, "gpu-7");
+  ASSERT_EQ(state.drain.size(), 1u);
+  EXPECT_EQ(state.drain[0].id, "ml/holder");
+  const Json node = api_->Node("n1");
+  EXPECT_TRUE(node["spec"].value("taints", Json::array()).empty()) << "no node taint";
+  EXPECT_FALSE(node["spec"].value("unschedulable", false));
+  bool told = false;
+  for (const Json& event : api_->Events()) {
+    told |= event["reason"] == "VigilQuarantined" &&
+            event["message"].get<std::string>().find(
+                "quarantined by DeviceTaintRule vigil-n1-gpu-7 (gpu.nvidia.com/n1/gpu-7); the "
+                "node stays in service") != std::string::npos;
+  }
+  EXPECT_TRUE(told);
+
+  for (int i = 0; i < 10 && State("n1").step == RemediationStep::kDraining; ++i) {
+    clock_.Advance(absl::Seconds(5));
+    ASSERT_TRUE(Pass().ok());
+  }
+  state = State("n1");
+  ASSERT_EQ(state.step, RemediationStep::kRecovering) << state.message;
+  EXPECT_EQ(state.drain[0].attempts, 2) << "the PDB refused once";
+  EXPECT_THAT(PodNames(), ::testing::UnorderedElementsAre("train-0", "train-1", "cpu-only",
+                                                          "train-2", "other"));
+  ASSERT_TRUE(Pass().ok());
+  AnswerReset("n1", ActionOutcome::kDone, "GPU 3 was reset");
+  ASSERT_TRUE(Pass().ok());
+  ASSERT_EQ(State("n1").step, RemediationStep::kVerifying);
+
+  // PASS held, but the health check has not lifted its rule yet: not handed back.
+  Pass("n1");
+  clock_.Advance(absl::Minutes(5));
+  ASSERT_TRUE(Pass().ok());
+  state = State("n1");
+  EXPECT_EQ(state.step, RemediationStep::kVerifying);
+  EXPECT_THAT(state.message, HasSubstr("waiting for the health check to lift DeviceTaintRule"));
+  RemoveRule();
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(Pass().ok());
+  state = State("n1");
+  EXPECT_EQ(state.step, RemediationStep::kIdle) << state.message;
+  EXPECT_EQ(state.scope, EpisodeScope::kNode) << "the episode's scope goes with it";
+  EXPECT_THAT(EventReasons("n1"), Contains("VigilRecovered"));
+}
+
+TEST_F(GpuEpisodeTest, ARebootTaintsTheNodeWhenTheRemediatorTakesItAndUntaintsItAfter) {
+  Start({.mode = Mode::kOn, .reboot_via = RebootVia::kLabel});
+  MakeRule();
+  FailGpu3("reboot");
+  ASSERT_TRUE(Pass().ok());
+  NodeRemediation state = State("n1");
+  ASSERT_EQ(state.step, RemediationStep::kDraining) << state.message;
+  EXPECT_EQ(state.scope, EpisodeScope::kNode) << "a reboot takes the node";
+  EXPECT_TRUE(state.node_tainted);
+  EXPECT_TRUE(::vigil::testing::HasNoScheduleTaint(api_->Node("n1"), "vigil.dev/remediation"));
+  // Every GPU pod of the node goes: the device plugin's and the claims'.
+  std::vector<std::string> drained;
+  for (const DrainPodState& pod : state.drain) drained.push_back(pod.id);
+  EXPECT_THAT(drained, ::testing::IsSupersetOf({"ml/train-0", "ml/train-1"}));
+
+  for (int i = 0; i < 10 && State("n1").step != RemediationStep::kRecovering; ++i) {
+    clock_.Advance(absl::Seconds(5));
+    ASSERT_TRUE(Pass().ok());
+  }
+  ASSERT_TRUE(Pass().ok());
+  EXPECT_EQ(api_->Node("n1")["metadata"]["labels"].value("vigil.dev/reboot-requested", ""), "true");
+  // Back after the reboot; the health check lifts its rule after the hysteresis.
+  clock_.Advance(absl::Seconds(2));
+  Pass("n1");
+  ASSERT_TRUE(Pass().ok());
+  ASSERT_EQ(State("n1").step, RemediationStep::kVerifying);
+  RemoveRule();
+  clock_.Advance(absl::Minutes(5));
+  ASSERT_TRUE(Pass().ok());
+  EXPECT_EQ(State("n1").step, RemediationStep::kIdle);
+  EXPECT_FALSE(::vigil::testing::HasNoScheduleTaint(api_->Node("n1"), "vigil.dev/remediation"));
+}
+
+TEST_F(GpuEpisodeTest, ANodeWithNeitherTaintNorRuleIsNotDrained) {
+  Start({.mode = Mode::kOn});
+  FailGpu3("reset-gpu");
+  api_->ModifyNode("n1", [](Json& object) {
+    PublishedFaults faults = *ParseFaults(
+        object["metadata"]["annotations"][std::string(kFaultsAnnotation)].get<std::string>());
+    faults.devices.clear();  // the rule was refused: the node taint is on its way
+    object["metadata"]["annotations"][std::string(kFaultsAnnotation)] = FaultsToJson(faults);
+  });
+  ASSERT_TRUE(Pass().ok());
+  EXPECT_EQ(State("n1").step, RemediationStep::kIdle);
+  EXPECT_EQ(PodNames().size(), 6u);
+}
+
+TEST(StateMachineTest, EveryArrowOfTheTableAndNoOther) {
+  struct Row {
+    RemediationStep from;
+    Transition on;
+    std::optional<RemediationStep> to;
+  };
+  const Row rows[] = {
+      {RemediationStep::kIdle, Transition::kTakeOn, RemediationStep::kDraining},
+      {RemediationStep::kIdle, Transition::kEscalate, RemediationStep::kEscalated},
+      {RemediationStep::kDraining, Transition::kDrained, RemediationStep::kRecovering},
+      {RemediationStep::kDraining, Transition::kDrainTimedOut, RemediationStep::kDrainStuck},
+      {RemediationStep::kDrainStuck, Transition::kHealthyAgain, RemediationStep::kIdle},
+      {RemediationStep::kRecovering, Transition::kRecovered, RemediationStep::kVerifying},
+      {RemediationStep::kRecovering, Transition::kEscalate, RemediationStep::kEscalated},
+      {RemediationStep::kVerifying, Transition::kVerified, RemediationStep::kIdle},
+      {RemediationStep::kVerifying, Transition::kFailedAttempt, RemediationStep::kIdle},
+      {RemediationStep::kVerifying, Transition::kEscalate, RemediationStep::kEscalated},
+      {RemediationStep::kEscalated, Transition::kHandedBack, RemediationStep::kIdle},
+      // No arrow: a drain cannot be skipped, an escalation is left only by a person.
+      {RemediationStep::kIdle, Transition::kRecovered, std::nullopt},
+      {RemediationStep::kEscalated, Transition::kVerified, std::nullopt},
+      {RemediationStep::kDrainStuck, Transition::kDrained, std::nullopt},
+  };
+  for (const Row& row : rows) {
+    EXPECT_EQ(NextStep(row.from, row.on), row.to)
+        << RemediationStepName(row.from) << " on " << TransitionName(row.on);
+  }
+}
+
+TEST(ChooseActionTest, TheStrongestActionableActionAndItsGpus) {
+  const auto fault = [](int gpu, std::string_view action, bool injected = false,
+                        bool allowed = false) {
+    return PublishedFault{.gpu = gpu,
+                          .uuid = gpu >= 0 ? fmt::format("GPU-{}", gpu) : "",
+                          .system = gpu >= 0 ? "memory" : "nvswitch",
+                          .code = "C",
+                          .action = *RecommendedActionFromText(action),
+                          .injected = injected,
+                          .actions_allowed = allowed};
+  };
+  struct Row {
+    std::vector<PublishedFault> faults;
+    std::string action;
+    std::vector<uint32_t> gpus;
+    bool drill_only;
+  };
+  const Row rows[] = {
+      {{fault(3, "reset-gpu")}, "reset-gpu", {3}, false},
+      {{fault(1, "restart-app"), fault(2, "reset-gpu")}, "reset-gpu", {2}, false},
+      {{fault(2, "reset-gpu"), fault(-1, "reboot")}, "reboot", {}, false},
+      {{fault(2, "reboot"), fault(4, "reboot"), fault(2, "reboot")}, "reboot", {2, 4}, false},
+      {{fault(1, "inspect"), fault(2, "reboot")}, "inspect", {1}, false},
+      // A drill's fault without permission chooses nothing while a real one is there...
+      {{fault(1, "reboot", true), fault(2, "reset-gpu")}, "reset-gpu", {2}, false},
+      // ...and is a dry run when it is all there is; with permission it counts.
+      {{fault(1, "reboot", true)}, "reboot", {1}, true},
+      {{fault(1, "reboot", true, true), fault(2, "reset-gpu")}, "reboot", {1}, false},
+      {{fault(1, "none")}, "none", {1}, false},
+  };
+  for (const Row& row : rows) {
+    const ActionChoice choice = ChooseAction({.faults = row.faults});
+    std::vector<uint32_t> gpus;
+    for (const GpuRef& gpu : choice.gpus) gpus.push_back(gpu.index);
+    EXPECT_EQ(RecommendedActionText(choice.action), row.action) << choice.incident;
+    EXPECT_EQ(gpus, row.gpus) << choice.incident;
+    EXPECT_EQ(choice.drill_only, row.drill_only) << choice.incident;
+  }
+  EXPECT_EQ(
+      ChooseAction({.faults = {fault(3, "reset-gpu"), fault(-1, "reset-gpu", true)}}).incident,
+      "GPU 3 memory C");
 }
 
 }  // namespace

@@ -580,6 +580,13 @@ FakeKubeApi::Answer FakeKubeApi::Route(const KubeRequest& request) {
   if (std::regex_match(request.path, match, config_maps_path)) {
     return ServeConfigMap(match[1], match[3].matched ? std::string(match[3]) : "", request);
   }
+  static const std::regex claims_path(
+      "/apis/resource\\.k8s\\.io/(v[0-9a-z]+)/namespaces/([a-z0-9-]+)/resourceclaims(/"
+      "([a-z0-9.-]+))?");
+  if (std::regex_match(request.path, match, claims_path)) {
+    return ServeResourceClaim(match[1], match[2], match[4].matched ? std::string(match[4]) : "",
+                              request);
+  }
   static const std::regex dra_path(
       "/apis/resource\\.k8s\\.io/(v[0-9a-z]+)(/([a-z]+)(/([a-z0-9.-]+))?)?");
   if (std::regex_match(request.path, match, dra_path)) {
@@ -1272,6 +1279,11 @@ FakeKubeApi::Answer FakeKubeApi::ServeDra(const std::string& version, const std:
     if ((!slices && !rules) || request.method != "GET") return not_found;
     Json resources = Json::array();
     if (slices) {
+      resources.push_back({{"name", "resourceclaims"},
+                           {"singularName", "resourceclaim"},
+                           {"namespaced", true},
+                           {"kind", "ResourceClaim"},
+                           {"verbs", {"create", "delete", "get", "list", "update", "watch"}}});
       resources.push_back({{"name", "resourceslices"},
                            {"singularName", "resourceslice"},
                            {"namespaced", false},
@@ -1325,6 +1337,47 @@ FakeKubeApi::Answer FakeKubeApi::ServeDra(const std::string& version, const std:
     items.push_back(SliceIn(slice, version));
   }
   return {200, Json{{"kind", "ResourceSliceList"},
+                    {"apiVersion", "resource.k8s.io/" + version},
+                    {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}},
+                    {"items", std::move(items)}}};
+}
+
+void FakeKubeApi::AddResourceClaim(const Json& claim) {
+  absl::MutexLock lock(&mutex_);
+  Json stored = claim;
+  stored["apiVersion"] = "resource.k8s.io/v1";
+  stored["kind"] = "ResourceClaim";
+  stored["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
+  stored["metadata"]["uid"] = fmt::format("claim-uid-{}", resource_version_);
+  std::pair<std::string, std::string> key = {stored["metadata"].value("namespace", ""),
+                                             stored["metadata"].value("name", "")};
+  resource_claims_[std::move(key)] = std::move(stored);
+}
+
+FakeKubeApi::Answer FakeKubeApi::ServeResourceClaim(const std::string& version,
+                                                    const std::string& ns, const std::string& name,
+                                                    const KubeRequest& request) {
+  if (std::find(slice_versions_.begin(), slice_versions_.end(), version) == slice_versions_.end()) {
+    return {404, Status(404, "NotFound", "the server could not find the requested resource")};
+  }
+  if (request.method != "GET") return {405, Status(405, "MethodNotAllowed", "not allowed")};
+  const auto served = [&](Json claim) {
+    claim["apiVersion"] = "resource.k8s.io/" + version;
+    return claim;
+  };
+  if (!name.empty()) {
+    auto it = resource_claims_.find({ns, name});
+    if (it == resource_claims_.end()) {
+      return {404, Status(404, "NotFound",
+                          fmt::format("resourceclaims.resource.k8s.io \"{}\" not found", name))};
+    }
+    return {200, served(it->second)};
+  }
+  Json items = Json::array();
+  for (const auto& [key, claim] : resource_claims_) {
+    if (key.first == ns) items.push_back(served(claim));
+  }
+  return {200, Json{{"kind", "ResourceClaimList"},
                     {"apiVersion", "resource.k8s.io/" + version},
                     {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}},
                     {"items", std::move(items)}}};

@@ -130,6 +130,10 @@ class FakeKubeApi {
   // is not a DeviceTaintRule of the version asked), read with GET (404), listed with
   // labelSelector, deleted with DELETE (404 when gone). timeAdded is set when not given.
   std::vector<nlohmann::json> DeviceTaintRules() const;
+  // A ResourceClaim (namespaced), given in the v1 shape (status.allocation.devices.results[] of
+  // driver, pool, device): served in the ResourceSlices' versions, read with GET (404 when none)
+  // and listed per namespace. A claim added again under its name replaces it.
+  void AddResourceClaim(const nlohmann::json& claim);
 
   // Watch events (ADDED / MODIFIED / DELETED, not bookmarks) sent to watchers since the start, of
   // one kind: "Node", "Pod", "ConfigMap" or "ResourceSlice". One change sent to N watchers counts
@@ -223,6 +227,9 @@ class FakeKubeApi {
                   const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Answer ServeDeviceTaintRule(const std::string& version, const std::string& name,
                               const KubeRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  Answer ServeResourceClaim(const std::string& version, const std::string& ns,
+                            const std::string& name, const KubeRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // `name` empty: the collection (POST).
   Answer ServeLease(const std::string& ns, const std::string& name, const KubeRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -258,6 +265,9 @@ class FakeKubeApi {
   std::vector<std::string> rule_versions_ ABSL_GUARDED_BY(mutex_) = {"v1", "v1beta2", "v1alpha3"};
   std::map<std::string, nlohmann::json> resource_slices_ ABSL_GUARDED_BY(mutex_);  // v1 shape
   std::map<std::string, nlohmann::json> device_taint_rules_ ABSL_GUARDED_BY(mutex_);
+  // By namespace and name, in the v1 shape.
+  std::map<std::pair<std::string, std::string>, nlohmann::json> resource_claims_
+      ABSL_GUARDED_BY(mutex_);
   uint64_t generated_names_ ABSL_GUARDED_BY(mutex_) = 0;
   std::vector<KubeRequest> requests_ ABSL_GUARDED_BY(mutex_);
   uint64_t resource_version_ ABSL_GUARDED_BY(mutex_) = 1000;

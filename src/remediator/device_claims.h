@@ -1,0 +1,45 @@
+// What the remediator reads of Dynamic Resource Allocation for a GPU-level episode (a GPU that the
+// node's health check quarantined with a DeviceTaintRule): which pods on the node hold the failing
+// devices through their ResourceClaims — a pod's claims are named in `spec.resourceClaims`
+// (`resourceClaimName`) or, when made from a template, in `status.resourceClaimStatuses`; a claim
+// holds the devices of its `status.allocation.devices.results` (driver, pool, device) — and whether
+// a rule is still in place. The resource.k8s.io version of each resource is discovered once
+// (ResourceClaims: v1, v1beta2, v1beta1; DeviceTaintRules: v1, v1beta2, v1alpha3).
+// Thread-compatible: used by the remediator's pass thread only.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "api/remediation.h"
+#include "kube/kube_api.h"
+
+namespace vigil::remediator {
+
+class DeviceClaims {
+ public:
+  // `api` is not owned and outlives this.
+  explicit DeviceClaims(KubeApi* api) : api_(api) {}
+
+  // The pods on `node` ("NS/NAME", in the API's order) whose ResourceClaims were allocated one of
+  // `devices`. A claim that is gone is skipped; Unavailable when the pods or a claim could not be
+  // read (the caller decides again next pass), NotFound when the cluster serves no
+  // ResourceClaims.
+  absl::StatusOr<std::vector<std::string>> PodsHolding(
+      const std::string& node, const std::vector<QuarantinedDevice>& devices);
+
+  // Whether DeviceTaintRule `name` exists. Unavailable when it could not be read.
+  absl::StatusOr<bool> RuleExists(const std::string& name);
+
+ private:
+  // The version `resource` is served in (discovered once).
+  absl::StatusOr<std::string> VersionOf(const std::string& resource,
+                                        const std::vector<std::string>& versions,
+                                        std::string* cached);
+
+  KubeApi* const api_;
+  std::string claim_version_, rule_version_;  // "" until discovered
+};
+
+}  // namespace vigil::remediator
