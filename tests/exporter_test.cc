@@ -383,6 +383,60 @@ TEST(ExporterTest, PodUidFromTheApiServerWhenAsked) {
   EXPECT_THAT(body, HasSubstr("vigil_exporter_pod_uid_errors_total 0\n"));
 }
 
+// --kubernetes-enable-dra: a GPU a pod holds through a ResourceClaim (the kubelet's
+// dynamic_resources) is labelled with the pod and the claim, the claim's device matched to the GPU
+// by the DRA driver's ResourceSlice of this node — by UUID, not by the number in its name.
+TEST(ExporterTest, DraClaimPodsFromTheKubeletAndTheDriversSlices) {
+  TempDir dir;
+  std::string error;
+  std::unique_ptr<FakeKubeApi> api = FakeKubeApi::Start(dir.path(), &error);
+  ASSERT_NE(api, nullptr) << error;
+  EngineProcess engine(dir.path(), "n1", 2);
+  const auto gpus = nlohmann::json::parse(
+      RunCommand({VigilBinary(), "discovery", "--json", "--engine", engine.unix_address})
+          .out)["gpus"];
+  const std::string uuid0 = gpus[0]["uuid"], uuid1 = gpus[1]["uuid"];
+  const auto device = [](const std::string& name, const std::string& uuid) {
+    return nlohmann::json{
+        {"name", name},
+        {"attributes", {{"type", {{"string", "gpu"}}}, {"uuid", {{"string", uuid}}}}}};
+  };
+  // The driver names GPUs by minor: GPU 1 is gpu-0 here, GPU 0 is gpu-1.
+  api->AddResourceSlice(
+      GpuSlice("node-a", nlohmann::json::array({device("gpu-0", uuid1), device("gpu-1", uuid0)})));
+  FakeKubelet kubelet;
+  kubelet.AddClaimPod("ml", "train-0", "trainer", "train-0-gpu-x7k2p", "gpu.nvidia.com", "node-a",
+                      "gpu-0");
+  const std::string socket = dir.File("kubelet.sock");
+  ASSERT_TRUE(kubelet.Serve(socket));
+  std::vector<std::string> flags = ExporterProcess::Kubernetes(socket);
+  flags.insert(flags.end(), {"--kubernetes-enable-dra", "--service-account-dir",
+                             api->credentials().service_account_dir});
+  ExporterProcess exporter(dir.path(), engine.unix_address, flags);
+  ASSERT_GT(exporter.port(), 0);
+  const std::string body = exporter.ScrapeUntil([&](const std::string& b) {
+    return b.find("dra_device_name=\"gpu-0\"") != std::string::npos;
+  });
+  // Every DCGM series of GPU 1 carries the claim's pod, and none of GPU 0's.
+  std::string line;
+  std::istringstream lines(body);
+  for (std::string each; std::getline(lines, each);) {
+    if (!each.starts_with("DCGM_") || each.find("UUID=") == std::string::npos) continue;
+    const bool gpu1 = each.find("UUID=\"" + uuid1 + "\"") != std::string::npos;
+    EXPECT_EQ(each.find("pod=\"train-0\"") != std::string::npos, gpu1) << each;
+    if (gpu1 && each.starts_with("DCGM_FI_DEV_GPU_TEMP{")) line = each;
+  }
+  EXPECT_THAT(line, HasSubstr(",container=\"trainer\",dra_claim_name=\"train-0-gpu-x7k2p\","
+                              "dra_claim_namespace=\"ml\",dra_device_name=\"gpu-0\","
+                              "dra_driver_name=\"gpu.nvidia.com\",dra_pool_name=\"node-a\","
+                              "namespace=\"ml\",pod=\"train-0\"} "));
+  // Only this node's slices were asked for.
+  for (const KubeRequest& request : api->Requests()) {
+    if (request.path.find("/resourceslices") == std::string::npos) continue;
+    EXPECT_EQ(request.params.at("fieldSelector"), "spec.nodeName=node-a");
+  }
+}
+
 TEST(ExporterTest, MigGpuInstancesHaveTheirSeriesAndTheirPods) {
   TempDir dir;
   EngineProcess engine(dir.path(), "n1", 2,
@@ -531,6 +585,9 @@ TEST(ExporterTest, BadFlagsAndFilesAreRefused) {
       {{"exporter", "-c", "-5"}, "--collect-interval"},
       {{"exporter", "--kubernetes-gpu-id-type", "serial"}, "--kubernetes-gpu-id-type"},
       {{"exporter", "--kubernetes-enable-pod-uid"}, "it needs --kubernetes (-k)"},
+      {{"exporter", "--kubernetes-enable-dra"},
+       "--kubernetes-enable-dra labels pod-attributed "
+       "series: it needs --kubernetes (-k)"},
       {{"exporter", "-k", "--kubernetes-enable-pod-uid", "--service-account-dir",
         dir.File("no-such-dir")},
        "--kubernetes-enable-pod-uid reads pod UIDs from the API server"},

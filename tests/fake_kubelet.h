@@ -46,6 +46,23 @@ class FakeKubelet final : public ::v1::PodResourcesLister::Service {
     for (const std::string& id : ids) devices->add_device_ids(id);
   }
 
+  // Container `container` of pod `ns`/`name` holds device `device` of DRA driver `driver`'s pool
+  // `pool` through ResourceClaim `claim` (pod-resources' dynamic_resources, Kubernetes 1.34+).
+  void AddClaimPod(const std::string& ns, const std::string& name, const std::string& container,
+                   const std::string& claim, const std::string& driver, const std::string& pool,
+                   const std::string& device) {
+    AddPod(ns, name, container, {});
+    auto* dynamic =
+        answer.mutable_pod_resources()->rbegin()->mutable_containers(0)->add_dynamic_resources();
+    dynamic->set_claim_name(claim);
+    dynamic->set_claim_namespace(ns);
+    auto* resource = dynamic->add_claim_resources();
+    resource->set_driver_name(driver);
+    resource->set_pool_name(pool);
+    resource->set_device_name(device);
+    resource->add_cdi_devices()->set_name(driver + "/gpu=" + device);
+  }
+
   // Serves on `socket`; false when it cannot.
   bool Serve(const std::string& socket) {
     grpc::ServerBuilder builder;

@@ -335,16 +335,6 @@ Json DraDevicesOf(const Json& gpus, int pci_only_gpu = -1) {
   return devices;
 }
 
-// A ResourceSlice of NVIDIA's driver for `node` (its pool) with `devices`.
-Json GpuSlice(const std::string& node, const Json& devices) {
-  return Json{{"metadata", {{"name", node + "-gpu.nvidia.com-x7k2p"}}},
-              {"spec",
-               {{"driver", "gpu.nvidia.com"},
-                {"nodeName", node},
-                {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
-                {"devices", devices}}}};
-}
-
 // A fake API server with one GPU node, n1, for the DRA tests.
 class DraHealthcheckTest : public ::testing::Test {
  protected:

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <tuple>
 
 #include "cli/commands.h"
 #include "cli/output.h"
@@ -12,6 +13,7 @@
 #include "common/signals.h"
 #include "common/status.h"
 #include "exporter/exporter.h"
+#include "fmt/format.h"
 #include "kube/kube_api.h"
 #include "spdlog/spdlog.h"
 
@@ -26,6 +28,7 @@ struct ExporterFlags {
   std::string node_name;
   bool kubernetes = false;
   bool pod_uid = false;
+  bool dra = false;
   std::string service_account_dir = std::string(InClusterKube::kServiceAccountDir);
   std::string gpu_id_type = "uid";
   bool no_hostname = false;
@@ -53,22 +56,29 @@ int RunExporter(const ExporterFlags& flags) {
       .old_namespace = flags.old_namespace,
       .collect_interval = absl::Milliseconds(flags.collect_interval_ms)};
   if (flags.no_hostname) options.hostname.clear();
-  if (flags.pod_uid) {
+  // The options that read the API server: pod UIDs, and the DRA driver's ResourceSlices.
+  for (const auto& [wanted, flag, reads] :
+       {std::tuple{flags.pod_uid, "--kubernetes-enable-pod-uid", "pod UIDs"},
+        std::tuple{flags.dra, "--kubernetes-enable-dra", "this node's ResourceSlices"}}) {
+    if (!wanted) continue;
     if (!flags.kubernetes) {
-      return Fail("exporter",
-                  "--kubernetes-enable-pod-uid labels pod-attributed series: it needs "
-                  "--kubernetes (-k)");
+      return Fail("exporter", fmt::format("{} labels pod-attributed series: it needs "
+                                          "--kubernetes (-k)",
+                                          flag));
     }
-    auto kube = InClusterKube::Create(flags.service_account_dir, "exporter");
-    if (!kube.ok()) {
-      return Fail("exporter", WithContext(kube.status(),
-                                          "--kubernetes-enable-pod-uid reads pod UIDs from the "
-                                          "API server"));
+    if (options.kube == nullptr) {
+      auto kube = InClusterKube::Create(flags.service_account_dir, "exporter");
+      if (!kube.ok()) {
+        return Fail("exporter", WithContext(kube.status(), fmt::format("{} reads {} from the "
+                                                                       "API server",
+                                                                       flag, reads)));
+      }
+      options.kube = std::move(*kube);
     }
-    options.pod_uid = true;
-    options.kube = std::move(*kube);
     options.node_name = flags.node_name.empty() ? DefaultNodeName() : flags.node_name;
   }
+  options.pod_uid = flags.pod_uid;
+  options.dra = flags.dra;
   options.pods.socket_path = flags.pod_resources_socket;
   const std::pair<const char*, const std::string*> durations[] = {
       {"--pod-refresh", &flags.pod_refresh},
@@ -142,6 +152,13 @@ CommandRunner AddExporterCommand(CLI::App* parent) {
                  "Add pod_uid to pod-attributed series (with -k): the UIDs of this node's pods "
                  "from the API server (needs pods list and watch)")
       ->envname("DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID");
+  command
+      ->add_flag("--kubernetes-enable-dra", flags->dra,
+                 "Add pod labels and the dra_* labels for GPUs pods hold through DRA "
+                 "ResourceClaims (with -k): the kubelet's dynamic_resources, each device matched "
+                 "to its GPU by the gpu.nvidia.com driver's ResourceSlices of this node (needs "
+                 "resourceslices list and watch)")
+      ->envname("KUBERNETES_ENABLE_DRA");
   command
       ->add_option("--service-account-dir", flags->service_account_dir,
                    "Where the pod's service account token and CA are mounted (for "

@@ -133,6 +133,16 @@ const Device* DeviceMap::Find(uint32_t gpu, std::optional<uint32_t> gpu_instance
   return nullptr;
 }
 
+std::string DeviceMap::UuidOf(std::string_view driver, std::string_view pool,
+                              std::string_view name) const {
+  for (const Match& match : matches) {
+    if (match.device.driver == driver && match.device.pool == pool && match.device.name == name) {
+      return match.gpu.uuid;
+    }
+  }
+  return "";
+}
+
 DeviceMap MapDevices(const std::vector<GpuRef>& gpus, const std::vector<Device>& devices) {
   DeviceMap map;
   std::vector<bool> taken(devices.size(), false);

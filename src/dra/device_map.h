@@ -67,6 +67,9 @@ struct DeviceMap {
 
   // The device of GPU `gpu` (whole GPU, or its GPU instance), if matched.
   const Device* Find(uint32_t gpu, std::optional<uint32_t> gpu_instance = std::nullopt) const;
+  // The UUID of the GPU or MIG instance that device `name` of `driver`'s pool `pool` is; "" when
+  // no engine GPU matched it (a claim's device that is not one of this node's GPUs).
+  std::string UuidOf(std::string_view driver, std::string_view pool, std::string_view name) const;
 };
 
 // Matches each GpuRef to the device whose `uuid` attribute is its UUID; a whole GPU whose UUID no

@@ -61,6 +61,7 @@ absl::StatusOr<std::unique_ptr<Exporter>> Exporter::Start(ExporterOptions option
   }
   if (self->pods_ != nullptr) self->pods_->Start();
   if (self->pod_uids_ != nullptr) self->pod_uids_->Start();
+  if (self->dra_ != nullptr) self->dra_->Start();
   self->ticks_thread_ = StartNamedThread("vigil-ticks", [self] { self->FollowTicks(); });
   self->events_thread_ = StartNamedThread("vigil-events", [self] { self->FollowEvents(); });
   return exporter;
@@ -75,6 +76,12 @@ Exporter::Exporter(ExporterOptions options, std::unique_ptr<EngineClient> client
     if (options_.pod_uid && options_.kube != nullptr) {
       pod_uids_ =
           std::make_unique<kube::PodUids>(options_.kube, options_.node_name, options_.clock);
+    }
+    if (options_.dra && options_.kube != nullptr) {
+      dra_ = std::make_unique<DraDevices>(options_.kube.get(),
+                                          DraDevicesOptions{.node_name = options_.node_name,
+                                                            .driver = options_.dra_driver,
+                                                            .clock = options_.clock});
     }
   }
   absl::MutexLock lock(&mutex_);
@@ -97,6 +104,7 @@ void Exporter::Stop() {
   if (events_thread_.joinable()) events_thread_.join();
   if (pods_ != nullptr) pods_->Stop();
   if (pod_uids_ != nullptr) pod_uids_->Stop();
+  if (dra_ != nullptr) dra_->Stop();
   http_.Stop();
 }
 
@@ -292,7 +300,17 @@ void Exporter::RenderLocked() {
   }
   if (pods_ != nullptr) {
     view_.pods.clear();
-    for (const auto& [device, pods] : pods_->Current()) {
+    GpuPodMap current = pods_->Current();
+    if (dra_ != nullptr) {
+      // Devices held through ResourceClaims, moved to the GPUs the driver's slices say they are.
+      const dra::DeviceMap map = dra_->Map(view_.gpus);
+      AttributeDraDevices(
+          [&](const DraAllocation& held) {
+            return map.UuidOf(held.driver, held.pool, held.device);
+          },
+          &current);
+    }
+    for (const auto& [device, pods] : current) {
       if (pods.empty()) continue;
       PodInfo& pod = view_.pods[device] = pods.back();
       if (pod_uids_ != nullptr) pod.uid = pod_uids_->UidOf(pod.namespace_name, pod.pod);

@@ -25,6 +25,7 @@
 #include "client/engine_client.h"
 #include "common/clock.h"
 #include "common/http_server.h"
+#include "dra/dra_devices.h"
 #include "exporter/counters.h"
 #include "exporter/render.h"
 #include "kube/kube_api.h"
@@ -48,6 +49,11 @@ struct ExporterOptions {
   // dcgm-exporter's --kubernetes-enable-pod-uid (with `kubernetes`): pod_uid on pod-attributed
   // series, the UIDs of node `node_name`'s pods read from the API server `kube`.
   bool pod_uid = false;
+  // dcgm-exporter's --kubernetes-enable-dra (with `kubernetes`): the devices pods hold through
+  // ResourceClaims (the kubelet's dynamic_resources) attributed to the GPUs the driver's
+  // ResourceSlices for node `node_name` say they are, with the dra_* labels.
+  bool dra = false;
+  std::string dra_driver = std::string(dra::kNvidiaGpuDriver);
   std::shared_ptr<KubeApi> kube;
   std::string node_name;
   absl::Duration xid_window = absl::Minutes(5);
@@ -94,6 +100,7 @@ class Exporter {
   std::unique_ptr<EngineClient> client_;
   std::unique_ptr<PodMapper> pods_;
   std::unique_ptr<kube::PodUids> pod_uids_;  // with options_.pod_uid
+  std::unique_ptr<DraDevices> dra_;          // with options_.dra
   HttpServer http_;
   std::thread ticks_thread_, events_thread_;
 

@@ -227,6 +227,20 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
         // err_* < pod_name < pod_namespace with dcgm-exporter 1.x's names.
         AppendLabel(&labels[e].container, options.old_namespace ? "container_name" : "container",
                     pod->container);
+        // Held through a ResourceClaim: dcgm-exporter 4.8.3's DRA labels (sorted by name, between
+        // container and err_*), the MIG pair on a MIG instance's series.
+        if (pod->dra.has_value()) {
+          std::string& dra = labels[e].container;
+          AppendLabel(&dra, "dra_claim_name", pod->dra->claim_name);
+          AppendLabel(&dra, "dra_claim_namespace", pod->dra->claim_namespace);
+          AppendLabel(&dra, "dra_device_name", pod->dra->device);
+          AppendLabel(&dra, "dra_driver_name", pod->dra->driver);
+          if (const v1::MigInstance* instance = entities[e].instance) {
+            AppendLabel(&dra, "dra_mig_device_uuid", instance->uuid());
+            AppendLabel(&dra, "dra_mig_profile", instance->profile());
+          }
+          AppendLabel(&dra, "dra_pool_name", pod->dra->pool);
+        }
         if (options.old_namespace) {
           AppendLabel(&labels[e].namespace_and_pod, "pod_name", pod->pod);
           AppendLabel(&labels[e].namespace_and_pod, "pod_namespace", pod->namespace_name);

@@ -439,6 +439,57 @@ ExporterView MigGpus() {
   return view;
 }
 
+// A GPU held through a DRA ResourceClaim (the kubelet's dynamic_resources, attributed to the GPU
+// the driver's slices say the device is): the pod labels and dcgm-exporter 4.8.3's dra_* labels,
+// all sorted by name as its attributes are (container < dra_* < err_* < namespace < pod); a MIG
+// instance held through a claim adds dra_mig_device_uuid and dra_mig_profile.
+TEST(RenderTest, DraClaimLabelsInDcgmExportersShape) {
+  const Counters counters = Parse("DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error.\n");
+  ExporterView view = TwoGpus();
+  *view.tick.add_values() = Int(0, 230, 0);
+  *view.tick.add_values() = Int(1, 230, 48);
+  view.pods[view.gpus[1].uuid()] = {.pod = "train-0",
+                                    .namespace_name = "ml",
+                                    .container = "trainer",
+                                    .dra = DraAllocation{.claim_name = "train-0-gpu-x7k2p",
+                                                         .claim_namespace = "ml",
+                                                         .driver = "gpu.nvidia.com",
+                                                         .pool = "node-1",
+                                                         .device = "gpu-5"}};
+  const std::string text = RenderMetrics(counters, view, {.hostname = "node-1"});
+  EXPECT_THAT(
+      text,
+      HasSubstr("DCGM_FI_DEV_XID_ERRORS{gpu=\"1\",UUID=\"" + view.gpus[1].uuid() +
+                "\",pci_bus_id=\"" + view.gpus[1].pci_bus_id() +
+                "\",device=\"nvidia1\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-1\","
+                "container=\"trainer\",dra_claim_name=\"train-0-gpu-x7k2p\","
+                "dra_claim_namespace=\"ml\",dra_device_name=\"gpu-5\","
+                "dra_driver_name=\"gpu.nvidia.com\",dra_pool_name=\"node-1\",err_code=\"48\","
+                "err_msg=\"Double Bit ECC Error\",namespace=\"ml\",pod=\"train-0\"} 48\n"));
+  EXPECT_THAT(text, Not(HasSubstr("dra_mig")));
+
+  ExporterView mig = MigGpus();
+  const v1::MigInstance& instance = mig.gpus[0].mig_instances(1);
+  mig.pods[instance.uuid()] = {.pod = "infer-0",
+                               .namespace_name = "serve",
+                               .container = "triton",
+                               .dra = DraAllocation{.claim_name = "infer-0-mig",
+                                                    .claim_namespace = "serve",
+                                                    .driver = "gpu.nvidia.com",
+                                                    .pool = "node-1",
+                                                    .device = "gpu-0-mig-1g10gb-19-6"}};
+  const Counters fb = Parse("DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).\n");
+  EXPECT_THAT(
+      RenderMetrics(fb, mig, {.hostname = "node-1"}),
+      HasSubstr("GPU_I_PROFILE=\"" + instance.profile() + "\",GPU_I_ID=\"" +
+                std::to_string(instance.gpu_instance_id()) +
+                "\",Hostname=\"node-1\",container=\"triton\",dra_claim_name=\"infer-0-mig\","
+                "dra_claim_namespace=\"serve\",dra_device_name=\"gpu-0-mig-1g10gb-19-6\","
+                "dra_driver_name=\"gpu.nvidia.com\",dra_mig_device_uuid=\"" +
+                instance.uuid() + "\",dra_mig_profile=\"" + instance.profile() +
+                "\",dra_pool_name=\"node-1\",namespace=\"serve\",pod=\"infer-0\"} 2000\n"));
+}
+
 TEST(RenderTest, MigGpuInstancesHaveSeriesOfTheirOwnInDcgmExportersShape) {
   const Counters counters = Parse(R"(
 DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).

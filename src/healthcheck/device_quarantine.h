@@ -1,5 +1,5 @@
 // Per-GPU quarantine: one failing GPU leaves the scheduler's service, not its node. For each GPU
-// that FAILs (an actionable GPU-level incident) and is a DRA device (healthcheck/dra_devices.h),
+// that FAILs (an actionable GPU-level incident) and is a DRA device (dra/dra_devices.h),
 // one DeviceTaintRule taints that device (`vigil.dev/gpu-fail`, value the incident code, effect
 // NoSchedule by default; NoExecute, which deletes pods without honouring PodDisruptionBudgets,
 // only on request), so the other GPUs of the node stay schedulable. The rule is named after the
@@ -32,7 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "api/remediation.h"
 #include "common/clock.h"
-#include "healthcheck/dra_devices.h"
+#include "dra/dra_devices.h"
 #include "kube/kube_api.h"
 #include "nlohmann/json.hpp"
 #include "vigil/v1/engine.pb.h"

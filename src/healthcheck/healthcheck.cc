@@ -53,8 +53,7 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
       faults = [self](absl::Time now) -> std::optional<PublishedFaults> {
         const HealthView view = self->monitor_->View();
         if (!view.fresh(now)) return std::nullopt;  // a stale verdict says nothing new
-        PublishedFaults faults = RemediationRelay::FaultsOf(
-            view, self->pods_ != nullptr ? self->pods_->Known() : std::nullopt);
+        PublishedFaults faults = RemediationRelay::FaultsOf(view, self->KnownPods(view.gpus));
         // The failing GPUs DeviceTaintRules hold: the remediator drains those alone.
         if (self->quarantine_ != nullptr) {
           for (QuarantinedDevice& device : self->quarantine_->Quarantined()) {
@@ -133,9 +132,8 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
   self->http_.Get("/status", [self] {
     nlohmann::json status = self->monitor_->StatusJson();
     // With the kubelet's mapping: the pods on each GPU and on each of its MIG instances.
-    if (const std::optional<GpuPodMap> pods =
-            self->pods_ != nullptr ? self->pods_->Known() : std::nullopt) {
-      const HealthView view = self->monitor_->View();
+    const HealthView view = self->monitor_->View();
+    if (const std::optional<GpuPodMap> pods = self->KnownPods(view.gpus)) {
       for (nlohmann::json& gpu : status["gpus"]) {
         const std::string uuid = gpu["uuid"];
         const auto listed =
@@ -197,6 +195,17 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
   if (self->dra_ != nullptr) self->dra_->Start();
   if (self->quarantine_ != nullptr) self->quarantine_->Start();
   return check;
+}
+
+std::optional<GpuPodMap> Healthcheck::KnownPods(const std::vector<v1::Gpu>& gpus) const {
+  std::optional<GpuPodMap> pods = pods_ != nullptr ? pods_->Known() : std::nullopt;
+  if (pods.has_value() && dra_ != nullptr) {
+    const dra::DeviceMap map = dra_->Map(gpus);
+    AttributeDraDevices(
+        [&](const DraAllocation& held) { return map.UuidOf(held.driver, held.pool, held.device); },
+        &*pods);
+  }
+  return pods;
 }
 
 Healthcheck::~Healthcheck() { Stop(); }

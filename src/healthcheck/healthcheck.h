@@ -17,8 +17,8 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "common/http_server.h"
+#include "dra/dra_devices.h"
 #include "healthcheck/device_quarantine.h"
-#include "healthcheck/dra_devices.h"
 #include "healthcheck/monitor.h"
 #include "healthcheck/node_reporter.h"
 #include "healthcheck/remediation_relay.h"
@@ -40,7 +40,7 @@ struct HealthcheckOptions {
   std::string pod_resources_socket;
   std::string reboot_sentinel;
   // With kube: the DRA driver whose ResourceSlices name this node's GPUs as devices
-  // (healthcheck/dra_devices.h); "" for none.
+  // (dra/dra_devices.h); "" for none.
   std::string dra_driver = std::string(dra::kNvidiaGpuDriver);
   // With the taint (reporter.taint) and a DRA driver: what a GPU-level failure takes out of
   // service (healthcheck/device_quarantine.h), and the DeviceTaintRules' effect.
@@ -65,6 +65,10 @@ class Healthcheck {
  private:
   explicit Healthcheck(HealthcheckOptions options);
   std::string Metrics() const;
+  // The kubelet's mapping (nullopt when unknown), with the devices pods hold through
+  // ResourceClaims moved to the GPUs and MIG instances of `gpus` the DRA driver's slices say they
+  // are.
+  std::optional<GpuPodMap> KnownPods(const std::vector<v1::Gpu>& gpus) const;
 
   HealthcheckOptions options_;
   const absl::Time started_;

@@ -3,19 +3,41 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace vigil {
 
+// A device a container holds through a DRA ResourceClaim, as the kubelet reports it (pod-resources
+// v1 `dynamic_resources`, Kubernetes 1.34+): the claim, and the device of the driver's pool.
+struct DraAllocation {
+  std::string claim_name, claim_namespace;
+  std::string driver, pool, device;
+  bool operator==(const DraAllocation&) const = default;
+};
+
 struct PodInfo {
   std::string pod, namespace_name, container;
   std::string uid;  // not in the kubelet's answer: from the API server (kube/pod_uids.h), or ""
+  std::optional<DraAllocation> dra;  // held through a ResourceClaim (not a device plugin)
 };
 // Device (a GPU's UUID, or a MIG device's id) -> the containers the kubelet gave it to (several
 // when the GPU is time-sliced or shared), in the kubelet's order.
 using GpuPodMap = std::map<std::string, std::vector<PodInfo>>;
+
+// The key under which MapPods() keeps the containers of a DRA device until it is known which GPU
+// it is ("dra:DRIVER/POOL/DEVICE"): a device's name says nothing of the GPU (gpu-<minor>).
+std::string DraDeviceKey(const DraAllocation& allocation);
+// Moves the containers of each DRA device to the id of the GPU or MIG instance it is, as
+// `uuid_of` says (the DRA driver's ResourceSlices matched to the engine's GPUs:
+// dra::DeviceMap::UuidOf); a device `uuid_of` does not know ("") stays under its DraDeviceKey,
+// attributed to nothing.
+void AttributeDraDevices(const std::function<std::string(const DraAllocation&)>& uuid_of,
+                         GpuPodMap* pods);
 
 // The ids a device plugin may give the kubelet for one MIG device — GPU instance `gpu_instance`
 // (compute instance `compute_instance`) of the GPU with UUID `gpu_uuid` and device name

@@ -32,9 +32,48 @@ GpuPodMap MapPods(const ::v1::ListPodResourcesResponse& response, size_t* mig_de
           pods[id].push_back(PodInfo{pod.name(), pod.namespace_(), container.name()});
         }
       }
+      // DRA: every device of every claim, under its driver/pool/device until the caller knows
+      // which GPU it is (AttributeDraDevices).
+      for (const auto& claim : container.dynamic_resources()) {
+        for (const auto& resource : claim.claim_resources()) {
+          if (resource.device_name().empty()) continue;
+          DraAllocation allocation{.claim_name = claim.claim_name(),
+                                   .claim_namespace = claim.claim_namespace(),
+                                   .driver = resource.driver_name(),
+                                   .pool = resource.pool_name(),
+                                   .device = resource.device_name()};
+          const std::string key = DraDeviceKey(allocation);
+          pods[key].push_back(PodInfo{.pod = pod.name(),
+                                      .namespace_name = pod.namespace_(),
+                                      .container = container.name(),
+                                      .dra = std::move(allocation)});
+        }
+      }
     }
   }
   return pods;
+}
+
+std::string DraDeviceKey(const DraAllocation& allocation) {
+  return "dra:" + allocation.driver + "/" + allocation.pool + "/" + allocation.device;
+}
+
+void AttributeDraDevices(const std::function<std::string(const DraAllocation&)>& uuid_of,
+                         GpuPodMap* pods) {
+  for (auto it = pods->begin(); it != pods->end();) {
+    if (!it->first.starts_with("dra:") || it->second.empty() || !it->second.front().dra) {
+      ++it;
+      continue;
+    }
+    const std::string uuid = uuid_of(*it->second.front().dra);
+    if (uuid.empty()) {
+      ++it;
+      continue;
+    }
+    std::vector<PodInfo>& held = (*pods)[uuid];
+    held.insert(held.end(), it->second.begin(), it->second.end());
+    it = pods->erase(it);
+  }
 }
 
 PodMapper::PodMapper(PodMapperOptions options) : options_(std::move(options)) {

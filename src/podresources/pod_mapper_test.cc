@@ -50,5 +50,57 @@ TEST(MapPodsTest, WholeGpusSharedGpusAndMigDevicesInEveryIdForm) {
   EXPECT_EQ(MigParentUuid("MIG-1111"), "");
 }
 
+// A pod holding a device through a ResourceClaim (pod-resources' dynamic_resources).
+void AddClaim(::v1::ListPodResourcesResponse* response, const std::string& name,
+              const std::string& claim, const std::string& driver, const std::string& device) {
+  auto* pod = response->add_pod_resources();
+  pod->set_name(name);
+  pod->set_namespace_("ml");
+  auto* container = pod->add_containers();
+  container->set_name("main");
+  auto* dynamic = container->add_dynamic_resources();
+  dynamic->set_claim_name(claim);
+  dynamic->set_claim_namespace("ml");
+  auto* resource = dynamic->add_claim_resources();
+  resource->set_driver_name(driver);
+  resource->set_pool_name("n1");
+  resource->set_device_name(device);
+  resource->add_cdi_devices()->set_name("k8s.gpu.nvidia.com/device=" + device);
+}
+
+TEST(MapPodsTest, DraDevicesAreAttributedToTheGpuTheirSlicesSayTheyAre) {
+  ::v1::ListPodResourcesResponse response;
+  AddClaim(&response, "trainer", "trainer-gpu", "gpu.nvidia.com", "gpu-7");
+  AddClaim(&response, "inference", "inference-mig", "gpu.nvidia.com", "gpu-2-mig-1g10gb-19-5");
+  AddClaim(&response, "nic-user", "nic", "example.com", "eth1");
+  Add(&response, "plugin", "nvidia.com/gpu", {"GPU-aaaa"});
+  size_t mig = 0;
+  GpuPodMap pods = MapPods(response, &mig);
+  const DraAllocation trainer{.claim_name = "trainer-gpu",
+                              .claim_namespace = "ml",
+                              .driver = "gpu.nvidia.com",
+                              .pool = "n1",
+                              .device = "gpu-7"};
+  ASSERT_EQ(pods.count(DraDeviceKey(trainer)), 1u);
+  EXPECT_EQ(DraDeviceKey(trainer), "dra:gpu.nvidia.com/n1/gpu-7");
+  // Which GPU a device is comes from the slices, never from the number in its name.
+  AttributeDraDevices(
+      [](const DraAllocation& allocation) -> std::string {
+        if (allocation.device == "gpu-7") return "GPU-3333";
+        if (allocation.device == "gpu-2-mig-1g10gb-19-5") return "MIG-4444";
+        return "";
+      },
+      &pods);
+  EXPECT_THAT(Names(pods, "GPU-3333"), ::testing::ElementsAre("trainer"));
+  ASSERT_EQ(pods["GPU-3333"].size(), 1u);
+  EXPECT_EQ(pods["GPU-3333"][0].dra, trainer);
+  EXPECT_EQ(pods["GPU-3333"][0].container, "main");
+  EXPECT_THAT(Names(pods, "MIG-4444"), ::testing::ElementsAre("inference"));
+  EXPECT_THAT(Names(pods, "GPU-aaaa"), ::testing::ElementsAre("plugin"));
+  EXPECT_EQ(pods.count(DraDeviceKey(trainer)), 0u);
+  EXPECT_THAT(Names(pods, "dra:example.com/n1/eth1"), ::testing::ElementsAre("nic-user"))
+      << "not a GPU: attributed to nothing";
+}
+
 }  // namespace
 }  // namespace vigil

@@ -1239,6 +1239,15 @@ void FakeKubeApi::SetDelay(absl::Duration delay) {
 
 namespace vigil::testing {
 
+Json GpuSlice(const std::string& node, const Json& devices) {
+  return Json{{"metadata", {{"name", node + "-gpu.nvidia.com-x7k2p"}}},
+              {"spec",
+               {{"driver", "gpu.nvidia.com"},
+                {"nodeName", node},
+                {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
+                {"devices", devices}}}};
+}
+
 void FakeKubeApi::ServeDraVersions(std::vector<std::string> slice_versions,
                                    std::vector<std::string> rule_versions) {
   absl::MutexLock lock(&mutex_);

@@ -52,6 +52,10 @@ std::string ConditionStatus(const nlohmann::json& node, const std::string& type)
 std::string ConditionMessage(const nlohmann::json& node, const std::string& type);
 bool HasNoScheduleTaint(const nlohmann::json& node, const std::string& key);
 
+// A ResourceSlice of NVIDIA's DRA driver (gpu.nvidia.com) for `node` (its pool), v1 shape, with
+// `devices` ({"name", "attributes"} each).
+nlohmann::json GpuSlice(const std::string& node, const nlohmann::json& devices);
+
 // A self-signed certificate for 127.0.0.1 (made with the openssl command), its key, and a
 // service-account directory (token, ca.crt, namespace) as a pod would have it mounted.
 struct KubeCredentials {

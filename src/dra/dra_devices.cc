@@ -1,5 +1,5 @@
 // Implements DraDevices: discovery with backoff, then an informer of this node's ResourceSlices.
-#include "healthcheck/dra_devices.h"
+#include "dra/dra_devices.h"
 
 #include "common/backoff.h"
 #include "common/status.h"
