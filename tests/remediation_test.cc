@@ -68,7 +68,7 @@ class RemediationTest : public ::testing::Test {
 
   void StartEngine() {
     engine_ = backend_args_.empty()
-                  ? std::make_unique<EngineProcess>(dir_.path(), "n1", 2, engine_args_)
+                  ? std::make_unique<EngineProcess>(dir_.path(), "n1", gpu_count_, engine_args_)
                   : std::make_unique<EngineProcess>(dir_.path(), "n1", backend_args_, engine_args_);
     ASSERT_FALSE(engine_->tcp_address.empty()) << engine_->process->Stderr();
   }
@@ -162,6 +162,7 @@ class RemediationTest : public ::testing::Test {
   std::string boot_id_file_;
   std::vector<std::string> backend_args_;  // the engine's backend flags; none: 2 simulated GPUs
   std::vector<std::string> engine_args_;   // the engine's extra flags
+  int gpu_count_ = 2;                      // simulated GPUs
   std::string mig2_uuid_;                  // with --mig: GPU 0's GPU instance 2
   std::unique_ptr<EngineProcess> engine_;
   std::vector<std::string> uuids_;
@@ -170,6 +171,102 @@ class RemediationTest : public ::testing::Test {
 };
 
 TEST_F(RemediationTest, Xid48IsDrainedForItsGpuResetAndHandedBackAfterPass) { RunXid48Loop("sim"); }
+
+// Per-GPU quarantine on a node whose 8 GPUs are DRA devices of NVIDIA's driver (named by minor:
+// GPU i is device gpu-<7-i>), with pods holding GPUs 3 and 5 through ResourceClaims.
+class DraRemediationTest : public RemediationTest {
+ protected:
+  DraRemediationTest() { gpu_count_ = 8; }
+  void SetUp() override {
+    RemediationTest::SetUp();
+    const Json gpus =
+        Json::parse(Vigil({"discovery", "--json", "--engine", engine_->unix_address}).out)["gpus"];
+    ASSERT_EQ(gpus.size(), 8u);
+    uuid3_ = gpus[3]["uuid"];
+    Json devices = Json::array();
+    for (const Json& gpu : gpus) {
+      devices.push_back(
+          {{"name", Device(gpu["index"])},
+           {"attributes", {{"type", {{"string", "gpu"}}}, {"uuid", {{"string", gpu["uuid"]}}}}}});
+    }
+    api_->AddResourceSlice(GpuSlice("n1", devices));
+    AddClaimPod("claim-3", 3);
+    AddClaimPod("claim-5", 5);
+  }
+  static std::string Device(int gpu) { return "gpu-" + std::to_string(7 - gpu); }
+  // Pod ml/NAME on n1 holding GPU `gpu` through ResourceClaim NAME-gpu.
+  void AddClaimPod(const std::string& name, int gpu) {
+    Json pod = {{"metadata", {{"namespace", "ml"}, {"name", name}}},
+                {"spec", {{"nodeName", "n1"}, {"containers", Json::array({{{"name", "main"}}})}}}};
+    pod["spec"]["resourceClaims"] = Json::array({{{"name", "gpu"}}});
+    pod["status"]["resourceClaimStatuses"] =
+        Json::array({{{"name", "gpu"}, {"resourceClaimName", name + "-gpu"}}});
+    api_->AddPod(pod);
+    Json claim = Json::object();
+    claim["metadata"] = {{"namespace", "ml"}, {"name", name + "-gpu"}};
+    claim["status"]["allocation"]["devices"]["results"] =
+        Json::array({{{"request", "gpu"},
+                      {"driver", "gpu.nvidia.com"},
+                      {"pool", "n1"},
+                      {"device", Device(gpu)}}});
+    api_->AddResourceClaim(claim);
+  }
+  // The devices DeviceTaintRules taint now.
+  std::vector<std::string> TaintedDevices() const {
+    std::vector<std::string> devices;
+    for (const Json& rule : api_->DeviceTaintRules()) {
+      devices.push_back(rule["spec"]["deviceSelector"].value("device", ""));
+    }
+    return devices;
+  }
+  std::string uuid3_;
+};
+
+// XID 48 on GPU 3: one DeviceTaintRule for its device and no node taint, so the other 7 GPUs stay
+// schedulable; the pod whose claim holds GPU 3 is evicted (after a PDB refuses once), the pod on
+// GPU 5 and the device plugin's pods are untouched; the reset, PASS, and the rule lifted after
+// the hysteresis.
+TEST_F(DraRemediationTest, Xid48QuarantinesOneGpuDrainsItsClaimsPodAndLiftsTheRuleAfterPass) {
+  StartHealthcheck();
+  auto remediator = StartRemediator("r1", {"--mode", "on"});
+  api_->BlockEvictions("ml", "claim-3", 1);
+  const absl::Time injected = absl::Now();
+  Inject("48", 3, /*allow_actions=*/true);
+  ASSERT_TRUE(Eventually([&] { return !TaintedDevices().empty(); }, absl::Seconds(30)))
+      << Logs(remediator.get());
+  const absl::Duration to_rule = absl::Now() - injected;
+  EXPECT_THAT(TaintedDevices(), ::testing::ElementsAre(Device(3)));
+  const Json rule = api_->DeviceTaintRules()[0];
+  EXPECT_EQ(rule["spec"]["taint"]["key"], "vigil.dev/gpu-fail");
+  EXPECT_EQ(rule["spec"]["taint"]["effect"], "NoSchedule");
+  EXPECT_EQ(rule["metadata"]["labels"]["vigil.dev/gpu-uuid"], uuid3_);
+  // During the episode: the node stays schedulable; 7 of 7 healthy GPUs are (before per-GPU
+  // quarantine, the node taint made it 0 of 7).
+  ASSERT_TRUE(EventuallyEvent("VigilDrained", absl::Seconds(60))) << Logs(remediator.get());
+  EXPECT_FALSE(Tainted()) << "no node taint";
+  EXPECT_FALSE(Tainted("vigil.dev/remediation"));
+  // A healthy GPU is schedulable when neither the node nor its device is tainted.
+  const int schedulable_healthy_during =
+      Tainted() ? 0 : 7 - static_cast<int>(TaintedDevices().size() - 1);
+  EXPECT_EQ(schedulable_healthy_during, 7);
+  EXPECT_THAT(PodNames(), ::testing::UnorderedElementsAre("train-0", "train-1", "claim-5"))
+      << "only the pod whose claim holds GPU 3";
+
+  ASSERT_TRUE(EventuallyEvent("VigilRecovered", absl::Seconds(60))) << Logs(remediator.get());
+  EXPECT_TRUE(TaintedDevices().empty()) << "the rule is lifted before the hand-back";
+  EXPECT_FALSE(Tainted());
+  EXPECT_EQ(Step(), "idle");
+  EXPECT_THAT(Reasons("vigil-remediator"),
+              ::testing::IsSupersetOf({"VigilQuarantined", "VigilDrained", "VigilResetRequested",
+                                       "VigilGpuReset", "VigilRecovered"}));
+  EXPECT_THAT(Reasons("vigil-healthcheck"),
+              ::testing::IsSupersetOf({"GpuQuarantined", "GpuReleased"}));
+  std::cout << "XID 48 on a DRA node: injection to DeviceTaintRule "
+            << absl::FormatDuration(to_rule) << ", to handed back "
+            << absl::FormatDuration(absl::Now() - injected)
+            << "; schedulable healthy GPUs during the episode: " << schedulable_healthy_during
+            << " of 7\n";
+}
 
 // The same loop on the nvml backend with the fake libnvidia-ml, whose nvidia-smi refuses a reset
 // while any process holds NVML: the engine releases it for the reset and takes it back.
@@ -530,6 +627,43 @@ TEST_F(MigRemediationTest, AFailingMigGpuListsItsInstancesAndTheirPodsForADrain)
   ASSERT_TRUE(Eventually([&] { return !Annotation(std::string(kFaultsAnnotation)).empty(); }));
   const Json faults = Json::parse(Annotation(std::string(kFaultsAnnotation)));
   EXPECT_EQ(faults["pods"][uuids_[0]], Json::array({"ml/train-0", "ml/infer-2"}));
+}
+
+}  // namespace
+}  // namespace vigil::testing
+
+namespace vigil::testing {
+namespace {
+
+// XID 79 on GPU 3 of a DRA node: its rule at once and the node left in service; the node is
+// tainted (vigil.dev/remediation) only when the remediator takes it for the reboot, and handed
+// back — that taint and the rule gone — once the node is back and PASS held.
+TEST_F(DraRemediationTest, Xid79QuarantinesTheGpuAtOnceAndTheNodeOnlyForTheReboot) {
+  const std::string sentinel = dir_.File("reboot-required");
+  StartHealthcheck({"--reboot-sentinel", sentinel});
+  // The remediator starts later: what the health check does alone comes first.
+  Inject("79", 3, /*allow_actions=*/true);
+  ASSERT_TRUE(Eventually([&] { return !TaintedDevices().empty(); }, absl::Seconds(30)))
+      << check_->process().Stderr();
+  EXPECT_THAT(TaintedDevices(), ::testing::ElementsAre(Device(3)));
+  EXPECT_FALSE(Tainted()) << "a reboot's GPU is quarantined alone until the remediator takes it";
+
+  auto remediator = StartRemediator("r1", {"--mode", "on", "--reboot-via", "sentinel"});
+  ASSERT_TRUE(Eventually([&] { return Tainted("vigil.dev/remediation"); }, absl::Seconds(30)))
+      << Logs(remediator.get());
+  EXPECT_FALSE(Tainted()) << "the health check's node taint stays off";
+  ASSERT_TRUE(Eventually([&] { return std::ifstream(sentinel).good(); }, absl::Seconds(30)))
+      << Logs(remediator.get());
+  EXPECT_TRUE(PodNames().empty()) << "a reboot drains every GPU pod, the claims' too";
+
+  // The node reboots: the engine comes back with a new boot id.
+  engine_->process->Signal(SIGKILL);
+  engine_->process->Wait();
+  std::ofstream(boot_id_file_) << "boot-two\n";
+  StartEngine();
+  ASSERT_TRUE(EventuallyEvent("VigilRecovered", absl::Seconds(60))) << Logs(remediator.get());
+  EXPECT_FALSE(Tainted("vigil.dev/remediation"));
+  EXPECT_TRUE(TaintedDevices().empty()) << Logs(remediator.get());
 }
 
 }  // namespace

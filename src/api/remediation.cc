@@ -382,10 +382,9 @@ std::string RemediationToJson(const NodeRemediation& state) {
                      {"rounds", state.drain_rounds},
                      {"next", TimeText(state.drain_next)}};
   }
-  if (state.scope != EpisodeScope::kNode) {
+  if (state.scope != EpisodeScope::kNode)
     json["scope"] = std::string(EpisodeScopeName(state.scope));
-    json["devices"] = DevicesJson(state.devices);
-  }
+  if (!state.devices.empty()) json["devices"] = DevicesJson(state.devices);
   if (state.node_tainted) json["node_tainted"] = true;
   return json.dump();
 }

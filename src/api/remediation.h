@@ -180,7 +180,9 @@ struct NodeRemediation {
   std::string request_id;            // of the reset or reboot request in flight
   bool cordoned = false;             // the remediator cordoned it (and uncordons it)
   EpisodeScope scope = EpisodeScope::kNode;
-  std::vector<QuarantinedDevice> devices;  // kGpu: the devices the rules take out of service
+  // The failing GPUs' devices the health check's rules take out of service (either scope: a
+  // reboot of a GPU quarantined alone waits for its rule to be lifted too).
+  std::vector<QuarantinedDevice> devices;
   bool node_tainted = false;  // the remediator put kRemediationTaint on (and takes it off)
   std::vector<DrainPodState> drain;
   int drain_rounds = 0;

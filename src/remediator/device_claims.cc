@@ -31,20 +31,11 @@ std::vector<std::string> ClaimNamesOf(const Json& pod) {
   return names;
 }
 
-// Whether claim `claim` was allocated one of `devices`.
-bool Holds(const Json& claim, const std::vector<QuarantinedDevice>& devices) {
+// Whether one of claim `claim`'s allocated devices is one `holds` says yes to.
+bool Holds(const Json& claim, const std::function<bool(const Json& result)>& holds) {
   const Json& results =
       kube::At(kube::At(kube::At(kube::At(claim, "status"), "allocation"), "devices"), "results");
-  for (const Json& result : results) {
-    for (const QuarantinedDevice& device : devices) {
-      if (kube::StringAt(result, "driver") == device.driver &&
-          kube::StringAt(result, "pool") == device.pool &&
-          kube::StringAt(result, "device") == device.device) {
-        return true;
-      }
-    }
-  }
-  return false;
+  return std::any_of(results.begin(), results.end(), holds);
 }
 
 std::string AnswerOf(const absl::StatusOr<KubeResponse>& response) {
@@ -67,6 +58,25 @@ absl::StatusOr<std::string> DeviceClaims::VersionOf(const std::string& resource,
 
 absl::StatusOr<std::vector<std::string>> DeviceClaims::PodsHolding(
     const std::string& node, const std::vector<QuarantinedDevice>& devices) {
+  return PodsWhoseClaims(node, [&](const Json& result) {
+    return std::any_of(devices.begin(), devices.end(), [&](const QuarantinedDevice& device) {
+      return kube::StringAt(result, "driver") == device.driver &&
+             kube::StringAt(result, "pool") == device.pool &&
+             kube::StringAt(result, "device") == device.device;
+    });
+  });
+}
+
+absl::StatusOr<std::vector<std::string>> DeviceClaims::PodsHoldingPool(const std::string& node,
+                                                                       const std::string& driver,
+                                                                       const std::string& pool) {
+  return PodsWhoseClaims(node, [&](const Json& result) {
+    return kube::StringAt(result, "driver") == driver && kube::StringAt(result, "pool") == pool;
+  });
+}
+
+absl::StatusOr<std::vector<std::string>> DeviceClaims::PodsWhoseClaims(
+    const std::string& node, const std::function<bool(const Json& result)>& holds) {
   absl::StatusOr<std::string> version =
       VersionOf("resourceclaims", kube::kResourceClaimVersions, &claim_version_);
   if (!version.ok()) return version.status();
@@ -85,7 +95,7 @@ absl::StatusOr<std::vector<std::string>> DeviceClaims::PodsHolding(
         return absl::UnavailableError(
             fmt::format("reading ResourceClaim {}/{}: {}", ns, name, AnswerOf(response)));
       }
-      if (Holds(Json::parse(response->body, nullptr, /*allow_exceptions=*/false), devices)) {
+      if (Holds(Json::parse(response->body, nullptr, /*allow_exceptions=*/false), holds)) {
         holding.push_back(ns + "/" + kube::StringAt(metadata, "name"));
         break;
       }

@@ -8,12 +8,14 @@
 // Thread-compatible: used by the remediator's pass thread only.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "api/remediation.h"
 #include "kube/kube_api.h"
+#include "nlohmann/json.hpp"
 
 namespace vigil::remediator {
 
@@ -29,10 +31,19 @@ class DeviceClaims {
   absl::StatusOr<std::vector<std::string>> PodsHolding(
       const std::string& node, const std::vector<QuarantinedDevice>& devices);
 
+  // The pods on `node` whose ResourceClaims were allocated any device of `driver`'s pool `pool`
+  // (a reboot's drain: every GPU the node's driver publishes). Errors as PodsHolding().
+  absl::StatusOr<std::vector<std::string>> PodsHoldingPool(const std::string& node,
+                                                           const std::string& driver,
+                                                           const std::string& pool);
+
   // Whether DeviceTaintRule `name` exists. Unavailable when it could not be read.
   absl::StatusOr<bool> RuleExists(const std::string& name);
 
  private:
+  // The pods on `node` holding a device `holds` says yes to.
+  absl::StatusOr<std::vector<std::string>> PodsWhoseClaims(
+      const std::string& node, const std::function<bool(const nlohmann::json& result)>& holds);
   // The version `resource` is served in (discovered once).
   absl::StatusOr<std::string> VersionOf(const std::string& resource,
                                         const std::vector<std::string>& versions,

@@ -29,7 +29,11 @@ std::string WhyNot(const Json& pod, const std::vector<std::string>& gpus,
                ? "does not hold the failing GPU"
                : "";
   }
-  if (gpus.empty() && !options.all_pods) return "holds no GPU";
+  if (gpus.empty() && !options.all_pods &&
+      std::find(options.claim_holders.begin(), options.claim_holders.end(), id) ==
+          options.claim_holders.end()) {
+    return "holds no GPU";
+  }
   return "";
 }
 

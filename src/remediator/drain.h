@@ -28,6 +28,9 @@ struct DrainOptions {
   bool all_pods = false;                         // every pod not owned by a DaemonSet
   std::vector<std::string> exclude_namespaces;   // never evicted from
   std::optional<std::vector<std::string>> only;  // "NS/NAME" of the pods to evict (a GPU reset)
+  // "NS/NAME" of pods that hold GPUs through DRA ResourceClaims (no nvidia.com/* resource says
+  // so): evicted as GPU pods are.
+  std::vector<std::string> claim_holders;
   absl::Duration timeout = absl::Minutes(10);
   bool dry_run = false;  // decide and report, evict nothing
 };

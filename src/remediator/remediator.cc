@@ -8,6 +8,7 @@
 #include "api/convert.h"
 #include "common/check.h"
 #include "common/status.h"
+#include "dra/device_map.h"
 #include "fmt/format.h"
 #include "kube/events.h"
 #include "kube/object.h"
@@ -1146,7 +1147,29 @@ class Remediator::Episode {
     DrainOptions options{
         .all_pods = choice.action == v1::RECOMMENDED_ACTION_REBOOT && r_.options_.drain_all_pods,
         .exclude_namespaces = r_.options_.exclude_namespaces};
-    if (choice.action == v1::RECOMMENDED_ACTION_REBOOT) return options;
+    if (choice.action == v1::RECOMMENDED_ACTION_REBOOT) {
+      // Pods that hold GPUs through ResourceClaims carry no nvidia.com/* resource: those whose
+      // claims hold a device of the node's GPU pools (NVIDIA's driver names the pool after the
+      // node; a quarantined device names its own).
+      std::set<std::pair<std::string, std::string>> pools = {
+          {std::string(dra::kNvidiaGpuDriver), name_}};
+      for (const QuarantinedDevice& device : faults_->devices) {
+        pools.insert({device.driver, device.pool});
+      }
+      for (const auto& [driver, pool] : pools) {
+        absl::StatusOr<std::vector<std::string>> holding =
+            r_.claims_.PodsHoldingPool(name_, driver, pool);
+        if (absl::IsNotFound(holding.status())) break;  // no DRA in this cluster
+        if (!holding.ok()) {
+          return absl::UnavailableError(
+              fmt::format("node {}: cannot tell which pods hold its GPUs "
+                          "through ResourceClaims: {}",
+                          name_, MessageOf(holding.status())));
+        }
+        options.claim_holders.insert(options.claim_holders.end(), holding->begin(), holding->end());
+      }
+      return options;
+    }
     const auto add = [&](const std::string& pod) {
       if (std::find(options.only->begin(), options.only->end(), pod) == options.only->end()) {
         options.only->push_back(pod);
