@@ -40,7 +40,7 @@ const std::map<std::string, Modules>& Allowed() {
       {"exporter", {"common", "fields", "api", "client", "podresources", "kube", "dra"}},
       {"podresources", {"common"}},
       {"kube", {"common"}},
-      {"dra", {"common", "api", "kube"}},
+      {"dra", {"common", "fields", "api", "kube"}},
       {"report", {"common", "fields", "api"}},
       {"healthcheck", {"common", "fields", "api", "client", "kube", "podresources", "dra"}},
       {"drill", {"common", "fields", "api", "client", "kube"}},
