@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "absl/time/clock.h"
+#include "api/circuit_breaker.h"
 #include "daemon.h"
 #include "fmt/format.h"
 #include "gmock/gmock.h"
@@ -505,6 +506,57 @@ TEST_F(DraHealthcheckTest, AFailingGpuIsQuarantinedAloneNotItsNode) {
 }
 
 // A driver that publishes nothing for this node is said once; a cluster without DRA too.
+// The remediator's published breaker counts GPUs out of service across the fleet: while it is
+// open, a failing GPU gets no DeviceTaintRule (and its node no taint), with an Event that says
+// why — a fleet-wide false alarm must not take the fleet's GPUs out one by one.
+TEST_F(DraHealthcheckTest, TheCircuitBreakerRefusesAGpuQuarantineBeyondTheShare) {
+  FakeKubeApi& api = *server_;
+  EngineProcess engine(dir.path(), "n1", 8);
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  const Json gpus = GpusOf(engine);
+  api.AddResourceSlice(GpuSlice("n1", DraDevicesOf(gpus)));
+  // As a remediator publishes it: 2 of 24 GPUs out of service, at most 2 may (share 0.1).
+  const absl::Time now = absl::Now();
+  api.SetConfigMap("vigil", "vigil-circuit-breaker",
+                   BreakerToData({.state = BreakerState::kOpen,
+                                  .taint_key = "vigil.dev/gpu-problem",
+                                  .tainted_nodes = 0,
+                                  .gpu_nodes = 3,
+                                  .max_tainted_nodes = 1,
+                                  .out_of_service_gpus = 2,
+                                  .gpus = 24,
+                                  .max_out_of_service_gpus = 2,
+                                  .max_tainted_share = 0.1,
+                                  .changed = now,
+                                  .renewed = now,
+                                  .decided_by = "vigil-remediator-0"}));
+  HttpDaemon check("healthcheck", dir.path(), engine.unix_address,
+                   {"--node-name", "n1", "--kubernetes", "--taint", "--service-account-dir",
+                    api.credentials().service_account_dir, "--max-tainted-share", "0.1"});
+  ASSERT_GT(check.port(), 0) << check.process().Stderr();
+  check.GetUntil("/status",
+                 [](const std::string& body) { return Parse(body)["dra"]["gpus"].size() == 8; });
+  ASSERT_EQ(RunCommand({VigilBinary(), "inject", "xid", "--gpu", "3", "--xid", "48",
+                        "--allow-actions", "--engine", engine.unix_address})
+                .exit_code,
+            0);
+  ASSERT_TRUE(EventuallyInApi([&] {
+    for (const Json& event : api.Events()) {
+      if (event.value("reason", "") == "GpuQuarantineRefused") return true;
+    }
+    return false;
+  })) << check.process().Stderr();
+  std::string message;
+  for (const Json& event : api.Events()) {
+    if (event.value("reason", "") == "GpuQuarantineRefused") message = event["message"];
+  }
+  EXPECT_THAT(message, HasSubstr("the circuit breaker is open (0 of 3 GPU nodes tainted, 2 of 24 "
+                                 "GPUs out of service, decided by vigil-remediator-0)"));
+  ASSERT_TRUE(EventuallyInApi([&] { return ConditionStatus(api, "n1") == "True"; }));
+  EXPECT_TRUE(api.DeviceTaintRules().empty());
+  EXPECT_FALSE(Tainted(api, "n1")) << "the same breaker refuses the node taint";
+}
+
 TEST_F(DraHealthcheckTest, ADraDriverWithoutDevicesHereOrNoDraApiIsSaidOnce) {
   FakeKubeApi& api = *server_;
   EngineProcess engine(dir.path(), "n1", 2);

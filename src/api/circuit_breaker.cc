@@ -58,6 +58,8 @@ bool PublishedBreaker::SameDecision(const PublishedBreaker& other) const {
   return state == other.state && taint_key == other.taint_key &&
          tainted_nodes == other.tainted_nodes && gpu_nodes == other.gpu_nodes &&
          max_tainted_nodes == other.max_tainted_nodes &&
+         out_of_service_gpus == other.out_of_service_gpus && gpus == other.gpus &&
+         max_out_of_service_gpus == other.max_out_of_service_gpus &&
          max_tainted_share == other.max_tainted_share;
 }
 
@@ -66,12 +68,24 @@ BreakerState DecideBreaker(size_t tainted, size_t gpu_nodes, double max_tainted_
                                                                       : BreakerState::kOpen;
 }
 
+BreakerState DecideBreaker(size_t tainted, size_t gpu_nodes, size_t out_of_service_gpus,
+                           size_t gpus, double max_tainted_share) {
+  if (DecideBreaker(tainted, gpu_nodes, max_tainted_share) == BreakerState::kOpen) {
+    return BreakerState::kOpen;
+  }
+  return gpus == 0 ? BreakerState::kClosed
+                   : DecideBreaker(out_of_service_gpus, gpus, max_tainted_share);
+}
+
 Json BreakerToData(const PublishedBreaker& breaker) {
   return {{"state", std::string(BreakerStateName(breaker.state))},
           {"taintKey", breaker.taint_key},
           {"taintedNodes", std::to_string(breaker.tainted_nodes)},
           {"gpuNodes", std::to_string(breaker.gpu_nodes)},
           {"maxTaintedNodes", std::to_string(breaker.max_tainted_nodes)},
+          {"outOfServiceGpus", std::to_string(breaker.out_of_service_gpus)},
+          {"gpus", std::to_string(breaker.gpus)},
+          {"maxOutOfServiceGpus", std::to_string(breaker.max_out_of_service_gpus)},
           {"maxTaintedShare", fmt::format("{}", breaker.max_tainted_share)},
           {"changedAt", TimeText(breaker.changed)},
           {"renewedAt", TimeText(breaker.renewed)},
@@ -98,6 +112,17 @@ absl::StatusOr<PublishedBreaker> BreakerFromData(const Json& data) {
       {"gpuNodes", &breaker.gpu_nodes},
       {"maxTaintedNodes", &breaker.max_tainted_nodes}};
   for (const auto& [name, target] : counts) {
+    auto value = Count(data, name);
+    if (!value.ok()) return value.status();
+    *target = *value;
+  }
+  // The GPU counts are optional: a remediator older than per-GPU quarantine does not write them.
+  const std::pair<std::string_view, size_t*> gpu_counts[] = {
+      {"outOfServiceGpus", &breaker.out_of_service_gpus},
+      {"gpus", &breaker.gpus},
+      {"maxOutOfServiceGpus", &breaker.max_out_of_service_gpus}};
+  for (const auto& [name, target] : gpu_counts) {
+    if (!data.contains(std::string(name))) continue;
     auto value = Count(data, name);
     if (!value.ok()) return value.status();
     *target = *value;

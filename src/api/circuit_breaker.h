@@ -38,6 +38,10 @@ struct PublishedBreaker {
   size_t tainted_nodes = 0;      // GPU nodes carrying it when decided
   size_t gpu_nodes = 0;          // GPU nodes (the remediator's --gpu-node-selector)
   size_t max_tainted_nodes = 0;  // MaxTaintedNodes(share, gpu_nodes)
+  // GPUs out of service (every GPU of a tainted node, and each GPU a DeviceTaintRule quarantines)
+  // of the GPUs counted (nodes that say how many they have), and the most that may be: the same
+  // share applied to GPUs. Absent (0) from a remediator older than per-GPU quarantine.
+  size_t out_of_service_gpus = 0, gpus = 0, max_out_of_service_gpus = 0;
   double max_tainted_share = 0.5;
   absl::Time changed;      // when the state last changed
   absl::Time renewed;      // the remediator's last write
@@ -50,6 +54,10 @@ struct PublishedBreaker {
 // The decision a count of GPU nodes gives: open when `tainted` already reaches the limit, so one
 // more taint would exceed max(1, floor(share x gpu_nodes)).
 BreakerState DecideBreaker(size_t tainted, size_t gpu_nodes, double max_tainted_share);
+// The same decision over nodes and GPUs: open when either count already reaches its limit (no
+// GPUs counted: the nodes alone).
+BreakerState DecideBreaker(size_t tainted, size_t gpu_nodes, size_t out_of_service_gpus,
+                           size_t gpus, double max_tainted_share);
 
 // The ConfigMap's `data` (string values, as a ConfigMap holds them).
 nlohmann::json BreakerToData(const PublishedBreaker& breaker);

@@ -18,12 +18,23 @@ TEST(CircuitBreakerTest, OpensWhenOneMoreTaintWouldExceedTheShare) {
   EXPECT_EQ(DecideBreaker(5000, 10000, 0.5), BreakerState::kOpen);
 }
 
+TEST(CircuitBreakerTest, CountsGpusOutOfServiceAsWellAsNodes) {
+  // 3 nodes of 8 GPUs, share 0.1: at most 1 node, at most 2 GPUs.
+  EXPECT_EQ(DecideBreaker(0, 3, 1, 24, 0.1), BreakerState::kClosed);
+  EXPECT_EQ(DecideBreaker(0, 3, 2, 24, 0.1), BreakerState::kOpen) << "GPUs quarantined alone";
+  EXPECT_EQ(DecideBreaker(1, 3, 0, 24, 0.1), BreakerState::kOpen) << "the nodes' limit";
+  EXPECT_EQ(DecideBreaker(0, 3, 5, 0, 0.1), BreakerState::kClosed) << "no GPUs counted";
+}
+
 TEST(CircuitBreakerTest, DataRoundTripsAsStrings) {
   const PublishedBreaker breaker{.state = BreakerState::kOpen,
                                  .taint_key = "vigil.dev/gpu-problem",
                                  .tainted_nodes = 3,
                                  .gpu_nodes = 6,
                                  .max_tainted_nodes = 3,
+                                 .out_of_service_gpus = 20,
+                                 .gpus = 48,
+                                 .max_out_of_service_gpus = 24,
                                  .max_tainted_share = 0.5,
                                  .changed = absl::FromUnixSeconds(1'800'000'000),
                                  .renewed = absl::FromUnixSeconds(1'800'000'300),
@@ -38,6 +49,14 @@ TEST(CircuitBreakerTest, DataRoundTripsAsStrings) {
   EXPECT_EQ(back->changed, breaker.changed);
   EXPECT_EQ(back->renewed, breaker.renewed);
   EXPECT_EQ(back->decided_by, breaker.decided_by);
+  EXPECT_EQ(back->out_of_service_gpus, 20u);
+  EXPECT_EQ(back->gpus, 48u);
+  // A remediator older than per-GPU quarantine writes no GPU counts: read as none.
+  nlohmann::json older = data;
+  for (const char* key : {"outOfServiceGpus", "gpus", "maxOutOfServiceGpus"}) older.erase(key);
+  auto old = BreakerFromData(older);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->gpus, 0u);
 }
 
 TEST(CircuitBreakerTest, BadDataNamesTheKey) {
@@ -50,6 +69,7 @@ TEST(CircuitBreakerTest, BadDataNamesTheKey) {
       {"state", "half", "'state' is 'half'"},
       {"taintedNodes", "-1", "'taintedNodes' is not a count"},
       {"gpuNodes", 7, "'gpuNodes' is missing or not a string"},
+      {"gpus", "many", "'gpus' is not a count"},
       {"maxTaintedShare", "1.5", "'maxTaintedShare' is not a share"},
       {"renewedAt", "yesterday", "'renewedAt' is not an RFC 3339 time"},
   };

@@ -297,6 +297,21 @@ absl::Status DeviceQuarantine::Create(const dra::Device& device, const FailingGp
                                             response->status, kube::ApiMessage(response->body)));
 }
 
+void DeviceQuarantine::RefuseByBreaker(const dra::Device& device, const FailingGpu& failing,
+                                       const std::string& why) {
+  ++stats_.rules_refused;
+  {
+    absl::MutexLock lock(&mutex_);
+    refused_[failing.uuid] = "circuit breaker open: " + why;
+  }
+  const std::string message = fmt::format(
+      "not quarantining GPU {} ({}, device {}/{}/{}): the circuit breaker is open ({}); a "
+      "fleet-wide problem is not taken out of service GPU by GPU",
+      failing.gpu, failing.uuid, device.driver, device.pool, device.name, why);
+  spdlog::error("kubernetes: {}", message);
+  PostEvent("Warning", "GpuQuarantineRefused", message);
+}
+
 absl::Status DeviceQuarantine::Delete(const std::string& device) {
   std::string path, name;
   {
@@ -358,6 +373,13 @@ absl::Status DeviceQuarantine::ReconcileOnce() {
     }
     if (held || refused) continue;
     changed = true;
+    // The remediator's published breaker, counting GPUs out of service across the fleet: a
+    // fleet-wide false alarm must not quarantine the fleet's GPUs one by one.
+    if (std::optional<std::string> why =
+            options_.breaker_refusal ? options_.breaker_refusal() : std::nullopt) {
+      RefuseByBreaker(*device, failing, *why);
+      continue;
+    }
     if (absl::Status created = Create(*device, failing, input.engine_instance);
         !created.ok() && first_error.ok()) {
       first_error = created;

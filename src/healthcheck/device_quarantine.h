@@ -67,6 +67,10 @@ struct DeviceQuarantineOptions {
   // Called on the quarantine's thread after a rule was made, removed or refused (what the node
   // taint must cover changed); must not block. May be null.
   std::function<void()> on_change;
+  // Why the tainted-share circuit breaker refuses a new quarantine now (the remediator's
+  // published breaker, open), or nullopt; must not block. May be null (never refuses). A GPU so
+  // refused is left to the node taint, which the same breaker refuses.
+  std::function<std::optional<std::string>()> breaker_refusal;
 };
 
 // A GPU to take out of service: an actionable FAIL of the GPU itself.
@@ -136,6 +140,9 @@ class DeviceQuarantine {
   absl::Status Create(const dra::Device& device, const FailingGpu& failing,
                       const std::string& engine_instance);
   absl::Status Delete(const std::string& device);
+  // Records and tells (Event GpuQuarantineRefused) that the breaker refused `failing`'s rule.
+  void RefuseByBreaker(const dra::Device& device, const FailingGpu& failing,
+                       const std::string& why);
   std::string RulesPath() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   static std::string RuleName(const std::string& node, const std::string& device);
   // Posts a Node Event (best effort: a failure is counted and logged, not retried).

@@ -88,13 +88,27 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
                                                      .clock = self->options_.clock});
     if (self->options_.reporter.taint && self->options_.quarantine != QuarantineMode::kNode) {
       self->quarantine_ = std::make_unique<DeviceQuarantine>(
-          DeviceQuarantineOptions{.node_name = self->options_.node_name,
-                                  .mode = self->options_.quarantine,
-                                  .effect = self->options_.device_taint_effect,
-                                  .untaint_after = self->options_.reporter.untaint_after,
-                                  .clock = self->options_.clock,
-                                  .event_namespace = self->options_.reporter.event_namespace,
-                                  .on_change = [self] { self->reporter_->Wake(); }},
+          DeviceQuarantineOptions{
+              .node_name = self->options_.node_name,
+              .mode = self->options_.quarantine,
+              .effect = self->options_.device_taint_effect,
+              .untaint_after = self->options_.reporter.untaint_after,
+              .clock = self->options_.clock,
+              .event_namespace = self->options_.reporter.event_namespace,
+              .on_change = [self] { self->reporter_->Wake(); },
+              .breaker_refusal = [self]() -> std::optional<std::string> {
+                std::string unused;
+                const std::optional<PublishedBreaker> breaker =
+                    self->reporter_->breaker().Published(&unused);
+                if (!breaker.has_value() || breaker->state != BreakerState::kOpen) {
+                  return std::nullopt;
+                }
+                return fmt::format(
+                    "{} of {} GPU nodes tainted, {} of {} GPUs out of "
+                    "service, decided by {}",
+                    breaker->tainted_nodes, breaker->gpu_nodes, breaker->out_of_service_gpus,
+                    breaker->gpus, breaker->decided_by);
+              }},
           self->options_.kube.get(), self->dra_.get(), [self] {
             const HealthView view = self->monitor_->View();
             DeviceQuarantine::Input input{.gpus = view.gpus,

@@ -56,13 +56,18 @@ absl::Status BreakerPublisher::Read() {
   return absl::OkStatus();
 }
 
-absl::Status BreakerPublisher::Publish(size_t tainted, size_t gpu_nodes, absl::Time now) {
-  PublishedBreaker next{.state = DecideBreaker(tainted, gpu_nodes, options_.max_tainted_share),
+absl::Status BreakerPublisher::Publish(const BreakerCounts& counts, absl::Time now) {
+  const double share = options_.max_tainted_share;
+  PublishedBreaker next{.state = DecideBreaker(counts.tainted_nodes, counts.gpu_nodes,
+                                               counts.out_of_service_gpus, counts.gpus, share),
                         .taint_key = options_.taint_key,
-                        .tainted_nodes = tainted,
-                        .gpu_nodes = gpu_nodes,
-                        .max_tainted_nodes = MaxTaintedNodes(options_.max_tainted_share, gpu_nodes),
-                        .max_tainted_share = options_.max_tainted_share,
+                        .tainted_nodes = counts.tainted_nodes,
+                        .gpu_nodes = counts.gpu_nodes,
+                        .max_tainted_nodes = MaxTaintedNodes(share, counts.gpu_nodes),
+                        .out_of_service_gpus = counts.out_of_service_gpus,
+                        .gpus = counts.gpus,
+                        .max_out_of_service_gpus = MaxTaintedNodes(share, counts.gpus),
+                        .max_tainted_share = share,
                         .changed = now,
                         .renewed = now,
                         .decided_by = options_.identity};
@@ -117,10 +122,12 @@ absl::Status BreakerPublisher::Publish(size_t tainted, size_t gpu_nodes, absl::T
   resource_version_ = kube::StringAt(kube::At(written, "metadata"), "resourceVersion");
   if (!published_.has_value() || published_->state != next.state) {
     spdlog::log(next.state == BreakerState::kOpen ? spdlog::level::err : spdlog::level::info,
-                "remediation: circuit breaker {}: {} of {} GPU nodes carry {} (at most {} may, "
-                "--max-tainted-share {}): health checks {} taint their nodes",
-                BreakerStateName(next.state), tainted, gpu_nodes, options_.taint_key,
-                next.max_tainted_nodes, options_.max_tainted_share,
+                "remediation: circuit breaker {}: {} of {} GPU nodes carry {} (at most {} may), "
+                "{} of {} GPUs are out of service (at most {} may; --max-tainted-share {}): health "
+                "checks {} taint their nodes or quarantine GPUs",
+                BreakerStateName(next.state), counts.tainted_nodes, counts.gpu_nodes,
+                options_.taint_key, next.max_tainted_nodes, counts.out_of_service_gpus, counts.gpus,
+                next.max_out_of_service_gpus, options_.max_tainted_share,
                 next.state == BreakerState::kOpen ? "may not" : "may");
   }
   published_ = next;

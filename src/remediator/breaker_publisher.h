@@ -30,6 +30,14 @@ struct BreakerPublisherOptions {
   std::string identity = "vigil-remediator";  // decidedBy
 };
 
+// What the breaker is decided on: GPU nodes carrying the taint of all GPU nodes, and GPUs out of
+// service (a tainted node's every GPU, each GPU a DeviceTaintRule quarantines) of the GPUs the
+// nodes say they have.
+struct BreakerCounts {
+  size_t tainted_nodes = 0, gpu_nodes = 0;
+  size_t out_of_service_gpus = 0, gpus = 0;
+};
+
 struct BreakerPublisherStats {
   std::atomic<uint64_t> writes{0};  // creates and updates
   std::atomic<uint64_t> errors{0};
@@ -42,10 +50,10 @@ class BreakerPublisher {
   // `api` (not owned) outlives the publisher.
   BreakerPublisher(BreakerPublisherOptions options, KubeApi* api);
 
-  // Publishes the decision of `tainted` of `gpu_nodes` at `now` when it differs from the one
-  // published, or the renewal is due; otherwise makes no request. An error (logged by the caller)
-  // leaves it for the next call.
-  absl::Status Publish(size_t tainted, size_t gpu_nodes, absl::Time now);
+  // Publishes the decision `counts` give at `now` when it differs from the one published, or the
+  // renewal is due; otherwise makes no request. An error (logged by the caller) leaves it for the
+  // next call.
+  absl::Status Publish(const BreakerCounts& counts, absl::Time now);
   // What this replica knew of the object may be stale (another replica held the Lease and wrote
   // it meanwhile): the next Publish() reads it again before deciding whether to write.
   void Forget() { read_ = false; }

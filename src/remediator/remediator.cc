@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "api/convert.h"
 #include "common/check.h"
@@ -20,6 +21,10 @@ namespace vigil::remediator {
 namespace {
 
 using Json = nlohmann::json;
+
+// What says how many GPUs a node has (NodeView::gpus).
+constexpr std::string_view kGpuCountLabel = "nvidia.com/gpu.count";
+constexpr std::string_view kGpuResource = "nvidia.com/gpu";
 
 // A reset the engine refused (the GPU still in use while evicted pods terminate) is asked again
 // this long after.
@@ -100,6 +105,9 @@ struct Remediator::NodeView {
   std::string name, uid, resource_version;
   Json labels = Json::object(), annotations = Json::object(), taints = Json::array();
   bool unschedulable = false;
+  // How many GPUs the node has: GPU Feature Discovery's nvidia.com/gpu.count label, else the
+  // device plugin's nvidia.com/gpu capacity; 0 when neither says.
+  size_t gpus = 0;
   std::string condition;  // the GpuProblem status: "True", "False", "Unknown" or "" (none)
   absl::Time condition_since = absl::InfinitePast();
   std::string condition_message;
@@ -115,6 +123,11 @@ struct Remediator::NodeView {
     const Json& spec = kube::At(node, "spec");
     if (kube::At(spec, "taints").is_array()) view.taints = spec["taints"];
     view.unschedulable = kube::At(spec, "unschedulable").is_boolean() && spec["unschedulable"];
+    for (const std::string& count :
+         {kube::StringAt(view.labels, kGpuCountLabel),
+          kube::StringAt(kube::At(kube::At(node, "status"), "capacity"), kGpuResource)}) {
+      if (!count.empty() && absl::SimpleAtoi(count, &view.gpus)) break;
+    }
     const Json& conditions = kube::At(kube::At(node, "status"), "conditions");
     for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
       if (kube::StringAt(conditions[i], "type") != kConditionType) continue;
@@ -280,7 +293,7 @@ Json Remediator::KeepWhatTheRemediatorReads(const Json& node) {
                  {"uid", kube::StringAt(metadata, "uid")},
                  {"resourceVersion", kube::StringAt(metadata, "resourceVersion")}}}};
   if (const Json& labels = kube::At(metadata, "labels"); labels.is_object()) {
-    for (std::string_view key : {kNeedsInspectionLabel, kRebootRequestedLabel}) {
+    for (std::string_view key : {kNeedsInspectionLabel, kRebootRequestedLabel, kGpuCountLabel}) {
       if (labels.contains(std::string(key))) kept["metadata"]["labels"][key] = labels[key];
     }
   }
@@ -303,6 +316,10 @@ Json Remediator::KeepWhatTheRemediatorReads(const Json& node) {
     if (kube::StringAt(conditions[i], "type") == kConditionType) {
       kept["status"]["conditions"] = Json::array({conditions[i]});
     }
+  }
+  if (const Json& capacity = kube::At(kube::At(node, "status"), "capacity");
+      capacity.contains(std::string(kGpuResource))) {
+    kept["status"]["capacity"][kGpuResource] = capacity[std::string(kGpuResource)];
   }
   return kept;
 }
@@ -356,6 +373,8 @@ void Remediator::Track(const std::string& name, const std::optional<Json>& node,
   if (it != tracked_.end()) {
     tainted_ -= it->second.tainted;
     active_ -= it->second.active;
+    gpus_ -= it->second.gpus;
+    out_of_service_gpus_ -= it->second.out_of_service_gpus;
   }
   if (!node.has_value()) {  // gone from the cluster (or from the selector)
     if (it != tracked_.end()) tracked_.erase(it);
@@ -381,8 +400,18 @@ void Remediator::Track(const std::string& name, const std::optional<Json>& node,
     }
   }
   tracked.active = step == RemediationStep::kDraining || step == RemediationStep::kRecovering;
+  // Out of service: every GPU of a tainted node, else each GPU a DeviceTaintRule quarantines.
+  size_t quarantined = 0;
+  if (const std::string text = view.Annotation(kFaultsAnnotation); !text.empty()) {
+    if (auto faults = ParseFaults(text); faults.ok()) quarantined = faults->devices.size();
+  }
+  tracked.gpus = std::max(view.gpus, quarantined);
+  tracked.out_of_service_gpus =
+      tracked.tainted || view.HasTaint(kRemediationTaint) ? tracked.gpus : quarantined;
   tainted_ += tracked.tainted;
   active_ += tracked.active;
+  gpus_ += tracked.gpus;
+  out_of_service_gpus_ += tracked.out_of_service_gpus;
   tracked_[name] = tracked;
   // Reconciled every pass while time moves its state (a drain round, a timeout, the hysteresis,
   // a failing node waiting for a slot or the breaker); otherwise only when it changes — and, with
@@ -416,7 +445,11 @@ absl::Status Remediator::ReconcileOnce(absl::Time act_until) {
   stats_.tracked_nodes = tracked_.size();
   // The breaker, from the counts kept: published for the health checks when it opens or closes
   // (and renewed), and applied here to new episodes.
-  if (absl::Status published = breaker_.Publish(tainted_, tracked_.size(), pass.now);
+  if (absl::Status published = breaker_.Publish({.tainted_nodes = tainted_,
+                                                 .gpu_nodes = tracked_.size(),
+                                                 .out_of_service_gpus = out_of_service_gpus_,
+                                                 .gpus = gpus_},
+                                                pass.now);
       !published.ok()) {
     if (MessageOf(published) != breaker_error_) {
       breaker_error_ = std::string(MessageOf(published));
@@ -432,6 +465,11 @@ absl::Status Remediator::ReconcileOnce(absl::Time act_until) {
     pass.breaker_open = true;
     pass.breaker_why = fmt::format("{} of {} GPU nodes are tainted, more than {:.0f}%", tainted_,
                                    tracked_.size(), options_.max_tainted_share * 100);
+  } else if (gpus_ > 0 &&
+             out_of_service_gpus_ > MaxTaintedNodes(options_.max_tainted_share, gpus_)) {
+    pass.breaker_open = true;
+    pass.breaker_why = fmt::format("{} of {} GPUs are out of service, more than {:.0f}%",
+                                   out_of_service_gpus_, gpus_, options_.max_tainted_share * 100);
   }
   stats_.breaker_open = pass.breaker_open;
   due.insert(busy_.begin(), busy_.end());

@@ -196,6 +196,8 @@ class Remediator {
   struct Tracked {
     bool tainted = false;  // carries the health check's taint
     bool active = false;   // in drain or recovery
+    size_t gpus = 0;       // NodeView::gpus (at least those quarantined)
+    size_t out_of_service_gpus = 0;
   };
 
   // The node as the newer of the informer's copy and this replica's last write; nullopt when it
@@ -229,6 +231,7 @@ class Remediator {
   std::map<std::string, std::string> waits_;
   std::map<std::string, Tracked> tracked_;      // every GPU node
   size_t tainted_ = 0;                          // of them, tainted
+  size_t gpus_ = 0, out_of_service_gpus_ = 0;   // their GPUs, and those out of service
   int active_ = 0;                              // of them, in drain or recovery
   std::set<std::string> busy_;                  // reconciled every pass
   std::map<std::string, absl::Time> expiring_;  // idle, reconciled when its oldest attempt expires

@@ -854,3 +854,51 @@ TEST(ChooseActionTest, TheStrongestActionableActionAndItsGpus) {
 
 }  // namespace
 }  // namespace vigil::remediator
+
+namespace vigil::remediator {
+namespace {
+
+// The breaker counts GPUs as well as nodes: GPUs DeviceTaintRules quarantine (no node taint) of
+// the GPUs the nodes say they have (GPU Feature Discovery's nvidia.com/gpu.count, else the
+// device plugin's capacity).
+TEST_F(GpuEpisodeTest, TheBreakerCountsQuarantinedGpusOutOfTheFleetsGpus) {
+  for (const char* node : {"n1", "n2"}) {
+    api_->ModifyNode(
+        node, [](Json& object) { object["metadata"]["labels"]["nvidia.com/gpu.count"] = "8"; });
+  }
+  api_->ModifyNode("n3",
+                   [](Json& object) { object["status"]["capacity"]["nvidia.com/gpu"] = "8"; });
+  // 10% of 24 GPUs: at most 2 out of service.
+  Start({.mode = Mode::kOn, .max_tainted_share = 0.1});
+  FailGpu3("reset-gpu");
+  ASSERT_TRUE(Pass().ok());
+  Json data = api_->ConfigMap("vigil", "vigil-circuit-breaker")["data"];
+  EXPECT_EQ(data["state"], "closed");
+  EXPECT_EQ(data["outOfServiceGpus"], "1");
+  EXPECT_EQ(data["gpus"], "24");
+  EXPECT_EQ(data["maxOutOfServiceGpus"], "2");
+  EXPECT_EQ(data["taintedNodes"], "0");
+
+  // A second GPU quarantined on n1: one more would exceed the share, so the breaker opens.
+  api_->ModifyNode("n1", [](Json& object) {
+    PublishedFaults faults = *ParseFaults(
+        object["metadata"]["annotations"][std::string(kFaultsAnnotation)].get<std::string>());
+    faults.devices.push_back({.uuid = "GPU-6",
+                              .driver = "gpu.nvidia.com",
+                              .pool = "n1",
+                              .device = "gpu-1",
+                              .rule = "vigil-n1-gpu-1"});
+    object["metadata"]["annotations"][std::string(kFaultsAnnotation)] = FaultsToJson(faults);
+  });
+  ASSERT_TRUE(Pass().ok());
+  data = api_->ConfigMap("vigil", "vigil-circuit-breaker")["data"];
+  EXPECT_EQ(data["state"], "open");
+  EXPECT_EQ(data["outOfServiceGpus"], "2");
+  auto published = BreakerFromData(data);
+  ASSERT_TRUE(published.ok()) << published.status();
+  EXPECT_EQ(published->gpus, 24u);
+  EXPECT_EQ(published->max_out_of_service_gpus, 2u);
+}
+
+}  // namespace
+}  // namespace vigil::remediator
