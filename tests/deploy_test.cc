@@ -349,7 +349,8 @@ TEST(DeployTest, TheRemediationOverlayAddsTheRemediatorAndTheNodesHandOff) {
   const std::set<std::string> rights = RightsOf(*role);
   EXPECT_EQ(rights, (std::set<std::string>{"nodes:get", "nodes:list", "nodes:watch", "nodes:patch",
                                            "pods:list", "pods/eviction:create", "events:create",
-                                           "resourceclaims:get", "devicetaintrules:get"}));
+                                           "resourceclaims:get", "devicetaintrules:get",
+                                           "devicetaintrules:list", "devicetaintrules:delete"}));
   for (const YAML::Node* other : rendered.All("ClusterRole")) {
     if ((*other)["metadata"]["name"].as<std::string>() == "vigil-remediator") continue;
     for (const YAML::Node& rule : (*other)["rules"]) {

@@ -42,6 +42,14 @@ inline constexpr std::string_view kRebootRequestedLabel = "vigil.dev/reboot-requ
 // quarantined (a DeviceTaintRule, no node taint): the whole node leaves service for the reboot.
 inline constexpr std::string_view kRemediationTaint = "vigil.dev/remediation";
 
+// The health check's DeviceTaintRules (per-GPU quarantine): their taint's key, and the labels that
+// name the node, the GPU and the engine instance (the remediator reads them, and deletes the rules
+// of a node that no longer exists).
+inline constexpr std::string_view kDeviceTaintKey = "vigil.dev/gpu-fail";
+inline constexpr std::string_view kRuleNodeLabel = "vigil.dev/node";
+inline constexpr std::string_view kRuleGpuLabel = "vigil.dev/gpu-uuid";
+inline constexpr std::string_view kRuleEngineLabel = "vigil.dev/engine-instance";
+
 // "none", "restart-app", ... (RecommendedActionText); nullopt for anything else.
 std::optional<v1::RecommendedAction> RecommendedActionFromText(std::string_view text);
 

@@ -49,12 +49,6 @@ enum class QuarantineMode : uint8_t {
 absl::StatusOr<QuarantineMode> ParseQuarantineMode(std::string_view text);
 std::string_view QuarantineModeName(QuarantineMode mode);
 
-inline constexpr std::string_view kDeviceTaintKey = "vigil.dev/gpu-fail";
-// The labels of the rules this check makes.
-inline constexpr std::string_view kRuleNodeLabel = "vigil.dev/node";
-inline constexpr std::string_view kRuleGpuLabel = "vigil.dev/gpu-uuid";
-inline constexpr std::string_view kRuleEngineLabel = "vigil.dev/engine-instance";
-
 struct DeviceQuarantineOptions {
   std::string node_name;
   QuarantineMode mode = QuarantineMode::kAuto;

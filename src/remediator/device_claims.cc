@@ -104,6 +104,44 @@ absl::StatusOr<std::vector<std::string>> DeviceClaims::PodsWhoseClaims(
   return holding;
 }
 
+absl::StatusOr<std::vector<DeviceClaims::NodeRule>> DeviceClaims::NodeRules() {
+  absl::StatusOr<std::string> version =
+      VersionOf("devicetaintrules", kube::kDeviceTaintRuleVersions, &rule_version_);
+  if (!version.ok()) return version.status();
+  absl::StatusOr<KubeResponse> response =
+      api_->Call("GET",
+                 fmt::format("/apis/resource.k8s.io/{}/devicetaintrules?labelSelector={}", *version,
+                             kube::QueryEscape(std::string(kRuleNodeLabel))),
+                 "", "");
+  if (!response.ok() || response->status != 200) {
+    return absl::UnavailableError(
+        fmt::format("listing the health checks' DeviceTaintRules: {}", AnswerOf(response)));
+  }
+  std::vector<NodeRule> rules;
+  const Json list = Json::parse(response->body, nullptr, /*allow_exceptions=*/false);
+  for (const Json& rule : kube::At(list, "items")) {
+    const Json& metadata = kube::At(rule, "metadata");
+    rules.push_back({.name = kube::StringAt(metadata, "name"),
+                     .node = kube::StringAt(kube::At(metadata, "labels"), kRuleNodeLabel)});
+  }
+  return rules;
+}
+
+absl::Status DeviceClaims::DeleteRule(const std::string& name) {
+  absl::StatusOr<std::string> version =
+      VersionOf("devicetaintrules", kube::kDeviceTaintRuleVersions, &rule_version_);
+  if (!version.ok()) return version.status();
+  absl::StatusOr<KubeResponse> response = api_->Call(
+      "DELETE", fmt::format("/apis/resource.k8s.io/{}/devicetaintrules/{}", *version, name), "",
+      "");
+  if (response.ok() &&
+      (response->status == 200 || response->status == 202 || response->status == 404)) {
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(
+      fmt::format("deleting DeviceTaintRule {}: {}", name, AnswerOf(response)));
+}
+
 absl::StatusOr<bool> DeviceClaims::RuleExists(const std::string& name) {
   absl::StatusOr<std::string> version =
       VersionOf("devicetaintrules", kube::kDeviceTaintRuleVersions, &rule_version_);

@@ -37,6 +37,16 @@ class DeviceClaims {
                                                            const std::string& driver,
                                                            const std::string& pool);
 
+  // A DeviceTaintRule a health check made, and the node its label names.
+  struct NodeRule {
+    std::string name, node;
+  };
+  // Every DeviceTaintRule labelled with a node (kRuleNodeLabel): a few, one per quarantined GPU.
+  // NotFound when the cluster serves no DeviceTaintRules; Unavailable when they could not be read.
+  absl::StatusOr<std::vector<NodeRule>> NodeRules();
+  // Deletes DeviceTaintRule `name` (one already gone is done). Unavailable otherwise.
+  absl::Status DeleteRule(const std::string& name);
+
   // Whether DeviceTaintRule `name` exists. Unavailable when it could not be read.
   absl::StatusOr<bool> RuleExists(const std::string& name);
 

@@ -26,6 +26,10 @@ using Json = nlohmann::json;
 constexpr std::string_view kGpuCountLabel = "nvidia.com/gpu.count";
 constexpr std::string_view kGpuResource = "nvidia.com/gpu";
 
+// How often the DeviceTaintRules of nodes that no longer exist are looked for (also at once when a
+// GPU node leaves the watch).
+constexpr absl::Duration kRuleSweepEvery = absl::Minutes(10);
+
 // A reset the engine refused (the GPU still in use while evicted pods terminate) is asked again
 // this long after.
 constexpr absl::Duration kRefusedResetRetry = absl::Seconds(10);
@@ -324,6 +328,38 @@ Json Remediator::KeepWhatTheRemediatorReads(const Json& node) {
   return kept;
 }
 
+void Remediator::CollectRules(absl::Time now) {
+  rule_sweep_due_ = false;
+  next_rule_sweep_ = now + kRuleSweepEvery;
+  if (options_.mode == Mode::kOff) return;
+  absl::StatusOr<std::vector<DeviceClaims::NodeRule>> rules = claims_.NodeRules();
+  if (absl::IsNotFound(rules.status())) return;  // no DeviceTaintRules in this cluster
+  if (!rules.ok()) {
+    ++stats_.api_errors;
+    spdlog::warn("remediation: {}; the next sweep tries again", MessageOf(rules.status()));
+    return;
+  }
+  for (const DeviceClaims::NodeRule& rule : *rules) {
+    if (rule.node.empty() || tracked_.contains(rule.node)) continue;
+    // Not a GPU node the watch knows: gone, or only out of the selector (then its check lives).
+    auto node = api_->Call("GET", "/api/v1/nodes/" + rule.node, "", "");
+    if (!node.ok() || node->status != 404) continue;
+    if (options_.mode == Mode::kDryRun) {
+      spdlog::info("remediation: [dry-run] would delete DeviceTaintRule {}: node {} is gone",
+                   rule.name, rule.node);
+      continue;
+    }
+    if (absl::Status deleted = claims_.DeleteRule(rule.name); !deleted.ok()) {
+      ++stats_.api_errors;
+      spdlog::warn("remediation: {}", MessageOf(deleted));
+      continue;
+    }
+    ++stats_.rules_collected;
+    spdlog::info("remediation: deleted DeviceTaintRule {}: node {} no longer exists", rule.name,
+                 rule.node);
+  }
+}
+
 void Remediator::PostEvent(const NodeView& view, std::string_view type, std::string_view reason,
                            const std::string& message, absl::Time now) {
   const std::string name =
@@ -377,7 +413,10 @@ void Remediator::Track(const std::string& name, const std::optional<Json>& node,
     out_of_service_gpus_ -= it->second.out_of_service_gpus;
   }
   if (!node.has_value()) {  // gone from the cluster (or from the selector)
-    if (it != tracked_.end()) tracked_.erase(it);
+    if (it != tracked_.end()) {
+      tracked_.erase(it);
+      rule_sweep_due_ = true;  // it may have left DeviceTaintRules behind
+    }
     busy_.erase(name);
     expiring_.erase(name);
     statuses_.erase(name);
@@ -459,6 +498,7 @@ absl::Status Remediator::ReconcileOnce(absl::Time act_until) {
     spdlog::info("remediation: the circuit breaker is published again");
     breaker_error_.clear();
   }
+  if (rule_sweep_due_ || pass.now >= next_rule_sweep_) CollectRules(pass.now);
   pass.active = active_;
   // The health check's breaker, seen cluster-wide: more tainted than it would let be.
   if (tainted_ > MaxTaintedNodes(options_.max_tainted_share, tracked_.size())) {
@@ -1479,6 +1519,9 @@ std::string Remediator::Metrics() const {
       stats_.tracked_nodes.load(), stats_.last_pass_nodes.load());
   counter("vigil_remediator_nodes_reconciled_total", "Node reconciliations, summed over passes.",
           stats_.nodes_reconciled.load());
+  counter("vigil_remediator_device_taint_rules_collected_total",
+          "DeviceTaintRules deleted because the node they quarantine a GPU of no longer exists.",
+          stats_.rules_collected.load());
   return out;
 }
 

@@ -144,6 +144,7 @@ struct RemediatorStats {
   std::atomic<uint64_t> tracked_nodes{0};     // GPU nodes known
   std::atomic<uint64_t> last_pass_nodes{0};   // nodes the last pass reconciled
   std::atomic<uint64_t> nodes_reconciled{0};  // summed over passes
+  std::atomic<uint64_t> rules_collected{0};   // DeviceTaintRules of nodes that no longer exist
 };
 
 class Remediator {
@@ -206,6 +207,11 @@ class Remediator {
   // Updates the node's counts and whether it is reconciled every pass (nullopt: forgets it).
   void Track(const std::string& name, const std::optional<nlohmann::json>& node, absl::Time now);
   absl::Status ReconcileNode(const std::string& name, const nlohmann::json& node, Pass& pass);
+  // Deletes the DeviceTaintRules health checks left for nodes that no longer exist (a node deleted
+  // with a GPU quarantined: no health check will lift its rule). Run when a GPU node leaves the
+  // watch, and every kRuleSweepEvery; --mode on only (dry-run logs what it would delete). An
+  // error is logged and left for the next sweep.
+  void CollectRules(absl::Time now);
   // Posts an Event about the node; a failure is logged and counted, never fatal (the step it
   // tells of stands).
   void PostEvent(const NodeView& view, std::string_view type, std::string_view reason,
@@ -238,6 +244,8 @@ class Remediator {
   std::map<std::string, nlohmann::json> statuses_;  // /status lines of listed nodes
   std::map<std::string, std::string> steps_of_;     // the step of each node not idle
   std::string breaker_error_;                       // the last publication error, logged once
+  bool rule_sweep_due_ = true;                      // a GPU node left, or none made yet
+  absl::Time next_rule_sweep_ = absl::InfinitePast();
 
   // The watch's changes for the next pass (the informer's thread adds, the pass takes).
   absl::Mutex changed_mutex_;

@@ -902,3 +902,45 @@ TEST_F(GpuEpisodeTest, TheBreakerCountsQuarantinedGpusOutOfTheFleetsGpus) {
 
 }  // namespace
 }  // namespace vigil::remediator
+
+namespace vigil::remediator {
+namespace {
+
+// The rules a health check leaves when its node is deleted with a GPU quarantined: nothing would
+// ever lift them, so the remediator deletes them — at its first pass, and when a GPU node leaves.
+TEST_F(GpuEpisodeTest, TheRulesOfANodeThatNoLongerExistsAreCollected) {
+  const auto make = [&](const std::string& name, const std::string& node) {
+    const Json rule = {
+        {"apiVersion", "resource.k8s.io/v1"},
+        {"kind", "DeviceTaintRule"},
+        {"metadata", {{"name", name}, {"labels", {{"vigil.dev/node", node}}}}},
+        {"spec",
+         {{"deviceSelector", {{"driver", "gpu.nvidia.com"}, {"pool", node}, {"device", "gpu-0"}}},
+          {"taint", {{"key", "vigil.dev/gpu-fail"}, {"value", "X"}, {"effect", "NoSchedule"}}}}}};
+    auto made =
+        kube_->Call("POST", "/apis/resource.k8s.io/v1/devicetaintrules", kJsonContent, rule.dump());
+    ASSERT_TRUE(made.ok() && made->status == 201);
+  };
+  const auto names = [&] {
+    std::vector<std::string> out;
+    for (const Json& rule : api_->DeviceTaintRules()) out.push_back(rule["metadata"]["name"]);
+    return out;
+  };
+  Start({.mode = Mode::kOn});
+  make("vigil-gone-gpu-0", "gone");
+  make("vigil-n1-gpu-0", "n1");
+  make("vigil-n2-gpu-0", "n2");
+  ASSERT_TRUE(Pass().ok());
+  EXPECT_THAT(names(), ::testing::UnorderedElementsAre("vigil-n1-gpu-0", "vigil-n2-gpu-0"));
+  api_->DeleteNode("n2");
+  ASSERT_TRUE(
+      ::vigil::testing::Eventually([&] { return remediator_->ResourceVersionOf("n2").empty(); }));
+  ASSERT_TRUE(remediator_->ReconcileOnce().ok());
+  EXPECT_THAT(names(), ::testing::ElementsAre("vigil-n1-gpu-0"));
+  EXPECT_EQ(remediator_->stats().rules_collected, 2u);
+  EXPECT_THAT(remediator_->Metrics(),
+              HasSubstr("vigil_remediator_device_taint_rules_collected_total 2\n"));
+}
+
+}  // namespace
+}  // namespace vigil::remediator
