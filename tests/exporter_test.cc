@@ -55,6 +55,13 @@ struct ExporterProcess : HttpDaemon {
   }
 };
 
+// The engine's GPUs as `vigil discovery --json` lists them.
+nlohmann::json GpusOf(const EngineProcess& engine) {
+  return nlohmann::json::parse(
+      RunCommand({VigilBinary(), "discovery", "--json", "--engine", engine.unix_address})
+          .out)["gpus"];
+}
+
 int CountLines(const std::string& text, const std::string& prefix) {
   int count = 0;
   std::istringstream lines(text);
@@ -286,9 +293,7 @@ DCGM_EXP_GPU_HEALTH_STATUS, gauge, Health.
 TEST(ExporterTest, PodAttributionFromTheKubeletAndWithoutIt) {
   TempDir dir;
   EngineProcess engine(dir.path(), "n1", 2);
-  const auto gpus = nlohmann::json::parse(
-      RunCommand({VigilBinary(), "discovery", "--json", "--engine", engine.unix_address})
-          .out)["gpus"];
+  const nlohmann::json gpus = GpusOf(engine);
   const std::string uuid1 = gpus[1]["uuid"];
 
   FakeKubelet kubelet;
@@ -322,18 +327,28 @@ TEST(ExporterTest, PodAttributionFromTheKubeletAndWithoutIt) {
   EXPECT_TRUE(exporter.process().WaitForStderr("cannot list pod resources from the kubelet"));
 }
 
+// The fake API server and an engine of two simulated GPUs, for the exporter's options that read
+// the API server.
+class ExporterApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    api = FakeKubeApi::Start(dir.path(), &error);
+    ASSERT_NE(api, nullptr) << error;
+    engine = std::make_unique<EngineProcess>(dir.path(), "n1", 2);
+    const nlohmann::json gpus = GpusOf(*engine);
+    uuid0 = gpus[0]["uuid"];
+    uuid1 = gpus[1]["uuid"];
+  }
+  TempDir dir;
+  std::unique_ptr<FakeKubeApi> api;
+  std::unique_ptr<EngineProcess> engine;
+  std::string uuid0, uuid1;
+};
+
 // --kubernetes-enable-pod-uid: the UID of each pod the kubelet names, from the API server's pods
 // of this node (the fake API server, as the exporter's service account would reach it).
-TEST(ExporterTest, PodUidFromTheApiServerWhenAsked) {
-  TempDir dir;
-  std::string error;
-  std::unique_ptr<FakeKubeApi> api = FakeKubeApi::Start(dir.path(), &error);
-  ASSERT_NE(api, nullptr) << error;
-  EngineProcess engine(dir.path(), "n1", 2);
-  const auto gpus = nlohmann::json::parse(
-      RunCommand({VigilBinary(), "discovery", "--json", "--engine", engine.unix_address})
-          .out)["gpus"];
-  const std::string uuid0 = gpus[0]["uuid"], uuid1 = gpus[1]["uuid"];
+TEST_F(ExporterApiTest, PodUidFromTheApiServerWhenAsked) {
   auto pod = [](const std::string& ns, const std::string& name, const std::string& node) {
     return nlohmann::json{{"metadata", {{"namespace", ns}, {"name", name}}},
                           {"spec", {{"nodeName", node}}}};
@@ -358,7 +373,7 @@ TEST(ExporterTest, PodUidFromTheApiServerWhenAsked) {
   std::vector<std::string> flags = ExporterProcess::Kubernetes(socket);
   flags.insert(flags.end(), {"--kubernetes-enable-pod-uid", "--service-account-dir",
                              api->credentials().service_account_dir});
-  ExporterProcess exporter(dir.path(), engine.unix_address, flags);
+  ExporterProcess exporter(dir.path(), engine->unix_address, flags);
   ASSERT_GT(exporter.port(), 0);
   const std::string uid0 = uid_of("ml", "train-0");
   const std::string body = exporter.ScrapeUntil([&](const std::string& b) {
@@ -386,16 +401,7 @@ TEST(ExporterTest, PodUidFromTheApiServerWhenAsked) {
 // --kubernetes-enable-dra: a GPU a pod holds through a ResourceClaim (the kubelet's
 // dynamic_resources) is labelled with the pod and the claim, the claim's device matched to the GPU
 // by the DRA driver's ResourceSlice of this node — by UUID, not by the number in its name.
-TEST(ExporterTest, DraClaimPodsFromTheKubeletAndTheDriversSlices) {
-  TempDir dir;
-  std::string error;
-  std::unique_ptr<FakeKubeApi> api = FakeKubeApi::Start(dir.path(), &error);
-  ASSERT_NE(api, nullptr) << error;
-  EngineProcess engine(dir.path(), "n1", 2);
-  const auto gpus = nlohmann::json::parse(
-      RunCommand({VigilBinary(), "discovery", "--json", "--engine", engine.unix_address})
-          .out)["gpus"];
-  const std::string uuid0 = gpus[0]["uuid"], uuid1 = gpus[1]["uuid"];
+TEST_F(ExporterApiTest, DraClaimPodsFromTheKubeletAndTheDriversSlices) {
   const auto device = [](const std::string& name, const std::string& uuid) {
     return nlohmann::json{
         {"name", name},
@@ -412,7 +418,7 @@ TEST(ExporterTest, DraClaimPodsFromTheKubeletAndTheDriversSlices) {
   std::vector<std::string> flags = ExporterProcess::Kubernetes(socket);
   flags.insert(flags.end(), {"--kubernetes-enable-dra", "--service-account-dir",
                              api->credentials().service_account_dir});
-  ExporterProcess exporter(dir.path(), engine.unix_address, flags);
+  ExporterProcess exporter(dir.path(), engine->unix_address, flags);
   ASSERT_GT(exporter.port(), 0);
   const std::string body = exporter.ScrapeUntil([&](const std::string& b) {
     return b.find("dra_device_name=\"gpu-0\"") != std::string::npos;
@@ -443,9 +449,7 @@ TEST(ExporterTest, MigGpuInstancesHaveTheirSeriesAndTheirPods) {
                        {"--mig", "0:" + std::string("1g.10gb,1g.10gb,1g.10gb,1g.10gb,1g.10gb,"
                                                     "1g.10gb,1g.10gb")});
   ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
-  const auto gpus = nlohmann::json::parse(
-      RunCommand({VigilBinary(), "discovery", "--json", "--engine", engine.unix_address})
-          .out)["gpus"];
+  const nlohmann::json gpus = GpusOf(engine);
   ASSERT_EQ(gpus[0]["mig_instances"].size(), 7u);
   const std::string mig3 = gpus[0]["mig_instances"][2]["uuid"];  // GPU instance 3
   ASSERT_EQ(gpus[0]["mig_instances"][2]["gpu_instance_id"].get<int>(), 3);
