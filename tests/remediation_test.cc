@@ -668,3 +668,54 @@ TEST_F(DraRemediationTest, Xid79QuarantinesTheGpuAtOnceAndTheNodeOnlyForTheReboo
 
 }  // namespace
 }  // namespace vigil::testing
+
+namespace vigil::testing {
+namespace {
+
+// A device-plugin node: the plugin marked the failing GPU unhealthy and offers 7 of 8 (and would
+// until it restarts). The node is tainted as before; after the verified recovery the remediator
+// deletes the node's plugin pod once (its DaemonSet brings it back, offering all 8), and an Event
+// says why. Nothing else of the plugin's namespace is touched.
+TEST_F(RemediationTest, AfterARecoveryTheDevicePluginThatStillHidesTheGpuIsRestartedOnce) {
+  api_->ModifyNode("n1", [](Json& node) {
+    node["status"]["capacity"]["nvidia.com/gpu"] = "8";
+    node["status"]["allocatable"]["nvidia.com/gpu"] = "7";
+  });
+  const auto plugin_pod = [](const std::string& name, const std::string& node) {
+    return Json{{"metadata",
+                 {{"namespace", "gpu-operator"},
+                  {"name", name},
+                  {"labels", {{"app", "nvidia-device-plugin-daemonset"}}},
+                  {"ownerReferences", Json::array({{{"kind", "DaemonSet"},
+                                                    {"name", "nvidia-device-plugin-daemonset"},
+                                                    {"controller", true}}})}}},
+                {"spec", {{"nodeName", node}}}};
+  };
+  api_->AddPod(plugin_pod("nvidia-device-plugin-daemonset-n1", "n1"));
+  api_->AddPod(plugin_pod("nvidia-device-plugin-daemonset-n2", "n2"));
+  StartHealthcheck();
+  auto remediator = StartRemediator(
+      "r1", {"--mode", "on", "--device-plugin-selector", "app=nvidia-device-plugin-daemonset",
+             "--device-plugin-namespace", "gpu-operator"});
+  Inject("48", 0, /*allow_actions=*/true);
+  ASSERT_TRUE(Eventually([&] { return Tainted(); }, absl::Seconds(30))) << Logs(remediator.get());
+  ASSERT_TRUE(EventuallyEvent("VigilRecovered", absl::Seconds(60))) << Logs(remediator.get());
+  ASSERT_TRUE(EventuallyEvent("VigilDevicePluginRestarted", absl::Seconds(10)))
+      << Logs(remediator.get());
+  EXPECT_THAT(PodNames(),
+              ::testing::UnorderedElementsAre("train-1", "nvidia-device-plugin-daemonset-n2"))
+      << "GPU 0's pod drained, n1's plugin pod deleted, n2's untouched";
+  std::string message;
+  for (const Json& event : api_->Events()) {
+    if (event.value("reason", "") == "VigilDevicePluginRestarted") message = event["message"];
+  }
+  EXPECT_THAT(message, HasSubstr("allocatable nvidia.com/gpu is 7 of 8 after the recovery: "
+                                 "deleted the device plugin's pod "
+                                 "gpu-operator/nvidia-device-plugin-daemonset-n1"));
+  EXPECT_EQ(Count("VigilDevicePluginRestarted"), 1);
+  EXPECT_THAT(remediator->Get("/metrics"),
+              HasSubstr("vigil_remediator_device_plugin_restarts_total 1\n"));
+}
+
+}  // namespace
+}  // namespace vigil::testing

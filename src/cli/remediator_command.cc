@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "drill/http_get.h"
 #include "fmt/format.h"
+#include "kube/object.h"
 #include "nlohmann/json.hpp"
 #include "remediator/runner.h"
 #include "spdlog/spdlog.h"
@@ -33,6 +34,8 @@ struct RemediatorFlags {
   bool cordon = false;
   bool drain_all_pods = false;
   std::vector<std::string> exclude_namespaces;
+  std::string device_plugin_selector;
+  std::string device_plugin_namespace = "gpu-operator";
   std::string drain_timeout = "10m";
   std::string force_after;
   std::string reboot_via = "none";
@@ -113,6 +116,21 @@ absl::StatusOr<remediator::RunnerOptions> OptionsFromFlags(const RemediatorFlags
   r.cordon = flags.cordon;
   r.drain_all_pods = flags.drain_all_pods;
   r.exclude_namespaces = flags.exclude_namespaces;
+  if (!flags.device_plugin_selector.empty() &&
+      !kube::IsDnsName(flags.device_plugin_namespace, /*dots=*/false, 63)) {
+    return absl::InvalidArgumentError(
+        fmt::format("--device-plugin-namespace '{}': give the namespace of the device plugin's "
+                    "pods (a DNS label, such as gpu-operator)",
+                    flags.device_plugin_namespace));
+  }
+  if (flags.device_plugin_selector.find_first_of(" \t\n") != std::string::npos) {
+    return absl::InvalidArgumentError(
+        fmt::format("--device-plugin-selector '{}': give a label selector without spaces, such "
+                    "as app=nvidia-device-plugin-daemonset",
+                    flags.device_plugin_selector));
+  }
+  r.device_plugin_selector = flags.device_plugin_selector;
+  r.device_plugin_namespace = flags.device_plugin_namespace;
   r.taint_key = flags.kube.taint_key;
   r.gpu_node_selector = flags.kube.gpu_node_selector;
   r.event_namespace = flags.kube.event_namespace;
@@ -226,6 +244,16 @@ CommandRunner AddRemediatorCommand(CLI::App* parent) {
                     "For a reboot, evict every pod not owned by a DaemonSet, not only GPU pods");
   command->add_option("--exclude-namespace", flags->exclude_namespaces,
                       "Never evict pods of this namespace (repeatable)");
+  command->add_option(
+      "--device-plugin-selector", flags->device_plugin_selector,
+      "Labels of the device plugin's pods (app=nvidia-device-plugin-daemonset): after a verified "
+      "recovery with allocatable nvidia.com/gpu below capacity, the node's plugin pod is deleted "
+      "once so it offers the recovered GPU again (needs pods delete in that namespace; default: "
+      "off)");
+  command
+      ->add_option("--device-plugin-namespace", flags->device_plugin_namespace,
+                   "The namespace of the device plugin's pods (with --device-plugin-selector)")
+      ->capture_default_str();
   command
       ->add_option("--drain-timeout", flags->drain_timeout,
                    "Stop and report a drain that PodDisruptionBudgets hold up this long")

@@ -10,12 +10,14 @@ namespace vigil::kube {
 
 using Json = nlohmann::json;
 
-absl::StatusOr<std::vector<Json>> ListPodsOnNode(KubeApi& api, const std::string& node) {
+absl::StatusOr<std::vector<Json>> ListPodsOnNode(KubeApi& api, const std::string& node,
+                                                 const std::string& label_selector) {
   std::vector<Json> pods;
   std::string next;
   do {
     std::string path =
         "/api/v1/pods?limit=500&fieldSelector=" + QueryEscape("spec.nodeName=" + node);
+    if (!label_selector.empty()) path += "&labelSelector=" + QueryEscape(label_selector);
     if (!next.empty()) path += "&continue=" + QueryEscape(next);
     auto response = api.Call("GET", path, "", "");
     if (!response.ok()) return response.status();

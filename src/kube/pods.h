@@ -14,9 +14,10 @@
 
 namespace vigil::kube {
 
-// Every pod on `node`, across namespaces (pages of 500). Unavailable / FailedPrecondition with
-// the API server's message.
-absl::StatusOr<std::vector<nlohmann::json>> ListPodsOnNode(KubeApi& api, const std::string& node);
+// Every pod on `node` (matching `label_selector` when given), across namespaces (pages of 500).
+// Unavailable / FailedPrecondition with the API server's message.
+absl::StatusOr<std::vector<nlohmann::json>> ListPodsOnNode(KubeApi& api, const std::string& node,
+                                                           const std::string& label_selector = "");
 
 enum class Eviction : uint8_t {
   kEvicted,  // 201: the pod terminates with its grace period

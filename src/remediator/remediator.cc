@@ -112,6 +112,9 @@ struct Remediator::NodeView {
   // How many GPUs the node has: GPU Feature Discovery's nvidia.com/gpu.count label, else the
   // device plugin's nvidia.com/gpu capacity; 0 when neither says.
   size_t gpus = 0;
+  // The device plugin's nvidia.com/gpu: what the node has, and what it offers now (fewer while the
+  // plugin holds a GPU unhealthy); -1 when the node does not say.
+  int64_t gpu_capacity = -1, gpu_allocatable = -1;
   std::string condition;  // the GpuProblem status: "True", "False", "Unknown" or "" (none)
   absl::Time condition_since = absl::InfinitePast();
   std::string condition_message;
@@ -131,6 +134,12 @@ struct Remediator::NodeView {
          {kube::StringAt(view.labels, kGpuCountLabel),
           kube::StringAt(kube::At(kube::At(node, "status"), "capacity"), kGpuResource)}) {
       if (!count.empty() && absl::SimpleAtoi(count, &view.gpus)) break;
+    }
+    const Json& status = kube::At(node, "status");
+    for (const auto& [field, target] : {std::pair{"capacity", &view.gpu_capacity},
+                                        std::pair{"allocatable", &view.gpu_allocatable}}) {
+      const std::string text = kube::StringAt(kube::At(status, field), kGpuResource);
+      if (!text.empty() && !absl::SimpleAtoi(text, target)) *target = -1;
     }
     const Json& conditions = kube::At(kube::At(node, "status"), "conditions");
     for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
@@ -321,9 +330,11 @@ Json Remediator::KeepWhatTheRemediatorReads(const Json& node) {
       kept["status"]["conditions"] = Json::array({conditions[i]});
     }
   }
-  if (const Json& capacity = kube::At(kube::At(node, "status"), "capacity");
-      capacity.contains(std::string(kGpuResource))) {
-    kept["status"]["capacity"][kGpuResource] = capacity[std::string(kGpuResource)];
+  for (const char* field : {"capacity", "allocatable"}) {
+    if (const Json& resources = kube::At(kube::At(node, "status"), field);
+        resources.contains(std::string(kGpuResource))) {
+      kept["status"][field][kGpuResource] = resources[std::string(kGpuResource)];
+    }
   }
   return kept;
 }
@@ -411,6 +422,7 @@ void Remediator::Track(const std::string& name, const std::optional<Json>& node,
     active_ -= it->second.active;
     gpus_ -= it->second.gpus;
     out_of_service_gpus_ -= it->second.out_of_service_gpus;
+    gpus_unknown_ -= it->second.gpus == 0;
   }
   if (!node.has_value()) {  // gone from the cluster (or from the selector)
     if (it != tracked_.end()) {
@@ -451,6 +463,7 @@ void Remediator::Track(const std::string& name, const std::optional<Json>& node,
   active_ += tracked.active;
   gpus_ += tracked.gpus;
   out_of_service_gpus_ += tracked.out_of_service_gpus;
+  gpus_unknown_ += tracked.gpus == 0;
   tracked_[name] = tracked;
   // Reconciled every pass while time moves its state (a drain round, a timeout, the hysteresis,
   // a failing node waiting for a slot or the breaker); otherwise only when it changes — and, with
@@ -484,10 +497,14 @@ absl::Status Remediator::ReconcileOnce(absl::Time act_until) {
   stats_.tracked_nodes = tracked_.size();
   // The breaker, from the counts kept: published for the health checks when it opens or closes
   // (and renewed), and applied here to new episodes.
+  // The GPUs are counted only when every GPU node says how many it has: a share of the GPUs of
+  // some nodes would overstate (or hide) what is out of service.
+  const size_t gpus = gpus_unknown_ == 0 ? gpus_ : 0;
+  const size_t out_of_service_gpus = gpus_unknown_ == 0 ? out_of_service_gpus_ : 0;
   if (absl::Status published = breaker_.Publish({.tainted_nodes = tainted_,
                                                  .gpu_nodes = tracked_.size(),
-                                                 .out_of_service_gpus = out_of_service_gpus_,
-                                                 .gpus = gpus_},
+                                                 .out_of_service_gpus = out_of_service_gpus,
+                                                 .gpus = gpus},
                                                 pass.now);
       !published.ok()) {
     if (MessageOf(published) != breaker_error_) {
@@ -505,11 +522,10 @@ absl::Status Remediator::ReconcileOnce(absl::Time act_until) {
     pass.breaker_open = true;
     pass.breaker_why = fmt::format("{} of {} GPU nodes are tainted, more than {:.0f}%", tainted_,
                                    tracked_.size(), options_.max_tainted_share * 100);
-  } else if (gpus_ > 0 &&
-             out_of_service_gpus_ > MaxTaintedNodes(options_.max_tainted_share, gpus_)) {
+  } else if (gpus > 0 && out_of_service_gpus > MaxTaintedNodes(options_.max_tainted_share, gpus)) {
     pass.breaker_open = true;
     pass.breaker_why = fmt::format("{} of {} GPUs are out of service, more than {:.0f}%",
-                                   out_of_service_gpus_, gpus_, options_.max_tainted_share * 100);
+                                   out_of_service_gpus, gpus, options_.max_tainted_share * 100);
   }
   stats_.breaker_open = pass.breaker_open;
   due.insert(busy_.begin(), busy_.end());
@@ -1127,7 +1143,54 @@ class Remediator::Episode {
         fmt::format("{}: PASS for {} after the {}; {} handed back", incident,
                     absl::FormatDuration(r_.options_.untaint_after), RecommendedActionText(action),
                     scope == EpisodeScope::kGpu ? "the GPU's quarantine lifted and" : "the node"));
+    RestartDevicePlugin(incident);
     return Transition::kVerified;
+  }
+
+  // A device plugin that marked the GPU unhealthy never offers it again until it restarts: when
+  // the node's allocatable nvidia.com/gpu is below its capacity after the recovery, its plugin pod
+  // on this node is deleted (once: the hand-back happens once), and an Event says why. An error
+  // is counted and told; the node is handed back anyway (a person restarts the plugin).
+  void RestartDevicePlugin(const std::string& incident) {
+    if (r_.options_.device_plugin_selector.empty() || view_.gpu_capacity < 0 ||
+        view_.gpu_allocatable < 0 || view_.gpu_allocatable >= view_.gpu_capacity) {
+      return;
+    }
+    const std::string why = fmt::format("allocatable {} is {} of {} after the recovery",
+                                        kGpuResource, view_.gpu_allocatable, view_.gpu_capacity);
+    absl::StatusOr<std::vector<Json>> pods =
+        kube::ListPodsOnNode(*r_.api_, name_, r_.options_.device_plugin_selector);
+    std::vector<std::string> deleted;
+    std::string error = pods.ok() ? "" : std::string(MessageOf(pods.status()));
+    for (const Json& pod : pods.ok() ? *pods : std::vector<Json>{}) {
+      const Json& metadata = kube::At(pod, "metadata");
+      const std::string ns = kube::StringAt(metadata, "namespace");
+      if (ns != r_.options_.device_plugin_namespace) continue;
+      const std::string pod_name = kube::StringAt(metadata, "name");
+      absl::StatusOr<bool> gone = kube::DeletePod(*r_.api_, ns, pod_name);
+      if (!gone.ok()) {
+        error = std::string(MessageOf(gone.status()));
+        continue;
+      }
+      deleted.push_back(ns + "/" + pod_name);
+    }
+    if (!deleted.empty()) {
+      r_.stats_.device_plugin_restarts += deleted.size();
+      step_.Event("Normal", "VigilDevicePluginRestarted",
+                  fmt::format("{}: {}: deleted the device plugin's pod {} so that it offers the "
+                              "recovered GPU again",
+                              incident, why, absl::StrJoin(deleted, ", ")));
+      return;
+    }
+    ++r_.stats_.api_errors;
+    step_.Event("Warning", "VigilDevicePluginNotRestarted",
+                fmt::format("{}: {}, but the device plugin's pod could not be restarted ({}): "
+                            "restart it by hand",
+                            incident, why,
+                            error.empty() ? fmt::format("no pod matches {} in namespace {}",
+                                                        r_.options_.device_plugin_selector,
+                                                        r_.options_.device_plugin_namespace)
+                                          : error));
   }
 
   // The health check has removed the DeviceTaintRules of the episode (after its hysteresis). An
@@ -1519,6 +1582,9 @@ std::string Remediator::Metrics() const {
       stats_.tracked_nodes.load(), stats_.last_pass_nodes.load());
   counter("vigil_remediator_nodes_reconciled_total", "Node reconciliations, summed over passes.",
           stats_.nodes_reconciled.load());
+  counter("vigil_remediator_device_plugin_restarts_total",
+          "Device plugin pods deleted after a recovery, for the plugin to offer the GPU again.",
+          stats_.device_plugin_restarts.load());
   counter("vigil_remediator_device_taint_rules_collected_total",
           "DeviceTaintRules deleted because the node they quarantine a GPU of no longer exists.",
           stats_.rules_collected.load());

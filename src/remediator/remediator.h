@@ -107,6 +107,12 @@ struct RemediatorOptions {
   bool cordon = false;
   bool drain_all_pods = false;  // a reboot's drain evicts every pod not owned by a DaemonSet
   std::vector<std::string> exclude_namespaces;
+  // The device plugin's pods (a label selector; empty: off) in `device_plugin_namespace`: after a
+  // verified recovery, when the node's allocatable nvidia.com/gpu is below its capacity (the
+  // plugin still hides the GPU it marked unhealthy, and never un-marks it), the node's plugin pod
+  // is deleted once — its DaemonSet starts it again, and it offers every healthy GPU.
+  std::string device_plugin_selector;
+  std::string device_plugin_namespace = "gpu-operator";
   absl::Duration drain_timeout = absl::Minutes(10);
   // Delete a pod whose eviction a PodDisruptionBudget still blocks this long after the drain
   // began (shorter than drain_timeout); nullopt: never, the drain stops and reports instead.
@@ -145,6 +151,7 @@ struct RemediatorStats {
   std::atomic<uint64_t> last_pass_nodes{0};   // nodes the last pass reconciled
   std::atomic<uint64_t> nodes_reconciled{0};  // summed over passes
   std::atomic<uint64_t> rules_collected{0};   // DeviceTaintRules of nodes that no longer exist
+  std::atomic<uint64_t> device_plugin_restarts{0};
 };
 
 class Remediator {
@@ -238,6 +245,7 @@ class Remediator {
   std::map<std::string, Tracked> tracked_;      // every GPU node
   size_t tainted_ = 0;                          // of them, tainted
   size_t gpus_ = 0, out_of_service_gpus_ = 0;   // their GPUs, and those out of service
+  size_t gpus_unknown_ = 0;                     // nodes that do not say how many GPUs they have
   int active_ = 0;                              // of them, in drain or recovery
   std::set<std::string> busy_;                  // reconciled every pass
   std::map<std::string, absl::Time> expiring_;  // idle, reconciled when its oldest attempt expires

@@ -873,6 +873,7 @@ FakeKubeApi::Answer FakeKubeApi::ListPods(const KubeRequest& request) {
   Json items = Json::array();
   for (const auto& [key, pod] : pods_) {
     if (!node.empty() && pod["spec"].value("nodeName", "") != node) continue;
+    if (!Selected(pod, Param(request, "labelSelector"))) continue;
     items.push_back(pod);
   }
   return {200, Json{{"kind", "PodList"},
