@@ -161,8 +161,7 @@ void DeviceQuarantine::PostEvent(std::string_view type, std::string_view reason,
   }
   ++stats_.api_errors;
   spdlog::warn("kubernetes: posting the {} Event for node {} failed: {}", reason,
-               options_.node_name,
-               response.ok() ? kube::ApiMessage(response->body) : MessageOf(response.status()));
+               options_.node_name, kube::AnswerText(response));
 }
 
 absl::Status DeviceQuarantine::Discover() {
@@ -200,9 +199,8 @@ absl::Status DeviceQuarantine::Adopt() {
       api_->Call("GET", path + "?labelSelector=" + kube::QueryEscape(selector), "", "");
   if (!response.ok() || response->status != 200) {
     ++stats_.api_errors;
-    return absl::UnavailableError(fmt::format(
-        "listing this node's DeviceTaintRules: {}",
-        response.ok() ? kube::ApiMessage(response->body) : MessageOf(response.status())));
+    return absl::UnavailableError(
+        fmt::format("listing this node's DeviceTaintRules: {}", kube::AnswerText(response)));
   }
   const Json list = Json::parse(response->body, nullptr, false);
   absl::MutexLock lock(&mutex_);
@@ -323,9 +321,8 @@ absl::Status DeviceQuarantine::Delete(const std::string& device) {
   if (!response.ok() ||
       (response->status != 200 && response->status != 202 && response->status != 404)) {
     ++stats_.api_errors;
-    return absl::UnavailableError(fmt::format(
-        "deleting DeviceTaintRule {}: {}", name,
-        response.ok() ? kube::ApiMessage(response->body) : MessageOf(response.status())));
+    return absl::UnavailableError(
+        fmt::format("deleting DeviceTaintRule {}: {}", name, kube::AnswerText(response)));
   }
   ++stats_.rules_deleted;
   {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/status.h"
 #include "common/strings.h"
 #include "fmt/format.h"
 
@@ -49,6 +50,10 @@ std::string QueryEscape(std::string_view text) {
     }
   }
   return escaped;
+}
+
+std::string AnswerText(const absl::StatusOr<KubeResponse>& response) {
+  return response.ok() ? ApiMessage(response->body) : std::string(MessageOf(response.status()));
 }
 
 std::string ApiMessage(const std::string& body) {

@@ -6,7 +6,9 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "kube/kube_api.h"
 #include "nlohmann/json.hpp"
 
 namespace vigil::kube {
@@ -28,6 +30,9 @@ std::string QueryEscape(std::string_view text);
 
 // The "message" of a Kubernetes Status answer, or the start of the body.
 std::string ApiMessage(const std::string& body);
+// What a request got, for a log line or an error: the answer's ApiMessage(), or why there was
+// none.
+std::string AnswerText(const absl::StatusOr<KubeResponse>& response);
 
 // Whether resourceVersion `candidate` is later than `known`. The API documents them as opaque;
 // every API server backed by etcd serves etcd revisions, so two decimal numbers are compared as

@@ -38,10 +38,10 @@ bool Holds(const Json& claim, const std::function<bool(const Json& result)>& hol
   return std::any_of(results.begin(), results.end(), holds);
 }
 
+// The answer with its HTTP status ("HTTP 403: ..."), or why there was none.
 std::string AnswerOf(const absl::StatusOr<KubeResponse>& response) {
-  return response.ok()
-             ? fmt::format("HTTP {}: {}", response->status, kube::ApiMessage(response->body))
-             : std::string(MessageOf(response.status()));
+  return response.ok() ? fmt::format("HTTP {}: {}", response->status, kube::AnswerText(response))
+                       : kube::AnswerText(response);
 }
 
 }  // namespace

@@ -392,8 +392,7 @@ void Remediator::PostEvent(const NodeView& view, std::string_view type, std::str
     ++stats_.api_errors;
     // An Event is a record, not a step: the step stands, the log line above keeps it.
     spdlog::warn("remediation: node {}: could not post the {} Event: {}", view.name, reason,
-                 response.ok() ? kube::ApiMessage(response->body)
-                               : std::string(MessageOf(response.status())));
+                 kube::AnswerText(response));
     return;
   }
   ++stats_.events;
