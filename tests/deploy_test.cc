@@ -391,8 +391,12 @@ TEST(DeployTest, TheRemediationOverlayAddsTheRemediatorAndTheNodesHandOff) {
              "remediation_rules_test.yaml");
 }
 
-TEST(DeployTest, ThePodUidOverlayLetsTheExporterReadPodsAndNothingMore) {
-  const Rendered rendered = Render(kDeploy + "/overlays/pod-uid");
+// An overlay that lets the exporter read the API server for `flag`: its own service account with
+// `rights` and nothing more, its token mounted there only (the base keeps it without one).
+void CheckExporterReadsTheApi(const std::string& overlay, const std::string& flag,
+                              const std::set<std::string>& rights) {
+  SCOPED_TRACE(overlay);
+  const Rendered rendered = Render(kDeploy + "/overlays/" + overlay);
   CheckLayout(rendered, "vigil");
   const YAML::Node* exporter = rendered.Find("DaemonSet", "vigil-exporter");
   ASSERT_NE(exporter, nullptr);
@@ -400,21 +404,63 @@ TEST(DeployTest, ThePodUidOverlayLetsTheExporterReadPodsAndNothingMore) {
   EXPECT_EQ(pod["serviceAccountName"].as<std::string>(), "vigil-exporter");
   EXPECT_TRUE(pod["automountServiceAccountToken"].as<bool>());
   const std::vector<std::string> args = Strings(Container(*exporter)["args"]);
-  EXPECT_THAT(args, Contains("--kubernetes-enable-pod-uid"));
+  EXPECT_THAT(args, Contains(flag));
   EXPECT_EQ(EnvFieldPath(Container(*exporter), "NODE_NAME"), "spec.nodeName");
   EXPECT_THAT(RunArgs(args), HasSubstr("KUBERNETES_SERVICE_HOST is not set"));
   const YAML::Node* role = rendered.Find("ClusterRole", "vigil-exporter");
   ASSERT_NE(role, nullptr);
-  const std::set<std::string> rights = RightsOf(*role);
-  EXPECT_EQ(rights, (std::set<std::string>{"pods:get", "pods:list", "pods:watch"}));
+  EXPECT_EQ(RightsOf(*role), rights);
   const YAML::Node* binding = rendered.Find("ClusterRoleBinding", "vigil-exporter");
   ASSERT_NE(binding, nullptr);
   EXPECT_EQ((*binding)["subjects"][0]["namespace"].as<std::string>(), "vigil");
-  // The base keeps the exporter without a token.
   const Rendered base_rendered = Render(kDeploy + "/base");
   const YAML::Node* base = base_rendered.Find("DaemonSet", "vigil-exporter");
   ASSERT_NE(base, nullptr);
   EXPECT_FALSE((*base)["spec"]["template"]["spec"]["automountServiceAccountToken"].as<bool>());
+}
+
+TEST(DeployTest, ThePodUidOverlayLetsTheExporterReadPodsAndNothingMore) {
+  CheckExporterReadsTheApi("pod-uid", "--kubernetes-enable-pod-uid",
+                           {"pods:get", "pods:list", "pods:watch"});
+}
+
+TEST(DeployTest, TheDraOverlayLetsTheExporterReadResourceSlicesAndNothingMore) {
+  CheckExporterReadsTheApi("dra", "--kubernetes-enable-dra",
+                           {"resourceslices:get", "resourceslices:list", "resourceslices:watch"});
+}
+
+// The device plugin's restart is opt-in: the remediator's flags, and the right to delete Pods in
+// the plugin's namespace only — never cluster-wide.
+TEST(DeployTest, TheDevicePluginRestartOverlayMayDeletePodsInThePluginsNamespaceOnly) {
+  const Rendered rendered = Render(kDeploy + "/overlays/device-plugin-restart");
+  const YAML::Node* deployment = rendered.Find("Deployment", "vigil-remediator");
+  ASSERT_NE(deployment, nullptr);
+  const std::vector<std::string> args = Strings(Container(*deployment)["args"]);
+  EXPECT_THAT(args, Contains("--device-plugin-selector=app=nvidia-device-plugin-daemonset"));
+  EXPECT_THAT(args, Contains("--device-plugin-namespace=gpu-operator"));
+  EXPECT_THAT(args, Contains("--mode=dry-run")) << "the remediation overlay's flags are kept";
+  EXPECT_THAT(RunArgs(args, {{"--lease-namespace=", "--lease-namespace=vigil"}}),
+              HasSubstr("KUBERNETES_SERVICE_HOST is not set"));
+  const YAML::Node* role = rendered.Find("Role", "vigil-remediator-device-plugin");
+  ASSERT_NE(role, nullptr);
+  EXPECT_EQ((*role)["metadata"]["namespace"].as<std::string>(), "gpu-operator");
+  EXPECT_EQ(RightsOf(*role), std::set<std::string>{"pods:delete"});
+  const YAML::Node* binding = rendered.Find("RoleBinding", "vigil-remediator-device-plugin");
+  ASSERT_NE(binding, nullptr);
+  EXPECT_EQ((*binding)["metadata"]["namespace"].as<std::string>(), "gpu-operator");
+  EXPECT_EQ((*binding)["subjects"][0]["name"].as<std::string>(), "vigil-remediator");
+  EXPECT_EQ((*binding)["subjects"][0]["namespace"].as<std::string>(), "vigil");
+  for (const YAML::Node* cluster_role : rendered.All("ClusterRole")) {
+    EXPECT_THAT(RightsOf(*cluster_role), ::testing::Not(Contains("pods:delete")))
+        << (*cluster_role)["metadata"]["name"];
+  }
+  // Everything else stays in Vigil's namespace.
+  for (const YAML::Node& object : rendered.objects) {
+    if (!object["metadata"]["namespace"]) continue;
+    const std::string name = object["metadata"]["name"].as<std::string>();
+    if (name == "vigil-remediator-device-plugin") continue;
+    EXPECT_EQ(object["metadata"]["namespace"].as<std::string>(), "vigil") << name;
+  }
 }
 
 TEST(DeployTest, TheDrillJobRunsOnItsNodeWithNothingButTheRightsItNeeds) {
@@ -432,12 +478,12 @@ TEST(DeployTest, TheDrillJobRunsOnItsNodeWithNothingButTheRightsItNeeds) {
   EXPECT_THAT(RunArgs(args, {{"--engine=", "--engine=unix:///nonexistent/vigil.sock"}}),
               HasSubstr("--kubernetes"))
       << "the in-cluster credentials are missing here, after every flag parsed";
-  // Rights: read nodes, nothing else.
+  // Rights: read nodes, and list the GPU's DeviceTaintRules and the node's ResourceSlices;
+  // nothing else.
   const YAML::Node* role = drill.Find("ClusterRole", "vigil-drill");
   ASSERT_NE(role, nullptr);
-  ASSERT_EQ((*role)["rules"].size(), 1u);
-  EXPECT_EQ(Strings((*role)["rules"][0]["resources"]), std::vector<std::string>{"nodes"});
-  EXPECT_EQ(Strings((*role)["rules"][0]["verbs"]), std::vector<std::string>{"get"});
+  EXPECT_EQ(RightsOf(*role),
+            (std::set<std::string>{"nodes:get", "devicetaintrules:list", "resourceslices:list"}));
   // It reaches its own node's exporter and health check: node-local Services selecting the
   // base's Pods.
   const Rendered base = Render(kDeploy + "/base");

@@ -460,6 +460,7 @@ TEST_F(DraHealthcheckTest, AFailingGpuIsQuarantinedAloneNotItsNode) {
   }));
   EXPECT_FALSE(Tainted(api, "n1")) << status.dump(2);
   EXPECT_EQ(status["quarantine"]["rules"].size(), 1u);
+  EXPECT_EQ(status["quarantine"]["active"], true) << "what a drill reads to name its stage";
   EXPECT_THAT(check.Get("/metrics"), HasSubstr("vigil_healthcheck_kube_taints_added_total 0\n"));
 
   // Healthy again: the rule goes after 2 s, the node never tainted.
@@ -505,7 +506,6 @@ TEST_F(DraHealthcheckTest, AFailingGpuIsQuarantinedAloneNotItsNode) {
   EXPECT_TRUE(api.DeviceTaintRules().empty());
 }
 
-// A driver that publishes nothing for this node is said once; a cluster without DRA too.
 // The remediator's published breaker counts GPUs out of service across the fleet: while it is
 // open, a failing GPU gets no DeviceTaintRule (and its node no taint), with an Event that says
 // why — a fleet-wide false alarm must not take the fleet's GPUs out one by one.
@@ -557,6 +557,7 @@ TEST_F(DraHealthcheckTest, TheCircuitBreakerRefusesAGpuQuarantineBeyondTheShare)
   EXPECT_FALSE(Tainted(api, "n1")) << "the same breaker refuses the node taint";
 }
 
+// A driver that publishes nothing for this node is said once; a cluster without DRA too.
 TEST_F(DraHealthcheckTest, ADraDriverWithoutDevicesHereOrNoDraApiIsSaidOnce) {
   FakeKubeApi& api = *server_;
   EngineProcess engine(dir.path(), "n1", 2);

@@ -10,17 +10,20 @@
 #include <stdlib.h>
 
 #include <fstream>
+#include <map>
 
 #include "absl/time/clock.h"
 #include "daemon.h"
 #include "fake_kubelet.h"
 #include "fake_nvml/script.h"
+#include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "process.h"
 #include "testing/eventually.h"
 #include "testing/fake_kube_api.h"
+#include "testing/paths.h"
 #include "testing/temp_dir.h"
 
 namespace vigil::testing {
@@ -151,6 +154,45 @@ class RemediationTest : public ::testing::Test {
       if (taint.value("key", "") == key) return true;
     }
     return false;
+  }
+  // `vigil drill --kubernetes --taint --remediation --allow-actions --wait-recovery` of XID `xid`
+  // on `gpu`, following the health check at its /status: its --json report, and each row's
+  // "RESULT DETAIL" by "PHASE STAGE" ("fault taint", "recovery drain").
+  struct DrillRun {
+    CommandResult run;
+    Json report;
+    std::map<std::string, std::string> rows;
+  };
+  DrillRun Drill(const std::string& xid, int gpu) const {
+    DrillRun drill;
+    drill.run = RunCommand({VigilBinary(),
+                            "drill",
+                            "--engine",
+                            engine_->unix_address,
+                            "--xid",
+                            xid,
+                            "--gpu",
+                            std::to_string(gpu),
+                            "--healthcheck",
+                            fmt::format("http://127.0.0.1:{}", check_->port()),
+                            "--kubernetes",
+                            "--taint",
+                            "--remediation",
+                            "--allow-actions",
+                            "--wait-recovery",
+                            "--service-account-dir",
+                            Accounts(),
+                            "--deadline",
+                            "30s",
+                            "--json"},
+                           absl::Minutes(3));
+    drill.report = Json::parse(drill.run.out, nullptr, /*allow_exceptions=*/false);
+    for (const Json& stage : drill.report.value("stages", Json::array())) {
+      drill.rows[fmt::format("{} {}", stage["phase"].get<std::string>(),
+                             stage["stage"].get<std::string>())] =
+          stage["result"].get<std::string>() + " " + stage["detail"].get<std::string>();
+    }
+    return drill;
   }
   std::string Logs(HttpDaemon* remediator) const {
     return "health check:\n" + check_->process().Stderr() + "\nremediator:\n" +
@@ -666,6 +708,34 @@ TEST_F(DraRemediationTest, Xid79QuarantinesTheGpuAtOnceAndTheNodeOnlyForTheReboo
   EXPECT_TRUE(TaintedDevices().empty()) << Logs(remediator.get());
 }
 
+// `vigil drill --kubernetes --taint` on a DRA node: its stage is device-quarantine — GPU 3's
+// DeviceTaintRule with the node untainted — and the way back (the rule lifted); the remediator's
+// episode is the GPU's, the node staying in service; nothing of the drill stays behind.
+TEST_F(DraRemediationTest, TheDrillShowsTheDeviceQuarantinedAndItsWayBack) {
+  StartHealthcheck();
+  auto remediator = StartRemediator("r1", {"--mode", "on"});
+  DrillRun drill = Drill("48", 3);
+  EXPECT_EQ(drill.run.exit_code, 0) << drill.run.out << drill.run.err << Logs(remediator.get());
+  EXPECT_THAT(drill.rows["fault device-quarantine"],
+              ::testing::StartsWith(
+                  fmt::format("PASS device quarantined: DeviceTaintRule vigil-n1-{} taints "
+                              "gpu.nvidia.com/n1/{} vigil.dev/gpu-fail=",
+                              Device(3), Device(3))))
+      << drill.run.out;
+  EXPECT_THAT(drill.rows["fault device-quarantine"], HasSubstr(":NoSchedule; node untainted"));
+  EXPECT_EQ(drill.rows["recovery device-quarantine"], "PASS the rule lifted; no taint");
+  EXPECT_FALSE(drill.rows.contains("fault taint")) << "the node's taint is not this node's stage";
+  EXPECT_THAT(drill.rows["fault quarantine"], HasSubstr("only, the node stays in service"));
+  for (const char* stage : {"fault drain", "fault recovery", "recovery quarantine",
+                            "recovery drain", "recovery recovery"}) {
+    EXPECT_THAT(drill.rows[stage], ::testing::StartsWith("PASS")) << stage << "\n" << drill.run.out;
+  }
+  EXPECT_THAT(drill.report["notes"].dump(), HasSubstr("quarantines the GPU (DeviceTaintRules)"));
+  for (const auto& [row, text] : drill.rows) std::cout << row << ": " << text << "\n";
+  EXPECT_TRUE(TaintedDevices().empty());
+  EXPECT_FALSE(Tainted());
+}
+
 }  // namespace
 }  // namespace vigil::testing
 
@@ -675,7 +745,7 @@ namespace {
 // A device-plugin node: the plugin marked the failing GPU unhealthy and offers 7 of 8 (and would
 // until it restarts). The node is tainted as before; after the verified recovery the remediator
 // deletes the node's plugin pod once (its DaemonSet brings it back, offering all 8), and an Event
-// says why. Nothing else of the plugin's namespace is touched.
+// says why, as does the drill's timeline. Nothing else of the plugin's namespace is touched.
 TEST_F(RemediationTest, AfterARecoveryTheDevicePluginThatStillHidesTheGpuIsRestartedOnce) {
   api_->ModifyNode("n1", [](Json& node) {
     node["status"]["capacity"]["nvidia.com/gpu"] = "8";
@@ -697,8 +767,16 @@ TEST_F(RemediationTest, AfterARecoveryTheDevicePluginThatStillHidesTheGpuIsResta
   auto remediator = StartRemediator(
       "r1", {"--mode", "on", "--device-plugin-selector", "app=nvidia-device-plugin-daemonset",
              "--device-plugin-namespace", "gpu-operator"});
-  Inject("48", 0, /*allow_actions=*/true);
-  ASSERT_TRUE(Eventually([&] { return Tainted(); }, absl::Seconds(30))) << Logs(remediator.get());
+  // A drill of the loop: the node's taint, and in its timeline the plugin's restart.
+  DrillRun drill = Drill("48", 0);
+  EXPECT_EQ(drill.run.exit_code, 0) << drill.run.out << drill.run.err << Logs(remediator.get());
+  EXPECT_THAT(drill.rows["fault taint"], ::testing::StartsWith("PASS vigil.dev/gpu-problem"));
+  EXPECT_FALSE(drill.rows.contains("fault device-quarantine"));
+  EXPECT_THAT(drill.rows["recovery recovery"],
+              HasSubstr("restarted the device plugin (allocatable nvidia.com/gpu is 7 of 8 after "
+                        "the recovery: deleted its pod "
+                        "gpu-operator/nvidia-device-plugin-daemonset-n1)"))
+      << drill.run.out;
   ASSERT_TRUE(EventuallyEvent("VigilRecovered", absl::Seconds(60))) << Logs(remediator.get());
   ASSERT_TRUE(EventuallyEvent("VigilDevicePluginRestarted", absl::Seconds(10)))
       << Logs(remediator.get());

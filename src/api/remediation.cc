@@ -355,6 +355,14 @@ bool IsDrained(DrainPodOutcome outcome) {
          outcome == DrainPodOutcome::kDeleted;
 }
 
+std::string GpuRefsText(const std::vector<GpuRef>& gpus) {
+  std::string out;
+  for (const GpuRef& gpu : gpus) {
+    out += fmt::format("{}GPU {} ({})", out.empty() ? "" : ", ", gpu.index, gpu.uuid);
+  }
+  return out;
+}
+
 std::string_view EpisodeScopeName(EpisodeScope scope) {
   return scope == EpisodeScope::kGpu ? "gpu" : "node";
 }

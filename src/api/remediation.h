@@ -49,6 +49,9 @@ inline constexpr std::string_view kDeviceTaintKey = "vigil.dev/gpu-fail";
 inline constexpr std::string_view kRuleNodeLabel = "vigil.dev/node";
 inline constexpr std::string_view kRuleGpuLabel = "vigil.dev/gpu-uuid";
 inline constexpr std::string_view kRuleEngineLabel = "vigil.dev/engine-instance";
+// NVIDIA's DRA driver for GPUs: the health check's default --dra-driver, and the driver whose
+// ResourceSlices tell a drill that the node's GPUs are DRA devices.
+inline constexpr std::string_view kNvidiaGpuDriver = "gpu.nvidia.com";
 
 // "none", "restart-app", ... (RecommendedActionText); nullopt for anything else.
 std::optional<v1::RecommendedAction> RecommendedActionFromText(std::string_view text);
@@ -108,6 +111,8 @@ struct GpuRef {
   std::string uuid;
   bool operator==(const GpuRef&) const = default;
 };
+// "GPU 3 (GPU-…), GPU 5 (GPU-…)", for messages.
+std::string GpuRefsText(const std::vector<GpuRef>& gpus);
 
 // A reset or reboot request.
 struct ActionRequest {

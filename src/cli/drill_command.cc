@@ -123,6 +123,9 @@ absl::StatusOr<drill::DrillPlan> PlanFrom(const DrillFlags& flags) {
   for (const std::string& text : flags.stage_deadlines) {
     auto parsed = drill::ParseStageDeadline(text);
     if (!parsed.ok()) return WithContext(parsed.status(), "--stage-deadline");
+    // --taint follows the health check's quarantine, of the node or of the GPU: which one is
+    // found once the drill reaches the API; either name sets its deadline.
+    if (parsed->first == Stage::kDeviceQuarantine && flags.taint) parsed->first = Stage::kTaint;
     if (!plan.deadlines.contains(parsed->first)) {
       return absl::InvalidArgumentError(
           fmt::format("--stage-deadline {}: the {} stage is not part of this drill (name its link)",
@@ -211,10 +214,34 @@ int RunDrill(const DrillFlags& flags) {
   links.push_back(std::make_unique<drill::EngineLink>(client->get(), plan->fault.gpu));
   if (!flags.exporter.empty()) links.push_back(drill::NewExporterLink(flags.exporter));
   if (!flags.healthcheck.empty()) links.push_back(drill::NewHealthcheckLink(flags.healthcheck));
+  // The node's health check says how long the quarantine's way back takes, and whether it
+  // quarantines GPUs or the node.
+  std::optional<nlohmann::json> healthcheck_status;
+  if (flags.kubernetes && !flags.healthcheck.empty()) {
+    if (auto status = drill::HttpGet(flags.healthcheck, "/status"); status.ok()) {
+      healthcheck_status = nlohmann::json::parse(*status, nullptr, false);
+      const nlohmann::json& seconds =
+          kube::At(kube::At(*healthcheck_status, "kubernetes"), "untaint_after_seconds");
+      if (seconds.is_number_integer()) plan->untaint_after = absl::Seconds(seconds.get<int64_t>());
+    }
+  }
+  std::vector<std::string> notes;
   if (flags.kubernetes) {
     links.push_back(drill::NewNodeConditionLink(kube.get(), node));
     if (flags.taint) {
-      links.push_back(drill::NewTaintLink(kube.get(), node, flags.taint_key, flags.allow_actions));
+      auto scope = drill::FindQuarantineScope(kube.get(), node,
+                                              healthcheck_status ? &*healthcheck_status : nullptr);
+      if (!scope.ok()) return Fail("drill", scope.status());
+      notes.push_back(scope->why);
+      if (scope->gpu) {
+        plan->deadlines[Stage::kDeviceQuarantine] = plan->deadlines[Stage::kTaint];
+        plan->deadlines.erase(Stage::kTaint);
+        links.push_back(
+            drill::NewDeviceQuarantineLink(kube.get(), node, flags.taint_key, flags.allow_actions));
+      } else {
+        links.push_back(
+            drill::NewTaintLink(kube.get(), node, flags.taint_key, flags.allow_actions));
+      }
     }
     if (flags.remediation) {
       for (Stage stage : drill::kRemediationStages) {
@@ -228,17 +255,9 @@ int RunDrill(const DrillFlags& flags) {
   if (!flags.alertmanager.empty()) {
     links.push_back(drill::NewAlertmanagerLink(flags.alertmanager, flags.alerts));
   }
-  // How long the taint's way back takes, where the node's health check says.
-  if ((flags.taint || flags.remediation) && !flags.healthcheck.empty()) {
-    if (auto status = drill::HttpGet(flags.healthcheck, "/status"); status.ok()) {
-      const nlohmann::json json = nlohmann::json::parse(*status, nullptr, false);
-      const nlohmann::json& seconds =
-          kube::At(kube::At(json, "kubernetes"), "untaint_after_seconds");
-      if (seconds.is_number_integer()) plan->untaint_after = absl::Seconds(seconds.get<int64_t>());
-    }
-  }
   drill::Drill run(*plan, client->get(), std::move(links), Clock::Real());
-  const drill::DrillReport report = run.Run();
+  drill::DrillReport report = run.Run();
+  report.notes.insert(report.notes.begin(), notes.begin(), notes.end());
   if (flags.client.json) {
     // Details quote servers' answers, cut to length: never let a split character abort the
     // report.
@@ -283,7 +302,9 @@ CommandRunner AddDrillCommand(CLI::App* parent) {
   command->add_flag("--kubernetes", flags->kubernetes,
                     "Follow the node's GpuProblem condition (in-cluster credentials)");
   command->add_flag("--taint", flags->taint,
-                    "... and the health check's taint (with --kubernetes)");
+                    "... and the health check's quarantine (with --kubernetes): the node's taint, "
+                    "or where the health check quarantines GPUs (DRA devices) the GPU's "
+                    "DeviceTaintRule with the node untainted (stage device-quarantine)");
   command->add_flag("--remediation", flags->remediation,
                     "... and the remediator's steps: quarantine, drain, recovery, handed back "
                     "(with --kubernetes; acted on only with --allow-actions)");

@@ -162,7 +162,7 @@ CommandRunner AddExporterCommand(CLI::App* parent) {
   command
       ->add_option("--service-account-dir", flags->service_account_dir,
                    "Where the pod's service account token and CA are mounted (for "
-                   "--kubernetes-enable-pod-uid)")
+                   "--kubernetes-enable-pod-uid and --kubernetes-enable-dra)")
       ->capture_default_str();
   command
       ->add_option("--kubernetes-gpu-id-type", flags->gpu_id_type,

@@ -15,12 +15,12 @@
 #include <string_view>
 #include <vector>
 
+#include "api/remediation.h"
 #include "nlohmann/json.hpp"
 
 namespace vigil::dra {
 
-// NVIDIA's DRA driver for GPUs.
-inline constexpr std::string_view kNvidiaGpuDriver = "gpu.nvidia.com";
+using ::vigil::kNvidiaGpuDriver;  // NVIDIA's DRA driver for GPUs (api/remediation.h)
 
 // A device as a DRA driver publishes it.
 struct Device {

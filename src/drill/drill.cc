@@ -15,7 +15,7 @@ namespace {
 // Stages whose way back the health check or Prometheus times on their own clocks: shown as
 // pending unless the drill is asked to wait for them. (A taint withheld has no way back.)
 bool SlowWayBack(Stage stage, bool actions_allowed) {
-  return ((stage == Stage::kTaint || IsRemediationStage(stage)) && actions_allowed) ||
+  return ((IsQuarantineStage(stage) || IsRemediationStage(stage)) && actions_allowed) ||
          stage == Stage::kAlert || stage == Stage::kAlertmanager;
 }
 
@@ -29,6 +29,14 @@ std::string PendingWhy(Stage stage, std::optional<absl::Duration> untaint_after)
                        absl::FormatDuration(*untaint_after))
                  : "the health check removes the taint once the node has been healthy for its "
                    "--untaint-after (hysteresis); --wait-recovery follows it";
+    case Stage::kDeviceQuarantine:
+      return untaint_after.has_value()
+                 ? fmt::format(
+                       "the health check lifts the GPU's DeviceTaintRule once the GPU has been "
+                       "healthy for {} (its --untaint-after); --wait-recovery follows it",
+                       absl::FormatDuration(*untaint_after))
+                 : "the health check lifts the GPU's DeviceTaintRule once the GPU has been "
+                   "healthy for its --untaint-after (hysteresis); --wait-recovery follows it";
     case Stage::kAlert:
       return "the alert resolves at Prometheus' next rule evaluation after the series return; "
              "--wait-recovery follows it";
@@ -398,8 +406,12 @@ DrillReport Drill::Run() {
   report.fault = plan_.fault.Describe();
   if (!Preflight(&report)) return report;
 
-  // One row per stage the way there; the stages not named are SKIP.
+  // One row per stage the way there; the stages not named are SKIP. The health check's quarantine
+  // is of the node or of the GPU: one row, `taint` unless the drill follows the GPU's.
+  const Stage quarantine_row =
+      plan_.deadlines.contains(Stage::kDeviceQuarantine) ? Stage::kDeviceQuarantine : Stage::kTaint;
   for (Stage stage : kAllStages) {
+    if (IsQuarantineStage(stage) && stage != quarantine_row) continue;
     StageReport row{.stage = stage, .phase = Want::kFault};
     if (auto it = plan_.deadlines.find(stage); it != plan_.deadlines.end()) {
       row.deadline = it->second;
@@ -439,7 +451,7 @@ DrillReport Drill::Run() {
                            .deadline = row.deadline,
                            .link = row.link};
       // The taint goes only after the health check's hysteresis: wait for it, and then some.
-      if ((row.stage == Stage::kTaint || IsRemediationStage(row.stage)) &&
+      if ((IsQuarantineStage(row.stage) || IsRemediationStage(row.stage)) &&
           plan_.untaint_after.has_value()) {
         way_back.deadline = std::max(row.deadline, *plan_.untaint_after + absl::Seconds(30));
       }

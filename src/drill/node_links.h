@@ -1,6 +1,8 @@
-// The Kubernetes stages of a drill: the node's GpuProblem condition and the health check's
-// NoSchedule taint, read with a GET of the node (the drill runs for minutes: a GET per look is
-// cheaper than a watch). Thread-safety: see link.h (one thread per link).
+// The Kubernetes stages of a drill: the node's GpuProblem condition, the health check's
+// quarantine — the node's NoSchedule taint, or the GPU's DeviceTaintRule where the health check
+// quarantines GPUs — and the remediator's steps, read with a GET of the node (and a list of the
+// GPU's rules): the drill runs for minutes, a GET per look is cheaper than a watch.
+// Thread-safety: see link.h (one thread per link).
 #pragma once
 
 #include <memory>
@@ -8,6 +10,7 @@
 
 #include "drill/link.h"
 #include "kube/kube_api.h"
+#include "nlohmann/json.hpp"
 
 namespace vigil::drill {
 
@@ -22,6 +25,25 @@ std::unique_ptr<Link> NewNodeConditionLink(KubeApi* kube, std::string node);
 // once if the node was tainted.
 std::unique_ptr<Link> NewTaintLink(KubeApi* kube, std::string node, std::string key,
                                    bool actions_allowed);
+// The GPU's DeviceTaintRule, made by the health check of a node whose GPUs are DRA devices (found
+// by its labels: the node and the GPU's UUID), with the node left without the taint `key`:
+// "device quarantined". The way back: no rule names the GPU. Without `actions_allowed` the health
+// check must withhold the rule, as the taint (see NewTaintLink).
+std::unique_ptr<Link> NewDeviceQuarantineLink(KubeApi* kube, std::string node, std::string key,
+                                              bool actions_allowed);
+
+// What the health check of a node takes out of service for a GPU's FAIL, and how the drill knows.
+struct QuarantineScope {
+  bool gpu = false;  // the GPU (a DeviceTaintRule); else the node (the taint)
+  std::string why;   // how it was found, for the report's notes
+};
+// From the health check's /status (`healthcheck_status`, null when the drill names no health
+// check): its "quarantine.active". Without it, from the API: the cluster serves DeviceTaintRules
+// and `node`'s GPUs are published in ResourceSlices — what the health check's default
+// (--quarantine auto) decides on. An error when the API cannot be asked.
+absl::StatusOr<QuarantineScope> FindQuarantineScope(KubeApi* kube, const std::string& node,
+                                                    const nlohmann::json* healthcheck_status);
+
 // The remediator's steps for the drill's fault (`stage`: kQuarantine, kDrain or kRecovery), from
 // its state on the node: a new episode that reached the stage's step — took the node on, drained
 // it, recovered it; the way back: handed back. A stuck drain or an escalation fails the stage at

@@ -19,6 +19,8 @@ std::string_view StageName(Stage stage) {
       return "node-condition";
     case Stage::kTaint:
       return "taint";
+    case Stage::kDeviceQuarantine:
+      return "device-quarantine";
     case Stage::kAlert:
       return "alert";
     case Stage::kAlertmanager:

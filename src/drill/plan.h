@@ -24,23 +24,32 @@ enum class Stage : uint8_t {
   kHealthcheck,    // the health check's /status
   kNodeCondition,  // the node's GpuProblem condition (Kubernetes)
   kTaint,          // the health check's NoSchedule taint (Kubernetes)
-  kAlert,          // a Prometheus alert firing
-  kAlertmanager,   // Alertmanager holding it
-  kQuarantine,     // the remediator took the node on (Kubernetes, --remediation)
-  kDrain,          // ... drained it
-  kRecovery,       // ... recovered it (the GPU reset, the node rebooted)
+  // Where the health check quarantines the GPU, not the node (its DRA devices): the GPU's
+  // DeviceTaintRule, the node untainted. A drill names this stage or kTaint, never both.
+  kDeviceQuarantine,
+  kAlert,         // a Prometheus alert firing
+  kAlertmanager,  // Alertmanager holding it
+  kQuarantine,    // the remediator took the node on (Kubernetes, --remediation)
+  kDrain,         // ... drained it
+  kRecovery,      // ... recovered it (the GPU reset, the node rebooted)
 };
 inline constexpr Stage kAllStages[] = {
-    Stage::kEngine, Stage::kExporter, Stage::kHealthcheck,  Stage::kNodeCondition,
-    Stage::kTaint,  Stage::kAlert,    Stage::kAlertmanager, Stage::kQuarantine,
-    Stage::kDrain,  Stage::kRecovery};
+    Stage::kEngine,        Stage::kExporter,     Stage::kHealthcheck,
+    Stage::kNodeCondition, Stage::kTaint,        Stage::kDeviceQuarantine,
+    Stage::kAlert,         Stage::kAlertmanager, Stage::kQuarantine,
+    Stage::kDrain,         Stage::kRecovery};
 // The remediator's steps, followed with --remediation.
 inline constexpr Stage kRemediationStages[] = {Stage::kQuarantine, Stage::kDrain, Stage::kRecovery};
 inline constexpr bool IsRemediationStage(Stage stage) {
   return stage == Stage::kQuarantine || stage == Stage::kDrain || stage == Stage::kRecovery;
 }
-// "engine", "exporter", "healthcheck", "node-condition", "taint", "alert", "alertmanager",
-// "quarantine", "drain", "recovery".
+// The health check's quarantine, of the node (the taint) or of the GPU (its DeviceTaintRule):
+// its way back follows the health check's hysteresis.
+inline constexpr bool IsQuarantineStage(Stage stage) {
+  return stage == Stage::kTaint || stage == Stage::kDeviceQuarantine;
+}
+// "engine", "exporter", "healthcheck", "node-condition", "taint", "device-quarantine", "alert",
+// "alertmanager", "quarantine", "drain", "recovery".
 std::string_view StageName(Stage stage);
 std::optional<Stage> ParseStage(std::string_view name);
 // "engine, exporter, ... or alertmanager", for messages that list the choices.

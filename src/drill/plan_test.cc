@@ -13,7 +13,8 @@ TEST(DrillPlanTest, EveryStageHasANameThatParsesBack) {
   for (Stage stage : kAllStages) EXPECT_EQ(ParseStage(StageName(stage)), stage);
   EXPECT_FALSE(ParseStage("exporters").has_value());
   EXPECT_EQ(StageChoices(),
-            "engine, exporter, healthcheck, node-condition, taint, alert, alertmanager, "
+            "engine, exporter, healthcheck, node-condition, taint, device-quarantine, alert, "
+            "alertmanager, "
             "quarantine, drain or recovery");
 }
 

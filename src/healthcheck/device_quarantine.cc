@@ -111,8 +111,11 @@ void DeviceQuarantine::Run() {
 
 bool DeviceQuarantine::Active() const {
   if (options_.mode == QuarantineMode::kNode) return false;
-  absl::MutexLock lock(&mutex_);
-  return !rule_version_.empty();
+  {
+    absl::MutexLock lock(&mutex_);
+    if (rule_version_.empty()) return false;
+  }
+  return !devices_->Devices().empty();  // its own lock: never under ours
 }
 
 bool DeviceQuarantine::CoversEvery(const std::vector<v1::Gpu>& gpus,
@@ -419,6 +422,7 @@ std::vector<QuarantinedDevice> DeviceQuarantine::Quarantined() const {
 }
 
 Json DeviceQuarantine::StatusJson() const {
+  const bool active = Active();
   absl::MutexLock lock(&mutex_);
   Json rules = Json::array();
   for (const auto& [device, rule] : rules_) {
@@ -431,6 +435,8 @@ Json DeviceQuarantine::StatusJson() const {
   Json refused = Json::object();
   for (const auto& [uuid, why] : refused_) refused[uuid] = why;
   return {{"mode", QuarantineModeName(options_.mode)},
+          // In force (Active()): a GPU's FAIL takes its device out of service, not the node.
+          {"active", active},
           {"taint_key", options_.taint_key},
           {"effect", options_.effect},
           {"api_version", rule_version_},

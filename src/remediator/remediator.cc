@@ -50,14 +50,6 @@ int Strength(v1::RecommendedAction action) {
   }
 }
 
-std::string GpuList(const std::vector<GpuRef>& gpus) {
-  std::string out;
-  for (const GpuRef& gpu : gpus) {
-    out += fmt::format("{}GPU {} ({})", out.empty() ? "" : ", ", gpu.index, gpu.uuid);
-  }
-  return out;
-}
-
 std::string PodList(const std::vector<DrainPodState>& pods) {
   std::string out;
   for (const DrainPodState& pod : pods) out += (out.empty() ? "" : ", ") + pod.id;
@@ -845,7 +837,7 @@ class Remediator::Episode {
       if (r_.options_.cordon) would.push_back("cordon the node");
       if (scope == EpisodeScope::kGpu) {
         would.push_back(fmt::format("keep the node in service: {} quarantined by {}",
-                                    GpuList(choice.gpus), RuleList(devices)));
+                                    GpuRefsText(choice.gpus), RuleList(devices)));
       }
       absl::StatusOr<DrainOptions> drain = DrainFor(choice, scope, devices);
       if (!drain.ok()) {
@@ -863,7 +855,7 @@ class Remediator::Episode {
                             : fmt::format("evict the pods (cannot list them: {})", plan.error));
       }
       if (choice.action == v1::RECOMMENDED_ACTION_RESET_GPU) {
-        would.push_back(fmt::format("reset {}", GpuList(choice.gpus)));
+        would.push_back(fmt::format("reset {}", GpuRefsText(choice.gpus)));
       } else if (choice.action == v1::RECOMMENDED_ACTION_REBOOT) {
         would.push_back(
             fmt::format("request a reboot ({})", RebootViaName(r_.options_.reboot_via)));
@@ -1013,11 +1005,11 @@ class Remediator::Episode {
       step_.SetAnnotation(kResetRequestAnnotation, RequestToJson(request));
       state_.request_id = request.id;
       state_.message =
-          fmt::format("asked the node's health check to reset {}", GpuList(state_.gpus));
+          fmt::format("asked the node's health check to reset {}", GpuRefsText(state_.gpus));
       ++r_.stats_.resets_requested;
       step_.Event("Normal", "VigilResetRequested",
                   fmt::format("{}: reset of {} requested ({})", state_.incident,
-                              GpuList(state_.gpus), request.id));
+                              GpuRefsText(state_.gpus), request.id));
       return std::nullopt;
     }
     auto result = ParseResult(view_.Annotation(kResetResultAnnotation));
@@ -1028,7 +1020,7 @@ class Remediator::Episode {
                                      absl::FormatDuration(r_.options_.untaint_after));
         step_.RemoveAnnotation(kResetRequestAnnotation);
         step_.Event("Normal", "VigilGpuReset",
-                    fmt::format("{}: {} reset: {}", state_.incident, GpuList(state_.gpus),
+                    fmt::format("{}: {} reset: {}", state_.incident, GpuRefsText(state_.gpus),
                                 result->message));
         return Transition::kRecovered;
       }
@@ -1041,7 +1033,7 @@ class Remediator::Episode {
       state_.attempts.push_back(now_);
       ++r_.stats_.failed_attempts;
       return Escalate(
-          fmt::format("the reset of {} {}: {}", GpuList(state_.gpus),
+          fmt::format("the reset of {} {}: {}", GpuRefsText(state_.gpus),
                       result->outcome == ActionOutcome::kRefused ? "kept being refused" : "failed",
                       result->message));
     }
@@ -1175,6 +1167,9 @@ class Remediator::Episode {
     }
     if (!deleted.empty()) {
       r_.stats_.device_plugin_restarts += deleted.size();
+      // In the node's record too: the drill's timeline shows the way back through it.
+      state_.message += fmt::format("; restarted the device plugin ({}: deleted its pod {})", why,
+                                    absl::StrJoin(deleted, ", "));
       step_.Event("Normal", "VigilDevicePluginRestarted",
                   fmt::format("{}: {}: deleted the device plugin's pod {} so that it offers the "
                               "recovered GPU again",
@@ -1182,6 +1177,10 @@ class Remediator::Episode {
       return;
     }
     ++r_.stats_.api_errors;
+    state_.message += fmt::format(
+        "; the device plugin could not be restarted ({}): restart it "
+        "by hand",
+        why);
     step_.Event("Warning", "VigilDevicePluginNotRestarted",
                 fmt::format("{}: {}, but the device plugin's pod could not be restarted ({}): "
                             "restart it by hand",
@@ -1343,7 +1342,7 @@ class Remediator::Episode {
     std::vector<std::string> parts;
     if (state_.scope == EpisodeScope::kGpu) {
       parts.push_back(fmt::format("{} quarantined by {}; the node stays in service",
-                                  GpuList(state_.gpus), RuleList(state_.devices)));
+                                  GpuRefsText(state_.gpus), RuleList(state_.devices)));
     } else if (view_.HasTaint(r_.options_.taint_key)) {
       parts.push_back(fmt::format("quarantined (taint {})", r_.options_.taint_key));
     }

@@ -422,13 +422,21 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials, int threads)
     port_ = 0;
     return;
   }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_ = std::thread([this] {
+    server_->listen_after_bind();
+    listen_ended_ = true;
+  });
 }
 
 FakeKubeApi::~FakeKubeApi() {
   {
     absl::MutexLock lock(&mutex_);
     stopping_ = true;  // open watches end
+  }
+  // cpp-httplib's stop() does nothing before the listen has begun: a server stopped before it
+  // served anything would never stop. Wait for the listen to begin (or to have failed) first.
+  while (server_ != nullptr && thread_.joinable() && !server_->is_running() && !listen_ended_) {
+    std::this_thread::yield();
   }
   if (server_ != nullptr) server_->stop();
   if (thread_.joinable()) thread_.join();

@@ -17,6 +17,7 @@
 // pool of `threads`, one per open watch).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <optional>
@@ -253,6 +254,7 @@ class FakeKubeApi {
   KubeCredentials credentials_;
   std::unique_ptr<httplib::SSLServer> server_;
   std::thread thread_;
+  std::atomic<bool> listen_ended_{false};  // the server's listen has returned
   int port_ = 0;
 
   mutable absl::Mutex mutex_;
