@@ -49,10 +49,10 @@ TEST(CliTest, InfoDiscoveryAndDmonOverBothTransports) {
   // Both transports at once, so that they see the same ticks.
   Process over_tcp({VigilBinary(), "dmon", "-e", "DCGM_FI_DEV_GPU_TEMP,155", "-c", "3", "--json",
                     "--engine", engine.tcp_address},
-                   dir.path());
+                   dir.path().string());
   Process over_unix({VigilBinary(), "dmon", "-e", "DCGM_FI_DEV_GPU_TEMP,155", "-c", "3", "--json",
                      "--engine", engine.unix_address},
-                    dir.path());
+                    dir.path().string());
   ASSERT_EQ(over_tcp.Wait(), 0) << over_tcp.Stderr();
   ASSERT_EQ(over_unix.Wait(), 0) << over_unix.Stderr();
   std::map<uint64_t, nlohmann::json> by_seq;
@@ -181,6 +181,23 @@ TEST(CliTest, KilledEngineLeavesAStaleSocketTheNextOneReplaces) {
   ASSERT_FALSE(next.tcp_address.empty()) << next.process->Stderr();
   EXPECT_THAT(next.process->Stderr(), HasSubstr("replaced the stale socket file"));
   EXPECT_EQ(RunCommand({VigilBinary(), "info", "--engine", next.unix_address}).exit_code, 0);
+}
+
+// An empty value written as manifests write it, `--kmsg=`, is empty — the kernel log off — and
+// never takes the next argument as its value.
+TEST(CliTest, AnEmptyValueAfterTheEqualsSignNeverSwallowsTheNextFlag) {
+  TempDir dir;
+  const std::string socket = dir.File("n1.sock");
+  Process engine({VigilBinary(), "engine", "--backend", "sim", "--gpus", "1", "--socket", socket,
+                  "--listen", "", "--state-dir", dir.File("state"), "--kmsg=", "--node-name", "n1"},
+                 dir.path().string());
+  ASSERT_TRUE(engine.WaitForStderr("engine ready")) << engine.Stderr();
+  const CommandResult info =
+      RunCommand({VigilBinary(), "info", "--json", "--engine", "unix://" + socket});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  const nlohmann::json json = nlohmann::json::parse(info.out);
+  EXPECT_EQ(json["node_name"], "n1");
+  EXPECT_EQ(json["counters"]["kernel_log"], "off") << info.out;
 }
 
 TEST(CliTest, SecondEngineOnTheSameSocketOrPortIsRefused) {

@@ -3,6 +3,7 @@
 
 #include <grpc/grpc.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "absl/synchronization/mutex.h"
@@ -13,6 +14,67 @@
 #include "fmt/format.h"
 
 namespace vigil::cli {
+
+std::vector<std::pair<std::string, CommandRunner>> AddCommands(CLI::App* app) {
+  app->set_version_flag("--version", std::string(kVersion));
+  app->require_subcommand(1);
+  app->fallthrough(false);
+  return {
+      {"engine", AddEngineCommand(app)},
+      {"exporter", AddExporterCommand(app)},
+      {"info", AddInfoCommand(app)},
+      {"discovery", AddDiscoveryCommand(app)},
+      {"dmon", AddDmonCommand(app)},
+      {"inject", AddInjectCommand(app)},
+      {"events", AddEventsCommand(app)},
+      {"history", AddHistoryCommand(app)},
+      {"recordings", AddRecordingsCommand(app)},
+      {"report", AddReportCommand(app)},
+      {"health", AddHealthCommand(app)},
+      {"healthcheck", AddHealthcheckCommand(app)},
+      {"drill", AddDrillCommand(app)},
+      {"reset-gpu", AddResetGpuCommand(app)},
+      {"remediator", AddRemediatorCommand(app)},
+      {"node", AddNodeCommand(app)},
+  };
+}
+
+std::vector<std::string> EmptyValuesMadeExplicit(const CLI::App& app,
+                                                 const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  out.reserve(args.size() + 2);
+  const CLI::App* command = &app;  // the (sub)command the arguments so far have chosen
+  bool positional_only = false;    // after "--"
+  for (const std::string& arg : args) {
+    if (positional_only || arg == "--") {
+      positional_only = true;
+      out.push_back(arg);
+      continue;
+    }
+    if (!arg.starts_with("-")) {
+      // A subcommand's name descends into it; anything else is a value or a positional.
+      const std::vector<const CLI::App*> named =
+          command->get_subcommands([&](const CLI::App* sub) { return sub->check_name(arg); });
+      if (!named.empty()) command = named.front();
+      out.push_back(arg);
+      continue;
+    }
+    const size_t equals = arg.find('=');
+    if (!arg.starts_with("--") || equals + 1 != arg.size()) {
+      out.push_back(arg);
+      continue;
+    }
+    const std::string name = arg.substr(0, equals);
+    const CLI::Option* option = command->get_option_no_throw(name);
+    if (option == nullptr || option->get_items_expected_max() == 0) {  // unknown, or a flag
+      out.push_back(arg);
+      continue;
+    }
+    out.push_back(name);
+    out.emplace_back();
+  }
+  return out;
+}
 
 int Main(int argc, char** argv) {
   // Initialised once and never shut down: gRPC's final cleanup can block after a client dropped
@@ -26,29 +88,12 @@ int Main(int argc, char** argv) {
       "Vigil: one GPU telemetry and health engine per node, and the clients that read "
       "from it.",
       "vigil");
-  app.set_version_flag("--version", std::string(kVersion));
-  app.require_subcommand(1);
-  app.fallthrough(false);
-  const std::vector<std::pair<std::string, CommandRunner>> commands = {
-      {"engine", AddEngineCommand(&app)},
-      {"exporter", AddExporterCommand(&app)},
-      {"info", AddInfoCommand(&app)},
-      {"discovery", AddDiscoveryCommand(&app)},
-      {"dmon", AddDmonCommand(&app)},
-      {"inject", AddInjectCommand(&app)},
-      {"events", AddEventsCommand(&app)},
-      {"history", AddHistoryCommand(&app)},
-      {"recordings", AddRecordingsCommand(&app)},
-      {"report", AddReportCommand(&app)},
-      {"health", AddHealthCommand(&app)},
-      {"healthcheck", AddHealthcheckCommand(&app)},
-      {"drill", AddDrillCommand(&app)},
-      {"reset-gpu", AddResetGpuCommand(&app)},
-      {"remediator", AddRemediatorCommand(&app)},
-      {"node", AddNodeCommand(&app)},
-  };
+  const std::vector<std::pair<std::string, CommandRunner>> commands = AddCommands(&app);
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = EmptyValuesMadeExplicit(
+        app, std::vector<std::string>(argv + std::min(argc, 1), argv + argc));
+    std::reverse(args.begin(), args.end());  // CLI11 takes them last first
+    app.parse(args);
   } catch (const CLI::ParseError& error) {
     if (error.get_exit_code() == 0) return app.exit(error);  // --help, --version
     std::string command;
