@@ -1,8 +1,10 @@
-// The module rules of docs/architecture.md, checked on the build itself: each module (a folder of
-// src/ and its library) may use only the modules listed for it below, in what it links (the
-// module graph CMake writes at configure time, build/module_graph.txt, followed transitively) and
-// in what its sources include. Above all, the clients — client, exporter, healthcheck, cli —
-// never reach the engine side (backend, sampling, health, inject, engine, server).
+// The module rules of docs/architecture.md, checked on the build itself: every folder of src/ is a
+// module with a rule below, a paragraph in docs/architecture.md and a row in the README's layout;
+// each module (a folder of src/ and its library) may use only the modules listed for it below, in
+// what it links (the module graph CMake writes at configure time, build/module_graph.txt, followed
+// transitively) and in what its sources include. Above all, the clients — client, exporter,
+// healthcheck, cli — never reach the engine side (backend, sampling, health, inject, engine,
+// server).
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -135,6 +137,33 @@ TEST(ArchitectureTest, EveryModuleHasItsFolderAndLibrary) {
         << "vigil_" << module << " is not in the module table: add it to docs/architecture.md "
         << "and this test";
   }
+}
+
+// The folders of src/ are the modules: a new folder without a rule here would have its includes
+// and links unchecked, and one undocumented would be a module nobody can find.
+TEST(ArchitectureTest, EveryFolderOfSrcHasARuleASectionAndALayoutRow) {
+  const std::filesystem::path root(SourceDir());
+  const auto read = [&](const std::string& file) {
+    std::ifstream in(root / file);
+    EXPECT_TRUE(in) << file;
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string architecture = read("docs/architecture.md");
+  const std::string readme = read("README.md");
+  int folders = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(root / "src")) {
+    if (!entry.is_directory()) continue;
+    const std::string module = entry.path().filename().string();
+    ++folders;
+    EXPECT_TRUE(Allowed().contains(module))
+        << "src/" << module << "/ has no rule: add it to Allowed() in tests/architecture_test.cc "
+        << "with the modules it may use, and to docs/architecture.md";
+    EXPECT_THAT(architecture, ::testing::HasSubstr("\n**" + module + "** — "))
+        << "docs/architecture.md has no paragraph for src/" << module << "/";
+    EXPECT_THAT(readme, ::testing::HasSubstr("| `src/" + module + "/` |"))
+        << "the README's layout has no row for src/" << module << "/";
+  }
+  EXPECT_EQ(folders, static_cast<int>(Allowed().size()));
 }
 
 TEST(ArchitectureTest, LibrariesLinkOnlyWhatTheyMayUse) {
