@@ -38,7 +38,10 @@ absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(const SimOptions&
     }
     gpu.mig = {.mode = true, .instances = *std::move(instances)};
   }
-  for (const GpuIdentity& gpu : sim->identities_) sim->mig_.push_back(gpu.mig);
+  {
+    absl::MutexLock lock(&sim->mutex_);  // no other thread has it yet: for the analysis
+    for (const GpuIdentity& gpu : sim->identities_) sim->mig_.push_back(gpu.mig);
+  }
   return sim;
 }
 

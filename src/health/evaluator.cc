@@ -460,11 +460,13 @@ std::shared_ptr<const HealthVerdict> HealthEvaluator::BuildVerdict(uint64_t seq,
   verdict->seq = seq;
   verdict->time = time;
   verdict->overall = HealthStatus::kPass;
-  // One system's incidents from a slot, and its status with `unknown_reason`.
+  // One system's incidents from a slot, and its status with `unknown_reason`. (The lambda reads
+  // the incidents through a reference taken here, under the lock this function requires.)
+  const auto& incidents = incidents_;
   const auto system_health = [&](size_t slot, HealthSystem which, std::string unknown_reason) {
     SystemHealth system;
     system.system = which;
-    for (const auto& [key, incident] : incidents_[slot]) {
+    for (const auto& [key, incident] : incidents[slot]) {
       if (incident.system != which) continue;
       system.incidents.push_back(incident);
       system.status = Worst(system.status, incident.status);

@@ -261,11 +261,7 @@ nlohmann::json HealthMonitor::StatusJson() const {
 std::string HealthMonitor::Metrics() const {
   const HealthView view = View();
   const absl::Time now = clock_->Now();
-  uint64_t reconnects;
-  {
-    absl::MutexLock lock(&mutex_);
-    reconnects = reconnects_;
-  }
+  const uint64_t reconnects = reconnects_.load();
   std::string out;
   auto header = [&](std::string_view name, std::string_view type, std::string_view help) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
