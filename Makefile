@@ -12,7 +12,7 @@ ASAN_BUILD_FLAGS ?= -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: all deps build test asan asan-build bench fuzz demo drill format clean package
+.PHONY: all deps build test asan asan-build thread-safety bench fuzz demo drill format clean package
 
 all: build
 
@@ -35,6 +35,17 @@ asan-build: deps
 asan: asan-build
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) --timeout 600
+
+# Clang's thread-safety analysis over the product (the `vigil` binary and every library it links;
+# not the tests): -Wthread-safety with -Werror, so a guarded member read without its lock, a lock
+# taken out of its declared order or a function called without the lock it requires fails the
+# build. Compiled without optimisation or debug info: only the analysis matters here.
+TSA_DIR ?= build-tsa
+thread-safety: deps
+	@cmake -S . -B $(TSA_DIR) -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
+	  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g0" -DCMAKE_C_FLAGS_DEBUG="-O0 -g0" \
+	  -DVIGIL_THREAD_SAFETY=ON -DVIGIL_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(TSA_DIR) -j $(JOBS) --target vigil
 
 # The memory benchmark runs alone first, in a fresh process, so other benchmarks do not inflate it.
 bench: build

@@ -423,13 +423,13 @@ void Engine::RunTick() {
   {
     absl::MutexLock history_lock(&history_mutex_);
     history_.BeginTick(seq, now);
-    HistoryStore& history = history_;  // the lambda's, taken under the lock
     for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) {
-      auto store = [&](size_t index, FieldValue value) {
-        if (injecting) injections_.Apply(gpu, index, &value);
-        history.Append(gpu, index, value);
-        next->values[gpu * layout_->size() + index] = {std::move(value), seq, now};
-      };
+      auto store = [&](size_t index, FieldValue value)
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(history_mutex_) {
+                         if (injecting) injections_.Apply(gpu, index, &value);
+                         history_.Append(gpu, index, value);
+                         next->values[gpu * layout_->size() + index] = {std::move(value), seq, now};
+                       };
       for (size_t i = 0; i < width; ++i) store(due_index_[i], read_buffer_[gpu * width + i]);
       for (size_t index : due_) {
         if (layout_->field(index).from_events) store(index, last_xid[gpu]);

@@ -454,34 +454,32 @@ void HealthEvaluator::Compare(const SystemHealth& before, const SystemHealth& no
                           .injected = injected});
 }
 
+SystemHealth HealthEvaluator::SystemHealthOf(size_t slot, HealthSystem which,
+                                             std::string unknown_reason) const {
+  SystemHealth system;
+  system.system = which;
+  for (const auto& [key, incident] : incidents_[slot]) {
+    if (incident.system != which) continue;
+    system.incidents.push_back(incident);
+    system.status = Worst(system.status, incident.status);
+  }
+  system.unknown_reason = std::move(unknown_reason);
+  if (!system.unknown_reason.empty()) system.status = Worst(system.status, HealthStatus::kUnknown);
+  return system;
+}
+
 std::shared_ptr<const HealthVerdict> HealthEvaluator::BuildVerdict(uint64_t seq,
                                                                    absl::Time time) const {
   auto verdict = std::make_shared<HealthVerdict>();
   verdict->seq = seq;
   verdict->time = time;
   verdict->overall = HealthStatus::kPass;
-  // One system's incidents from a slot, and its status with `unknown_reason`. (The lambda reads
-  // the incidents through a reference taken here, under the lock this function requires.)
-  const auto& incidents = incidents_;
-  const auto system_health = [&](size_t slot, HealthSystem which, std::string unknown_reason) {
-    SystemHealth system;
-    system.system = which;
-    for (const auto& [key, incident] : incidents[slot]) {
-      if (incident.system != which) continue;
-      system.incidents.push_back(incident);
-      system.status = Worst(system.status, incident.status);
-    }
-    system.unknown_reason = std::move(unknown_reason);
-    if (!system.unknown_reason.empty())
-      system.status = Worst(system.status, HealthStatus::kUnknown);
-    return system;
-  };
   for (uint32_t gpu = 0; gpu < gpus_.size(); ++gpu) {
     GpuHealth& health = verdict->gpus.emplace_back();
     health.gpu = gpu;
     health.uuid = gpus_[gpu].uuid;
     for (size_t s = 0; s < std::size(kGpuHealthSystems); ++s) {
-      health.systems.push_back(system_health(gpu, kGpuHealthSystems[s], unknown_[gpu][s]));
+      health.systems.push_back(SystemHealthOf(gpu, kGpuHealthSystems[s], unknown_[gpu][s]));
       health.status = Worst(health.status, health.systems.back().status);
     }
     verdict->overall = Worst(verdict->overall, health.status);
@@ -492,7 +490,7 @@ std::shared_ptr<const HealthVerdict> HealthEvaluator::BuildVerdict(uint64_t seq,
     const std::string reason = node_unknown_.value_or(
         "the engine reads no kernel log (--kmsg): new NVSwitch errors are not seen");
     for (HealthSystem which : kNodeHealthSystems) {
-      verdict->node_systems.push_back(system_health(node_slot(), which, reason));
+      verdict->node_systems.push_back(SystemHealthOf(node_slot(), which, reason));
       verdict->overall = Worst(verdict->overall, verdict->node_systems.back().status);
     }
   }

@@ -205,6 +205,9 @@ class HealthEvaluator {
               absl::Duration expire_after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   std::shared_ptr<const HealthVerdict> BuildVerdict(uint64_t seq, absl::Time time) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // One system's incidents from a slot, and its status with `unknown_reason`.
+  SystemHealth SystemHealthOf(size_t slot, HealthSystem which, std::string unknown_reason) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Appends to *transitions what changed from `before` to `now` in one system.
   static void Compare(const SystemHealth& before, const SystemHealth& now, size_t slot,
                       const std::string& uuid, bool node_level,
