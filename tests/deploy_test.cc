@@ -45,8 +45,11 @@ struct Rendered {
 };
 
 Rendered Render(const std::string& dir) {
-  auto result = Shell("kubectl kustomize " + dir + " 2>/dev/null");
+  auto result = Shell("kubectl kustomize " + dir);
   EXPECT_EQ(result.exit_code, 0) << "kubectl kustomize " << dir << ": " << result.err;
+  // Nothing deprecated (bases, commonLabels, patchesStrategicMerge): a warning today is an error
+  // in a later kustomize.
+  EXPECT_THAT(result.err, ::testing::Not(HasSubstr("Warning"))) << dir;
   Rendered rendered;
   for (const YAML::Node& object : YAML::LoadAll(result.out)) {
     EXPECT_TRUE(object.IsMap() && object["kind"]) << "not an object: " << object;
