@@ -19,24 +19,22 @@ bool SlowWayBack(Stage stage, bool actions_allowed) {
          stage == Stage::kAlert || stage == Stage::kAlertmanager;
 }
 
+// How the health check's quarantine goes: `what` ("removes the taint once the node") has been
+// healthy for its --untaint-after.
+std::string QuarantineWayBack(std::string_view what, std::optional<absl::Duration> untaint_after) {
+  return fmt::format(
+      "the health check {} has been healthy for {}; --wait-recovery follows it", what,
+      untaint_after.has_value()
+          ? fmt::format("{} (its --untaint-after)", absl::FormatDuration(*untaint_after))
+          : std::string("its --untaint-after (hysteresis)"));
+}
+
 std::string PendingWhy(Stage stage, std::optional<absl::Duration> untaint_after) {
   switch (stage) {
     case Stage::kTaint:
-      return untaint_after.has_value()
-                 ? fmt::format(
-                       "the health check removes the taint once the node has been healthy "
-                       "for {} (its --untaint-after); --wait-recovery follows it",
-                       absl::FormatDuration(*untaint_after))
-                 : "the health check removes the taint once the node has been healthy for its "
-                   "--untaint-after (hysteresis); --wait-recovery follows it";
+      return QuarantineWayBack("removes the taint once the node", untaint_after);
     case Stage::kDeviceQuarantine:
-      return untaint_after.has_value()
-                 ? fmt::format(
-                       "the health check lifts the GPU's DeviceTaintRule once the GPU has been "
-                       "healthy for {} (its --untaint-after); --wait-recovery follows it",
-                       absl::FormatDuration(*untaint_after))
-                 : "the health check lifts the GPU's DeviceTaintRule once the GPU has been "
-                   "healthy for its --untaint-after (hysteresis); --wait-recovery follows it";
+      return QuarantineWayBack("lifts the GPU's DeviceTaintRule once the GPU", untaint_after);
     case Stage::kAlert:
       return "the alert resolves at Prometheus' next rule evaluation after the series return; "
              "--wait-recovery follows it";
