@@ -191,6 +191,51 @@ TEST(KernelLogTest, AnXidFromBeforeTheStartFailsTheFirstVerdictAndCountsOnce) {
   unsetenv("VIGIL_BOOT_ID_FILE");
 }
 
+// Killed before the XID settled (within kSettle of applying it, so the replay state does not yet
+// name it), a restarted engine reads the XID again — and finds it already counted by the
+// persisted incident: one XID 79 event in all, GPU 2 FAIL with a count of one.
+TEST(KernelLogTest, AnEngineKilledRightAfterAnXidDoesNotCountItAgain) {
+  TempDir dir;
+  const std::string log = (dir.path() / "kmsg").string();
+  std::ofstream(dir.path() / "boot_id") << "5d1e0b7a-boot-two\n";
+  setenv("VIGIL_BOOT_ID_FILE", (dir.path() / "boot_id").c_str(), 1);
+  std::ofstream(log) << "6,1,1000,-;Linux version 6.1.0-18-amd64\n"
+                        "4,2,5000000,c;NVRM: Xid (PCI:0000:3a:00): 79, pid='<unknown>', "
+                        "name=<unknown>, GPU has fallen off the bus.\n";
+  const std::vector<std::string> kmsg = {"--kmsg", log};
+  auto xid_events = [](const EngineProcess& engine) {
+    int count = 0;
+    for (const Json& event : JsonLines(
+             Vigil({"events", "--json", "--no-follow", "--engine", engine.unix_address}).out)) {
+      count += event["kind"] == "XID";
+    }
+    return count;
+  };
+  auto engine = std::make_unique<EngineProcess>(dir.path(), "n1", 4, kmsg);
+  ASSERT_FALSE(engine->unix_address.empty()) << engine->process->Stderr();
+  EXPECT_EQ(FirstVerdict(*engine)["gpus"][2]["status"], "FAIL");
+  EXPECT_EQ(xid_events(*engine), 1);
+  // The incident is on disk; the replay state is not (it waits for the XID to settle).
+  ASSERT_TRUE(Eventually([&] {
+    auto persisted = ReadFile((dir.path() / "state-n1" / "health.log").string());
+    return persisted.ok() && persisted->find("\"log_sequence\":2") != std::string::npos;
+  }));
+  engine->process->Signal(SIGKILL);
+  engine->process->Wait();
+  EXPECT_FALSE(ReadFile((dir.path() / "state-n1" / "kmsg.state").string()).ok())
+      << "killed before the XID settled: the test no longer shows the restart reading it again";
+
+  engine = std::make_unique<EngineProcess>(dir.path(), "n1", 4, kmsg);
+  ASSERT_FALSE(engine->unix_address.empty()) << engine->process->Stderr();
+  const Json again = FirstVerdict(*engine);
+  EXPECT_EQ(again["gpus"][2]["status"], "FAIL");
+  EXPECT_EQ(again["gpus"][2]["systems"]["driver"]["incidents"][0]["count"], 1) << again.dump();
+  EXPECT_EQ(xid_events(*engine), 0);
+  EXPECT_TRUE(engine->process->WaitForStderr("already counted before a restart"))
+      << engine->process->Stderr();
+  unsetenv("VIGIL_BOOT_ID_FILE");
+}
+
 // As shipped on a runc node the engine may not open /dev/kmsg: it reads the kernel's messages
 // from the systemd journal (a journal file written by systemd's own tool), and says so.
 TEST(KernelLogTest, WithTheKernelLogClosedTheJournalsXidFailsTheFirstVerdict) {

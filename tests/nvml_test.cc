@@ -23,6 +23,7 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::string kFakeDir = FakeNvmlDir();
 const std::string kCurrentDriver = kFakeDir + "/current/libnvidia-ml.so.1";
@@ -529,6 +530,34 @@ TEST(NvmlTest, AResetRunsTheConfiguredCommandOnlyOnAGpuNoComputeProcessUses) {
     std::string line;
     std::getline(std::ifstream(record) >> std::ws, line);
     EXPECT_EQ(line, fake.gpu(0)["uuid"].get<std::string>() + " 0");
+  }
+}
+
+// Drivers 535.43 to 535.86 wrote 32-byte entries from nvmlDeviceGetComputeRunningProcesses_v3
+// where nvml.h says 24 (nvitop #79, #89); 535.104 went back to 24. Read with the wrong size,
+// the second pid comes from the first entry's protected-memory count (0): every pid must come
+// out right on both, and the larger entries never overflow the engine's buffer (the ASan run).
+TEST(NvmlTest, TheComputeProcessesOfADriverThatWritesLargerEntriesAreReadRight) {
+  for (const std::string version : {"535.54.03", "535.104.05"}) {
+    SCOPED_TRACE(version);
+    TempDir dir;
+    FakeNvmlScript fake(dir.File("fake-nvml.json"), 2);
+    fake.script()["driver_version"] = version;
+    // More than the engine's first guess of 8, so it asks again with a bigger buffer.
+    fake.gpu(1)["processes"] = {4242, 5151, 6161, 7171, 8181, 9191, 10101, 11111, 12121, 13131};
+    fake.Write();
+    EngineProcess engine(dir.path(), "n1", NvmlArgs(), {"--gpu-reset-command", "/bin/true"});
+    ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+    auto busy = Vigil({"reset-gpu", "--gpu", "1", "--engine", engine.unix_address});
+    EXPECT_EQ(busy.exit_code, 1) << busy.out;
+    EXPECT_THAT(busy.err,
+                HasSubstr("in use by 10 compute processes (pid 4242, 5151, 6161, 7171, 8181, 9191, "
+                          "10101, 11111, 12121, 13131): not reset"));
+    if (version == "535.54.03") {
+      EXPECT_TRUE(engine.process->WaitForStderr("lists compute processes in 32-byte entries"));
+    } else {
+      EXPECT_THAT(engine.process->Stderr(), Not(HasSubstr("32-byte entries")));
+    }
   }
 }
 

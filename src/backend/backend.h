@@ -48,6 +48,14 @@ enum class XidSource { kDriverEvents, kKernelLog };
 // nvmlEventData_t.eventData: "set as 999 for unknown Xid error"); the kernel log has the real code.
 inline constexpr uint32_t kUnknownXid = 999;
 
+// A record of the kernel log: the log it was read from (its description: the path, or the
+// journal) and its sequence number there. Sequences compare only within one source and boot.
+struct LogPosition {
+  std::string source;
+  uint64_t sequence = 0;
+  bool operator==(const LogPosition&) const = default;
+};
+
 // An XID reported by the driver (or injected into the engine).
 struct XidEvent {
   uint32_t gpu = 0;
@@ -60,6 +68,9 @@ struct XidEvent {
   // the source says (NVML's event data; the kernel log's `GPU-I:`).
   std::optional<uint32_t> gpu_instance;
   std::optional<uint32_t> compute_instance;
+  // The kernel log's record (source kKernelLog): the incident that counts the XID keeps it, so a
+  // restart that reads the log again does not count the XID twice.
+  std::optional<LogPosition> log_position;
 };
 
 // An error of an NVSwitch (an SXid), from the kernel log: the switch, not a GPU.
@@ -71,6 +82,7 @@ struct SxidEvent {
   std::optional<uint32_t> link;
   std::string detail;  // the driver's words
   absl::Time time;
+  std::optional<LogPosition> log_position;  // the kernel log's record, as for an XID
 };
 
 // Receives a backend's (and the kernel log's) asynchronous events. Implementations must be

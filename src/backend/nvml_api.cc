@@ -3,7 +3,9 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <initializer_list>
+#include <string>
 
 namespace vigil::nvml {
 namespace {
@@ -21,6 +23,16 @@ void Resolve(void* library, Fn* fn, std::initializer_list<const char*> names) {
 }
 
 }  // namespace
+
+size_t ProcessInfoSize(std::string_view driver_version, bool v3) {
+  if (!v3) return sizeof(ProcessInfo);
+  // "535.54.03": the branch and the release within it.
+  unsigned int branch = 0;
+  unsigned int release = 0;
+  const std::string version(driver_version);
+  if (std::sscanf(version.c_str(), "%u.%u", &branch, &release) != 2) return sizeof(ProcessInfo);
+  return branch == 535 && release >= 43 && release < 98 ? kProcessInfoCcSize : sizeof(ProcessInfo);
+}
 
 void ResolveApi(void* library, Api* api) {
   Resolve(library, &api->Init, {"nvmlInit_v2", "nvmlInit"});
@@ -69,6 +81,8 @@ void ResolveApi(void* library, Api* api) {
   Resolve(library, &api->DeviceGetFieldValues, {"nvmlDeviceGetFieldValues"});
   Resolve(library, &api->DeviceGetComputeRunningProcesses,
           {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"});
+  api->compute_running_processes_v3 =
+      dlsym(library, "nvmlDeviceGetComputeRunningProcesses_v3") != nullptr;
   Resolve(library, &api->EventSetCreate, {"nvmlEventSetCreate"});
   Resolve(library, &api->DeviceGetSupportedEventTypes, {"nvmlDeviceGetSupportedEventTypes"});
   Resolve(library, &api->DeviceRegisterEvents, {"nvmlDeviceRegisterEvents"});

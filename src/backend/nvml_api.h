@@ -9,7 +9,9 @@
 // Thread-safety: the table is immutable once loaded; NVML itself is thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace vigil::nvml {
 
@@ -272,6 +274,17 @@ struct ProcessInfo {  // nvmlProcessInfo_t (_v2 and _v3 of the running-processes
   unsigned int gpu_instance_id;
   unsigned int compute_instance_id;
 };
+static_assert(sizeof(ProcessInfo) == 24);
+// What drivers 535.43.02 up to 535.86.x write instead from _v3: nvmlProcessInfo_v3_t, with
+// usedGpuCcProtectedMemory after the fields above, 32 bytes an entry, with no version to say so
+// (nvidia-settings' nvml.h of 535.43.02; 535.98 removed the _v3 query, 535.104.05 brought it
+// back with the 24-byte entry; nvitop pull requests #79, #89, #94). Read past that, an entry
+// of 24 bytes takes the next entry's pid from the protected-memory count.
+inline constexpr size_t kProcessInfoCcSize = 32;
+// The size of one entry of DeviceGetComputeRunningProcesses for the driver `driver_version`
+// ("535.54.03") when `v3` (the _v3 query resolved): kProcessInfoCcSize for 535.43 up to (not
+// including) 535.98, else sizeof(ProcessInfo).
+size_t ProcessInfoSize(std::string_view driver_version, bool v3);
 
 // The entry points, each null when the library lacks it. Signatures follow nvml.h.
 struct Api {
@@ -317,8 +330,10 @@ struct Api {
   Return (*DeviceGetEccMode)(Device, int*, int*) = nullptr;
   Return (*DeviceGetUnrepairableMemoryFlag)(Device, UnrepairableMemoryStatusV1*) = nullptr;
   Return (*DeviceGetFieldValues)(Device, int, FieldValue*) = nullptr;
-  // nvmlDeviceGetComputeRunningProcesses_v3, else _v2 (the same ProcessInfo).
+  // nvmlDeviceGetComputeRunningProcesses_v3, else _v2: ProcessInfo entries, but see
+  // ProcessInfoSize() for the drivers that write bigger ones.
   Return (*DeviceGetComputeRunningProcesses)(Device, unsigned int*, ProcessInfo*) = nullptr;
+  bool compute_running_processes_v3 = false;  // the query above is _v3
   Return (*EventSetCreate)(EventSet*) = nullptr;
   Return (*DeviceGetSupportedEventTypes)(Device, unsigned long long*) = nullptr;
   Return (*DeviceRegisterEvents)(Device, unsigned long long, EventSet) = nullptr;

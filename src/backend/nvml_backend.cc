@@ -1018,6 +1018,14 @@ absl::StatusOr<std::unique_ptr<NvmlBackend>> NvmlBackend::Create(
       driver_version = buffer;
     }
   }
+  backend->process_info_size_ =
+      nvml::ProcessInfoSize(driver_version, api.compute_running_processes_v3);
+  if (backend->process_info_size_ != sizeof(nvml::ProcessInfo)) {
+    spdlog::info(
+        "NVML: driver {} lists compute processes in {}-byte entries (nvmlProcessInfo_v3_t), not "
+        "nvml.h's {}: read as such",
+        driver_version, backend->process_info_size_, sizeof(nvml::ProcessInfo));
+  }
   unsigned int hidden = 0;  // GPUs this process may not open
   for (unsigned int nvml_index = 0; nvml_index < count; ++nvml_index) {
     nvml::Device device = nullptr;
@@ -1157,14 +1165,20 @@ absl::StatusOr<std::vector<uint32_t>> NvmlBackend::ComputeProcesses(uint32_t gpu
 }
 
 absl::StatusOr<std::vector<uint32_t>> NvmlBackend::ProcessesOf(nvml::Device device) {
-  // The list can grow between the two calls: ask again with the size NVML reported.
-  std::vector<nvml::ProcessInfo> processes(8);
+  // The list can grow between the two calls: ask again with the size NVML reported. Room for
+  // the larger entry whatever the driver: a driver that writes more than nvml.h says can
+  // misplace fields, never write past the buffer.
+  constexpr size_t kWords = nvml::kProcessInfoCcSize / sizeof(uint64_t);
+  static_assert(sizeof(nvml::ProcessInfo) <= nvml::kProcessInfoCcSize);
+  size_t capacity = 8;
+  std::vector<uint64_t> buffer(capacity * kWords);  // 8-byte aligned, as ProcessInfo needs
   for (int attempt = 0; attempt < 4; ++attempt) {
-    unsigned int count = static_cast<unsigned int>(processes.size());
-    const nvml::Return code =
-        api_.DeviceGetComputeRunningProcesses(device, &count, processes.data());
+    unsigned int count = static_cast<unsigned int>(capacity);
+    const nvml::Return code = api_.DeviceGetComputeRunningProcesses(
+        device, &count, reinterpret_cast<nvml::ProcessInfo*>(buffer.data()));
     if (code == nvml::kErrorInsufficientSize) {
-      processes.resize(std::max<size_t>(count + 8, processes.size() * 2));
+      capacity = std::max<size_t>(count + 8, capacity * 2);
+      buffer.assign(capacity * kWords, 0);
       continue;
     }
     if (IsWholeGpuFailure(code)) return WholeGpuFailure(code);
@@ -1178,8 +1192,11 @@ absl::StatusOr<std::vector<uint32_t>> NvmlBackend::ProcessesOf(nvml::Device devi
                                              library_->ErrorString(code)));
     }
     std::vector<uint32_t> pids;
-    for (unsigned int i = 0; i < count && i < processes.size(); ++i) {
-      pids.push_back(processes[i].pid);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(buffer.data());
+    for (size_t i = 0; i < count && i < capacity; ++i) {
+      nvml::ProcessInfo entry;  // the fields nvml.h names lead either entry
+      std::memcpy(&entry, bytes + i * process_info_size_, sizeof(entry));
+      pids.push_back(entry.pid);
     }
     return pids;
   }

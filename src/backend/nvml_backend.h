@@ -163,7 +163,10 @@ class NvmlBackend : public Backend {
   const nvml::Api& api_;
   Clock* const clock_;
   const NvmlResetOptions reset_;
-  std::vector<GpuIdentity> identities_;               // immutable after Create
+  std::vector<GpuIdentity> identities_;  // immutable after Create
+  // The bytes of one entry DeviceGetComputeRunningProcesses writes (nvml::ProcessInfoSize);
+  // immutable after Create.
+  size_t process_info_size_ = sizeof(nvml::ProcessInfo);
   std::vector<std::unique_ptr<GpuState>> gpu_state_;  // one per GPU; see GpuState
   std::thread event_thread_;  // owned by StartEvents/StopEvents, under events_control_mutex_
   absl::Mutex events_control_mutex_ ABSL_ACQUIRED_BEFORE(driver_mutex_);

@@ -524,6 +524,14 @@ void Engine::OnXid(const XidEvent& event) {
     return;
   }
   const bool from_log = event.source == XidSource::kKernelLog;
+  if (from_log && event.log_position.has_value() &&
+      health_->CountsXidRecord(event.gpu, event.xid, *event.log_position)) {
+    // Read again after a restart: the persisted incident already counts this record.
+    stats_.xid_duplicates.fetch_add(1, std::memory_order_relaxed);
+    spdlog::info("GPU {}: XID {} of the kernel log ({} record {}) already counted before a restart",
+                 event.gpu, event.xid, event.log_position->source, event.log_position->sequence);
+    return;
+  }
   if (!event.injected) {
     absl::MutexLock lock(&xid_mutex_);
     if (!from_log && event.xid == kUnknownXid) {
@@ -549,8 +557,12 @@ void Engine::OnXid(const XidEvent& event) {
       for (auto it = unmatched.begin(); it != unmatched.end(); ++it) {
         if (it->source != event.source &&
             absl::AbsDuration(event.time - it->time) <= kXidMergeWindow) {
-          // The other source's report of an XID already counted.
+          // The other source's report of an XID already counted. Its incident keeps the log's
+          // record, so a restart does not count the XID again from the log.
           unmatched.erase(it);
+          if (from_log && event.log_position.has_value()) {
+            health_->NoteXidRecord(event.gpu, event.xid, *event.log_position);
+          }
           stats_.xid_duplicates.fetch_add(1, std::memory_order_relaxed);
           spdlog::debug("GPU {}: XID {} also reported by {}; counted once", event.gpu, event.xid,
                         from_log ? "the kernel log" : "NVML's events");
@@ -612,13 +624,20 @@ void Engine::ApplyHeldUnknownXids(absl::Time now) {
 void Engine::ApplyReported(const XidEvent& event) {
   const bool from_log = event.source == XidSource::kKernelLog;
   const std::string instance = InGpuInstance(Mig()->gpus[event.gpu].instances, event.gpu_instance);
-  ApplyXid(event.gpu, event.xid, event.time, event.injected, instance,
+  ApplyXid(event.gpu, event.xid, event.time, event.injected, instance, event.log_position,
            {.message = fmt::format("GPU {} ({}): XID {}{}{}{}", event.gpu, gpus()[event.gpu].uuid,
                                    event.xid, instance, from_log ? " (kernel log)" : "",
                                    event.detail.empty() ? "" : ": " + event.detail)});
 }
 
 void Engine::OnSxid(const SxidEvent& event) {
+  if (health_->CountsSxidRecord(event)) {
+    spdlog::info(
+        "NVSwitch {}: SXid {} of the kernel log ({} record {}) already counted before a "
+        "restart",
+        event.nvswitch, event.sxid, event.log_position->source, event.log_position->sequence);
+    return;
+  }
   health_->RecordSxid(event);
   Record({.time = event.time,
           .kind = EventKind::kSxid,
@@ -629,7 +648,7 @@ void Engine::OnSxid(const SxidEvent& event) {
 }
 
 void Engine::ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected, std::string where,
-                      EngineEvent event) {
+                      std::optional<LogPosition> log_position, EngineEvent event) {
   stats_.xid_events.fetch_add(1, std::memory_order_relaxed);
   {
     absl::MutexLock lock(&xid_mutex_);
@@ -638,7 +657,7 @@ void Engine::ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected
   }
   health_->RecordXid(gpu, xid, time, injected,
                      /*actions_allowed=*/event.injection && event.injection->allow_actions,
-                     std::move(where));
+                     std::move(where), std::move(log_position));
   event.kind = EventKind::kXid;
   event.time = time;  // when the driver reported it: earlier than now for one from the log
   event.gpu = static_cast<int>(gpu);
@@ -716,7 +735,7 @@ absl::StatusOr<InjectionRecord> Engine::InjectXid(const XidInjectionRequest& req
   const std::string& scenario_id = request.scenario_id;
   const std::string instance = InGpuInstance(Mig()->gpus[gpu].instances, request.gpu_instance);
   // The same event a real XID produces, flagged injected and signed.
-  ApplyXid(gpu, xid, record->start, /*injected=*/true, instance,
+  ApplyXid(gpu, xid, record->start, /*injected=*/true, instance, /*log_position=*/std::nullopt,
            {.injection = *record,
             .principal = principal,
             .message = fmt::format("GPU {} ({}): XID {}{} (injected, {}{})", gpu, gpus()[gpu].uuid,

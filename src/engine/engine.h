@@ -171,9 +171,11 @@ class Engine : public EventSink, private ScenarioTarget {
   void RunTick();
 
   // EventSink: an XID from the backend. Thread-safe; shows in field 230 from the next tick and
-  // on the event stream at once.
+  // on the event stream at once. A kernel-log record its incident already counts (persisted
+  // before a restart) is counted as a duplicate and nothing else.
   void OnXid(const XidEvent& event) override;
-  // An NVSwitch error: judged by the node's nvswitch health system and recorded as an event.
+  // An NVSwitch error: judged by the node's nvswitch health system and recorded as an event
+  // (unless, as for an XID, its incident already counts the kernel-log record).
   void OnSxid(const SxidEvent& event) override;
 
   // --- Fault injection (authorisation is the caller's job: see server/authz.h) ---
@@ -345,7 +347,7 @@ class Engine : public EventSink, private ScenarioTarget {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(xid_mutex_);
   bool TakeHeldUnknownXid(uint32_t gpu, absl::Time time) ABSL_EXCLUSIVE_LOCKS_REQUIRED(xid_mutex_);
   void ApplyXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected, std::string where,
-                EngineEvent event);
+                std::optional<LogPosition> log_position, EngineEvent event);
   // ScenarioTarget: what the scenario runner's steps act on.
   std::vector<std::string> ClearScenarioInjections(const std::string& scenario_id,
                                                    const Principal& who,

@@ -244,6 +244,36 @@ TEST_F(EngineTest, AnXidFromBothSourcesIsCountedOnce) {
   EXPECT_TRUE(said_kernel_log);
 }
 
+// A kernel-log XID counted once however it is read again: NVML reported it first, so its
+// incident keeps the log's record; the log read again (a restart's replay) is then a duplicate.
+TEST_F(EngineTest, AKernelLogRecordItsIncidentKeepsIsNotCountedAgain) {
+  Tick();
+  sim_->RaiseXid(1, 79, clock_.Now());  // NVML's event
+  const LogPosition record{.source = "/dev/kmsg", .sequence = 7};
+  engine_->OnXid({.gpu = 1,
+                  .xid = 79,
+                  .time = clock_.Now(),
+                  .source = XidSource::kKernelLog,
+                  .log_position = record});
+  Tick();
+  clock_.Advance(absl::Hours(1));  // past the merge window: only the kept record matches now
+  engine_->OnXid({.gpu = 1,
+                  .xid = 79,
+                  .time = clock_.Now(),
+                  .source = XidSource::kKernelLog,
+                  .log_position = record});
+  Tick();
+  EXPECT_EQ(engine_->stats().xid_events.load(), 1u);
+  EXPECT_EQ(engine_->stats().xid_duplicates.load(), 2u);
+  for (const SystemHealth& system : engine_->Health()->gpus[1].systems) {
+    for (const Incident& incident : system.incidents) {
+      if (incident.key == "xid.79") {
+        EXPECT_EQ(incident.count, 1u);
+      }
+    }
+  }
+}
+
 TEST_F(EngineTest, HistoryServesTicksAndValidatesRequests) {
   const absl::Time start = clock_.Now();
   Tick(10);

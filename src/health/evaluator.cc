@@ -31,6 +31,18 @@ bool ExpiredBeforeSeen(const XidRule& rule, absl::Time time, absl::Time now) {
   return rule.severity != XidRule::Severity::kFail && time < now - rule.window;
 }
 
+// Incident keys: one per GPU and XID code; one per NVSwitch and SXid code (the same code on
+// another switch is another fault).
+std::string XidKey(uint32_t xid) { return fmt::format("xid.{}", xid); }
+std::string SxidKey(const SxidEvent& sxid) {
+  return fmt::format("sxid.{}.{}", sxid.sxid, sxid.pci_bus_id);
+}
+
+// Whether `kept` (an incident's latest log record) is `position` or a later record of its log.
+bool Covers(const std::optional<LogPosition>& kept, const LogPosition& position) {
+  return kept.has_value() && kept->source == position.source && kept->sequence >= position.sequence;
+}
+
 }  // namespace
 
 HealthEvaluator::HealthEvaluator(HealthPolicy policy, std::shared_ptr<const FieldLayout> layout,
@@ -86,11 +98,52 @@ size_t HealthEvaluator::Index(FieldId field) const {
 }
 
 void HealthEvaluator::RecordXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected,
-                                bool actions_allowed, std::string where) {
+                                bool actions_allowed, std::string where,
+                                std::optional<LogPosition> log_position) {
   if (gpu >= gpus_.size()) return;
   absl::MutexLock lock(&mutex_);
-  pending_xids_.push_back(
-      {gpu, xid, time, injected, injected && actions_allowed, std::move(where)});
+  pending_xids_.push_back({gpu, xid, time, injected, injected && actions_allowed, std::move(where),
+                           std::move(log_position)});
+}
+
+void HealthEvaluator::NoteXidRecord(uint32_t gpu, uint32_t xid, LogPosition position) {
+  if (gpu >= gpus_.size()) return;
+  absl::MutexLock lock(&mutex_);
+  pending_xids_.push_back({.gpu = gpu,
+                           .xid = xid,
+                           .injected = false,
+                           .actions_allowed = false,
+                           .log_position = std::move(position),
+                           .counted = true});
+}
+
+bool HealthEvaluator::CountsXidRecord(uint32_t gpu, uint32_t xid,
+                                      const LogPosition& position) const {
+  if (gpu >= gpus_.size()) return false;
+  absl::MutexLock lock(&mutex_);
+  return CountsRecord(gpu, XidKey(xid), position);
+}
+
+bool HealthEvaluator::CountsSxidRecord(const SxidEvent& sxid) const {
+  if (!sxid.log_position.has_value()) return false;
+  absl::MutexLock lock(&mutex_);
+  return CountsRecord(node_slot(), SxidKey(sxid), *sxid.log_position);
+}
+
+bool HealthEvaluator::CountsRecord(size_t slot, const std::string& key,
+                                   const LogPosition& position) const {
+  auto incident = incidents_[slot].find(key);
+  return incident != incidents_[slot].end() && Covers(incident->second.log_position, position);
+}
+
+void HealthEvaluator::KeepRecord(const PendingXid& xid) {
+  auto found = incidents_[xid.gpu].find(XidKey(xid.xid));
+  if (found == incidents_[xid.gpu].end() || Covers(found->second.log_position, *xid.log_position)) {
+    return;  // the XID made no incident (a warning's count, a clear): nothing to keep it in
+  }
+  Incident& incident = found->second;
+  incident.log_position = xid.log_position;
+  if (incident.status == HealthStatus::kFail && sink_ != nullptr) sink_->Raised(incident);
 }
 
 void HealthEvaluator::RecordSxid(const SxidEvent& sxid) {
@@ -211,6 +264,10 @@ void HealthEvaluator::EvaluateXids(absl::Time now) {
   std::vector<PendingXid> xids;
   xids.swap(pending_xids_);
   for (const PendingXid& xid : xids) {
+    if (xid.counted) {
+      KeepRecord(xid);
+      continue;
+    }
     const XidRule& rule = policy_.RuleFor(xid.xid);
     if (rule.severity == XidRule::Severity::kIgnore) continue;
     if (ClearedSince(xid.gpu, rule.system, xid.time,
@@ -224,12 +281,18 @@ void HealthEvaluator::EvaluateXids(absl::Time now) {
     if (rule.severity == XidRule::Severity::kCount && times.size() < rule.count) continue;
     const HealthStatus status =
         rule.severity == XidRule::Severity::kFail ? HealthStatus::kFail : HealthStatus::kWarn;
-    Upsert(xid.gpu,
-           {rule.system, status, fmt::format("xid.{}", xid.xid), rule.code,
-            fmt::format("XID {}{}: {}{}", xid.xid, xid.where, rule.meaning,
-                        Repeats(rule, times.size())),
-            rule.action, xid.injected, xid.actions_allowed, rule.recommended},
-           now, /*onset=*/true, rule.window);
+    Condition condition{rule.system,
+                        status,
+                        XidKey(xid.xid),
+                        rule.code,
+                        fmt::format("XID {}{}: {}{}", xid.xid, xid.where, rule.meaning,
+                                    Repeats(rule, times.size())),
+                        rule.action,
+                        xid.injected,
+                        xid.actions_allowed,
+                        rule.recommended};
+    condition.log_position = xid.log_position;
+    Upsert(xid.gpu, condition, now, /*onset=*/true, rule.window);
   }
 }
 
@@ -242,8 +305,7 @@ void HealthEvaluator::EvaluateSxids(absl::Time now) {
     const std::string what =
         fmt::format("NVSwitch {} ({}): SXid {}", sxid.nvswitch, sxid.pci_bus_id, sxid.sxid);
     if (ClearedSince(node_slot(), HealthSystem::kNvswitch, sxid.time, what)) continue;
-    // One incident per switch and code: the same code on another switch is another fault.
-    const std::string key = fmt::format("sxid.{}.{}", sxid.sxid, sxid.pci_bus_id);
+    const std::string key = SxidKey(sxid);
     if (ExpiredBeforeSeen(rule, sxid.time, now)) continue;
     std::deque<absl::Time>& times = sxid_times_[key];
     times.push_back(sxid.time);
@@ -255,10 +317,17 @@ void HealthEvaluator::EvaluateSxids(absl::Time now) {
         fmt::format("{}{}: {}{}", what, sxid.link ? fmt::format(", link {}", *sxid.link) : "",
                     rule.meaning, Repeats(rule, times.size()));
     if (!sxid.detail.empty()) message += fmt::format(" ({})", sxid.detail);
-    Upsert(node_slot(),
-           {HealthSystem::kNvswitch, status, key, rule.code, std::move(message), rule.action,
-            /*injected=*/false, /*actions_allowed=*/false, rule.recommended},
-           now, /*onset=*/true, rule.window);
+    Condition condition{HealthSystem::kNvswitch,
+                        status,
+                        key,
+                        rule.code,
+                        std::move(message),
+                        rule.action,
+                        /*injected=*/false,
+                        /*actions_allowed=*/false,
+                        rule.recommended};
+    condition.log_position = sxid.log_position;
+    Upsert(node_slot(), condition, now, /*onset=*/true, rule.window);
   }
 }
 
@@ -292,6 +361,10 @@ void HealthEvaluator::Upsert(size_t slot, const Condition& condition, absl::Time
       created ? condition.actions_allowed : incident.actions_allowed || condition.actions_allowed;
   incident.expire_after = expire_after;
   incident.sticky = condition.sticky;
+  if (condition.log_position.has_value() &&
+      !Covers(incident.log_position, *condition.log_position)) {
+    incident.log_position = condition.log_position;
+  }
   if (incident.status == HealthStatus::kFail && sink_ != nullptr &&
       (created || incident.count != old_count)) {
     sink_->Raised(incident);

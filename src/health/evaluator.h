@@ -60,6 +60,9 @@ struct Incident {
   // but for those not `sticky` (a state that ends without a reset: RaiseWhileItHolds).
   absl::Duration expire_after = absl::Seconds(60);
   bool sticky = true;
+  // The latest kernel-log record counted in it (an XID or SXid read from the log): that record
+  // and the earlier ones of the same log are already counted when a restart reads the log again.
+  std::optional<LogPosition> log_position;
 };
 
 struct SystemHealth {
@@ -136,11 +139,23 @@ class HealthEvaluator {
 
   // An XID, to be judged at the next Evaluate(); `where`: the MIG GPU instance it was raised in,
   // as InGpuInstance() words it from the GPU's instances at the time, named in the incident (the
-  // verdict stays the GPU's). Thread-safe.
+  // verdict stays the GPU's); `log_position`: its kernel-log record, kept by the incident.
+  // Thread-safe.
   void RecordXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected,
-                 bool actions_allowed = false, std::string where = "");
+                 bool actions_allowed = false, std::string where = "",
+                 std::optional<LogPosition> log_position = std::nullopt);
   // An NVSwitch error, judged at the next Evaluate() against the node's nvswitch system.
   void RecordSxid(const SxidEvent& sxid);
+  // Whether the incident of XID `xid` on `gpu` (of the node's SXid) already counts the kernel
+  // log's record at `position`: it keeps that record or a later one of the same log, as one
+  // restored from before a restart does. Such a record is not to be recorded again.
+  // Thread-safe.
+  bool CountsXidRecord(uint32_t gpu, uint32_t xid, const LogPosition& position) const;
+  bool CountsSxidRecord(const SxidEvent& sxid) const;
+  // The kernel log's record of an XID already counted from NVML's report: at the next Evaluate()
+  // the incident (if the XID made one) keeps the record, and a FAIL incident is persisted with
+  // it, so a restart does not count the XID again from the log. Thread-safe.
+  void NoteXidRecord(uint32_t gpu, uint32_t xid, LogPosition position);
 
   // An operator's clear at `now`: removes the incidents of `gpu` (one system, or all) and
   // remembers the time; returns what was removed. A GPU out of range clears nothing.
@@ -167,6 +182,7 @@ class HealthEvaluator {
     bool actions_allowed = false;
     RecommendedAction recommended = RecommendedAction::kInspect;
     bool sticky = true;  // false: RaiseWhileItHolds
+    std::optional<LogPosition> log_position;
   };
   class GpuRuleContext;
   struct PendingXid {
@@ -174,6 +190,8 @@ class HealthEvaluator {
     absl::Time time;
     bool injected, actions_allowed;
     std::string where;
+    std::optional<LogPosition> log_position;
+    bool counted = false;  // counted already (NVML's report): only its log record is new
   };
   // Incident tables are per "slot": one per GPU (its index), then one for the node.
   size_t node_slot() const { return gpus_.size(); }
@@ -196,6 +214,11 @@ class HealthEvaluator {
   std::vector<Incident> ClearSlot(size_t slot, std::optional<HealthSystem> system,
                                   const std::string& reason, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether the incident `key` of `slot` keeps `position` or a later record of the same log.
+  bool CountsRecord(size_t slot, const std::string& key, const LogPosition& position) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Gives an XID's incident the kernel-log record of an XID counted from NVML; persists it.
+  void KeepRecord(const PendingXid& xid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Why (GPU, system) cannot be judged now, or "" when its inputs are fresh.
   std::string UnknownReason(uint32_t gpu, HealthSystem system, const Snapshot& snapshot,
                             absl::Time now) const;

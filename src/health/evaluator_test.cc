@@ -599,6 +599,39 @@ TEST_F(HealthTest, RestoredFailuresShowFromTheFirstVerdict) {
   EXPECT_EQ(Incidents(HealthSystem::kMemory, 1)[0].first_seen, kT0 - absl::Hours(3));
 }
 
+// The incident of a kernel-log XID keeps the log's record, persisted with its count: a restart
+// that reads the log again recognises that record and those before it, of that log only, and
+// an XID counted from NVML's report learns the log's record of it too.
+TEST_F(HealthTest, AnIncidentKeepsTheKernelLogRecordItCounts) {
+  RecordingSink sink;
+  Make(DefaultHealthPolicy(), &sink);
+  Tick();
+  const LogPosition record{.source = "/dev/kmsg", .sequence = 20};
+  EXPECT_FALSE(health_->CountsXidRecord(0, 79, record));
+  health_->RecordXid(0, 79, now_, false, false, "", record);
+  Tick();
+  EXPECT_EQ(Incidents(HealthSystem::kDriver, 0)[0].log_position, record);
+  EXPECT_TRUE(health_->CountsXidRecord(0, 79, record));
+  EXPECT_TRUE(health_->CountsXidRecord(0, 79, {.source = "/dev/kmsg", .sequence = 19}));
+  EXPECT_FALSE(health_->CountsXidRecord(0, 79, {.source = "/dev/kmsg", .sequence = 21}));
+  EXPECT_FALSE(health_->CountsXidRecord(0, 79, {.source = "the journal", .sequence = 20}));
+  EXPECT_FALSE(health_->CountsXidRecord(0, 48, record)) << "another XID's incident";
+  EXPECT_FALSE(health_->CountsXidRecord(1, 79, record)) << "another GPU's";
+
+  // NVML reported XID 48 first; the log's line for it is the same XID.
+  health_->RecordXid(1, 48, now_, false);
+  Tick();
+  sink.events.clear();
+  health_->NoteXidRecord(1, 48, {.source = "/dev/kmsg", .sequence = 30});
+  Tick();
+  EXPECT_THAT(sink.events, ::testing::ElementsAre("xid.48 raised x1")) << "persisted, not counted";
+  EXPECT_TRUE(health_->CountsXidRecord(1, 48, {.source = "/dev/kmsg", .sequence = 30}));
+
+  // After a restart: what the store kept.
+  Make(DefaultHealthPolicy(), nullptr, {.incidents = {Incidents(HealthSystem::kDriver, 0)[0]}});
+  EXPECT_TRUE(health_->CountsXidRecord(0, 79, record));
+}
+
 TEST_F(HealthTest, ADrillsIncidentSaysWhetherActionsMayFollowAndARealOneIsNeverMasked) {
   Tick();
   health_->RecordXid(0, 79, now_, /*injected=*/true, /*actions_allowed=*/false);

@@ -23,23 +23,29 @@ namespace {
 std::string Frame(const std::string& json) { return fmt::format("{:08x} {}\n", Crc32(json), json); }
 
 nlohmann::json ToJson(const Incident& incident) {
-  return {{"op", "raise"},
-          {"gpu", incident.gpu},
-          {"uuid", incident.uuid},
-          {"node", incident.node_level},
-          {"system", std::string(HealthSystemName(incident.system))},
-          {"status", std::string(HealthStatusName(incident.status))},
-          {"key", incident.key},
-          {"code", incident.code},
-          {"message", incident.message},
-          {"action", incident.action},
-          {"recommended", std::string(RecommendedActionName(incident.recommended))},
-          {"first_seen_us", absl::ToUnixMicros(incident.first_seen)},
-          {"last_seen_us", absl::ToUnixMicros(incident.last_seen)},
-          {"count", incident.count},
-          {"injected", incident.injected},
-          {"actions_allowed", incident.actions_allowed},
-          {"sticky", incident.sticky}};
+  nlohmann::json json = {{"op", "raise"},
+                         {"gpu", incident.gpu},
+                         {"uuid", incident.uuid},
+                         {"node", incident.node_level},
+                         {"system", std::string(HealthSystemName(incident.system))},
+                         {"status", std::string(HealthStatusName(incident.status))},
+                         {"key", incident.key},
+                         {"code", incident.code},
+                         {"message", incident.message},
+                         {"action", incident.action},
+                         {"recommended", std::string(RecommendedActionName(incident.recommended))},
+                         {"first_seen_us", absl::ToUnixMicros(incident.first_seen)},
+                         {"last_seen_us", absl::ToUnixMicros(incident.last_seen)},
+                         {"count", incident.count},
+                         {"injected", incident.injected},
+                         {"actions_allowed", incident.actions_allowed},
+                         {"sticky", incident.sticky}};
+  // In the same record as the count it adds to: a restart never sees one without the other.
+  if (incident.log_position.has_value()) {
+    json["log_source"] = incident.log_position->source;
+    json["log_sequence"] = incident.log_position->sequence;
+  }
+  return json;
 }
 
 std::optional<Incident> FromJson(const nlohmann::json& json) {
@@ -65,6 +71,10 @@ std::optional<Incident> FromJson(const nlohmann::json& json) {
   incident.count = json.at("count").get<uint64_t>();
   incident.injected = json.value("injected", false);
   incident.actions_allowed = json.value("actions_allowed", false);
+  if (json.contains("log_sequence")) {
+    incident.log_position = LogPosition{.source = json.at("log_source").get<std::string>(),
+                                        .sequence = json.at("log_sequence").get<uint64_t>()};
+  }
   return incident;
 }
 

@@ -7,7 +7,9 @@
 // so nothing is reordered or dropped, and stats() shows the lag.
 //
 // Format: an append-only log, one record per line: 8 hex digits of CRC-32, a space, a JSON
-// object — {"op":"boot","boot_id":…}, {"op":"raise", incident…}, {"op":"clear","uuid":…,
+// object — {"op":"boot","boot_id":…}, {"op":"raise", incident…} (with "log_source" and
+// "log_sequence" when it counts kernel-log records: the count and the record are one write, so
+// a restart never counts that record again nor loses it), {"op":"clear","uuid":…,
 // "key":…,"reason":…}, {"op":"operator_clear","uuid":…,"system":…,"time_us":…} (uuid "" for the
 // node's systems, system "" for all; the latest per GPU and system is kept). On open, the log is
 // replayed (a torn or corrupted record is reported and skipped; the others are kept), incidents

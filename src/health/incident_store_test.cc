@@ -72,6 +72,7 @@ TEST(IncidentStoreTest, RaisedFailuresSurviveAReopenAndClearsStick) {
     ASSERT_TRUE(store.ok()) << store.status();
     Incident reboot = Failure("GPU-a", "xid.79");
     reboot.recommended = RecommendedAction::kReboot;
+    reboot.log_position = LogPosition{.source = "/dev/kmsg", .sequence = 4711};
     (*store)->Raised(reboot);
     (*store)->Raised(Failure("GPU-b", "xid.79"));
     (*store)->Cleared(Failure("GPU-b", "xid.79"), "operator");
@@ -83,6 +84,8 @@ TEST(IncidentStoreTest, RaisedFailuresSurviveAReopenAndClearsStick) {
   EXPECT_EQ(loaded.incidents[0].first_seen, kT0);
   EXPECT_EQ(loaded.incidents[0].count, 2u);
   EXPECT_EQ(loaded.incidents[0].recommended, RecommendedAction::kReboot);
+  EXPECT_EQ(loaded.incidents[0].log_position,
+            (LogPosition{.source = "/dev/kmsg", .sequence = 4711}));
   EXPECT_TRUE(loaded.problems.empty());
   // Compacted: the boot record and the one surviving incident.
   std::ifstream file(dir.File("health.log"));

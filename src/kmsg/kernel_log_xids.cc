@@ -56,6 +56,7 @@ KernelLogXids::KernelLogXids(KernelLogXidsOptions options, const std::vector<Gpu
 }
 
 void KernelLogXids::UseSavedStateOf(const std::string& source) {
+  reading_ = source;
   applied_before_.reset();
   saved_.reset();
   // Another boot's, or another log's (a replayed file, the journal: sequences of their own):
@@ -169,7 +170,8 @@ void KernelLogXids::OnRecord(const Record& record) {
                             .fatal = sxid->severity == SxidSeverity::kFatal,
                             .link = sxid->link,
                             .detail = sxid->text.substr(0, 300),
-                            .time = RecordTime(record)});
+                            .time = RecordTime(record),
+                            .log_position = LogPosition{reading_, record.sequence}});
     unsettled_.emplace_back(record.sequence, options_.clock->Now());
     return;
   }
@@ -205,7 +207,8 @@ void KernelLogXids::OnRecord(const Record& record) {
                         .source = vigil::XidSource::kKernelLog,
                         .detail = detail,
                         .gpu_instance = xid.gpu_instance,
-                        .compute_instance = xid.compute_instance});
+                        .compute_instance = xid.compute_instance,
+                        .log_position = LogPosition{reading_, record.sequence}});
   ++stats_.xids;
   if (catching_up_) ++stats_.replayed;
   unsettled_.emplace_back(record.sequence, options_.clock->Now());

@@ -11,9 +11,12 @@
 // the sequence number of the last XID applied, written atomically): a restart in the same boot
 // applies only later records; a new boot, or another log, starts afresh. An XID is written down
 // as applied only once it has settled (kSettle: the engine has evaluated it at a tick and
-// persisted its incident), so a crash just after an XID applies it again on the restart rather
-// than losing it. The driver prints XID 79 twice (the Xid line and "GPU has fallen off the
-// bus."): one XID. Records followed live are timed by their arrival (the kernel log's clock
+// persisted its incident), so a crash just after an XID hands it again on the restart rather
+// than losing it. Each XID and SXid carries its record's position (source, sequence): the
+// engine's incident persists the latest it counted in the same record as the count, and a
+// record handed again that its incident already holds is not counted twice — exactly once,
+// whenever the engine dies. The driver prints XID 79 twice (the Xid line and "GPU has fallen off
+// the bus."): one XID. Records followed live are timed by their arrival (the kernel log's clock
 // drifts from the wall clock over days); those from before the start by their timestamp.
 // Threads: the Reader's (`vigil-kmsg`) after Start(); CatchUp() on the caller's thread before it.
 // stats() from any thread.
@@ -108,6 +111,7 @@ class KernelLogXids {
   // state and what was logged once.
   std::optional<uint64_t> applied_before_;  // XIDs up to this sequence: applied by an earlier run
   std::optional<uint64_t> saved_;           // the sequence last written down
+  std::string reading_;  // the description of the log whose records are being read
   std::deque<std::pair<uint64_t, absl::Time>> unsettled_;  // applied XIDs: sequence, when
   bool catching_up_ = false;
   std::set<std::string> unknown_logged_;

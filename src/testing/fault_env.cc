@@ -92,6 +92,16 @@ bool FaultEnv::AwaitBlockedSyncs(int count, absl::Duration timeout) {
   return mutex_.AwaitWithTimeout(absl::Condition(&enough), timeout);
 }
 
+void FaultEnv::CrashAfter(int operations) {
+  absl::MutexLock lock(&mutex_);
+  operations_before_crash_ = operations;
+}
+
+bool FaultEnv::crashed() const {
+  absl::MutexLock lock(&mutex_);
+  return crashed_;
+}
+
 std::vector<std::string> FaultEnv::Operations() const {
   absl::MutexLock lock(&mutex_);
   return operations_;
@@ -108,6 +118,12 @@ absl::Status FaultEnv::Begin(Op op, const std::string& path, std::optional<size_
   ++counts_[op];
   std::string record = fmt::format("{} {}", OpName(op), BaseName(path));
   std::vector<int>& failures = failures_[op];
+  if (operations_before_crash_ == 0) {
+    crashed_ = true;
+    operations_.push_back(record + " CRASHED");
+    return Injected(op, path, EIO);
+  }
+  if (operations_before_crash_.has_value()) --*operations_before_crash_;
   absl::Status status;
   if (!failures.empty()) {
     status = Injected(op, path, failures.front());

@@ -1,7 +1,8 @@
 // An Env for tests that wraps another (normally Env::Default() on a temp dir) and injects the
 // failures a real disk has: an operation that fails with an errno (ENOSPC on a write, EIO on an
 // fsync, a failed rename), a torn write (only a prefix reaches the file, then an error), and an
-// fsync that blocks until released (a stuck disk). It records every operation, so a test can
+// fsync that blocks until released (a stuck disk); and a crash point after which nothing
+// reaches the disk (a process killed there). It records every operation, so a test can
 // assert what was attempted.
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -45,6 +46,11 @@ class FaultEnv final : public Env {
   void UnblockSyncs();
   // Waits (real time, at most `timeout`) until `count` Syncs are waiting.
   bool AwaitBlockedSyncs(int count, absl::Duration timeout = absl::Seconds(10));
+  // A crash point: the process dies after `operations` more operations. Those reach the disk;
+  // every later one fails with EIO and touches nothing, as for a process killed there (kill -9:
+  // what it wrote before stays, in the page cache at least).
+  void CrashAfter(int operations);
+  bool crashed() const;  // an operation came after the crash point
 
   // "append health.log", "sync health.log", "rename health.log.tmp", ... with " FAILED" when a
   // fault was injected; file names only (no directory).
@@ -73,6 +79,8 @@ class FaultEnv final : public Env {
   mutable absl::Mutex mutex_;
   std::map<Op, std::vector<int>> failures_ ABSL_GUARDED_BY(mutex_);  // errnos, in order
   std::vector<size_t> tears_ ABSL_GUARDED_BY(mutex_);
+  std::optional<int> operations_before_crash_ ABSL_GUARDED_BY(mutex_);  // nullopt: no crash point
+  bool crashed_ ABSL_GUARDED_BY(mutex_) = false;
   bool syncs_blocked_ ABSL_GUARDED_BY(mutex_) = false;
   int syncs_waiting_ ABSL_GUARDED_BY(mutex_) = 0;
   std::vector<std::string> operations_ ABSL_GUARDED_BY(mutex_);

@@ -24,7 +24,9 @@
 //              "zero_timestamps": false, // field values stamped 0, as some drivers leave them
 //              "unknown_field_ids": [230],  // answered per value with INVALID_ARGUMENT (the
 //                                            // old driver: 230 by default)
-//              "processes": [4242],     // compute processes' pids (_v3; _v2 on the old driver);
+//              "processes": [4242],     // compute processes' pids (_v3; _v2 on the old driver;
+//                                            // _v3 of a driver_version 535.43 to 535.97 writes
+//                                            // 32-byte entries, as those drivers did);
 //                                            // a MIG instance's own in its entry. With
 //                                            // "unprivileged": true at the top, a GPU in MIG
 //                                            // mode answers NO_PERMISSION for its processes
@@ -638,10 +640,27 @@ nv::Return nvmlDeviceGetEccMode(nv::Device device, int* current, int* pending) {
   });
 }
 
-// nvmlDeviceGetComputeRunningProcesses_v3 (_v2 on the old driver: the same struct): fills up to
-// *count entries; too few sets *count to the number needed and answers INSUFFICIENT_SIZE.
+// nvmlProcessInfo_v3_t: what drivers 535.43.02 to 535.86.x wrote from _v3 (nvml_api.h).
+struct ProcessInfoCc {
+  nv::ProcessInfo info;
+  unsigned long long used_gpu_cc_protected_memory;
+};
+static_assert(sizeof(ProcessInfoCc) == 32);
+
+// Whether the scripted driver is one of those.
+static bool WritesCcEntries() {
+  unsigned int branch = 0;
+  unsigned int release = 0;
+  const std::string version = g_script.value("driver_version", "580.82.07");
+  return std::sscanf(version.c_str(), "%u.%u", &branch, &release) == 2 && branch == 535 &&
+         release >= 43 && release < 98;
+}
+
+// nvmlDeviceGetComputeRunningProcesses_v3 (_v2 on the old driver: the same struct, but see
+// ProcessInfoCc): fills up to *count entries; too few sets *count to the number needed and
+// answers INSUFFICIENT_SIZE.
 static nv::Return ComputeProcesses(const char* name, nv::Device device, unsigned int* count,
-                                   nv::ProcessInfo* infos) {
+                                   nv::ProcessInfo* infos, bool v3) {
   Timed timed;
   return DeviceCall(name, device, [&](const json& gpu) {
     const json* instance = InstanceOf(gpu, device);
@@ -659,11 +678,18 @@ static nv::Return ComputeProcesses(const char* name, nv::Device device, unsigned
       return nv::kErrorInsufficientSize;
     }
     *count = have;
+    const bool cc = v3 && WritesCcEntries();
     for (unsigned int i = 0; i < have; ++i) {
-      infos[i] = {.pid = processes[i].get<unsigned int>(),
-                  .used_gpu_memory = 1ull << 30,
-                  .gpu_instance_id = 0xFFFFFFFFu,
-                  .compute_instance_id = 0xFFFFFFFFu};
+      const nv::ProcessInfo info{.pid = processes[i].get<unsigned int>(),
+                                 .used_gpu_memory = 1ull << 30,
+                                 .gpu_instance_id = 0xFFFFFFFFu,
+                                 .compute_instance_id = 0xFFFFFFFFu};
+      if (cc) {
+        // 0: no protected memory, so a reader that takes entries of 24 bytes sees pid 0.
+        reinterpret_cast<ProcessInfoCc*>(infos)[i] = {info, 0};
+      } else {
+        infos[i] = info;
+      }
     }
     return nv::kSuccess;
   });
@@ -672,12 +698,12 @@ static nv::Return ComputeProcesses(const char* name, nv::Device device, unsigned
 #ifndef FAKE_NVML_OLD_DRIVER
 nv::Return nvmlDeviceGetComputeRunningProcesses_v3(nv::Device device, unsigned int* count,
                                                    nv::ProcessInfo* infos) {
-  return ComputeProcesses(__func__, device, count, infos);
+  return ComputeProcesses(__func__, device, count, infos, /*v3=*/true);
 }
 #else
 nv::Return nvmlDeviceGetComputeRunningProcesses_v2(nv::Device device, unsigned int* count,
                                                    nv::ProcessInfo* infos) {
-  return ComputeProcesses(__func__, device, count, infos);
+  return ComputeProcesses(__func__, device, count, infos, /*v3=*/false);
 }
 #endif
 
