@@ -3,6 +3,7 @@
 
 #include "common/files.h"
 #include "common/gzip.h"
+#include "common/prometheus_text.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "fmt/format.h"
@@ -407,51 +408,39 @@ absl::Status Exporter::ReloadCounters() {
 }
 
 std::string Exporter::ProcessMetrics() {
-  // Once per render: only the numbers are formatted; the HELP/TYPE text is fixed.
-  static constexpr std::string_view kHeads[] = {
-      "# HELP vigil_exporter_scrapes_total Scrapes of /metrics served.\n"
-      "# TYPE vigil_exporter_scrapes_total counter\nvigil_exporter_scrapes_total ",
-      "# HELP vigil_exporter_gzip_scrapes_total Scrapes of /metrics answered gzip-compressed (the "
-      "scraper accepted it and the latest render was compressed).\n"
-      "# TYPE vigil_exporter_gzip_scrapes_total counter\nvigil_exporter_gzip_scrapes_total ",
-      "# HELP vigil_exporter_scrape_duration_seconds How long the previous scrape of /metrics took "
-      "to answer.\n# TYPE vigil_exporter_scrape_duration_seconds gauge\n"
-      "vigil_exporter_scrape_duration_seconds ",
-      "# HELP vigil_exporter_render_duration_seconds How long the last rendering of the GPU series "
-      "took (once per engine tick).\n# TYPE vigil_exporter_render_duration_seconds gauge\n"
-      "vigil_exporter_render_duration_seconds ",
-      "# HELP vigil_exporter_engine_reconnects_total Times the exporter got its engine back after "
-      "losing it.\n# TYPE vigil_exporter_engine_reconnects_total counter\n"
-      "vigil_exporter_engine_reconnects_total ",
-      "# HELP vigil_exporter_dropped_ticks_total Engine ticks this exporter missed because it read "
-      "too slowly.\n# TYPE vigil_exporter_dropped_ticks_total counter\n"
-      "vigil_exporter_dropped_ticks_total ",
-      "# HELP vigil_exporter_counters_reload_failures_total Reloads of --collectors that failed "
-      "(the previous counters stayed in use).\n"
-      "# TYPE vigil_exporter_counters_reload_failures_total counter\n"
-      "vigil_exporter_counters_reload_failures_total ",
-      "# HELP vigil_exporter_pod_mapping_errors_total Failed refreshes of pod attribution from the "
-      "kubelet.\n# TYPE vigil_exporter_pod_mapping_errors_total counter\n"
-      "vigil_exporter_pod_mapping_errors_total ",
-      "# HELP vigil_exporter_pod_uid_errors_total Failed lists and watches of this node's pods on "
-      "the API server (for pod_uid).\n# TYPE vigil_exporter_pod_uid_errors_total counter\n"
-      "vigil_exporter_pod_uid_errors_total ",
-  };
   std::string out;
   out.reserve(1536);
-  auto line = [&](size_t i, auto value) {
-    out.append(kHeads[i]);
-    fmt::format_to(std::back_inserter(out), "{}\n", value);
-  };
-  line(0, scrapes_.load());
-  line(1, gzip_scrapes_.load());
-  line(2, fmt::format("{:f}", last_scrape_ns_.load() / 1e9));
-  line(3, fmt::format("{:f}", last_render_ns_.load() / 1e9));
-  line(4, reconnects_.load());
-  line(5, dropped_ticks_.load());
-  line(6, reloads_failed_.load());
-  if (pods_ != nullptr) line(7, pods_->errors());
-  if (pod_uids_ != nullptr) line(8, pod_uids_->errors());
+  PrometheusText text(&out);
+  text.Single("vigil_exporter_scrapes_total", MetricType::kCounter, "Scrapes of /metrics served.",
+              scrapes_.load());
+  text.Single(
+      "vigil_exporter_gzip_scrapes_total", MetricType::kCounter,
+      "Scrapes of /metrics answered gzip-compressed (the scraper accepted it and the latest "
+      "render was compressed).",
+      gzip_scrapes_.load());
+  text.Single("vigil_exporter_scrape_duration_seconds", MetricType::kGauge,
+              "How long the previous scrape of /metrics took to answer.",
+              last_scrape_ns_.load() / 1e9, 6);
+  text.Single("vigil_exporter_render_duration_seconds", MetricType::kGauge,
+              "How long the last rendering of the GPU series took (once per engine tick).",
+              last_render_ns_.load() / 1e9, 6);
+  text.Single("vigil_exporter_engine_reconnects_total", MetricType::kCounter,
+              "Times the exporter got its engine back after losing it.", reconnects_.load());
+  text.Single("vigil_exporter_dropped_ticks_total", MetricType::kCounter,
+              "Engine ticks this exporter missed because it read too slowly.",
+              dropped_ticks_.load());
+  text.Single("vigil_exporter_counters_reload_failures_total", MetricType::kCounter,
+              "Reloads of --collectors that failed (the previous counters stayed in use).",
+              reloads_failed_.load());
+  if (pods_ != nullptr) {
+    text.Single("vigil_exporter_pod_mapping_errors_total", MetricType::kCounter,
+                "Failed refreshes of pod attribution from the kubelet.", pods_->errors());
+  }
+  if (pod_uids_ != nullptr) {
+    text.Single("vigil_exporter_pod_uid_errors_total", MetricType::kCounter,
+                "Failed lists and watches of this node's pods on the API server (for pod_uid).",
+                pod_uids_->errors());
+  }
   return out;
 }
 

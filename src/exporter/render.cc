@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "api/convert.h"
+#include "common/prometheus_text.h"
 #include "fields/health_systems.h"
 #include "fields/xid_texts.h"
 #include "fmt/format.h"
@@ -42,25 +43,6 @@ std::string FormatValue(const v1::FieldValue& value) {
       break;
   }
   return text;
-}
-
-// Appends ,NAME="VALUE" with the value escaped for the text format.
-void AppendLabel(std::string* out, std::string_view name, std::string_view value) {
-  out->push_back(',');
-  out->append(name);
-  out->append("=\"");
-  for (char c : value) {
-    if (c == '\\') {
-      out->append("\\\\");
-    } else if (c == '"') {
-      out->append("\\\"");
-    } else if (c == '\n') {
-      out->append("\\n");
-    } else {
-      out->push_back(c);
-    }
-  }
-  out->push_back('"');
 }
 
 // The label text of one GPU's samples in dcgm-exporter's order: the identity labels, then the
@@ -130,17 +112,7 @@ const PodInfo* PodOf(const ExporterView& view, const Entity& entity, GpuIdType i
   return nullptr;
 }
 
-void Header(std::string* out, std::string_view name, std::string_view type, std::string_view help) {
-  fmt::format_to(std::back_inserter(*out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-}
-
 }  // namespace
-
-std::string EscapeLabelValue(std::string_view value) {
-  std::string out;
-  AppendLabel(&out, "", value);  // ,="..."
-  return out.substr(3, out.size() - 4);
-}
 
 const std::vector<std::pair<int64_t, std::string>>& ClockEventNames() {
   static const auto* const names = new std::vector<std::pair<int64_t, std::string>>{
@@ -150,290 +122,368 @@ const std::vector<std::pair<int64_t, std::string>>& ClockEventNames() {
   return *names;
 }
 
+namespace {
+
+// The tick's values by entity and counter, in one pass over the tick: a GPU's value serves each
+// of its instances (the parent's temperature, power, ... as DCGM answers for a GPU instance), an
+// instance's own value replaces it.
+struct ValueTable {
+  std::vector<Entity> entities;
+  size_t width = 0;                           // counters per entity
+  std::vector<const v1::FieldValue*> values;  // [entity * width + counter]; null: none
+  const v1::FieldValue* at(size_t entity, size_t counter) const {
+    return values[entity * width + counter];
+  }
+};
+
+ValueTable TableOf(const Counters& counters, const ExporterView& view) {
+  // The entities with series, as dcgm-exporter's default (flex) mode monitors them: a GPU, or
+  // on a GPU in MIG mode that holds instances, each of its GPU instances instead.
+  ValueTable table{.entities = Entities(view), .width = counters.counters.size()};
+  const size_t width = table.width;
+  std::unordered_map<uint32_t, std::pair<size_t, size_t>> gpu_entities;  // [first, last)
+  std::map<std::pair<uint32_t, uint32_t>, size_t> instance_entity;       // (GPU, GPU instance)
+  for (size_t e = 0; e < table.entities.size(); ++e) {
+    const Entity& entity = table.entities[e];
+    const uint32_t index = entity.gpu->index();
+    auto [range, added] = gpu_entities.try_emplace(index, e, e + 1);
+    if (!added) range->second.second = e + 1;
+    if (entity.instance != nullptr) {
+      instance_entity[{index, entity.instance->gpu_instance_id()}] = e;
+    }
+  }
+  std::unordered_map<FieldId, std::vector<size_t>> counter_positions;
+  for (size_t c = 0; c < width; ++c) {
+    if (counters.counters[c].field != nullptr) {
+      counter_positions[counters.counters[c].field->id].push_back(c);
+    }
+  }
+  table.values.assign(table.entities.size() * width, nullptr);
+  for (const v1::FieldValue& value : view.tick.values()) {
+    auto c = counter_positions.find(value.field_id());
+    if (c == counter_positions.end()) continue;
+    if (value.has_gpu_instance()) {
+      auto e = instance_entity.find({value.gpu(), value.gpu_instance()});
+      if (e == instance_entity.end()) continue;
+      for (size_t position : c->second) table.values[e->second * width + position] = &value;
+      continue;
+    }
+    auto range = gpu_entities.find(value.gpu());
+    if (range == gpu_entities.end()) continue;
+    for (size_t e = range->second.first; e < range->second.second; ++e) {
+      for (size_t position : c->second) {
+        const v1::FieldValue*& slot = table.values[e * width + position];
+        if (slot == nullptr || !slot->has_gpu_instance()) slot = &value;
+      }
+    }
+  }
+  return table;
+}
+
+// The pod's labels of an entity held by a container: the container (and a ResourceClaim's DRA
+// labels) before err_*, the namespace and pod after.
+void AppendPodLabels(const PodInfo& pod, const Entity& entity, const RenderOptions& options,
+                     GpuLabels* labels) {
+  // Sorted by name either way: container < err_* < namespace < pod, and container_name <
+  // err_* < pod_name < pod_namespace with dcgm-exporter 1.x's names.
+  AppendLabel(&labels->container, options.old_namespace ? "container_name" : "container",
+              pod.container);
+  // Held through a ResourceClaim: dcgm-exporter 4.8.3's DRA labels (sorted by name, between
+  // container and err_*), the MIG pair on a MIG instance's series.
+  if (pod.dra.has_value()) {
+    std::string& dra = labels->container;
+    AppendLabel(&dra, "dra_claim_name", pod.dra->claim_name);
+    AppendLabel(&dra, "dra_claim_namespace", pod.dra->claim_namespace);
+    AppendLabel(&dra, "dra_device_name", pod.dra->device);
+    AppendLabel(&dra, "dra_driver_name", pod.dra->driver);
+    if (const v1::MigInstance* instance = entity.instance) {
+      AppendLabel(&dra, "dra_mig_device_uuid", instance->uuid());
+      AppendLabel(&dra, "dra_mig_profile", instance->profile());
+    }
+    AppendLabel(&dra, "dra_pool_name", pod.dra->pool);
+  }
+  if (options.old_namespace) {
+    AppendLabel(&labels->namespace_and_pod, "pod_name", pod.pod);
+    AppendLabel(&labels->namespace_and_pod, "pod_namespace", pod.namespace_name);
+  } else {
+    AppendLabel(&labels->namespace_and_pod, "namespace", pod.namespace_name);
+    AppendLabel(&labels->namespace_and_pod, "pod", pod.pod);
+  }
+  if (options.pod_uid) AppendLabel(&labels->namespace_and_pod, "pod_uid", pod.uid);
+}
+
+// The label text of entity `e`: its identity, its label fields, its pod.
+GpuLabels LabelsOf(const ValueTable& table, size_t e, const Counters& counters,
+                   const ExporterView& view, const RenderOptions& options) {
+  const Entity& entity = table.entities[e];
+  const v1::Gpu& gpu = *entity.gpu;
+  GpuLabels labels;
+  std::string& head = labels.head;
+  fmt::format_to(std::back_inserter(head), "{{gpu=\"{}\"", gpu.index());
+  AppendLabel(&head, options.old_namespace ? "uuid" : "UUID", gpu.uuid());
+  AppendLabel(&head, "pci_bus_id", gpu.pci_bus_id());
+  AppendLabel(&head, "device", gpu.device());
+  AppendLabel(&head, "modelName", gpu.name());
+  if (entity.instance != nullptr) {
+    AppendLabel(&head, "GPU_I_PROFILE", entity.instance->profile());
+    AppendLabel(&head, "GPU_I_ID", std::to_string(entity.instance->gpu_instance_id()));
+  }
+  if (!options.hostname.empty()) AppendLabel(&head, options.hostname_label, options.hostname);
+  std::map<std::string_view, std::string> label_fields;  // sorted by name
+  for (size_t c = 0; c < table.width; ++c) {
+    const Counter& counter = counters.counters[c];
+    const v1::FieldValue* value = table.at(e, c);
+    if (!counter.is_label() || value == nullptr) continue;
+    std::string text = FormatValue(*value);
+    if (!text.empty()) label_fields[counter.name] = std::move(text);
+  }
+  for (const auto& [name, text] : label_fields) AppendLabel(&head, name, text);
+  if (const PodInfo* pod = PodOf(view, entity, options.gpu_id_type)) {
+    AppendPodLabels(*pod, entity, options, &labels);
+  }
+  return labels;
+}
+
+// What one counter's rows are drawn from.
+struct RowContext {
+  const ValueTable& table;
+  const std::vector<GpuLabels>& labels;
+  const ExporterView& view;
+  const RenderOptions& options;
+};
+
+// A field's rows: one per entity with a value (unsupported or unreadable: omitted, never zero);
+// the XID field carries err_code and err_msg.
+void AppendFieldRows(const RowContext& context, size_t c, const Counter& counter,
+                     std::string* rows) {
+  const bool xid_field = counter.field->id == fid::kXidErrors;
+  std::string attributes;
+  for (size_t g = 0; g < context.table.entities.size(); ++g) {
+    const v1::FieldValue* value = context.table.at(g, c);
+    if (value == nullptr) continue;
+    const std::string text = FormatValue(*value);
+    if (text.empty()) continue;
+    attributes.clear();
+    if (xid_field) {
+      AppendLabel(&attributes, "err_code", text);
+      AppendLabel(&attributes, "err_msg", DcgmExporterXidText(value->int_value()));
+    }
+    AppendSample(rows, counter.name, context.labels[g], "", attributes, text);
+  }
+}
+
+// DCGM_EXP_XID_ERRORS_COUNT: per entity and XID code seen in the window, 0 for none.
+void AppendXidCountRows(const RowContext& context, const Counter& counter, std::string* rows) {
+  std::string window, extra;
+  AppendLabel(&window, "window_size_in_ms", std::to_string(context.options.xid_window_ms));
+  for (size_t g = 0; g < context.table.entities.size(); ++g) {
+    auto counts = context.view.xid_counts.find(context.table.entities[g].gpu->index());
+    if (counts == context.view.xid_counts.end() || counts->second.empty()) {
+      AppendSample(rows, counter.name, context.labels[g], window, "", "0");
+      continue;
+    }
+    for (const auto& [xid, count] : counts->second) {
+      extra = window;
+      AppendLabel(&extra, "xid", std::to_string(xid));
+      AppendSample(rows, counter.name, context.labels[g], extra, "", std::to_string(count));
+    }
+  }
+}
+
+// DCGM_EXP_CLOCK_EVENTS_COUNT: per entity and clock event reason seen in the window.
+void AppendClockEventRows(const RowContext& context, const Counter& counter, std::string* rows) {
+  std::string window, extra;
+  AppendLabel(&window, "window_size_in_ms", std::to_string(context.options.clock_events_window_ms));
+  for (size_t g = 0; g < context.table.entities.size(); ++g) {
+    auto counts = context.view.clock_event_counts.find(context.table.entities[g].gpu->index());
+    if (counts == context.view.clock_event_counts.end()) continue;
+    for (const auto& [bit, name] : ClockEventNames()) {
+      auto count = counts->second.find(name);
+      if (count == counts->second.end()) continue;
+      extra.clear();
+      AppendLabel(&extra, "clock_event", name);
+      extra += window;
+      AppendSample(rows, counter.name, context.labels[g], extra, "", std::to_string(count->second));
+    }
+  }
+}
+
+// DCGM_EXP_GPU_HEALTH_STATUS: per entity, each health system and ALL, with the worst
+// incident's code (DCGM_FR_OK when there is none); UNKNOWN has no DCGM value and is left out.
+void AppendHealthRows(const RowContext& context, const Counter& counter, std::string* rows) {
+  std::string extra;
+  for (size_t g = 0; g < context.table.entities.size(); ++g) {
+    for (const v1::GpuHealth& gpu : context.view.tick.health().gpus()) {
+      if (gpu.gpu() != context.table.entities[g].gpu->index()) continue;
+      auto row = [&](std::string_view watch, v1::HealthStatus status, std::string_view code) {
+        if (HealthStatusNumber(status) < 0) return;
+        extra.clear();
+        AppendLabel(&extra, "health_error_code", code);
+        AppendLabel(&extra, "health_watch", watch);
+        AppendSample(rows, counter.name, context.labels[g], extra, "",
+                     std::to_string(HealthStatusNumber(status)));
+      };
+      std::string overall_code = "DCGM_FR_OK";
+      for (const v1::SystemHealth& system : gpu.systems()) {
+        std::string code = "DCGM_FR_OK";
+        v1::HealthStatus worst = v1::HEALTH_STATUS_PASS;
+        for (const v1::HealthIncident& incident : system.incidents()) {
+          if (HealthStatusNumber(incident.status()) >= HealthStatusNumber(worst)) {
+            worst = incident.status();
+            code = incident.code();
+          }
+        }
+        if (system.status() == gpu.status() && code != "DCGM_FR_OK") overall_code = code;
+        row(HealthSystemWatchName(system.system()), system.status(), code);
+      }
+      row("ALL", gpu.status(), overall_code);
+    }
+  }
+}
+
+// The GPU series, one family per counter, in the counters' order.
+void AppendGpuSeries(const Counters& counters, const ExporterView& view,
+                     const RenderOptions& options, std::string* out) {
+  const ValueTable table = TableOf(counters, view);
+  std::vector<GpuLabels> labels;
+  labels.reserve(table.entities.size());
+  for (size_t e = 0; e < table.entities.size(); ++e) {
+    labels.push_back(LabelsOf(table, e, counters, view, options));
+  }
+  const RowContext context{table, labels, view, options};
+  std::string rows;
+  for (size_t c = 0; c < table.width; ++c) {
+    const Counter& counter = counters.counters[c];
+    if (counter.is_label()) continue;
+    rows.clear();
+    if (counter.field != nullptr) {
+      AppendFieldRows(context, c, counter, &rows);
+    } else if (*counter.exporter == ExporterMetric::kXidErrorsCount) {
+      AppendXidCountRows(context, counter, &rows);
+    } else if (*counter.exporter == ExporterMetric::kClockEventsCount) {
+      AppendClockEventRows(context, counter, &rows);
+    } else if (*counter.exporter == ExporterMetric::kGpuHealthStatus) {
+      AppendHealthRows(context, counter, &rows);
+    }
+    if (rows.empty() && counter.exporter != ExporterMetric::kGpuHealthStatus) continue;
+    fmt::format_to(std::back_inserter(*out), "# HELP {} {}\n# TYPE {} {}\n", counter.name,
+                   counter.help, counter.name, counter.type);
+    *out += rows;
+  }
+}
+
+// The engine's identity and own counters, so a hung or lost GPU read shows as a rate an alert
+// can use.
+void AppendEngineMetrics(const ExporterView& view, PrometheusText* text) {
+  text->Family("vigil_engine_info", MetricType::kGauge, "The engine this exporter reads from.");
+  text->Sample("vigil_engine_info",
+               {{"node", view.info.node_name()},
+                {"instance_id", view.tick.instance_id()},
+                {"version", view.info.version()},
+                {"backend", view.info.backend()}},
+               1);
+  text->Single("vigil_engine_seq", MetricType::kGauge,
+               "The engine tick these values come from (with instance_id, identifies the state).",
+               view.tick.seq());
+  const v1::EngineCounters& counters = view.tick.counters();
+  text->Single("vigil_engine_gpu_read_failures_total", MetricType::kCounter,
+               "Reads of a whole GPU that failed in the engine (lost, hung, ...).",
+               counters.gpu_read_failures());
+  text->Single("vigil_engine_gpu_read_timeouts_total", MetricType::kCounter,
+               "GPU reads in the engine that the driver did not answer in time.",
+               counters.gpu_read_timeouts());
+  text->Single("vigil_engine_xid_events_total", MetricType::kCounter,
+               "XIDs the engine received (injected ones included).", counters.xid_events());
+  text->Single("vigil_engine_xid_duplicates_total", MetricType::kCounter,
+               "Real XIDs that both NVML's events and the kernel log reported, counted once.",
+               counters.xid_duplicates());
+  if (counters.kernel_log() != v1::KERNEL_LOG_OFF) {
+    text->Single("vigil_engine_kernel_log_up", MetricType::kGauge,
+                 "Whether the engine reads the kernel log for the driver's XIDs (1) or cannot (0: "
+                 "absent or unreadable, e.g. no CAP_SYSLOG).",
+                 counters.kernel_log() == v1::KERNEL_LOG_READING ? 1 : 0);
+    text->Single("vigil_engine_kernel_log_xids_total", MetricType::kCounter,
+                 "XIDs the engine took from the kernel log.", counters.kernel_log_xids());
+    text->Single("vigil_engine_kernel_log_unknown_gpu_total", MetricType::kCounter,
+                 "Kernel log XIDs for a PCI bus id that is none of the engine's GPUs.",
+                 counters.kernel_log_unknown_gpu());
+  }
+  text->Single("vigil_engine_persistence_pending_records", MetricType::kGauge,
+               "Health state records (FAIL incidents) not yet durable in the engine's state dir.",
+               counters.persistence_pending());
+  text->Single("vigil_engine_persistence_lag_seconds", MetricType::kGauge,
+               "How long the oldest health state record not yet durable has waited.",
+               counters.persistence_lag_us() / 1e6, 3);
+  text->Single("vigil_engine_persistence_failures_total", MetricType::kCounter,
+               "Failed attempts to persist health state (a full or failing disk).",
+               counters.persistence_failures());
+  if (!view.sxid_counts.empty()) {
+    text->Family(
+        "vigil_nvswitch_sxid_events_total", MetricType::kCounter,
+        "NVSwitch errors (SXids) the engine took from the kernel log, by switch and code.");
+    for (const auto& [key, count] : view.sxid_counts) {
+      text->Sample("vigil_nvswitch_sxid_events_total",
+                   {{"nvswitch", std::to_string(key.nvswitch)},
+                    {"pci_bus_id", key.pci_bus_id},
+                    {"sxid", std::to_string(key.code)},
+                    {"severity", key.fatal ? "fatal" : "non-fatal"}},
+                   count);
+    }
+  }
+}
+
+// The health verdict per GPU and system, and per node-level system.
+void AppendHealthMetrics(const ExporterView& view, PrometheusText* text) {
+  text->Family("vigil_gpu_health_status", MetricType::kGauge,
+               "The engine's health verdict per GPU and system: 0 pass, 10 warn, 20 fail, -1 "
+               "unknown (no fresh data); injected=\"true\" while an injected fault (a drill) "
+               "drives it.");
+  for (const v1::GpuHealth& gpu : view.tick.health().gpus()) {
+    const std::string index = std::to_string(gpu.gpu());
+    for (const v1::SystemHealth& system : gpu.systems()) {
+      // A status that only injected incidents drive (a drill) says so, so that alerts on it
+      // carry injected="true" and an operator's routing can send them to a test receiver. A
+      // real incident at that status takes the label away: a drill never hides a real fault.
+      bool injected = false;
+      for (const v1::HealthIncident& incident : system.incidents()) {
+        if (incident.status() != system.status()) continue;
+        if (!incident.injected()) {
+          injected = false;
+          break;
+        }
+        injected = true;
+      }
+      MetricLabels labels = {{"gpu", index}, {"UUID", gpu.uuid()}, {"system", system.system()}};
+      if (injected) labels.emplace_back("injected", "true");
+      text->Sample("vigil_gpu_health_status", labels, HealthStatusNumber(system.status()));
+    }
+  }
+  if (view.tick.health().node_systems_size() > 0) {
+    text->Family("vigil_node_health_status", MetricType::kGauge,
+                 "The engine's health verdict per node-level system (nvswitch: the NVSwitches' "
+                 "SXids): 0 pass, 10 warn, 20 fail, -1 unknown (the kernel log cannot be read).");
+    for (const v1::SystemHealth& system : view.tick.health().node_systems()) {
+      text->Sample("vigil_node_health_status", {{"system", system.system()}},
+                   HealthStatusNumber(system.status()));
+    }
+  }
+}
+
+}  // namespace
+
 std::string RenderMetrics(const Counters& counters, const ExporterView& view,
                           const RenderOptions& options) {
   std::string out;
   out.reserve(view.gpus.size() * counters.counters.size() * 260 + 4096);
-  if (view.engine_up) {
-    // The entities with series, as dcgm-exporter's default (flex) mode monitors them: a GPU, or
-    // on a GPU in MIG mode that holds instances, each of its GPU instances instead.
-    const std::vector<Entity> entities = Entities(view);
-    const size_t gpus = entities.size(), width = counters.counters.size();
-    std::unordered_map<uint32_t, std::pair<size_t, size_t>> gpu_entities;  // [first, last)
-    std::map<std::pair<uint32_t, uint32_t>, size_t> instance_entity;       // (GPU, GPU instance)
-    for (size_t e = 0; e < gpus; ++e) {
-      const uint32_t index = entities[e].gpu->index();
-      auto [range, added] = gpu_entities.try_emplace(index, e, e + 1);
-      if (!added) range->second.second = e + 1;
-      if (entities[e].instance != nullptr) {
-        instance_entity[{index, entities[e].instance->gpu_instance_id()}] = e;
-      }
-    }
-    std::unordered_map<FieldId, std::vector<size_t>> counter_positions;
-    for (size_t c = 0; c < width; ++c) {
-      if (counters.counters[c].field != nullptr) {
-        counter_positions[counters.counters[c].field->id].push_back(c);
-      }
-    }
-    // The values by (entity, counter position), in one pass over the tick: a GPU's value serves
-    // each of its instances (the parent's temperature, power, ... as DCGM answers for a GPU
-    // instance), an instance's own value replaces it.
-    std::vector<const v1::FieldValue*> values(gpus * width, nullptr);
-    for (const v1::FieldValue& value : view.tick.values()) {
-      auto c = counter_positions.find(value.field_id());
-      if (c == counter_positions.end()) continue;
-      if (value.has_gpu_instance()) {
-        auto e = instance_entity.find({value.gpu(), value.gpu_instance()});
-        if (e == instance_entity.end()) continue;
-        for (size_t position : c->second) values[e->second * width + position] = &value;
-        continue;
-      }
-      auto range = gpu_entities.find(value.gpu());
-      if (range == gpu_entities.end()) continue;
-      for (size_t e = range->second.first; e < range->second.second; ++e) {
-        for (size_t position : c->second) {
-          const v1::FieldValue*& slot = values[e * width + position];
-          if (slot == nullptr || !slot->has_gpu_instance()) slot = &value;
-        }
-      }
-    }
-    // Per entity: the label text, with its label fields and pod.
-    std::vector<GpuLabels> labels(gpus);
-    for (size_t e = 0; e < gpus; ++e) {
-      const v1::Gpu& gpu = *entities[e].gpu;
-      const v1::MigInstance* instance = entities[e].instance;
-      std::string& head = labels[e].head;
-      fmt::format_to(std::back_inserter(head), "{{gpu=\"{}\"", gpu.index());
-      AppendLabel(&head, options.old_namespace ? "uuid" : "UUID", gpu.uuid());
-      AppendLabel(&head, "pci_bus_id", gpu.pci_bus_id());
-      AppendLabel(&head, "device", gpu.device());
-      AppendLabel(&head, "modelName", gpu.name());
-      if (instance != nullptr) {
-        AppendLabel(&head, "GPU_I_PROFILE", instance->profile());
-        AppendLabel(&head, "GPU_I_ID", std::to_string(instance->gpu_instance_id()));
-      }
-      if (!options.hostname.empty()) AppendLabel(&head, options.hostname_label, options.hostname);
-      std::map<std::string_view, std::string> label_fields;  // sorted by name
-      for (size_t c = 0; c < width; ++c) {
-        const Counter& counter = counters.counters[c];
-        const v1::FieldValue* value = values[e * width + c];
-        if (!counter.is_label() || value == nullptr) continue;
-        std::string text = FormatValue(*value);
-        if (!text.empty()) label_fields[counter.name] = std::move(text);
-      }
-      for (const auto& [name, text] : label_fields) AppendLabel(&head, name, text);
-      if (const PodInfo* pod = PodOf(view, entities[e], options.gpu_id_type)) {
-        // Sorted by name either way: container < err_* < namespace < pod, and container_name <
-        // err_* < pod_name < pod_namespace with dcgm-exporter 1.x's names.
-        AppendLabel(&labels[e].container, options.old_namespace ? "container_name" : "container",
-                    pod->container);
-        // Held through a ResourceClaim: dcgm-exporter 4.8.3's DRA labels (sorted by name, between
-        // container and err_*), the MIG pair on a MIG instance's series.
-        if (pod->dra.has_value()) {
-          std::string& dra = labels[e].container;
-          AppendLabel(&dra, "dra_claim_name", pod->dra->claim_name);
-          AppendLabel(&dra, "dra_claim_namespace", pod->dra->claim_namespace);
-          AppendLabel(&dra, "dra_device_name", pod->dra->device);
-          AppendLabel(&dra, "dra_driver_name", pod->dra->driver);
-          if (const v1::MigInstance* instance = entities[e].instance) {
-            AppendLabel(&dra, "dra_mig_device_uuid", instance->uuid());
-            AppendLabel(&dra, "dra_mig_profile", instance->profile());
-          }
-          AppendLabel(&dra, "dra_pool_name", pod->dra->pool);
-        }
-        if (options.old_namespace) {
-          AppendLabel(&labels[e].namespace_and_pod, "pod_name", pod->pod);
-          AppendLabel(&labels[e].namespace_and_pod, "pod_namespace", pod->namespace_name);
-        } else {
-          AppendLabel(&labels[e].namespace_and_pod, "namespace", pod->namespace_name);
-          AppendLabel(&labels[e].namespace_and_pod, "pod", pod->pod);
-        }
-        if (options.pod_uid) AppendLabel(&labels[e].namespace_and_pod, "pod_uid", pod->uid);
-      }
-    }
-
-    std::string rows, extra, attributes;
-    for (size_t c = 0; c < width; ++c) {
-      const Counter& counter = counters.counters[c];
-      if (counter.is_label()) continue;
-      rows.clear();
-      if (counter.field != nullptr) {
-        const bool xid_field = counter.field->id == fid::kXidErrors;
-        for (size_t g = 0; g < gpus; ++g) {
-          const v1::FieldValue* value = values[g * width + c];
-          if (value == nullptr) continue;
-          const std::string text = FormatValue(*value);
-          if (text.empty()) continue;  // unsupported or unreadable: omitted, never zero
-          attributes.clear();
-          if (xid_field) {
-            const int64_t xid = value->int_value();
-            AppendLabel(&attributes, "err_code", text);
-            AppendLabel(&attributes, "err_msg", DcgmExporterXidText(xid));
-          }
-          AppendSample(&rows, counter.name, labels[g], "", attributes, text);
-        }
-      } else if (*counter.exporter == ExporterMetric::kXidErrorsCount) {
-        std::string window;
-        AppendLabel(&window, "window_size_in_ms", std::to_string(options.xid_window_ms));
-        for (size_t g = 0; g < gpus; ++g) {
-          auto counts = view.xid_counts.find(entities[g].gpu->index());
-          if (counts == view.xid_counts.end() || counts->second.empty()) {
-            AppendSample(&rows, counter.name, labels[g], window, "", "0");
-            continue;
-          }
-          for (const auto& [xid, count] : counts->second) {
-            extra = window;
-            AppendLabel(&extra, "xid", std::to_string(xid));
-            AppendSample(&rows, counter.name, labels[g], extra, "", std::to_string(count));
-          }
-        }
-      } else if (*counter.exporter == ExporterMetric::kClockEventsCount) {
-        std::string window;
-        AppendLabel(&window, "window_size_in_ms", std::to_string(options.clock_events_window_ms));
-        for (size_t g = 0; g < gpus; ++g) {
-          auto counts = view.clock_event_counts.find(entities[g].gpu->index());
-          if (counts == view.clock_event_counts.end()) continue;
-          for (const auto& [bit, name] : ClockEventNames()) {
-            auto count = counts->second.find(name);
-            if (count == counts->second.end()) continue;
-            extra.clear();
-            AppendLabel(&extra, "clock_event", name);
-            extra += window;
-            AppendSample(&rows, counter.name, labels[g], extra, "", std::to_string(count->second));
-          }
-        }
-      } else if (*counter.exporter == ExporterMetric::kGpuHealthStatus) {
-        for (size_t g = 0; g < gpus; ++g) {
-          for (const v1::GpuHealth& gpu : view.tick.health().gpus()) {
-            if (gpu.gpu() != entities[g].gpu->index()) continue;
-            auto row = [&](std::string_view watch, v1::HealthStatus status, std::string_view code) {
-              if (HealthStatusNumber(status) < 0) return;  // UNKNOWN has no DCGM value: left out
-              extra.clear();
-              AppendLabel(&extra, "health_error_code", code);
-              AppendLabel(&extra, "health_watch", watch);
-              AppendSample(&rows, counter.name, labels[g], extra, "",
-                           std::to_string(HealthStatusNumber(status)));
-            };
-            // The worst incident's code per system, DCGM_FR_OK when there is none.
-            std::string overall_code = "DCGM_FR_OK";
-            for (const v1::SystemHealth& system : gpu.systems()) {
-              std::string code = "DCGM_FR_OK";
-              v1::HealthStatus worst = v1::HEALTH_STATUS_PASS;
-              for (const v1::HealthIncident& incident : system.incidents()) {
-                if (HealthStatusNumber(incident.status()) >= HealthStatusNumber(worst)) {
-                  worst = incident.status();
-                  code = incident.code();
-                }
-              }
-              if (system.status() == gpu.status() && code != "DCGM_FR_OK") overall_code = code;
-              row(HealthSystemWatchName(system.system()), system.status(), code);
-            }
-            row("ALL", gpu.status(), overall_code);
-          }
-        }
-      }
-      if (rows.empty() && counter.exporter != ExporterMetric::kGpuHealthStatus) continue;
-      Header(&out, counter.name, counter.type, counter.help);
-      out += rows;
-    }
-  }
-
+  if (view.engine_up) AppendGpuSeries(counters, view, options, &out);
   // Vigil's own metrics: always present, so "the engine is down" is visible.
-  Header(&out, "vigil_engine_up", "gauge",
-         "Whether the exporter holds fresh data from its engine (1) or not (0).");
-  out += fmt::format("vigil_engine_up {}\n", view.engine_up ? 1 : 0);
+  PrometheusText text(&out);
+  text.Single("vigil_engine_up", MetricType::kGauge,
+              "Whether the exporter holds fresh data from its engine (1) or not (0).",
+              view.engine_up ? 1 : 0);
   if (view.engine_up) {
-    Header(&out, "vigil_engine_info", "gauge", "The engine this exporter reads from.");
-    out += fmt::format(
-        "vigil_engine_info{{node=\"{}\",instance_id=\"{}\",version=\"{}\",backend=\"{}\"}} 1\n",
-        EscapeLabelValue(view.info.node_name()), EscapeLabelValue(view.tick.instance_id()),
-        EscapeLabelValue(view.info.version()), EscapeLabelValue(view.info.backend()));
-    Header(&out, "vigil_engine_seq", "gauge",
-           "The engine tick these values come from (with instance_id, identifies the state).");
-    out += fmt::format("vigil_engine_seq {}\n", view.tick.seq());
-    // The engine's own counters, so a hung or lost GPU read shows as a rate an alert can use.
-    const v1::EngineCounters& counters = view.tick.counters();
-    Header(&out, "vigil_engine_gpu_read_failures_total", "counter",
-           "Reads of a whole GPU that failed in the engine (lost, hung, ...).");
-    out += fmt::format("vigil_engine_gpu_read_failures_total {}\n", counters.gpu_read_failures());
-    Header(&out, "vigil_engine_gpu_read_timeouts_total", "counter",
-           "GPU reads in the engine that the driver did not answer in time.");
-    out += fmt::format("vigil_engine_gpu_read_timeouts_total {}\n", counters.gpu_read_timeouts());
-    Header(&out, "vigil_engine_xid_events_total", "counter",
-           "XIDs the engine received (injected ones included).");
-    out += fmt::format("vigil_engine_xid_events_total {}\n", counters.xid_events());
-    Header(&out, "vigil_engine_xid_duplicates_total", "counter",
-           "Real XIDs that both NVML's events and the kernel log reported, counted once.");
-    out += fmt::format("vigil_engine_xid_duplicates_total {}\n", counters.xid_duplicates());
-    if (counters.kernel_log() != v1::KERNEL_LOG_OFF) {
-      Header(&out, "vigil_engine_kernel_log_up", "gauge",
-             "Whether the engine reads the kernel log for the driver's XIDs (1) or cannot (0: "
-             "absent or unreadable, e.g. no CAP_SYSLOG).");
-      out += fmt::format("vigil_engine_kernel_log_up {}\n",
-                         counters.kernel_log() == v1::KERNEL_LOG_READING ? 1 : 0);
-      Header(&out, "vigil_engine_kernel_log_xids_total", "counter",
-             "XIDs the engine took from the kernel log.");
-      out += fmt::format("vigil_engine_kernel_log_xids_total {}\n", counters.kernel_log_xids());
-      Header(&out, "vigil_engine_kernel_log_unknown_gpu_total", "counter",
-             "Kernel log XIDs for a PCI bus id that is none of the engine's GPUs.");
-      out += fmt::format("vigil_engine_kernel_log_unknown_gpu_total {}\n",
-                         counters.kernel_log_unknown_gpu());
-    }
-    Header(&out, "vigil_engine_persistence_pending_records", "gauge",
-           "Health state records (FAIL incidents) not yet durable in the engine's state dir.");
-    out += fmt::format("vigil_engine_persistence_pending_records {}\n",
-                       counters.persistence_pending());
-    Header(&out, "vigil_engine_persistence_lag_seconds", "gauge",
-           "How long the oldest health state record not yet durable has waited.");
-    out += fmt::format("vigil_engine_persistence_lag_seconds {:.3f}\n",
-                       counters.persistence_lag_us() / 1e6);
-    Header(&out, "vigil_engine_persistence_failures_total", "counter",
-           "Failed attempts to persist health state (a full or failing disk).");
-    out += fmt::format("vigil_engine_persistence_failures_total {}\n",
-                       counters.persistence_failures());
-    if (!view.sxid_counts.empty()) {
-      Header(&out, "vigil_nvswitch_sxid_events_total", "counter",
-             "NVSwitch errors (SXids) the engine took from the kernel log, by switch and code.");
-      for (const auto& [key, count] : view.sxid_counts) {
-        out += fmt::format(
-            "vigil_nvswitch_sxid_events_total{{nvswitch=\"{}\",pci_bus_id=\"{}\",sxid=\"{}\","
-            "severity=\"{}\"}} {}\n",
-            key.nvswitch, EscapeLabelValue(key.pci_bus_id), key.code,
-            key.fatal ? "fatal" : "non-fatal", count);
-      }
-    }
-    Header(&out, "vigil_gpu_health_status", "gauge",
-           "The engine's health verdict per GPU and system: 0 pass, 10 warn, 20 fail, -1 unknown "
-           "(no fresh data); injected=\"true\" while an injected fault (a drill) drives it.");
-    for (const v1::GpuHealth& gpu : view.tick.health().gpus()) {
-      for (const v1::SystemHealth& system : gpu.systems()) {
-        // A status that only injected incidents drive (a drill) says so, so that alerts on it
-        // carry injected="true" and an operator's routing can send them to a test receiver. A
-        // real incident at that status takes the label away: a drill never hides a real fault.
-        bool injected = false;
-        for (const v1::HealthIncident& incident : system.incidents()) {
-          if (incident.status() != system.status()) continue;
-          if (!incident.injected()) {
-            injected = false;
-            break;
-          }
-          injected = true;
-        }
-        out +=
-            fmt::format("vigil_gpu_health_status{{gpu=\"{}\",UUID=\"{}\",system=\"{}\"{}}} {}\n",
-                        gpu.gpu(), EscapeLabelValue(gpu.uuid()), system.system(),
-                        injected ? ",injected=\"true\"" : "", HealthStatusNumber(system.status()));
-      }
-    }
-    if (view.tick.health().node_systems_size() > 0) {
-      Header(&out, "vigil_node_health_status", "gauge",
-             "The engine's health verdict per node-level system (nvswitch: the NVSwitches' SXids): "
-             "0 pass, 10 warn, 20 fail, -1 unknown (the kernel log cannot be read).");
-      for (const v1::SystemHealth& system : view.tick.health().node_systems()) {
-        out += fmt::format("vigil_node_health_status{{system=\"{}\"}} {}\n", system.system(),
-                           HealthStatusNumber(system.status()));
-      }
-    }
+    AppendEngineMetrics(view, &text);
+    AppendHealthMetrics(view, &text);
   }
   return out;
 }

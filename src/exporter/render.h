@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/prometheus_text.h"  // EscapeLabelValue, for the exporter's callers
 #include "exporter/counters.h"
 #include "podresources/pod_info.h"
 #include "vigil/v1/engine.pb.h"
@@ -63,9 +64,6 @@ struct RenderOptions {
 // The GPU series and the engine metrics (everything that changes once per tick).
 std::string RenderMetrics(const Counters& counters, const ExporterView& view,
                           const RenderOptions& options);
-
-// Escapes a label value for the text format: backslash, double quote and newline.
-std::string EscapeLabelValue(std::string_view value);
 
 // The names dcgm-exporter gives the clock event reason bits (field 112), in bit order.
 const std::vector<std::pair<int64_t, std::string>>& ClockEventNames();

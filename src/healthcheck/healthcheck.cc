@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "common/prometheus_text.h"
 #include "fmt/format.h"
 #include "healthcheck/condition.h"
 #include "healthcheck/gpu_pods.h"
@@ -275,31 +276,25 @@ std::string Healthcheck::Metrics() const {
        "Failed LISTs and WATCHes of this node; retried with backoff from the last "
        "resourceVersion."},
       {"watch_events", watch.events, "Changes of this node received from the watch."}};
+  PrometheusText text(&out);
   for (const Counter& counter : counters) {
-    const std::string name = fmt::format("vigil_healthcheck_kube_{}_total", counter.name);
-    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{} {}\n", name, counter.help, name, name,
-                       counter.value.load());
+    text.Single(fmt::format("vigil_healthcheck_kube_{}_total", counter.name), MetricType::kCounter,
+                counter.help, counter.value.load());
   }
-  out += fmt::format(
-      "# HELP vigil_healthcheck_node_tainted Whether the node carries the GPU-problem taint.\n"
-      "# TYPE vigil_healthcheck_node_tainted gauge\nvigil_healthcheck_node_tainted {}\n",
-      stats.tainted.load() ? 1 : 0);
-  out += fmt::format(
-      "# HELP vigil_healthcheck_kube_watch_synced Whether this node's object has been listed "
-      "(kept while the watch reconnects).\n"
-      "# TYPE vigil_healthcheck_kube_watch_synced gauge\nvigil_healthcheck_kube_watch_synced {}\n",
-      reporter_->node_watch().synced() ? 1 : 0);
+  text.Single("vigil_healthcheck_node_tainted", MetricType::kGauge,
+              "Whether the node carries the GPU-problem taint.", stats.tainted.load() ? 1 : 0);
+  text.Single("vigil_healthcheck_kube_watch_synced", MetricType::kGauge,
+              "Whether this node's object has been listed (kept while the watch reconnects).",
+              reporter_->node_watch().synced() ? 1 : 0);
   if (reporter_->options().taint) out += reporter_->breaker().Metrics();
   // The server sends a bookmark about every minute: an age of minutes is a watch that is not
   // being served (it is re-opened when its read times out, after five).
   const absl::Time heard = reporter_->node_watch().last_heard();
   if (heard != absl::InfinitePast()) {
-    out += fmt::format(
-        "# HELP vigil_healthcheck_kube_watch_age_seconds Seconds since the API server was last "
-        "heard from on this node's watch (an event, a bookmark or a list).\n"
-        "# TYPE vigil_healthcheck_kube_watch_age_seconds gauge\n"
-        "vigil_healthcheck_kube_watch_age_seconds {:.1f}\n",
-        absl::ToDoubleSeconds(options_.clock->Now() - heard));
+    text.Single("vigil_healthcheck_kube_watch_age_seconds", MetricType::kGauge,
+                "Seconds since the API server was last heard from on this node's watch (an "
+                "event, a bookmark or a list).",
+                absl::ToDoubleSeconds(options_.clock->Now() - heard), 1);
   }
   return out;
 }

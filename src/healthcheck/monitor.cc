@@ -1,6 +1,7 @@
 // Implements the health check's monitor.
 #include "healthcheck/monitor.h"
 
+#include "common/prometheus_text.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "fmt/format.h"
@@ -261,48 +262,42 @@ nlohmann::json HealthMonitor::StatusJson() const {
 std::string HealthMonitor::Metrics() const {
   const HealthView view = View();
   const absl::Time now = clock_->Now();
-  const uint64_t reconnects = reconnects_.load();
   std::string out;
-  auto header = [&](std::string_view name, std::string_view type, std::string_view help) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-  };
-  header("vigil_healthcheck_status", "gauge",
-         "The node's GPU health as this check acts on it: 0 pass, 10 warn, 20 fail, -1 unknown "
-         "(no fresh verdict from the node's engine).");
-  out += fmt::format("vigil_healthcheck_status {}\n", HealthStatusNumber(view.status(now)));
-  header("vigil_healthcheck_gpu_status", "gauge",
-         "Per GPU: 0 pass, 10 warn, 20 fail, -1 unknown (no fresh verdict).");
+  PrometheusText text(&out);
+  text.Single("vigil_healthcheck_status", MetricType::kGauge,
+              "The node's GPU health as this check acts on it: 0 pass, 10 warn, 20 fail, -1 "
+              "unknown (no fresh verdict from the node's engine).",
+              HealthStatusNumber(view.status(now)));
+  text.Family("vigil_healthcheck_gpu_status", MetricType::kGauge,
+              "Per GPU: 0 pass, 10 warn, 20 fail, -1 unknown (no fresh verdict).");
   for (const v1::GpuHealth& gpu : view.verdict.gpus()) {
-    out += fmt::format(
-        "vigil_healthcheck_gpu_status{{gpu=\"{}\",UUID=\"{}\"}} {}\n", gpu.gpu(), gpu.uuid(),
-        HealthStatusNumber(view.fresh(now) ? gpu.status() : v1::HEALTH_STATUS_UNKNOWN));
+    text.Sample("vigil_healthcheck_gpu_status",
+                {{"gpu", std::to_string(gpu.gpu())}, {"UUID", gpu.uuid()}},
+                HealthStatusNumber(view.fresh(now) ? gpu.status() : v1::HEALTH_STATUS_UNKNOWN));
   }
   if (view.verdict.node_systems_size() > 0) {
-    header("vigil_healthcheck_node_system_status", "gauge",
-           "Per node-level system (nvswitch): 0 pass, 10 warn, 20 fail, -1 unknown.");
+    text.Family("vigil_healthcheck_node_system_status", MetricType::kGauge,
+                "Per node-level system (nvswitch): 0 pass, 10 warn, 20 fail, -1 unknown.");
     for (const v1::SystemHealth& system : view.verdict.node_systems()) {
-      out += fmt::format(
-          "vigil_healthcheck_node_system_status{{system=\"{}\"}} {}\n", system.system(),
+      text.Sample(
+          "vigil_healthcheck_node_system_status", {{"system", system.system()}},
           HealthStatusNumber(view.fresh(now) ? system.status() : v1::HEALTH_STATUS_UNKNOWN));
     }
   }
-  header("vigil_healthcheck_verdict_age_seconds", "gauge",
-         "Time since the last fresh verdict from the engine (-1: none yet).");
-  out += fmt::format("vigil_healthcheck_verdict_age_seconds {:f}\n",
-                     view.have_verdict ? absl::ToDoubleSeconds(now - view.received) : -1.0);
-  header("vigil_healthcheck_verdict_seq", "gauge", "The engine tick of the last verdict.");
-  out +=
-      fmt::format("vigil_healthcheck_verdict_seq {}\n", view.have_verdict ? view.verdict.seq() : 0);
-  header("vigil_healthcheck_engine_up", "gauge",
-         "Whether the health check receives its node's engine's health stream.");
-  out += fmt::format("vigil_healthcheck_engine_up {}\n",
-                     view.connected && !view.node_mismatch ? 1 : 0);
-  header("vigil_healthcheck_node_mismatch", "gauge",
-         "1 when the engine reached belongs to another node (its view is refused).");
-  out += fmt::format("vigil_healthcheck_node_mismatch {}\n", view.node_mismatch ? 1 : 0);
-  header("vigil_healthcheck_engine_reconnects_total", "counter",
-         "Times the health check got its engine back after losing it.");
-  out += fmt::format("vigil_healthcheck_engine_reconnects_total {}\n", reconnects);
+  text.Single("vigil_healthcheck_verdict_age_seconds", MetricType::kGauge,
+              "Time since the last fresh verdict from the engine (-1: none yet).",
+              view.have_verdict ? absl::ToDoubleSeconds(now - view.received) : -1.0, 6);
+  text.Single("vigil_healthcheck_verdict_seq", MetricType::kGauge,
+              "The engine tick of the last verdict.",
+              view.have_verdict ? view.verdict.seq() : uint64_t{0});
+  text.Single("vigil_healthcheck_engine_up", MetricType::kGauge,
+              "Whether the health check receives its node's engine's health stream.",
+              view.connected && !view.node_mismatch ? 1 : 0);
+  text.Single("vigil_healthcheck_node_mismatch", MetricType::kGauge,
+              "1 when the engine reached belongs to another node (its view is refused).",
+              view.node_mismatch ? 1 : 0);
+  text.Single("vigil_healthcheck_engine_reconnects_total", MetricType::kCounter,
+              "Times the health check got its engine back after losing it.", reconnects_.load());
   return out;
 }
 

@@ -2,6 +2,7 @@
 #include "healthcheck/taint_breaker.h"
 
 #include "api/node_condition.h"
+#include "common/prometheus_text.h"
 #include "common/status.h"
 #include "fmt/format.h"
 #include "kube/list.h"
@@ -170,30 +171,22 @@ Json TaintBreaker::StatusJson() const {
 std::string TaintBreaker::Metrics() const {
   std::string why;
   const std::optional<PublishedBreaker> breaker = Published(&why);
-  std::string out = fmt::format(
-      "# HELP vigil_healthcheck_kube_breaker_published Whether the remediator's circuit breaker "
-      "(its ConfigMap, fresh) is seen; 0: taint decisions count the GPU nodes with a LIST.\n"
-      "# TYPE vigil_healthcheck_kube_breaker_published gauge\n"
-      "vigil_healthcheck_kube_breaker_published {}\n",
-      breaker.has_value() ? 1 : 0);
+  std::string out;
+  PrometheusText text(&out);
+  text.Single("vigil_healthcheck_kube_breaker_published", MetricType::kGauge,
+              "Whether the remediator's circuit breaker (its ConfigMap, fresh) is seen; 0: taint "
+              "decisions count the GPU nodes with a LIST.",
+              breaker.has_value() ? 1 : 0);
   if (breaker.has_value()) {
-    out += fmt::format(
-        "# HELP vigil_healthcheck_kube_breaker_open Whether the remediator's circuit breaker "
-        "refuses new taints.\n"
-        "# TYPE vigil_healthcheck_kube_breaker_open gauge\n"
-        "vigil_healthcheck_kube_breaker_open {}\n",
-        breaker->state == BreakerState::kOpen ? 1 : 0);
+    text.Single("vigil_healthcheck_kube_breaker_open", MetricType::kGauge,
+                "Whether the remediator's circuit breaker refuses new taints.",
+                breaker->state == BreakerState::kOpen ? 1 : 0);
   }
-  out += fmt::format(
-      "# HELP vigil_healthcheck_kube_breaker_own_counts_total Taint decisions made by counting "
-      "the GPU nodes (no remediator's breaker seen).\n"
-      "# TYPE vigil_healthcheck_kube_breaker_own_counts_total counter\n"
-      "vigil_healthcheck_kube_breaker_own_counts_total {}\n"
-      "# HELP vigil_healthcheck_kube_breaker_own_count_lists_total LIST pages those counts "
-      "cost.\n"
-      "# TYPE vigil_healthcheck_kube_breaker_own_count_lists_total counter\n"
-      "vigil_healthcheck_kube_breaker_own_count_lists_total {}\n",
-      stats_.own_counts.load(), stats_.own_count_lists.load());
+  text.Single("vigil_healthcheck_kube_breaker_own_counts_total", MetricType::kCounter,
+              "Taint decisions made by counting the GPU nodes (no remediator's breaker seen).",
+              stats_.own_counts.load());
+  text.Single("vigil_healthcheck_kube_breaker_own_count_lists_total", MetricType::kCounter,
+              "LIST pages those counts cost.", stats_.own_count_lists.load());
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "api/convert.h"
 #include "common/check.h"
+#include "common/prometheus_text.h"
 #include "common/status.h"
 #include "dra/device_map.h"
 #include "fmt/format.h"
@@ -1491,9 +1492,8 @@ Json Remediator::StatusJson() const {
 
 std::string Remediator::Metrics() const {
   std::string out;
-  out +=
-      "# HELP vigil_remediator_nodes GPU nodes by remediation step.\n"
-      "# TYPE vigil_remediator_nodes gauge\n";
+  PrometheusText text(&out);
+  text.Family("vigil_remediator_nodes", MetricType::kGauge, "GPU nodes by remediation step.");
   {
     absl::MutexLock lock(&status_mutex_);
     for (RemediationStep step :
@@ -1501,34 +1501,35 @@ std::string Remediator::Metrics() const {
           RemediationStep::kRecovering, RemediationStep::kVerifying, RemediationStep::kEscalated}) {
       const std::string name(RemediationStepName(step));
       auto it = steps_.find(name);
-      out += fmt::format("vigil_remediator_nodes{{step=\"{}\"}} {}\n", name,
-                         it == steps_.end() ? 0 : it->second);
+      text.Sample("vigil_remediator_nodes", {{"step", name}}, it == steps_.end() ? 0 : it->second);
     }
     // One series per node under remediation (not idle): what the alerts name.
-    out +=
-        "# HELP vigil_remediator_node_step 1 for the step a GPU node under remediation is at.\n"
-        "# TYPE vigil_remediator_node_step gauge\n";
+    text.Family("vigil_remediator_node_step", MetricType::kGauge,
+                "1 for the step a GPU node under remediation is at.");
     for (const Json& node : status_) {
       const std::string step = node.value("step", "");
       if (step == RemediationStepName(RemediationStep::kIdle)) continue;
-      out += fmt::format("vigil_remediator_node_step{{node=\"{}\",step=\"{}\",action=\"{}\"}} 1\n",
-                         node.value("node", ""), step, node.value("action", ""));
+      text.Sample(
+          "vigil_remediator_node_step",
+          {{"node", node.value("node", "")}, {"step", step}, {"action", node.value("action", "")}},
+          1);
     }
   }
+  text.Family("vigil_remediator_evictions_total", MetricType::kCounter,
+              "Evictions asked for, by the API server's answer.");
+  for (const auto& [outcome, count] :
+       {std::pair<std::string_view, uint64_t>{"evicted", stats_.evictions_evicted.load()},
+        {"gone", stats_.evictions_gone.load()},
+        {"blocked", stats_.evictions_blocked.load()},
+        {"failed", stats_.evictions_failed.load()}}) {
+    text.Sample("vigil_remediator_evictions_total", {{"outcome", outcome}}, count);
+  }
   const auto counter = [&](std::string_view name, std::string_view help, uint64_t value) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{} {}\n", name, help, name, name, value);
+    text.Single(name, MetricType::kCounter, help, value);
   };
-  out +=
-      "# HELP vigil_remediator_evictions_total Evictions asked for, by the API server's answer.\n"
-      "# TYPE vigil_remediator_evictions_total counter\n";
-  out += fmt::format("vigil_remediator_evictions_total{{outcome=\"evicted\"}} {}\n",
-                     stats_.evictions_evicted.load());
-  out += fmt::format("vigil_remediator_evictions_total{{outcome=\"gone\"}} {}\n",
-                     stats_.evictions_gone.load());
-  out += fmt::format("vigil_remediator_evictions_total{{outcome=\"blocked\"}} {}\n",
-                     stats_.evictions_blocked.load());
-  out += fmt::format("vigil_remediator_evictions_total{{outcome=\"failed\"}} {}\n",
-                     stats_.evictions_failed.load());
+  const auto gauge = [&](std::string_view name, std::string_view help, uint64_t value) {
+    text.Single(name, MetricType::kGauge, help, value);
+  };
   counter("vigil_remediator_episodes_total", "Failing nodes the remediator took on.",
           stats_.episodes.load());
   counter("vigil_remediator_pods_deleted_total",
@@ -1552,32 +1553,27 @@ std::string Remediator::Metrics() const {
   counter("vigil_remediator_conflicts_total",
           "Node writes refused because the node changed since it was read.",
           stats_.conflicts.load());
-  out += fmt::format(
-      "# HELP vigil_remediator_circuit_breaker_open 1 while too many GPU nodes are tainted for a "
-      "new remediation to start.\n# TYPE vigil_remediator_circuit_breaker_open gauge\n"
-      "vigil_remediator_circuit_breaker_open {}\n",
-      stats_.breaker_open.load() ? 1 : 0);
-  out += fmt::format(
-      "# HELP vigil_remediator_taint_breaker_open 1 while the breaker published for the health "
-      "checks refuses new taints (its ConfigMap says open).\n"
-      "# TYPE vigil_remediator_taint_breaker_open gauge\nvigil_remediator_taint_breaker_open {}\n"
-      "# HELP vigil_remediator_taint_breaker_published 1 once this replica has published the "
-      "breaker.\n# TYPE vigil_remediator_taint_breaker_published gauge\n"
-      "vigil_remediator_taint_breaker_published {}\n",
-      breaker_.stats().open.load() ? 1 : 0, breaker_.stats().published.load() ? 1 : 0);
+  gauge("vigil_remediator_circuit_breaker_open",
+        "1 while too many GPU nodes are tainted for a new remediation to start.",
+        stats_.breaker_open.load() ? 1 : 0);
+  gauge("vigil_remediator_taint_breaker_open",
+        "1 while the breaker published for the health checks refuses new taints (its ConfigMap "
+        "says open).",
+        breaker_.stats().open.load() ? 1 : 0);
+  gauge("vigil_remediator_taint_breaker_published",
+        "1 once this replica has published the breaker.",
+        breaker_.stats().published.load() ? 1 : 0);
   counter("vigil_remediator_taint_breaker_writes_total",
           "Writes of the published breaker (it opened or closed, or was renewed).",
           breaker_.stats().writes.load());
   counter("vigil_remediator_taint_breaker_errors_total",
           "Failed reads and writes of the published breaker; retried next pass.",
           breaker_.stats().errors.load());
-  out += fmt::format(
-      "# HELP vigil_remediator_gpu_nodes GPU nodes the remediator watches.\n"
-      "# TYPE vigil_remediator_gpu_nodes gauge\nvigil_remediator_gpu_nodes {}\n"
-      "# HELP vigil_remediator_pass_nodes Nodes the last pass reconciled (changed, under "
-      "remediation, or failing).\n# TYPE vigil_remediator_pass_nodes gauge\n"
-      "vigil_remediator_pass_nodes {}\n",
-      stats_.tracked_nodes.load(), stats_.last_pass_nodes.load());
+  gauge("vigil_remediator_gpu_nodes", "GPU nodes the remediator watches.",
+        stats_.tracked_nodes.load());
+  gauge("vigil_remediator_pass_nodes",
+        "Nodes the last pass reconciled (changed, under remediation, or failing).",
+        stats_.last_pass_nodes.load());
   counter("vigil_remediator_nodes_reconciled_total", "Node reconciliations, summed over passes.",
           stats_.nodes_reconciled.load());
   counter("vigil_remediator_device_plugin_restarts_total",

@@ -1,6 +1,7 @@
 // Implements one remediator replica: the Lease, the passes and the endpoints (runner.h).
 #include "remediator/runner.h"
 
+#include "common/prometheus_text.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "fmt/format.h"
@@ -115,15 +116,13 @@ void Runner::Loop() {
 
 std::string Runner::Metrics() const {
   std::string out = remediator_->Metrics();
-  out += fmt::format(
-      "# HELP vigil_remediator_leader 1 while this replica holds the Lease and acts.\n"
-      "# TYPE vigil_remediator_leader gauge\nvigil_remediator_leader {}\n"
-      "# HELP vigil_remediator_lease_errors_total Lease renewals the API server did not answer.\n"
-      "# TYPE vigil_remediator_lease_errors_total counter\nvigil_remediator_lease_errors_total "
-      "{}\n"
-      "# HELP vigil_remediator_mode The mode: 0 off, 1 dry-run, 2 on.\n"
-      "# TYPE vigil_remediator_mode gauge\nvigil_remediator_mode {}\n",
-      leading_.load() ? 1 : 0, lease_errors_.load(), static_cast<int>(options_.remediator.mode));
+  PrometheusText text(&out);
+  text.Single("vigil_remediator_leader", MetricType::kGauge,
+              "1 while this replica holds the Lease and acts.", leading_.load() ? 1 : 0);
+  text.Single("vigil_remediator_lease_errors_total", MetricType::kCounter,
+              "Lease renewals the API server did not answer.", lease_errors_.load());
+  text.Single("vigil_remediator_mode", MetricType::kGauge, "The mode: 0 off, 1 dry-run, 2 on.",
+              static_cast<int>(options_.remediator.mode));
   return out;
 }
 
