@@ -302,10 +302,39 @@ std::shared_ptr<const Snapshot> Engine::Latest() const {
 }
 
 void Engine::RunTick() {
-  const absl::Time started = absl::Now();
+  const absl::Time started = absl::Now();  // the tick's cost in real time, for stats only
   const absl::Time now = options_.clock->Now();
   const uint64_t seq = ++last_seq_;
-  const uint32_t gpu_count = static_cast<uint32_t>(gpus().size());
+  BeginTick(now);
+  const bool reading = PlanReads(now);
+  std::vector<FieldValue> last_xid;
+  {
+    absl::MutexLock lock(&xid_mutex_);
+    last_xid = last_xid_;
+  }
+  ReadGpus(now);
+  // MIG: the layout (re-read every kMigPollInterval), then each instance's due fields.
+  const std::shared_ptr<const Snapshot> previous = Latest();
+  const std::shared_ptr<const MigTable> changed_mig =
+      reading ? PollMig(now, *previous->mig) : nullptr;
+  const MigTable& mig = changed_mig != nullptr ? *changed_mig : *previous->mig;
+  PlanInstanceReads(changed_mig != nullptr);
+  ReadInstances(mig, now);
+  if (reading) {
+    absl::MutexLock lock(&sampling_mutex_);
+    reads_in_flight_ = false;
+  }
+  KeepRealValues();
+  std::shared_ptr<Snapshot> next = NextSnapshot(*previous, changed_mig, seq, now);
+  StoreTick(next.get(), last_xid, mig, changed_mig != nullptr);
+  stats_.ticks.fetch_add(1, std::memory_order_relaxed);
+  next->counters = Counters();  // before health: the kernel log's state is an input
+  JudgeAndPublish(std::move(next), now);
+  stats_.last_tick_duration_ns.store(absl::ToInt64Nanoseconds(absl::Now() - started),
+                                     std::memory_order_relaxed);
+}
+
+void Engine::BeginTick(absl::Time now) {
   scenarios_.Advance(now);
   ApplyHeldUnknownXids(now);
   for (InjectionRecord& expired : injections_.Expire(now)) {
@@ -316,6 +345,9 @@ void Engine::RunTick() {
             .message =
                 fmt::format("{} ended: {}; real readings resume", expired.id, expired.Describe())});
   }
+}
+
+bool Engine::PlanReads(absl::Time now) {
   schedule_.Due(now, &due_);
   // Injected (GPU, field)s are read every tick, whatever their interval, so an injection shows
   // from the next tick and the real value returns at the first tick after it ends.
@@ -325,7 +357,6 @@ void Engine::RunTick() {
     forced.insert(due_.begin(), due_.end());
     due_.assign(forced.begin(), forced.end());
   }
-
   // Split due fields into those read from the backend and those the engine fills from events.
   due_ids_.clear();
   due_index_.clear();
@@ -334,11 +365,6 @@ void Engine::RunTick() {
       due_ids_.push_back(layout_->field(index).id);
       due_index_.push_back(index);
     }
-  }
-  std::vector<FieldValue> last_xid;
-  {
-    absl::MutexLock lock(&xid_mutex_);
-    last_xid = last_xid_;
   }
   bool reading = false;
   {
@@ -350,63 +376,63 @@ void Engine::RunTick() {
     due_ids_.clear();
     due_index_.clear();
   }
+  return reading;
+}
 
-  // Read every GPU first, without holding any lock a reader could wait on.
+void Engine::ReadGpus(absl::Time now) {
+  // Every GPU first, without holding any lock a reader could wait on.
+  const uint32_t gpu_count = static_cast<uint32_t>(gpus().size());
   const size_t width = due_ids_.size();
   read_buffer_.resize(width * gpu_count);
   read_statuses_.resize(gpu_count);
   // With nothing due (a tick shorter than every field's interval) there is nothing to learn
   // about the GPUs: their read status stays as the last read left it.
-  if (width > 0) {
-    backend_->ReadAll(due_ids_, now, absl::MakeSpan(read_buffer_), absl::MakeSpan(read_statuses_));
-    for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) NoteGpuRead(gpu, read_statuses_[gpu]);
-  }
+  if (width == 0) return;
+  backend_->ReadAll(due_ids_, now, absl::MakeSpan(read_buffer_), absl::MakeSpan(read_statuses_));
+  for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) NoteGpuRead(gpu, read_statuses_[gpu]);
+}
 
-  // MIG: the layout (re-read every kMigPollInterval), then each instance's due fields.
-  const std::shared_ptr<const Snapshot> previous = Latest();
-  const std::shared_ptr<const MigTable> changed_mig =
-      reading ? PollMig(now, *previous->mig) : nullptr;
-  const MigTable& mig = changed_mig != nullptr ? *changed_mig : *previous->mig;
+void Engine::PlanInstanceReads(bool mig_changed) {
   due_instance_ids_.clear();
   due_instance_k_.clear();
-  if (changed_mig != nullptr) {  // new instances get every field now, not at its next interval
+  if (mig_changed) {  // new instances get every field now, not at its next interval
     for (size_t k = 0; k < instance_fields_->size(); ++k) {
       due_instance_ids_.push_back(layout_->field((*instance_fields_)[k]).id);
       due_instance_k_.push_back(k);
     }
-  } else {
+    return;
+  }
+  for (size_t i = 0; i < due_ids_.size(); ++i) {
+    if (const auto k = instance_slot_[due_index_[i]]) {
+      due_instance_ids_.push_back(due_ids_[i]);
+      due_instance_k_.push_back(*k);
+    }
+  }
+}
+
+void Engine::KeepRealValues() {
+  const size_t width = due_ids_.size();
+  absl::MutexLock lock(&real_mutex_);
+  for (uint32_t gpu = 0; gpu < gpus().size(); ++gpu) {
     for (size_t i = 0; i < width; ++i) {
-      if (const auto k = instance_slot_[due_index_[i]]) {
-        due_instance_ids_.push_back(due_ids_[i]);
-        due_instance_k_.push_back(*k);
-      }
+      real_values_[gpu * layout_->size() + due_index_[i]] = read_buffer_[gpu * width + i];
     }
   }
-  ReadInstances(mig, now);
-  if (reading) {
-    absl::MutexLock lock(&sampling_mutex_);
-    reads_in_flight_ = false;
-  }
+}
 
-  {
-    absl::MutexLock lock(&real_mutex_);
-    for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) {
-      for (size_t i = 0; i < width; ++i) {
-        real_values_[gpu * layout_->size() + due_index_[i]] = read_buffer_[gpu * width + i];
-      }
-    }
-  }
-
-  auto next = std::make_shared<Snapshot>(*previous);
+std::shared_ptr<Snapshot> Engine::NextSnapshot(const Snapshot& previous,
+                                               const std::shared_ptr<const MigTable>& changed_mig,
+                                               uint64_t seq, absl::Time now) {
+  auto next = std::make_shared<Snapshot>(previous);
   const size_t instance_width = instance_fields_->size();
   if (changed_mig != nullptr) {
     // An instance that stays keeps its values; a new one starts with none.
     std::vector<LatestValue> values(changed_mig->rows.size() * instance_width);
     for (size_t row = 0; row < changed_mig->rows.size(); ++row) {
       const MigTable::Row& at = changed_mig->rows[row];
-      const auto old = previous->mig->RowOf(at.gpu, changed_mig->instance(row).gpu_instance_id);
-      if (old && previous->mig->instance(*old).uuid == changed_mig->instance(row).uuid) {
-        std::copy_n(previous->instance_values.begin() + *old * instance_width, instance_width,
+      const auto old = previous.mig->RowOf(at.gpu, changed_mig->instance(row).gpu_instance_id);
+      if (old && previous.mig->instance(*old).uuid == changed_mig->instance(row).uuid) {
+        std::copy_n(previous.instance_values.begin() + *old * instance_width, instance_width,
                     values.begin() + row * instance_width);
       }
     }
@@ -417,48 +443,54 @@ void Engine::RunTick() {
   next->time = now;
   next->gpu_read = gpu_read_;
   // Only while something is injected (an empty list allows nothing): no work on a plain tick.
-  const bool injecting = !injections_.Empty();
   next->injection_allows_actions.clear();
-  if (injecting) next->injection_allows_actions = injections_.ActionGpus(gpu_count);
-  {
-    absl::MutexLock history_lock(&history_mutex_);
-    history_.BeginTick(seq, now);
-    for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) {
-      auto store = [&](size_t index, FieldValue value)
-                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(history_mutex_) {
-                         if (injecting) injections_.Apply(gpu, index, &value);
-                         history_.Append(gpu, index, value);
-                         next->values[gpu * layout_->size() + index] = {std::move(value), seq, now};
-                       };
-      for (size_t i = 0; i < width; ++i) store(due_index_[i], read_buffer_[gpu * width + i]);
-      for (size_t index : due_) {
-        if (layout_->field(index).from_events) store(index, last_xid[gpu]);
-      }
-    }
-    history_.Trim(now);
-    if (changed_mig != nullptr) AssignInstanceSlots(mig);
-    // From the first instance on, every tick (a store's ticks are consecutive); never without MIG.
-    if (instance_history_->entity_count() > 0) {
-      instance_history_->BeginTick(seq, now);
-      const size_t width_due = due_instance_ids_.size();
-      for (size_t row = 0; row < mig.rows.size(); ++row) {
-        for (size_t i = 0; i < width_due; ++i) {
-          const FieldValue& value = instance_buffer_[row * width_due + i];
-          instance_history_->Append(instance_row_slots_[row], due_instance_k_[i], value);
-          next->instance_values[row * instance_width + due_instance_k_[i]] = {value, seq, now};
-        }
-      }
-      instance_history_->Trim(now);
+  if (!injections_.Empty()) {
+    next->injection_allows_actions = injections_.ActionGpus(static_cast<uint32_t>(gpus().size()));
+  }
+  return next;
+}
+
+void Engine::StoreTick(Snapshot* next, const std::vector<FieldValue>& last_xid, const MigTable& mig,
+                       bool mig_changed) {
+  const uint64_t seq = next->seq;
+  const absl::Time now = next->time;
+  const size_t width = due_ids_.size();
+  const bool injecting = !injections_.Empty();
+  absl::MutexLock history_lock(&history_mutex_);
+  history_.BeginTick(seq, now);
+  for (uint32_t gpu = 0; gpu < gpus().size(); ++gpu) {
+    auto store = [&](size_t index, FieldValue value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(history_mutex_) {
+      if (injecting) injections_.Apply(gpu, index, &value);
+      history_.Append(gpu, index, value);
+      next->values[gpu * layout_->size() + index] = {std::move(value), seq, now};
+    };
+    for (size_t i = 0; i < width; ++i) store(due_index_[i], read_buffer_[gpu * width + i]);
+    for (size_t index : due_) {
+      if (layout_->field(index).from_events) store(index, last_xid[gpu]);
     }
   }
+  history_.Trim(now);
+  if (mig_changed) AssignInstanceSlots(mig);
+  // From the first instance on, every tick (a store's ticks are consecutive); never without MIG.
+  if (instance_history_->entity_count() == 0) return;
+  instance_history_->BeginTick(seq, now);
+  const size_t instance_width = instance_fields_->size();
+  const size_t width_due = due_instance_ids_.size();
+  for (size_t row = 0; row < mig.rows.size(); ++row) {
+    for (size_t i = 0; i < width_due; ++i) {
+      const FieldValue& value = instance_buffer_[row * width_due + i];
+      instance_history_->Append(instance_row_slots_[row], due_instance_k_[i], value);
+      next->instance_values[row * instance_width + due_instance_k_[i]] = {value, seq, now};
+    }
+  }
+  instance_history_->Trim(now);
+}
 
-  stats_.ticks.fetch_add(1, std::memory_order_relaxed);
-  next->counters = Counters();  // before health: the kernel log's state is an input
+void Engine::JudgeAndPublish(std::shared_ptr<Snapshot> next, absl::Time now) {
   // Health from the same snapshot, so the verdict carries this tick's seq.
   auto transitions = std::make_shared<std::vector<HealthTransition>>();
   next->health = health_->Evaluate(*next, now, transitions.get());
   next->health_transitions = transitions;
-
   std::shared_ptr<const Snapshot> published = std::move(next);
   {
     absl::MutexLock lock(&latest_mutex_);
@@ -477,8 +509,6 @@ void Engine::RunTick() {
                                 HealthStatusName(transition.from), HealthStatusName(transition.to),
                                 transition.summary.empty() ? "" : ": ", transition.summary)});
   }
-  stats_.last_tick_duration_ns.store(absl::ToInt64Nanoseconds(absl::Now() - started),
-                                     std::memory_order_relaxed);
 }
 
 void Engine::NoteGpuRead(uint32_t gpu, const absl::Status& read) {

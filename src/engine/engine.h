@@ -240,6 +240,28 @@ class Engine : public EventSink, private ScenarioTarget {
 
  private:
   Engine(EngineOptions options, std::unique_ptr<Backend> backend);
+  // RunTick's steps, in order, on the tick thread. Expires injections, advances scenarios and
+  // applies the held unknown XIDs due at `now`.
+  void BeginTick(absl::Time now);
+  // Fills due_ (and due_ids_/due_index_: what the backend reads); false (nothing read) while a
+  // GPU reset pauses sampling, else marks the reads in flight.
+  bool PlanReads(absl::Time now);
+  // Reads due_ids_ of every GPU into read_buffer_ and notes how each read went.
+  void ReadGpus(absl::Time now);
+  // The per-instance fields due: all of them after a MIG change, else the due ones.
+  void PlanInstanceReads(bool mig_changed);
+  // Keeps the real (pre-injection) readings, for validating counter injections.
+  void KeepRealValues();
+  // The snapshot to publish: `previous`, with the new MIG table (instances that stay keep their
+  // values), this tick's seq, time, read status and injection-allowed actions.
+  std::shared_ptr<Snapshot> NextSnapshot(const Snapshot& previous,
+                                         const std::shared_ptr<const MigTable>& changed_mig,
+                                         uint64_t seq, absl::Time now);
+  // Stores the tick's values (injections applied) in `next` and the history.
+  void StoreTick(Snapshot* next, const std::vector<FieldValue>& last_xid, const MigTable& mig,
+                 bool mig_changed);
+  // Judges `next`'s health, publishes it and records the health transitions.
+  void JudgeAndPublish(std::shared_ptr<Snapshot> next, absl::Time now);
   // Tick thread: records how reading `gpu` went (gpu_read_, counters, one log line per failure
   // and recovery); on a failure, marks its values in read_buffer_ with the failure.
   void NoteGpuRead(uint32_t gpu, const absl::Status& read);

@@ -40,158 +40,128 @@ Healthcheck::Healthcheck(HealthcheckOptions options)
 absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
     HealthcheckOptions options, std::unique_ptr<EngineClient> client) {
   std::unique_ptr<Healthcheck> check(new Healthcheck(std::move(options)));
+  const bool remediation = check->options_.kube != nullptr && check->options_.remediation;
+  if (remediation && !check->options_.pod_resources_socket.empty()) {
+    check->pods_ = std::make_unique<PodMapper>(
+        PodMapperOptions{.socket_path = check->options_.pod_resources_socket});
+  }
+  if (check->options_.kube != nullptr) check->MakeReporter(remediation);
+  if (check->options_.kube != nullptr && !check->options_.dra_driver.empty()) check->MakeDra();
   Healthcheck* self = check.get();
-  const bool remediation = self->options_.kube != nullptr && self->options_.remediation;
-  if (remediation && !self->options_.pod_resources_socket.empty()) {
-    self->pods_ = std::make_unique<PodMapper>(
-        PodMapperOptions{.socket_path = self->options_.pod_resources_socket});
-  }
-  if (self->options_.kube != nullptr) {
-    // With --remediation the reporter also publishes the node's faults (a fresh verdict's FAIL
-    // incidents, with the pods of each failing GPU when the kubelet's mapping is known).
-    NodeReporter::FaultsSource faults;
-    if (remediation) {
-      faults = [self](absl::Time now) -> std::optional<PublishedFaults> {
-        const HealthView view = self->monitor_->View();
-        if (!view.fresh(now)) return std::nullopt;  // a stale verdict says nothing new
-        PublishedFaults faults = RemediationRelay::FaultsOf(view, self->KnownPods(view.gpus));
-        // The failing GPUs DeviceTaintRules hold: the remediator drains those alone.
-        if (self->quarantine_ != nullptr) {
-          for (QuarantinedDevice& device : self->quarantine_->Quarantined()) {
-            if (std::any_of(
-                    faults.faults.begin(), faults.faults.end(),
-                    [&](const PublishedFault& fault) { return fault.uuid == device.uuid; })) {
-              faults.devices.push_back(std::move(device));
-            }
-          }
-        }
-        return faults;
-      };
-    }
-    self->reporter_ = std::make_unique<NodeReporter>(
-        self->options_.reporter, self->options_.kube.get(), self->options_.clock,
-        [self](absl::Time now) {
-          const HealthView view = self->monitor_->View();
-          std::optional<DesiredCondition> desired =
-              ConditionFromView(view, now, self->started_, self->options_.unknown_after);
-          // GPUs that DeviceTaintRules take out of service alone need no node taint.
-          if (desired.has_value() && desired->status == "True" && self->quarantine_ != nullptr) {
-            desired->node_taint = NodeTaintNeeded(view, *self->quarantine_);
-          }
-          return desired;
-        },
-        std::move(faults));
-  }
-  if (self->options_.kube != nullptr && !self->options_.dra_driver.empty()) {
-    self->dra_ = std::make_unique<DraDevices>(
-        self->options_.kube.get(), DraDevicesOptions{.node_name = self->options_.node_name,
-                                                     .driver = self->options_.dra_driver,
-                                                     .clock = self->options_.clock});
-    if (self->options_.reporter.taint && self->options_.quarantine != QuarantineMode::kNode) {
-      self->quarantine_ = std::make_unique<DeviceQuarantine>(
-          DeviceQuarantineOptions{
-              .node_name = self->options_.node_name,
-              .mode = self->options_.quarantine,
-              .effect = self->options_.device_taint_effect,
-              .untaint_after = self->options_.reporter.untaint_after,
-              .clock = self->options_.clock,
-              .event_namespace = self->options_.reporter.event_namespace,
-              .on_change = [self] { self->reporter_->Wake(); },
-              .breaker_refusal = [self]() -> std::optional<std::string> {
-                std::string unused;
-                const std::optional<PublishedBreaker> breaker =
-                    self->reporter_->breaker().Published(&unused);
-                if (!breaker.has_value() || breaker->state != BreakerState::kOpen) {
-                  return std::nullopt;
-                }
-                return fmt::format(
-                    "{} of {} GPU nodes tainted, {} of {} GPUs out of "
-                    "service, decided by {}",
-                    breaker->tainted_nodes, breaker->gpu_nodes, breaker->out_of_service_gpus,
-                    breaker->gpus, breaker->decided_by);
-              }},
-          self->options_.kube.get(), self->dra_.get(), [self] {
-            const HealthView view = self->monitor_->View();
-            DeviceQuarantine::Input input{.gpus = view.gpus,
-                                          .engine_instance = view.engine_instance_id};
-            if (view.fresh(self->options_.clock->Now())) {
-              input.failing = FailingGpusOf(view.verdict);
-            }
-            return input;
-          });
-    }
-  }
   if (remediation) {
-    self->relay_ = std::make_unique<RemediationRelay>(
-        RelayOptions{.node_name = self->options_.node_name,
-                     .reboot_sentinel = self->options_.reboot_sentinel,
-                     .clock = self->options_.clock},
-        self->options_.kube.get(), std::move(self->options_.relay_engine),
+    check->relay_ = std::make_unique<RemediationRelay>(
+        RelayOptions{.node_name = check->options_.node_name,
+                     .reboot_sentinel = check->options_.reboot_sentinel,
+                     .clock = check->options_.clock},
+        check->options_.kube.get(), std::move(check->options_.relay_engine),
         [self] { return self->reporter_->node_watch().Get(self->options_.node_name); });
   }
-  self->monitor_ = std::make_unique<HealthMonitor>(std::move(client), self->options_.node_name,
-                                                   self->options_.clock, [self] {
-                                                     if (self->reporter_ != nullptr)
-                                                       self->reporter_->Wake();
-                                                     if (self->relay_ != nullptr)
-                                                       self->relay_->Wake();
-                                                     if (self->quarantine_ != nullptr)
-                                                       self->quarantine_->Wake();
-                                                   });
-  self->http_.Get("/healthz", [] { return HttpResponse{.body = "ok\n"}; });
-  self->http_.Get("/readyz", [self] {
-    std::string why;
-    const bool ready = self->monitor_->Ready(&why);
-    return HttpResponse{.status = ready ? 200 : 503, .body = why + "\n"};
-  });
-  self->http_.Get("/status", [self] {
-    nlohmann::json status = self->monitor_->StatusJson();
-    // With the kubelet's mapping: the pods on each GPU and on each of its MIG instances.
-    const HealthView view = self->monitor_->View();
-    if (const std::optional<GpuPodMap> pods = self->KnownPods(view.gpus)) {
-      for (nlohmann::json& gpu : status["gpus"]) {
-        const std::string uuid = gpu["uuid"];
-        const auto listed =
-            std::find_if(view.gpus.begin(), view.gpus.end(),
-                         [&](const v1::Gpu& known) { return known.uuid() == uuid; });
-        const v1::Gpu* known = listed != view.gpus.end() ? &*listed : nullptr;
-        gpu["pods"] = PodsOfGpu(*pods, uuid, known);
-        if (known == nullptr || !gpu.contains("mig_instances")) continue;
-        for (nlohmann::json& instance : gpu["mig_instances"]) {
-          for (const v1::MigInstance& mig : known->mig_instances()) {
-            if (mig.uuid() == instance["uuid"])
-              instance["pods"] = PodsOfMigInstance(*pods, *known, mig);
+  check->monitor_ = std::make_unique<HealthMonitor>(std::move(client), check->options_.node_name,
+                                                    check->options_.clock, [self] {
+                                                      // A new verdict: whatever acts on it looks
+                                                      // again.
+                                                      if (self->reporter_ != nullptr)
+                                                        self->reporter_->Wake();
+                                                      if (self->relay_ != nullptr)
+                                                        self->relay_->Wake();
+                                                      if (self->quarantine_ != nullptr)
+                                                        self->quarantine_->Wake();
+                                                    });
+  check->Route();
+  if (absl::Status started = check->http_.Start(check->options_.listen); !started.ok()) {
+    return started;
+  }
+  check->monitor_->Start();
+  if (check->reporter_ != nullptr) check->reporter_->Start();
+  if (check->pods_ != nullptr) check->pods_->Start();
+  if (check->relay_ != nullptr) check->relay_->Start();
+  if (check->dra_ != nullptr) check->dra_->Start();
+  if (check->quarantine_ != nullptr) check->quarantine_->Start();
+  return check;
+}
+
+void Healthcheck::MakeReporter(bool remediation) {
+  // With --remediation the reporter also publishes the node's faults (a fresh verdict's FAIL
+  // incidents, with the pods of each failing GPU when the kubelet's mapping is known).
+  NodeReporter::FaultsSource faults;
+  if (remediation) {
+    faults = [this](absl::Time now) -> std::optional<PublishedFaults> {
+      const HealthView view = monitor_->View();
+      if (!view.fresh(now)) return std::nullopt;  // a stale verdict says nothing new
+      PublishedFaults faults = RemediationRelay::FaultsOf(view, KnownPods(view.gpus));
+      // The failing GPUs DeviceTaintRules hold: the remediator drains those alone.
+      if (quarantine_ != nullptr) {
+        for (QuarantinedDevice& device : quarantine_->Quarantined()) {
+          if (std::any_of(faults.faults.begin(), faults.faults.end(),
+                          [&](const PublishedFault& fault) { return fault.uuid == device.uuid; })) {
+            faults.devices.push_back(std::move(device));
           }
         }
       }
-    }
-    if (self->dra_ != nullptr) status["dra"] = self->dra_->StatusJson(self->monitor_->View().gpus);
-    if (self->quarantine_ != nullptr) status["quarantine"] = self->quarantine_->StatusJson();
-    if (self->reporter_ != nullptr) {
-      const NodeReporterStats& stats = self->reporter_->stats();
-      status["kubernetes"] = {
-          {"node_tainted", stats.tainted.load()},
-          {"condition_updates", stats.condition_updates.load()},
-          {"events", stats.events.load()},
-          {"events_suppressed", stats.events_suppressed.load()},
-          {"api_errors", stats.api_errors.load()},
-          {"taint_refusals", stats.taint_refusals.load()},
-          {"taints_withheld", stats.taints_withheld.load()},
-          {"tainting", self->reporter_->options().taint},
-          {"untaint_after_seconds", absl::ToInt64Seconds(self->reporter_->options().untaint_after)},
-          {"faults_published", stats.faults_published.load()},
-          {"watch_synced", self->reporter_->node_watch().synced()},
-          {"watch_errors", self->reporter_->node_watch().stats().errors.load()}};
-      if (self->reporter_->options().taint) {
-        status["kubernetes"]["circuit_breaker"] = self->reporter_->breaker().StatusJson();
-      }
-    }
-    return HttpResponse{.content_type = "application/json", .body = status.dump(2) + "\n"};
+      return faults;
+    };
+  }
+  reporter_ = std::make_unique<NodeReporter>(
+      options_.reporter, options_.kube.get(), options_.clock,
+      [this](absl::Time now) {
+        const HealthView view = monitor_->View();
+        std::optional<DesiredCondition> desired =
+            ConditionFromView(view, now, started_, options_.unknown_after);
+        // GPUs that DeviceTaintRules take out of service alone need no node taint.
+        if (desired.has_value() && desired->status == "True" && quarantine_ != nullptr) {
+          desired->node_taint = NodeTaintNeeded(view, *quarantine_);
+        }
+        return desired;
+      },
+      std::move(faults));
+}
+
+void Healthcheck::MakeDra() {
+  dra_ = std::make_unique<DraDevices>(
+      options_.kube.get(),
+      DraDevicesOptions{
+          .node_name = options_.node_name, .driver = options_.dra_driver, .clock = options_.clock});
+  if (!options_.reporter.taint || options_.quarantine == QuarantineMode::kNode) return;
+  quarantine_ = std::make_unique<DeviceQuarantine>(
+      DeviceQuarantineOptions{.node_name = options_.node_name,
+                              .mode = options_.quarantine,
+                              .effect = options_.device_taint_effect,
+                              .untaint_after = options_.reporter.untaint_after,
+                              .clock = options_.clock,
+                              .event_namespace = options_.reporter.event_namespace,
+                              .on_change = [this] { reporter_->Wake(); },
+                              .breaker_refusal = [this] { return BreakerRefusal(); }},
+      options_.kube.get(), dra_.get(), [this] {
+        const HealthView view = monitor_->View();
+        DeviceQuarantine::Input input{.gpus = view.gpus,
+                                      .engine_instance = view.engine_instance_id};
+        if (view.fresh(options_.clock->Now())) input.failing = FailingGpusOf(view.verdict);
+        return input;
+      });
+}
+
+std::optional<std::string> Healthcheck::BreakerRefusal() const {
+  std::string unused;
+  const std::optional<PublishedBreaker> breaker = reporter_->breaker().Published(&unused);
+  if (!breaker.has_value() || breaker->state != BreakerState::kOpen) return std::nullopt;
+  return fmt::format("{} of {} GPU nodes tainted, {} of {} GPUs out of service, decided by {}",
+                     breaker->tainted_nodes, breaker->gpu_nodes, breaker->out_of_service_gpus,
+                     breaker->gpus, breaker->decided_by);
+}
+
+void Healthcheck::Route() {
+  http_.Get("/healthz", [] { return HttpResponse{.body = "ok\n"}; });
+  http_.Get("/readyz", [this] {
+    std::string why;
+    const bool ready = monitor_->Ready(&why);
+    return HttpResponse{.status = ready ? 200 : 503, .body = why + "\n"};
   });
-  self->http_.Get("/metrics", [self] {
-    return HttpResponse{.content_type = kMetricsType, .body = self->Metrics()};
+  http_.Get("/status", [this] {
+    return HttpResponse{.content_type = "application/json", .body = StatusJson().dump(2) + "\n"};
   });
-  self->http_.Get("/", [] {
+  http_.Get("/metrics",
+            [this] { return HttpResponse{.content_type = kMetricsType, .body = Metrics()}; });
+  http_.Get("/", [] {
     return HttpResponse{
         .content_type = "text/html; charset=utf-8",
         .body =
@@ -200,16 +170,51 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
             "· <a href=\"./readyz\">Ready</a> · <a href=\"./healthz\">Alive</a></p></body>"
             "</html>\n"};
   });
-  if (absl::Status started = self->http_.Start(self->options_.listen); !started.ok()) {
-    return started;
+}
+
+nlohmann::json Healthcheck::StatusJson() const {
+  nlohmann::json status = monitor_->StatusJson();
+  // With the kubelet's mapping: the pods on each GPU and on each of its MIG instances.
+  const HealthView view = monitor_->View();
+  if (const std::optional<GpuPodMap> pods = KnownPods(view.gpus)) {
+    for (nlohmann::json& gpu : status["gpus"]) {
+      const std::string uuid = gpu["uuid"];
+      const auto listed = std::find_if(view.gpus.begin(), view.gpus.end(),
+                                       [&](const v1::Gpu& known) { return known.uuid() == uuid; });
+      const v1::Gpu* known = listed != view.gpus.end() ? &*listed : nullptr;
+      gpu["pods"] = PodsOfGpu(*pods, uuid, known);
+      if (known == nullptr || !gpu.contains("mig_instances")) continue;
+      for (nlohmann::json& instance : gpu["mig_instances"]) {
+        for (const v1::MigInstance& mig : known->mig_instances()) {
+          if (mig.uuid() == instance["uuid"]) {
+            instance["pods"] = PodsOfMigInstance(*pods, *known, mig);
+          }
+        }
+      }
+    }
   }
-  self->monitor_->Start();
-  if (self->reporter_ != nullptr) self->reporter_->Start();
-  if (self->pods_ != nullptr) self->pods_->Start();
-  if (self->relay_ != nullptr) self->relay_->Start();
-  if (self->dra_ != nullptr) self->dra_->Start();
-  if (self->quarantine_ != nullptr) self->quarantine_->Start();
-  return check;
+  if (dra_ != nullptr) status["dra"] = dra_->StatusJson(monitor_->View().gpus);
+  if (quarantine_ != nullptr) status["quarantine"] = quarantine_->StatusJson();
+  if (reporter_ != nullptr) {
+    const NodeReporterStats& stats = reporter_->stats();
+    status["kubernetes"] = {
+        {"node_tainted", stats.tainted.load()},
+        {"condition_updates", stats.condition_updates.load()},
+        {"events", stats.events.load()},
+        {"events_suppressed", stats.events_suppressed.load()},
+        {"api_errors", stats.api_errors.load()},
+        {"taint_refusals", stats.taint_refusals.load()},
+        {"taints_withheld", stats.taints_withheld.load()},
+        {"tainting", reporter_->options().taint},
+        {"untaint_after_seconds", absl::ToInt64Seconds(reporter_->options().untaint_after)},
+        {"faults_published", stats.faults_published.load()},
+        {"watch_synced", reporter_->node_watch().synced()},
+        {"watch_errors", reporter_->node_watch().stats().errors.load()}};
+    if (reporter_->options().taint) {
+      status["kubernetes"]["circuit_breaker"] = reporter_->breaker().StatusJson();
+    }
+  }
+  return status;
 }
 
 std::optional<GpuPodMap> Healthcheck::KnownPods(const std::vector<v1::Gpu>& gpus) const {

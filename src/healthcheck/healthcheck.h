@@ -63,6 +63,15 @@ class Healthcheck {
   const HealthMonitor& monitor() const { return *monitor_; }
 
  private:
+  // Start()'s steps, before any thread runs: the node reporter (publishing faults with
+  // --remediation), the DRA devices and the per-GPU quarantine, the HTTP routes.
+  void MakeReporter(bool remediation);
+  void MakeDra();
+  void Route();
+  // Why the remediator's published breaker refuses a new quarantine now, or nullopt.
+  std::optional<std::string> BreakerRefusal() const;
+  // The /status body: the monitor's view, with pods, DRA, quarantine and Kubernetes state.
+  nlohmann::json StatusJson() const;
   explicit Healthcheck(HealthcheckOptions options);
   std::string Metrics() const;
   // The kubelet's mapping (nullopt when unknown), with the devices pods hold through

@@ -308,108 +308,7 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials, int threads)
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   auto serve = [this](const char* method) {
     return [this, method](const httplib::Request& http, httplib::Response& response) {
-      KubeRequest request{.method = method,
-                          .path = http.path,
-                          .content_type = http.get_header_value("Content-Type"),
-                          .authorization = http.get_header_value("Authorization"),
-                          .user_agent = http.get_header_value("User-Agent"),
-                          .body = http.body,
-                          .received = absl::Now()};
-      for (const auto& [key, value] : http.params) {
-        request.params[key] = value;
-      }
-      absl::Duration delay;
-      {
-        absl::MutexLock lock(&mutex_);
-        delay = delay_;
-      }
-      absl::SleepFor(delay);  // an API server under load
-      Answer answer;
-      std::shared_ptr<Watcher> watcher;
-      {
-        absl::MutexLock lock(&mutex_);
-        requests_.push_back(request);
-        answer = Handle(request);
-        if (answer.status == 0) {  // a watch to stream
-          watcher = std::make_shared<Watcher>();
-          watcher->kind = request.path == "/api/v1/pods"              ? Kind::kPod
-                          : request.path == "/api/v1/nodes"           ? Kind::kNode
-                          : request.path.ends_with("/resourceslices") ? Kind::kResourceSlice
-                                                                      : Kind::kConfigMap;
-          if (watcher->kind == Kind::kResourceSlice) watcher->version = DraVersionOf(request.path);
-          watcher->selector = Param(request, "labelSelector");
-          if (const std::string field = Param(request, "fieldSelector"); !field.empty()) {
-            const size_t equals = field.find('=');
-            watcher->field = field.substr(0, equals);
-            watcher->field_value = field.substr(equals + 1);
-          }
-          if (watcher->kind == Kind::kConfigMap) watcher->ns = NamespaceOf(request.path);
-          watcher->bookmarks = Param(request, "allowWatchBookmarks") == "true";
-          const std::string timeout_text = Param(request, "timeoutSeconds");
-          const int timeout = timeout_text.empty() ? 1800 : std::atoi(timeout_text.c_str());
-          watcher->deadline = absl::Now() + absl::Seconds(timeout);
-          watcher->next_bookmark = absl::Now() + kBookmarkInterval;
-          watcher->drops = drops_;
-          watcher->expiries = expiries_;
-          watcher->bookmark_calls = bookmarks_;
-          const std::string from = Param(request, "resourceVersion");
-          if (from.empty() || from == "0") {
-            // No resourceVersion: every object now, as synthetic ADDED events, then changes.
-            if (watcher->kind == Kind::kNode) {
-              for (const auto& [name, node] : nodes_) {
-                if (watcher->Wants(node)) watcher->first += WatchLine("ADDED", node);
-              }
-            } else if (watcher->kind == Kind::kResourceSlice) {
-              for (const auto& [name, slice] : resource_slices_) {
-                if (watcher->Wants(slice)) {
-                  watcher->first += WatchLine("ADDED", SliceIn(slice, watcher->version));
-                }
-              }
-            } else {
-              for (const auto& [key, object] : watcher->kind == Kind::kPod ? pods_ : config_maps_) {
-                if (watcher->Wants(object)) watcher->first += WatchLine("ADDED", object);
-              }
-            }
-            watcher->cursor = resource_version_;
-          } else {
-            watcher->cursor = std::strtoull(from.c_str(), nullptr, 10);
-            if (watcher->cursor < compacted_) {
-              watcher->first = WatchLine(
-                  "ERROR",
-                  Status(410, "Expired",
-                         fmt::format("too old resource version: {} ({})", from, compacted_)));
-              watcher->end_after_first = true;
-            }
-          }
-          ++open_watches_;
-          ++watches_opened_;
-        }
-      }
-      if (watcher != nullptr) {
-        response.status = 200;
-        response.set_chunked_content_provider(
-            "application/json",
-            [this, watcher](size_t, httplib::DataSink& sink) {
-              std::string out;
-              bool drop = false;
-              const bool more = ServeWatch(*watcher, &out, &drop);
-              if (!out.empty() && !sink.write(out.data(), out.size())) return false;
-              if (more) return true;
-              if (drop) return false;  // no final chunk: the client sees a broken stream
-              sink.done();
-              return true;
-            },
-            [this](bool) {
-              absl::MutexLock lock(&mutex_);
-              --open_watches_;
-            });
-        return;
-      }
-      response.status = answer.status;
-      if (answer.retry_after > 0) {
-        response.set_header("Retry-After", std::to_string(answer.retry_after));
-      }
-      response.set_content(answer.body.dump(), "application/json");
+      Serve(method, http, response);
     };
   };
   server_->Get(".*", serve("GET"));
@@ -426,6 +325,114 @@ FakeKubeApi::FakeKubeApi(const KubeCredentials& credentials, int threads)
     server_->listen_after_bind();
     listen_ended_ = true;
   });
+}
+
+void FakeKubeApi::Serve(const char* method, const httplib::Request& http,
+                        httplib::Response& response) {
+  KubeRequest request{.method = method,
+                      .path = http.path,
+                      .content_type = http.get_header_value("Content-Type"),
+                      .authorization = http.get_header_value("Authorization"),
+                      .user_agent = http.get_header_value("User-Agent"),
+                      .body = http.body,
+                      .received = absl::Now()};
+  for (const auto& [key, value] : http.params) {
+    request.params[key] = value;
+  }
+  absl::Duration delay;
+  {
+    absl::MutexLock lock(&mutex_);
+    delay = delay_;
+  }
+  absl::SleepFor(delay);  // an API server under load
+  Answer answer;
+  std::shared_ptr<Watcher> watcher;
+  {
+    absl::MutexLock lock(&mutex_);
+    requests_.push_back(request);
+    answer = Handle(request);
+    if (answer.status == 0) watcher = OpenWatch(request);  // a watch to stream
+  }
+  if (watcher != nullptr) {
+    response.status = 200;
+    response.set_chunked_content_provider(
+        "application/json",
+        [this, watcher](size_t, httplib::DataSink& sink) {
+          std::string out;
+          bool drop = false;
+          const bool more = ServeWatch(*watcher, &out, &drop);
+          if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+          if (more) return true;
+          if (drop) return false;  // no final chunk: the client sees a broken stream
+          sink.done();
+          return true;
+        },
+        [this](bool) {
+          absl::MutexLock lock(&mutex_);
+          --open_watches_;
+        });
+    return;
+  }
+  response.status = answer.status;
+  if (answer.retry_after > 0) {
+    response.set_header("Retry-After", std::to_string(answer.retry_after));
+  }
+  response.set_content(answer.body.dump(), "application/json");
+}
+
+std::shared_ptr<FakeKubeApi::Watcher> FakeKubeApi::OpenWatch(const KubeRequest& request) {
+  auto watcher = std::make_shared<Watcher>();
+  watcher->kind = request.path == "/api/v1/pods"              ? Kind::kPod
+                  : request.path == "/api/v1/nodes"           ? Kind::kNode
+                  : request.path.ends_with("/resourceslices") ? Kind::kResourceSlice
+                                                              : Kind::kConfigMap;
+  if (watcher->kind == Kind::kResourceSlice) watcher->version = DraVersionOf(request.path);
+  watcher->selector = Param(request, "labelSelector");
+  if (const std::string field = Param(request, "fieldSelector"); !field.empty()) {
+    const size_t equals = field.find('=');
+    watcher->field = field.substr(0, equals);
+    watcher->field_value = field.substr(equals + 1);
+  }
+  if (watcher->kind == Kind::kConfigMap) watcher->ns = NamespaceOf(request.path);
+  watcher->bookmarks = Param(request, "allowWatchBookmarks") == "true";
+  const std::string timeout_text = Param(request, "timeoutSeconds");
+  const int timeout = timeout_text.empty() ? 1800 : std::atoi(timeout_text.c_str());
+  watcher->deadline = absl::Now() + absl::Seconds(timeout);
+  watcher->next_bookmark = absl::Now() + kBookmarkInterval;
+  watcher->drops = drops_;
+  watcher->expiries = expiries_;
+  watcher->bookmark_calls = bookmarks_;
+  const std::string from = Param(request, "resourceVersion");
+  if (from.empty() || from == "0") {
+    // No resourceVersion: every object now, as synthetic ADDED events, then changes.
+    if (watcher->kind == Kind::kNode) {
+      for (const auto& [name, node] : nodes_) {
+        if (watcher->Wants(node)) watcher->first += WatchLine("ADDED", node);
+      }
+    } else if (watcher->kind == Kind::kResourceSlice) {
+      for (const auto& [name, slice] : resource_slices_) {
+        if (watcher->Wants(slice)) {
+          watcher->first += WatchLine("ADDED", SliceIn(slice, watcher->version));
+        }
+      }
+    } else {
+      for (const auto& [key, object] : watcher->kind == Kind::kPod ? pods_ : config_maps_) {
+        if (watcher->Wants(object)) watcher->first += WatchLine("ADDED", object);
+      }
+    }
+    watcher->cursor = resource_version_;
+  } else {
+    watcher->cursor = std::strtoull(from.c_str(), nullptr, 10);
+    if (watcher->cursor < compacted_) {
+      watcher->first = WatchLine(
+          "ERROR", Status(410, "Expired",
+                          fmt::format("too old resource version: {} ({})", from, compacted_)));
+      watcher->end_after_first = true;
+    }
+  }
+  ++open_watches_;
+  ++watches_opened_;
+  return watcher;
 }
 
 FakeKubeApi::~FakeKubeApi() {

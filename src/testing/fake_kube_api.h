@@ -33,7 +33,9 @@
 
 namespace httplib {
 class SSLServer;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace vigil::testing {
 
@@ -205,6 +207,12 @@ class FakeKubeApi {
   // Waits for what the watcher should be sent next and writes it; false ends the stream
   // (`*drop`: without the final chunk, a broken connection).
   bool ServeWatch(Watcher& watcher, std::string* out, bool* drop);
+  // One HTTP request on an httplib thread: recorded, answered, or streamed as a watch.
+  void Serve(const char* method, const httplib::Request& http, httplib::Response& response);
+  // A watch for `request` (answered 0 by Handle): its kind, selectors, deadline and what it
+  // sends first (every object, or a 410 for a compacted resourceVersion).
+  std::shared_ptr<Watcher> OpenWatch(const KubeRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Records a change of a node or pod for watchers, at the current resourceVersion (`before`
   // null for a new object, `after` null for a deleted one).
   void Record(Kind kind, const nlohmann::json& before, const nlohmann::json& after)
