@@ -190,7 +190,8 @@ absl::StatusOr<Recording> DecodeRecording(std::string_view bytes, bool header_on
   const std::string_view header_text = rest.substr(0, header_size);
   if (Crc32(header_text) != header_crc) return Bad("its header does not match its checksum");
   const Json header = Json::parse(header_text, nullptr, /*allow_exceptions=*/false);
-  if (!header.is_object() || header.value("format", "") != "vigil-flight-recording") {
+  if (!header.is_object() || !header.contains("format") ||
+      header["format"] != "vigil-flight-recording") {
     return Bad("its header is not a recording's");
   }
   Recording r;
@@ -231,7 +232,8 @@ absl::StatusOr<Recording> DecodeRecording(std::string_view bytes, bool header_on
   }
   if (header_only) return r;
   auto body_text = Gunzip(rest.substr(header_size), kMaxBodyBytes);
-  if (!body_text.ok()) return Bad(fmt::format("its body: {}", std::string(body_text.status().message())));
+  if (!body_text.ok())
+    return Bad(fmt::format("its body: {}", std::string(body_text.status().message())));
   const Json body = Json::parse(*body_text, nullptr, /*allow_exceptions=*/false);
   if (!body.is_object() || !body.contains("series") || !body["series"].is_array()) {
     return Bad("its body has no series");
@@ -240,6 +242,11 @@ absl::StatusOr<Recording> DecodeRecording(std::string_view bytes, bool header_on
     if (!s.is_object() || !s.contains("field") || !s["field"].is_number_unsigned() ||
         !s.contains("samples") || !s["samples"].is_array()) {
       return Bad("a series without its field or samples");
+    }
+    // (value() would throw on a name or type of another JSON type: a hand-made file.)
+    if ((s.contains("name") && !s["name"].is_string()) || !s.contains("type") ||
+        !s["type"].is_string()) {
+      return Bad("a series whose name or type is not a string");
     }
     RecordingSeries series;
     series.field = s["field"].get<FieldId>();

@@ -6,6 +6,9 @@
 #include <bit>
 #include <cmath>
 
+#include "common/crc32.h"
+#include "common/gzip.h"
+#include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -120,6 +123,37 @@ TEST(RecordingTest, DamageIsRefusedWithItsReason) {
   // Every cut of the file is refused, never misread or crashed on.
   for (size_t cut = 0; cut < bytes.size(); cut += 97)
     EXPECT_FALSE(DecodeRecording(bytes.substr(0, cut)).ok());
+}
+
+// Found by reading what the fuzz target (fuzz_test.cc) exercises: a hand-made file whose JSON
+// has a number where a string belongs made the decoder throw (nlohmann's value()); now refused.
+TEST(RecordingTest, AHandMadeFileWithTheWrongJsonTypesIsRefusedNotThrown) {
+  const std::string file = EncodeRecording(Example());
+  const size_t newline = file.find('\n');
+  const size_t header_size = std::stoul(file.substr(0, newline).substr(11));
+  std::string header = file.substr(newline + 1, header_size);
+  const std::string body =
+      *Gunzip(std::string_view(file).substr(newline + 1 + header_size), 1 << 20);
+  const auto frame = [](const std::string& header, const std::string& body) {
+    const std::string gzipped = Gzip(body, 1);
+    return fmt::format("VIGILREC 1 {} {} {}\n", header.size(), Crc32(header), gzipped.size()) +
+           header + gzipped;
+  };
+  std::string numeric_format = header;
+  numeric_format.replace(numeric_format.find("\"vigil-flight-recording\""),
+                         std::string("\"vigil-flight-recording\"").size(), "5");
+  auto decoded = DecodeRecording(frame(numeric_format, body));
+  EXPECT_FALSE(decoded.ok());
+  EXPECT_THAT(std::string(decoded.status().message()), HasSubstr("not a recording's"));
+  for (const std::string key : {"\"name\":", "\"type\":"}) {
+    std::string numeric = body;
+    const size_t at = numeric.find(key) + key.size();
+    numeric.replace(at, numeric.find('"', at + 1) - at + 1, "5");
+    decoded = DecodeRecording(frame(header, numeric));
+    EXPECT_FALSE(decoded.ok()) << key;
+    EXPECT_THAT(std::string(decoded.status().message()), HasSubstr("name or type is not a string"))
+        << numeric.substr(0, 200);
+  }
 }
 
 }  // namespace

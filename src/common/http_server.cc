@@ -239,6 +239,33 @@ void HttpServer::Close(int fd) {
   connections_.erase(fd);
 }
 
+std::optional<HttpRequestHead> ParseRequestHead(std::string_view head) {
+  const std::vector<std::string_view> lines = Split(head, '\n');
+  const std::vector<std::string_view> parts = Split(Trim(lines[0]), ' ');
+  if (parts.size() != 3 || !parts[2].starts_with("HTTP/1.")) return std::nullopt;
+  HttpRequestHead parsed{.method = std::string(parts[0]), .keep_alive = parts[2] == "HTTP/1.1"};
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const size_t colon = lines[i].find(':');
+    if (colon == std::string_view::npos) continue;
+    const std::string_view name = Trim(lines[i].substr(0, colon));
+    const std::string_view value = Trim(lines[i].substr(colon + 1));
+    if (EqualsIgnoreCase(name, "connection")) {
+      if (EqualsIgnoreCase(value, "close")) parsed.keep_alive = false;
+      if (EqualsIgnoreCase(value, "keep-alive")) parsed.keep_alive = true;
+    } else if (EqualsIgnoreCase(name, "accept-encoding")) {
+      parsed.request.accepts_gzip = AcceptsGzip(value);
+    } else if ((EqualsIgnoreCase(name, "content-length") && value != "0") ||
+               EqualsIgnoreCase(name, "transfer-encoding")) {
+      parsed.has_body = true;
+    }
+  }
+  parsed.request.path = std::string(parts[1]);
+  if (const size_t query = parsed.request.path.find('?'); query != std::string::npos) {
+    parsed.request.path.resize(query);
+  }
+  return parsed;
+}
+
 bool HttpServer::OnReadable(Connection& connection) {
   char buffer[8192];
   while (true) {
@@ -265,44 +292,22 @@ bool HttpServer::OnReadable(Connection& connection) {
       }
       break;
     }
-    const std::string request = connection.input.substr(0, end);
+    const std::optional<HttpRequestHead> head =
+        ParseRequestHead(std::string_view(connection.input).substr(0, end));
     connection.input.erase(0, end + 4);
-    const std::vector<std::string_view> lines = Split(request, '\n');
-    const std::vector<std::string_view> parts = Split(Trim(lines[0]), ' ');
-    if (parts.size() != 3 || !parts[2].starts_with("HTTP/1.")) {
+    if (!head.has_value()) {
       connection.close_after_write = true;
       Send(connection, {.status = 400, .body = "bad request\n"}, false, false);
       break;
     }
-    bool keep_alive = parts[2] == "HTTP/1.1";
-    bool has_body = false;
-    HttpRequest http_request;
-    for (size_t i = 1; i < lines.size(); ++i) {
-      const size_t colon = lines[i].find(':');
-      if (colon == std::string_view::npos) continue;
-      const std::string_view name = Trim(lines[i].substr(0, colon));
-      const std::string_view value = Trim(lines[i].substr(colon + 1));
-      if (EqualsIgnoreCase(name, "connection")) {
-        if (EqualsIgnoreCase(value, "close")) keep_alive = false;
-        if (EqualsIgnoreCase(value, "keep-alive")) keep_alive = true;
-      } else if (EqualsIgnoreCase(name, "accept-encoding")) {
-        http_request.accepts_gzip = AcceptsGzip(value);
-      } else if ((EqualsIgnoreCase(name, "content-length") && value != "0") ||
-                 EqualsIgnoreCase(name, "transfer-encoding")) {
-        has_body = true;
-      }
-    }
-    if (has_body) {  // nothing here takes a body; refuse rather than mis-frame the next request
+    if (head->has_body) {  // nothing here takes a body; refuse rather than mis-frame the next one
       connection.close_after_write = true;
       Send(connection, {.status = 400, .body = "bad request: no request here takes a body\n"},
            false, false);
       break;
     }
-    http_request.path = std::string(parts[1]);
-    if (const size_t query = http_request.path.find('?'); query != std::string::npos) {
-      http_request.path.resize(query);
-    }
-    Send(connection, Route(parts[0], http_request), keep_alive, parts[0] == "HEAD");
+    const bool keep_alive = head->keep_alive;
+    Send(connection, Route(head->method, head->request), keep_alive, head->method == "HEAD");
     if (!keep_alive) {
       connection.close_after_write = true;
       break;

@@ -13,7 +13,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "absl/status/statusor.h"
@@ -45,6 +47,17 @@ struct HttpRequest {
   std::string path;           // without the query string
   bool accepts_gzip = false;  // its Accept-Encoding allows gzip
 };
+
+// What the server reads from a request's head (the request line and headers, up to the blank
+// line).
+struct HttpRequestHead {
+  std::string method;
+  HttpRequest request;
+  bool keep_alive = true;  // HTTP/1.1 unless "Connection: close"; HTTP/1.0 if "keep-alive"
+  bool has_body = false;   // a non-zero Content-Length or a Transfer-Encoding
+};
+// Parses a request's head; nullopt when its first line is not "METHOD TARGET HTTP/1.x".
+std::optional<HttpRequestHead> ParseRequestHead(std::string_view head);
 
 struct HttpResponse {
   int status = 200;

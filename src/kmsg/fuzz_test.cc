@@ -5,9 +5,9 @@
 // that the input itself spells (never another GPU's), and its code is in range. The saved-log
 // splitter gets the same inputs in random pieces. VIGIL_FUZZ_ITERATIONS sets the number of inputs
 // (1,000,000 in `make test`, more in `make fuzz`); the seed is fixed, so a failure repeats.
+#include "testing/fuzz.h"
+
 #include <cctype>
-#include <cstdlib>
-#include <random>
 
 #include "gtest/gtest.h"
 #include "kmsg/driver_line.h"
@@ -16,12 +16,6 @@
 
 namespace vigil::kmsg {
 namespace {
-
-uint64_t Iterations() {
-  const char* text = std::getenv("VIGIL_FUZZ_ITERATIONS");
-  return text != nullptr && std::strtoull(text, nullptr, 10) > 0 ? std::strtoull(text, nullptr, 10)
-                                                                 : 1'000'000;
-}
 
 std::string Lower(std::string_view text) {
   std::string out(text);
@@ -44,64 +38,14 @@ bool SpelledIn(const std::string& bus_id, std::string_view input) {
   return Lower(input).find(Lower(bus_id.substr(9, 5))) != std::string::npos;
 }
 
-class Mutator {
- public:
-  explicit Mutator(uint64_t seed) : rng_(seed) {}
-  size_t Below(size_t n) {
-    return n == 0 ? 0 : std::uniform_int_distribution<size_t>(0, n - 1)(rng_);
-  }
-  char Byte() {
-    // Mostly the characters the format is made of, so mutations reach deep into the parser.
-    static constexpr std::string_view kAlphabet = "0123456789abcdefABCDEF:.,;() =-'<>\\x\n PCI";
-    return Below(4) == 0 ? static_cast<char>(Below(256)) : kAlphabet[Below(kAlphabet.size())];
-  }
-  std::string Mutate(std::string text, const std::vector<std::string>& seeds) {
-    const size_t edits = 1 + Below(4);
-    for (size_t e = 0; e < edits; ++e) {
-      switch (Below(6)) {
-        case 0:  // flip a bit
-          if (!text.empty()) text[Below(text.size())] ^= static_cast<char>(1 << Below(8));
-          break;
-        case 1:  // replace a byte
-          if (!text.empty()) text[Below(text.size())] = Byte();
-          break;
-        case 2:  // insert bytes
-          text.insert(Below(text.size() + 1), std::string(1 + Below(3), Byte()));
-          break;
-        case 3:  // delete a run
-          if (!text.empty()) {
-            const size_t at = Below(text.size());
-            text.erase(at, 1 + Below(8));
-          }
-          break;
-        case 4:  // cut
-          text.resize(Below(text.size() + 1));
-          break;
-        default: {  // splice with another seed
-          const std::string& other = seeds[Below(seeds.size())];
-          text = text.substr(0, Below(text.size() + 1)) + other.substr(Below(other.size() + 1));
-        }
-      }
-    }
-    return text;
-  }
-  std::string Random() {
-    std::string text(Below(200), '\0');
-    for (char& c : text) c = Byte();
-    return text;
-  }
-
- private:
-  std::mt19937_64 rng_;
-};
-
 TEST(KmsgFuzzTest, MutatedAndRandomLinesNeverCrashOrMisattribute) {
   std::vector<std::string> seeds;
   for (const XidSample& sample : kXidSamples) seeds.emplace_back(sample.line);
   for (const char* line : kSxidLines) seeds.emplace_back(line);
   for (const char* line : kOtherLines) seeds.emplace_back(line);
-  Mutator mutator(20261201);
-  const uint64_t iterations = Iterations();
+  // Mostly the characters the format is made of, so mutations reach deep into the parser.
+  testing::Mutator mutator(20261201, "0123456789abcdefABCDEF:.,;() =-'<>\\x\n PCI");
+  const uint64_t iterations = testing::FuzzIterations(1'000'000);
   uint64_t xids = 0, sxids = 0, records = 0, splitter_bytes = 0;
   std::string log;
   for (uint64_t i = 0; i < iterations; ++i) {
