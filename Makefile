@@ -54,13 +54,19 @@ bench: build
 	scripts/bench-scrape $(BUILD_DIR)/vigil
 	scripts/bench-healthcheck $(BUILD_DIR)/vigil
 
-# A longer run of the kernel log parsers' fuzz test (`make test` runs it over 1,000,000 inputs),
-# under the sanitizers: FUZZ_ITERATIONS inputs (default 20,000,000).
-FUZZ_ITERATIONS ?= 20000000
+# Every parser's fuzz target (testing/fuzz.h: the kernel log, HTTP request heads, durations,
+# flight recordings, the remediation annotations, engine configs, scenarios, counters CSV, watch
+# lines and list answers, pod-resources answers, ResourceSlices) under the sanitizers, each over
+# FUZZ_ITERATIONS inputs (default 1,000,000; `make test` runs a short pass of each).
+FUZZ_ITERATIONS ?= 1000000
+FUZZ_TESTS ?= common_test api_test engine_test inject_test exporter_test kube_test \
+  podresources_test dra_test kmsg_test
 fuzz: asan-build
-	VIGIL_FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  $(ASAN_DIR)/src/kmsg_test --gtest_filter='KmsgFuzzTest.*'
+	@for test in $(FUZZ_TESTS); do \
+	  VIGIL_FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    $(ASAN_DIR)/src/$$test --gtest_filter='*FuzzTest.*' --gtest_brief=1 || exit 1; \
+	done
 
 # The whole alerting chain on one machine, proven by `vigil drill` (scripts/drill): vigil node on
 # simulated GPUs, a real Prometheus with the project's rules and a real Alertmanager.

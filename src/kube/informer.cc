@@ -241,57 +241,84 @@ Informer::Outcome Informer::Watch() {
   return Outcome::kDone;
 }
 
-bool Informer::Apply(std::string_view line, Outcome* outcome) {
-  if (line.empty()) return true;
+absl::StatusOr<WatchEvent> ParseWatchEvent(std::string_view line) {
   const Json event = Json::parse(line, nullptr, /*allow_exceptions=*/false);
   const std::string type = kube::StringAt(event, "type");
   const Json& object = kube::At(event, "object");
-  const Json& metadata = kube::At(object, "metadata");
   if (type.empty() || !object.is_object()) {
-    *outcome = Fail(fmt::format("watching {}: a line of the stream is not a watch event: {}",
-                                options_.description, line.substr(0, 200)));
-    return false;
+    return absl::InvalidArgumentError(
+        fmt::format("a line of the stream is not a watch event: {}", line.substr(0, 200)));
   }
+  WatchEvent parsed{
+      .object = object,
+      .resource_version = kube::StringAt(kube::At(object, "metadata"), "resourceVersion")};
   if (type == "ERROR") {
-    // A Status: 410 Expired/Gone when the watch fell too far behind; anything else is retried.
     const Json& code = kube::At(object, "code");
-    const int64_t status = code.is_number_integer() ? code.get<int64_t>() : 0;
-    if (status == 410) {
-      *outcome = Outcome::kGone;
-    } else {
-      *outcome = Fail(fmt::format("watching {}: the server ended the watch: {} {}",
-                                  options_.description, status, kube::StringAt(object, "message")));
-    }
-    return false;
+    parsed.error_code = code.is_number_integer() ? code.get<int64_t>() : 0;
+    return parsed;
   }
-  const std::string resource_version = kube::StringAt(metadata, "resourceVersion");
   if (type == "BOOKMARK") {
-    absl::MutexLock lock(&mutex_);
-    ++stats_.bookmarks;
-    if (!resource_version.empty()) resource_version_ = resource_version;
-    last_heard_ = clock_->Now();
-    return true;
+    parsed.type = WatchEvent::Type::kBookmark;
+    return parsed;
   }
-  const std::string name = KeyOf(object);
-  if (name.empty() || (type != "ADDED" && type != "MODIFIED" && type != "DELETED")) {
-    *outcome = Fail(fmt::format("watching {}: an event of type '{}' for '{}' is not understood",
-                                options_.description, type, name));
+  parsed.key = Informer::KeyOf(object);
+  if (parsed.key.empty() || (type != "ADDED" && type != "MODIFIED" && type != "DELETED")) {
+    return absl::InvalidArgumentError(
+        fmt::format("an event of type '{}' for '{}' is not understood", type, parsed.key));
+  }
+  parsed.type = type == "ADDED"      ? WatchEvent::Type::kAdded
+                : type == "MODIFIED" ? WatchEvent::Type::kModified
+                                     : WatchEvent::Type::kDeleted;
+  return parsed;
+}
+
+bool Informer::Apply(std::string_view line, Outcome* outcome) {
+  if (line.empty()) return true;
+  absl::StatusOr<WatchEvent> event = ParseWatchEvent(line);
+  if (!event.ok()) {
+    *outcome =
+        Fail(fmt::format("watching {}: {}", options_.description, MessageOf(event.status())));
     return false;
+  }
+  switch (event->type) {
+    case WatchEvent::Type::kError:
+      // A Status: 410 Expired/Gone when the watch fell too far behind; anything else is retried.
+      if (event->error_code == 410) {
+        *outcome = Outcome::kGone;
+      } else {
+        *outcome =
+            Fail(fmt::format("watching {}: the server ended the watch: {} {}", options_.description,
+                             event->error_code, kube::StringAt(event->object, "message")));
+      }
+      return false;
+    case WatchEvent::Type::kBookmark: {
+      absl::MutexLock lock(&mutex_);
+      ++stats_.bookmarks;
+      if (!event->resource_version.empty()) resource_version_ = event->resource_version;
+      last_heard_ = clock_->Now();
+      return true;
+    }
+    case WatchEvent::Type::kAdded:
+    case WatchEvent::Type::kModified:
+    case WatchEvent::Type::kDeleted:
+      break;
   }
   std::optional<Json> kept;
-  if (type != "DELETED") kept = options_.transform ? options_.transform(object) : object;
+  if (event->type != WatchEvent::Type::kDeleted) {
+    kept = options_.transform ? options_.transform(event->object) : std::move(event->object);
+  }
   {
     absl::MutexLock lock(&mutex_);
     if (kept.has_value()) {
-      objects_[name] = std::move(*kept);
+      objects_[event->key] = std::move(*kept);
     } else {
-      objects_.erase(name);
+      objects_.erase(event->key);
     }
-    if (!resource_version.empty()) resource_version_ = resource_version;
+    if (!event->resource_version.empty()) resource_version_ = event->resource_version;
     last_heard_ = clock_->Now();
     ++stats_.events;  // with the change, so a reader that sees the change sees the count
   }
-  Notify({name});
+  Notify({event->key});
   return true;
 }
 

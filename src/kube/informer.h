@@ -29,6 +29,19 @@
 
 namespace vigil {
 
+// One line of a watch stream (a JSON WatchEvent), parsed.
+struct WatchEvent {
+  enum class Type : uint8_t { kAdded, kModified, kDeleted, kBookmark, kError };
+  Type type = Type::kError;
+  nlohmann::json object;         // the object (kError: the Status)
+  std::string key;               // "NAMESPACE/NAME" or "NAME" (Informer::KeyOf); "" for the others
+  std::string resource_version;  // the object's metadata.resourceVersion, if any
+  int64_t error_code = 0;        // kError: the Status' code (410: the watch fell too far behind)
+};
+// InvalidArgument saying what is wrong for a line that is not a watch event, or whose type is
+// not one of Kubernetes' (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR) or whose object has no name.
+absl::StatusOr<WatchEvent> ParseWatchEvent(std::string_view line);
+
 struct InformerOptions {
   // The collection, e.g. "/api/v1/nodes".
   std::string path;
