@@ -5,6 +5,7 @@
 // transitively) and in what its sources include. Above all, the clients — client, exporter,
 // healthcheck, cli — never reach the engine side (backend, sampling, health, inject, engine,
 // server).
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -12,6 +13,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -205,6 +207,102 @@ TEST(ArchitectureTest, SourcesIncludeOnlyWhatTheirModuleMayUse) {
         EXPECT_TRUE(allowed.contains(dep))
             << "src/" << module << "/" << file << " includes " << dep << "/: module " << module
             << " may use only: " << Join(allowed);
+      }
+    }
+  }
+}
+
+// The code of a source file with its comments and the contents of its string and character
+// literals blanked (raw strings too), line breaks kept: what brace counting may look at.
+std::string CodeOnly(const std::string& text) {
+  std::string out = text;
+  size_t i = 0;
+  const auto blank = [&](size_t from, size_t to) {
+    for (size_t k = from; k < to && k < out.size(); ++k) {
+      if (out[k] != '\n') out[k] = ' ';
+    }
+  };
+  while (i < text.size()) {
+    if (text.compare(i, 2, "//") == 0) {
+      const size_t end = text.find('\n', i);
+      blank(i, end == std::string::npos ? text.size() : end);
+      i = end == std::string::npos ? text.size() : end;
+    } else if (text.compare(i, 2, "/*") == 0) {
+      const size_t end = text.find("*/", i + 2);
+      blank(i, end == std::string::npos ? text.size() : end + 2);
+      i = end == std::string::npos ? text.size() : end + 2;
+    } else if (text.compare(i, 2, "R\"") == 0 &&
+               (i == 0 || !std::isalnum(static_cast<unsigned char>(text[i - 1])))) {
+      const size_t open = text.find('(', i + 2);
+      const std::string close = ")" + text.substr(i + 2, open - i - 2) + "\"";
+      const size_t end = text.find(close, open);
+      blank(i + 1, end == std::string::npos ? text.size() : end + close.size());
+      i = end == std::string::npos ? text.size() : end + close.size();
+    } else if (text[i] == '"' ||
+               (text[i] == '\'' &&
+                (i == 0 || !std::isxdigit(static_cast<unsigned char>(text[i - 1]))))) {
+      // A string or character literal (a ' after a digit is a digit separator: 1'000).
+      const char quote = text[i];
+      size_t k = i + 1;
+      while (k < text.size() && text[k] != quote && text[k] != '\n') k += text[k] == '\\' ? 2 : 1;
+      blank(i + 1, k);
+      i = k + 1;
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
+
+// House rule: no function in src/ (tests included) is longer than 120 lines — but these
+// table-like switches, one case per field, each a call into the source the field comes from.
+TEST(ArchitectureTest, NoFunctionIsLongerThan120Lines) {
+  const std::set<std::string> tables = {"src/backend/sim_gpu.cc SimGpu::Read",
+                                        "src/backend/nvml_backend.cc Direct"};
+  const std::filesystem::path root(SourceDir());
+  const std::regex control(R"(^\s*(\}\s*)?(if|for|while|switch|else|do|catch|try)\b)");
+  const std::regex type(R"(^\s*(namespace|class|struct|enum|union|extern)\b)");
+  const std::regex name(R"(([A-Za-z_][A-Za-z0-9_:~]*)\s*\()");
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root / "src")) {
+    const std::string path = entry.path().string();
+    if (!path.ends_with(".cc") && !path.ends_with(".h")) continue;
+    std::ifstream in(entry.path());
+    const std::string code =
+        CodeOnly(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+    const std::string file = std::filesystem::relative(entry.path(), root).string();
+    struct Open {
+      int line;
+      bool function;
+      std::string name;
+    };
+    std::vector<Open> open;
+    std::string head;  // the text since the last ; { or }: what a brace opens
+    int line = 1;
+    for (char c : code) {
+      if (c == '\n') ++line;
+      if (c == '{') {
+        std::smatch called;
+        const size_t last = head.find_last_not_of(" \t\n");
+        const bool function = (head.find(')') != std::string::npos ||
+                               (last != std::string::npos && head[last] == ']')) &&
+                              !std::regex_search(head, control) && !std::regex_search(head, type);
+        const bool named = function && std::regex_search(head, called, name);
+        open.push_back({line, function, named ? called[1].str() : ""});
+        head.clear();
+      } else if (c == '}') {
+        if (!open.empty()) {
+          const Open block = open.back();
+          open.pop_back();
+          const int length = line - block.line + 1;
+          EXPECT_FALSE(block.function && length > 120 && !tables.contains(file + " " + block.name))
+              << file << ":" << block.line << ": " << (block.name.empty() ? "a lambda" : block.name)
+              << " is " << length << " lines long; split it along its steps (at most 120)";
+        }
+        head.clear();
+      } else if (c == ';') {
+        head.clear();
+      } else {
+        head.push_back(c);
       }
     }
   }
