@@ -129,10 +129,16 @@ absl::Status WriteFileAtomically(Env* env, const std::string& path, std::string_
   const std::string temporary = path + ".tmp";
   auto file = env->NewWritableFile(temporary);
   if (!file.ok()) return file.status();
-  if (absl::Status s = (*file)->Append(contents); !s.ok()) return s;
-  if (absl::Status s = (*file)->Sync(); !s.ok()) return s;
+  // A write that fails leaves no temporary file behind (a full disk is not made fuller).
+  const auto failed = [&](absl::Status status) {
+    file->reset();
+    env->DeleteFile(temporary).IgnoreError();  // best effort: the write's error is the news
+    return status;
+  };
+  if (absl::Status s = (*file)->Append(contents); !s.ok()) return failed(s);
+  if (absl::Status s = (*file)->Sync(); !s.ok()) return failed(s);
   file->reset();
-  if (absl::Status s = env->RenameFile(temporary, path); !s.ok()) return s;
+  if (absl::Status s = env->RenameFile(temporary, path); !s.ok()) return failed(s);
   const size_t slash = path.rfind('/');
   return env->SyncDir(slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash));
 }

@@ -57,7 +57,8 @@ class Env {
 };
 
 // Replaces `path` with `contents` so that a crash leaves either the old file or the new one:
-// written to `path`.tmp, synced, renamed over `path`, and the directory synced.
+// written to `path`.tmp, synced, renamed over `path`, and the directory synced. A failed write
+// removes its `path`.tmp.
 absl::Status WriteFileAtomically(Env* env, const std::string& path, std::string_view contents);
 
 }  // namespace vigil

@@ -220,7 +220,13 @@ void FlightRecorder::Write(Job job) {
   spdlog::info("flight recorder: {} recording {} of GPU {} ({} series)",
                recording.complete ? "wrote" : "started", recording.id, recording.gpu,
                recording.series.size());
-  EnforceLimits(recording.id + std::string(kRecordingSuffix));
+  const std::string name = recording.id + std::string(kRecordingSuffix);
+  if (recording.complete) {
+    open_files_.erase(name);
+  } else {
+    open_files_.insert(name);
+  }
+  EnforceLimits(name);
 }
 
 void FlightRecorder::EnforceLimits(const std::string& keep) {
@@ -236,11 +242,12 @@ void FlightRecorder::EnforceLimits(const std::string& keep) {
     recordings.emplace_back(name, *size);
     total += *size;
   }
-  // Oldest first, never the one just written; `left` counts every file still there.
+  // Oldest first, never the one just written nor one whose time after is still being recorded;
+  // `left` counts every file still there.
   size_t left = recordings.size();
   for (const auto& [name, size] : recordings) {
     if (left <= options_.config.max_recordings && total <= options_.config.max_bytes) break;
-    if (name == keep) continue;
+    if (name == keep || open_files_.contains(name)) continue;
     if (options_.env->DeleteFile(options_.dir + "/" + name).ok()) {
       --left;
       total -= size;

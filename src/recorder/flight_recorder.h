@@ -18,6 +18,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,6 +83,9 @@ class FlightRecorder {
   // whose `after` has not passed yet.
   std::vector<std::optional<HealthStatus>> last_status_;
   std::vector<Recording> open_;
+  // Writer thread: the files of recordings whose time after is still being recorded; the
+  // limits never remove them (their second write would bring them back, the window lost).
+  std::set<std::string> open_files_;
 
   // The recorder's thread only: whether the last write failed (log once per streak).
   bool failing_ = false;

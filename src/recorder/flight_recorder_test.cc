@@ -155,6 +155,29 @@ TEST_F(FlightRecorderTest, TheOldestRecordingsGoPastTheLimit) {
   EXPECT_EQ(recorder_->stats().removed, 1u);
 }
 
+// Three GPUs fail within the time after of the first: the limit of two is exceeded, but a
+// recording still waiting for its time after is not removed (its second write would bring it
+// back without the window the limit took); once complete, the oldest goes.
+TEST_F(FlightRecorderTest, ARecordingWhoseTimeAfterIsOpenIsNotRemovedByTheLimits) {
+  StartEngine({.window = absl::Minutes(1), .after = absl::Minutes(1), .max_recordings = 2});
+  Tick(70);
+  for (uint32_t gpu : {0u, 1u, 3u}) {
+    Xid(gpu, 79);
+    Tick(2);
+  }
+  recorder_->Flush();
+  EXPECT_EQ(Files().size(), 3u) << "all three are still open";
+  EXPECT_EQ(recorder_->stats().removed, 0u);
+  Tick(70);  // every time after has passed
+  recorder_->Flush();
+  const std::vector<std::string> files = Files();
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(Read(files[0]).gpu, 1u);
+  EXPECT_TRUE(Read(files[0]).complete);
+  EXPECT_EQ(Read(files[1]).gpu, 3u);
+  EXPECT_TRUE(Read(files[1]).complete);
+}
+
 TEST_F(FlightRecorderTest, AFullDiskCostsTheRecordingAndNothingElse) {
   StartEngine({.window = absl::Minutes(1), .after = absl::ZeroDuration()});
   Tick(70);
