@@ -121,8 +121,11 @@ std::string ChartSvg(const Recording& recording, const ReportChart& chart) {
   }
   if (!(high >= low)) return "";
   if (high == low) {
-    high += 1;
-    low -= low == 0 ? 0 : 1;
+    // A constant series: a band around it. Relative to the value, since past 2^53 adding 1
+    // changes nothing and the band would have no height to divide by.
+    const double pad = std::max(1.0, std::abs(low) * 1e-6);
+    high += pad;
+    low -= low == 0 ? 0 : pad;
   }
   // A margin, so that a line at the extreme (a limit) is not hidden by the frame.
   const double margin = (high - low) * 0.05;

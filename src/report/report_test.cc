@@ -72,5 +72,23 @@ TEST(ReportTest, ThePageEscapesTextMarksTheFaultAndFetchesNothing) {
   EXPECT_EQ(json["charts"][0]["series"][0]["samples"][10]["value"], nullptr);
 }
 
+// A series that stays at a value past 2^53 (a counter read as a large constant): the chart still
+// has a height, every coordinate is a number.
+TEST(ReportTest, AConstantSeriesPastTwoToThe53IsChartedWithNumbers) {
+  for (const int64_t value :
+       {int64_t{0}, int64_t{1} << 53, int64_t{1} << 60, -(int64_t{1} << 60)}) {
+    Recording r = WithSeries({fid::kPowerUsage});
+    for (RecordingSample& sample : r.series[0].samples) {
+      sample.value = FieldValue::Double(static_cast<double>(value));
+    }
+    const std::string html = RenderReportHtml(r);
+    const size_t path = html.find("<path class=\"series\"");
+    ASSERT_NE(path, std::string::npos) << value;
+    const std::string d = html.substr(path, html.find("/>", path) - path);
+    EXPECT_THAT(d, Not(HasSubstr("nan"))) << value;
+    EXPECT_THAT(d, Not(HasSubstr("inf"))) << value;
+  }
+}
+
 }  // namespace
 }  // namespace vigil
