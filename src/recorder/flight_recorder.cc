@@ -157,6 +157,41 @@ void FlightRecorder::Loop() {
   }
 }
 
+absl::Status FlightRecorder::ReadSeries(absl::Time start, absl::Time end, Recording* recording) {
+  // In pieces that each stay well under the engine's limit on one answer
+  // (kMaxHistoryResponseSamples): every field of the GPU over an hour and a half at a fast tick
+  // would be over it in one.
+  const double fields = static_cast<double>(std::max<size_t>(1, engine_->layout().size()));
+  const absl::Duration tick = std::max(engine_->config().tick_interval, absl::Milliseconds(1));
+  const absl::Duration piece =
+      std::max(tick, tick * (static_cast<double>(kMaxHistoryResponseSamples) / 2 / fields));
+  for (absl::Time from = start; from < end; from += piece) {
+    auto history = engine_->History(
+        {.gpus = {recording->gpu}, .start = from, .end = std::min(end, from + piece)});
+    if (!history.ok()) return history.status();
+    if (recording->series.empty()) {
+      for (const HistorySeries& series : *history) {
+        const FieldInfo* field = FindField(series.field);
+        recording->series.push_back({.field = series.field,
+                                     .name = field != nullptr ? std::string(field->name) : "",
+                                     .type = field != nullptr ? field->type : FieldType::kInt64});
+      }
+    }
+    if (history->size() != recording->series.size()) {
+      return absl::InternalError("the engine's history changed its fields while being read");
+    }
+    for (size_t i = 0; i < history->size(); ++i) {
+      std::vector<RecordingSample>& samples = recording->series[i].samples;
+      for (const HistorySample& sample : (*history)[i].samples) {
+        // Both ends of a range are inside it: a tick at a piece's end is in the next one too.
+        if (!samples.empty() && sample.seq <= samples.back().seq) continue;
+        samples.push_back({sample.seq, absl::ToUnixMicros(sample.time), sample.value});
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 void FlightRecorder::Write(Job job) {
   Recording& recording = job.recording;
   const absl::Time now = engine_->clock()->Now();
@@ -165,24 +200,9 @@ void FlightRecorder::Write(Job job) {
   // one that turned FAIL, for the first write) is inside.
   const absl::Time end = absl::FromUnixMicros(
       (recording.complete ? recording.window_end_us : recording.trigger_time_us) + 1);
-  auto history = engine_->History({.gpus = {recording.gpu},
-                                   .start = absl::FromUnixMicros(recording.window_start_us),
-                                   .end = end});
-  absl::Status written;
-  if (!history.ok()) {
-    written = history.status();
-  } else {
-    for (const HistorySeries& series : *history) {
-      const FieldInfo* field = FindField(series.field);
-      RecordingSeries& out = recording.series.emplace_back();
-      out.field = series.field;
-      out.name = field != nullptr ? std::string(field->name) : "";
-      out.type = field != nullptr ? field->type : FieldType::kInt64;
-      out.samples.reserve(series.samples.size());
-      for (const HistorySample& sample : series.samples) {
-        out.samples.push_back({sample.seq, absl::ToUnixMicros(sample.time), sample.value});
-      }
-    }
+  absl::Status written =
+      ReadSeries(absl::FromUnixMicros(recording.window_start_us), end, &recording);
+  if (written.ok()) {
     const std::shared_ptr<const HealthVerdict> verdict = engine_->Health();
     if (recording.gpu < verdict->gpus.size()) {
       for (const SystemHealth& system : verdict->gpus[recording.gpu].systems) {

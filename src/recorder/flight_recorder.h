@@ -87,6 +87,9 @@ class FlightRecorder {
   // limits never remove them (their second write would bring them back, the window lost).
   std::set<std::string> open_files_;
 
+  // The recorder's thread: appends to recording->series the GPU's history over [start, end),
+  // read in pieces the engine answers.
+  absl::Status ReadSeries(absl::Time start, absl::Time end, Recording* recording);
   // The recorder's thread only: whether the last write failed (log once per streak).
   bool failing_ = false;
 

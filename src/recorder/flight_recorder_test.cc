@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "backend/sim_backend.h"
+#include "fields/catalogue.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/fault_env.h"
@@ -20,13 +21,17 @@ namespace {
 class FlightRecorderTest : public ::testing::Test {
  protected:
   // A (new) engine on the state dir, and its recorder.
-  void StartEngine(FlightRecorderConfig config = {}) {
-    auto sim = SimBackend::Create({.gpu_count = 4, .seed = 5});
+  void StartEngine(FlightRecorderConfig config = {}, EngineConfig engine_config = {},
+                   uint32_t gpu_count = 4) {
+    auto sim = SimBackend::Create({.gpu_count = gpu_count, .seed = 5});
     ASSERT_TRUE(sim.ok());
     sim_ = sim->get();
-    auto engine = Engine::Create(
-        {.node_name = "node-a", .clock = &clock_, .state_dir = dir_.path(), .boot_id = "boot-1"},
-        std::move(*sim));
+    auto engine = Engine::Create({.node_name = "node-a",
+                                  .config = std::move(engine_config),
+                                  .clock = &clock_,
+                                  .state_dir = dir_.path(),
+                                  .boot_id = "boot-1"},
+                                 std::move(*sim));
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = std::move(*engine);
     auto recorder = FlightRecorder::Start(engine_.get(),
@@ -41,9 +46,9 @@ class FlightRecorderTest : public ::testing::Test {
     recorder_.reset();
     engine_.reset();
   }
-  void Tick(int count = 1) {
+  void Tick(int count = 1, absl::Duration interval = absl::Seconds(1)) {
     for (int i = 0; i < count; ++i) {
-      clock_.Advance(absl::Seconds(1));
+      clock_.Advance(interval);
       engine_->RunTick();
     }
   }
@@ -176,6 +181,38 @@ TEST_F(FlightRecorderTest, ARecordingWhoseTimeAfterIsOpenIsNotRemovedByTheLimits
   EXPECT_TRUE(Read(files[0]).complete);
   EXPECT_EQ(Read(files[1]).gpu, 3u);
   EXPECT_TRUE(Read(files[1]).complete);
+}
+
+// A quarter hour's window of every field at a fast tick holds more samples than the engine
+// gives in one answer: the recorder reads it in pieces, every tick once.
+TEST_F(FlightRecorderTest, AWindowLargerThanOneHistoryAnswerIsReadInPieces) {
+  EngineConfig engine_config;
+  engine_config.tick_interval = absl::Milliseconds(100);
+  for (const FieldInfo& field : AllFields()) {
+    engine_config.interval_overrides[field.id] = absl::Milliseconds(100);
+  }
+  StartEngine({.window = absl::Minutes(15), .after = absl::ZeroDuration()},
+              std::move(engine_config), /*gpu_count=*/1);
+  const absl::Time start = clock_.Now();
+  Tick(9'100, absl::Milliseconds(100));
+  ASSERT_FALSE(engine_->History({.gpus = {0}, .start = start}).ok())
+      << "the window fits one answer: the test shows nothing";
+  Xid(0, 79);
+  Tick(1, absl::Milliseconds(100));
+  recorder_->Flush();
+  const std::vector<std::string> files = Files();
+  ASSERT_EQ(files.size(), 1u);
+  const Recording recording = Read(files[0]);
+  bool temperature = false;
+  for (const RecordingSeries& series : recording.series) {
+    if (series.field != 150) continue;  // temperature, sampled every tick
+    temperature = true;
+    ASSERT_EQ(series.samples.size(), 9'001u);  // the quarter hour before and the failing tick
+    for (size_t i = 1; i < series.samples.size(); ++i) {
+      ASSERT_EQ(series.samples[i].seq, series.samples[i - 1].seq + 1) << i;
+    }
+  }
+  EXPECT_TRUE(temperature);
 }
 
 TEST_F(FlightRecorderTest, AFullDiskCostsTheRecordingAndNothingElse) {
