@@ -23,7 +23,7 @@
 #include "exporter/render.h"
 #include "fields/catalogue.h"
 #include "sampling/history.h"
-#include "sampling/packed_history.h"
+#include "reference/packed_history.h"
 #include "server/server.h"
 #include "testing/temp_dir.h"
 #ifdef VIGIL_BENCH_NVML

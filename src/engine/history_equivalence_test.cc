@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sampling/history.h"
-#include "sampling/packed_history.h"
+#include "reference/packed_history.h"
 
 namespace vigil {
 namespace {

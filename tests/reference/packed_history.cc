@@ -1,5 +1,5 @@
 // Implements PackedHistoryStore, the reference for HistoryStore.
-#include "sampling/packed_history.h"
+#include "reference/packed_history.h"
 
 #include <algorithm>
 #include <bit>
