@@ -22,8 +22,8 @@
 #include "engine/tick_loop.h"
 #include "exporter/render.h"
 #include "fields/catalogue.h"
-#include "sampling/history.h"
 #include "reference/packed_history.h"
+#include "sampling/history.h"
 #include "server/server.h"
 #include "testing/temp_dir.h"
 #ifdef VIGIL_BENCH_NVML

@@ -10,8 +10,8 @@
 #include "fields/catalogue.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "sampling/history.h"
 #include "reference/packed_history.h"
+#include "sampling/history.h"
 
 namespace vigil {
 namespace {

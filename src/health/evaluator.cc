@@ -317,15 +317,10 @@ void HealthEvaluator::EvaluateSxids(absl::Time now) {
         fmt::format("{}{}: {}{}", what, sxid.link ? fmt::format(", link {}", *sxid.link) : "",
                     rule.meaning, Repeats(rule, times.size()));
     if (!sxid.detail.empty()) message += fmt::format(" ({})", sxid.detail);
-    Condition condition{HealthSystem::kNvswitch,
-                        status,
-                        key,
-                        rule.code,
-                        std::move(message),
-                        rule.action,
+    Condition condition{HealthSystem::kNvswitch,   status,          key, rule.code,
+                        std::move(message),        rule.action,
                         /*injected=*/false,
-                        /*actions_allowed=*/false,
-                        rule.recommended};
+                        /*actions_allowed=*/false, rule.recommended};
     condition.log_position = sxid.log_position;
     Upsert(node_slot(), condition, now, /*onset=*/true, rule.window);
   }
