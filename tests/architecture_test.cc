@@ -308,5 +308,52 @@ TEST(ArchitectureTest, NoFunctionIsLongerThan120Lines) {
   }
 }
 
+// The lock order is stated once, where the compiler can see it: ABSL_ACQUIRED_BEFORE on the
+// mutexes in the headers. docs/architecture.md names each of those pairs as
+// "`Class::outer` → `Class::inner`", so the page cannot drift from the code.
+TEST(ArchitectureTest, TheDocsStateEveryLockOrderTheHeadersAnnotate) {
+  const std::filesystem::path root(SourceDir());
+  std::ifstream doc_in(root / "docs/architecture.md");
+  const std::string doc((std::istreambuf_iterator<char>(doc_in)), std::istreambuf_iterator<char>());
+  const std::regex annotated(R"((\w+)\s+ABSL_ACQUIRED_BEFORE\(([^)]*)\))");
+  const std::regex class_name(R"((?:class|struct)\s+(\w+)[^;{]*\{)");
+  int pairs = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root / "src")) {
+    if (entry.path().extension() != ".h") continue;
+    std::ifstream in(entry.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string code = CodeOnly(text);  // the same offsets, comments blanked
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), annotated);
+         it != std::sregex_iterator(); ++it) {
+      // The class: the innermost one whose braces hold the annotation.
+      const size_t at = static_cast<size_t>(it->position());
+      std::string owner;
+      for (auto c = std::sregex_iterator(code.begin(), code.end(), class_name);
+           c != std::sregex_iterator(); ++c) {
+        const size_t open = static_cast<size_t>(c->position() + c->length()) - 1;
+        if (open > at) break;
+        int depth = 0;
+        size_t close = open;
+        for (; close < code.size(); ++close) {
+          depth += code[close] == '{' ? 1 : code[close] == '}' ? -1 : 0;
+          if (depth == 0) break;
+        }
+        if (close > at) owner = (*c)[1];
+      }
+      std::stringstream inners((*it)[2].str());
+      for (std::string inner; std::getline(inners, inner, ',');) {
+        inner.erase(0, inner.find_first_not_of(' '));
+        const std::string stated =
+            "`" + owner + "::" + (*it)[1].str() + "` → `" + owner + "::" + inner + "`";
+        ++pairs;
+        EXPECT_NE(doc.find(stated), std::string::npos)
+            << entry.path().filename().string() << " annotates " << (*it)[0]
+            << ": docs/architecture.md's lock order must say " << stated;
+      }
+    }
+  }
+  EXPECT_GT(pairs, 0) << "no ABSL_ACQUIRED_BEFORE found: the test reads nothing";
+}
+
 }  // namespace
 }  // namespace vigil::testing
