@@ -2,7 +2,10 @@
 // scenario progress. Every event is logged once, kept in a bounded ring of recent events, and
 // fanned out to WatchEvents streams in order.
 // Thread-safety: every method is thread-safe; events are recorded from the tick thread, gRPC
-// threads and the backend's event thread.
+// threads and the backend's event thread. No listener and no log sink is ever called under the
+// log's lock: a recording thread numbers and keeps the event under it, and whichever thread finds
+// no one publishing becomes the publisher (a combining publisher) and, outside the lock, logs and
+// publishes every pending event in id order until none is left.
 #pragma once
 
 #include <cstdint>
@@ -66,22 +69,38 @@ class EventLog {
 
   explicit EventLog(size_t max_listeners) : fanout_(max_listeners) {}
 
-  // Numbers, logs, keeps and publishes the event; returns it as published.
-  EventPtr Record(EngineEvent event);
+  // Numbers and keeps the event, and sees it logged and published: by this thread, or by the
+  // thread publishing already (then it may be published after Record returns, never out of id
+  // order). Returns the event as published. May be called from a listener's OnMessage.
+  EventPtr Record(EngineEvent event) ABSL_LOCKS_EXCLUDED(mutex_);
   // Registers `listener` and hands it up to `recent` past events first, with no gap or
-  // duplicate between those and the live ones.
-  absl::Status Watch(std::shared_ptr<EventListener> listener, size_t recent);
+  // duplicate between those and the live ones: it waits for the publisher to finish what is
+  // pending and becomes the publisher itself while it replays, so events recorded meanwhile reach
+  // the listener after its replay. Precondition: not called from a listener's OnMessage (it would
+  // wait for itself; crashes instead).
+  absl::Status Watch(std::shared_ptr<EventListener> listener, size_t recent)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   void Unwatch(const EventListener* listener) { fanout_.Remove(listener); }
-  std::vector<EventPtr> Recent(size_t count) const;
+  std::vector<EventPtr> Recent(size_t count) const ABSL_LOCKS_EXCLUDED(mutex_);
   // Ends every stream with `status`.
   void Stop(const absl::Status& status) { fanout_.Stop(status); }
 
  private:
+  // Logs and publishes pending events until none is left, then stops being the publisher.
+  // Precondition: this thread set publishing_ (in Record or Watch).
+  void PublishPending() ABSL_LOCKS_EXCLUDED(mutex_);
+  bool NotPublishing() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return !publishing_; }
+
+  // Published to by one thread at a time: the one that set publishing_.
   Fanout<EventPtr> fanout_;
-  // Held while publishing, so listeners see events in id order.
+  // A leaf: never held while logging or calling a listener.
   mutable absl::Mutex mutex_;
   uint64_t next_id_ ABSL_GUARDED_BY(mutex_) = 1;
   std::deque<EventPtr> recent_ ABSL_GUARDED_BY(mutex_);
+  // Recorded, in id order, and not yet logged and published.
+  std::deque<EventPtr> pending_ ABSL_GUARDED_BY(mutex_);
+  // A thread is logging and publishing (outside the lock) what it took from pending_.
+  bool publishing_ ABSL_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace vigil
