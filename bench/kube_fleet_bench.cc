@@ -70,7 +70,7 @@ ProcessUse Use(pid_t pid) {
 
 // One node's health check: its reporter, its own client, the verdict it reports.
 struct Check {
-  std::unique_ptr<InClusterKube> kube;
+  std::unique_ptr<kube::InClusterKube> kube;
   std::unique_ptr<NodeReporter> reporter;
   std::optional<DesiredCondition> desired;
   std::optional<PublishedFaults> faults;
@@ -134,7 +134,8 @@ void BM_KubeFleet(benchmark::State& state) {
   std::vector<std::unique_ptr<Check>> checks;
   for (int i = 1; i <= nodes; ++i) {
     auto check = std::make_unique<Check>();
-    auto kube = InClusterKube::Create(api.credentials().service_account_dir, "healthcheck", &clock);
+    auto kube =
+        kube::InClusterKube::Create(api.credentials().service_account_dir, "healthcheck", &clock);
     if (!kube.ok()) {
       state.SkipWithError(std::string(kube.status().message()).c_str());
       return;
@@ -230,12 +231,13 @@ void BM_KubeFleet(benchmark::State& state) {
     double events_per_write_before = 0;
     int writes_before = 0;  // node writes of this part (the remediator receives each)
     {
-      std::vector<std::unique_ptr<Informer>> fleet_watches;
+      std::vector<std::unique_ptr<kube::Informer>> fleet_watches;
       for (const auto& check : checks) {
-        fleet_watches.push_back(std::make_unique<Informer>(
-            check->kube.get(), InformerOptions{.path = "/api/v1/nodes",
-                                               .label_selector = "nvidia.com/gpu.present=true",
-                                               .description = "the GPU nodes (as before)"}));
+        fleet_watches.push_back(std::make_unique<kube::Informer>(
+            check->kube.get(),
+            kube::InformerOptions{.path = "/api/v1/nodes",
+                                  .label_selector = "nvidia.com/gpu.present=true",
+                                  .description = "the GPU nodes (as before)"}));
         fleet_watches.back()->Start();
       }
       testing::Eventually(

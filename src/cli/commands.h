@@ -59,7 +59,7 @@ struct KubeFlags {
   double max_tainted_share = 0.5;
   std::string gpu_node_selector = "nvidia.com/gpu.present=true";
   std::string event_namespace = "default";
-  std::string service_account_dir = std::string(InClusterKube::kServiceAccountDir);
+  std::string service_account_dir = std::string(kube::InClusterKube::kServiceAccountDir);
   // The remediator's published circuit breaker, NAMESPACE/NAME (a ConfigMap).
   std::string circuit_breaker =
       std::string(kDefaultBreakerNamespace) + "/" + std::string(kBreakerConfigMapName);

@@ -42,7 +42,7 @@ struct DrillFlags {
   bool remediation = false;
   std::string node;
   std::string taint_key = std::string(kDefaultTaintKey);
-  std::string service_account_dir = std::string(InClusterKube::kServiceAccountDir);
+  std::string service_account_dir = std::string(kube::InClusterKube::kServiceAccountDir);
   std::string deadline = "2m";
   std::vector<std::string> stage_deadlines;
   bool no_cleanup = false;
@@ -198,9 +198,9 @@ int RunDrill(const DrillFlags& flags) {
   if (!plan.ok()) return Fail("drill", plan.status());
   auto client = ConnectFromFlags(flags.client);
   if (!client.ok()) return Fail("drill", client.status());
-  std::unique_ptr<KubeApi> kube;
+  std::unique_ptr<kube::KubeApi> kube;
   if (flags.kubernetes) {
-    auto in_cluster = InClusterKube::Create(flags.service_account_dir, "drill");
+    auto in_cluster = kube::InClusterKube::Create(flags.service_account_dir, "drill");
     if (!in_cluster.ok()) return Fail("drill", in_cluster.status());
     kube = std::move(*in_cluster);
   }

@@ -29,7 +29,7 @@ struct ExporterFlags {
   bool kubernetes = false;
   bool pod_uid = false;
   bool dra = false;
-  std::string service_account_dir = std::string(InClusterKube::kServiceAccountDir);
+  std::string service_account_dir = std::string(kube::InClusterKube::kServiceAccountDir);
   std::string gpu_id_type = "uid";
   bool no_hostname = false;
   bool old_namespace = false;
@@ -67,7 +67,7 @@ int RunExporter(const ExporterFlags& flags) {
                                           flag));
     }
     if (options.kube == nullptr) {
-      auto kube = InClusterKube::Create(flags.service_account_dir, "exporter");
+      auto kube = kube::InClusterKube::Create(flags.service_account_dir, "exporter");
       if (!kube.ok()) {
         return Fail("exporter", WithContext(kube.status(), fmt::format("{} reads {} from the "
                                                                        "API server",

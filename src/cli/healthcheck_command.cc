@@ -104,7 +104,7 @@ absl::StatusOr<HealthcheckOptions> OptionsFromFlags(const HealthcheckFlags& flag
     options.relay_engine = std::move(*relay_engine);
   }
   if (flags.kubernetes) {
-    auto kube = InClusterKube::Create(flags.kube.service_account_dir, "healthcheck");
+    auto kube = kube::InClusterKube::Create(flags.kube.service_account_dir, "healthcheck");
     if (!kube.ok()) return kube.status();
     options.kube = std::move(*kube);
   }

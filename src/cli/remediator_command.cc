@@ -155,7 +155,7 @@ int RunRemediator(const RemediatorFlags& flags) {
   }
   auto options = OptionsFromFlags(flags);
   if (!options.ok()) return Fail("remediator", options.status());
-  auto kube = InClusterKube::Create(flags.kube.service_account_dir, "remediator");
+  auto kube = kube::InClusterKube::Create(flags.kube.service_account_dir, "remediator");
   if (!kube.ok()) return Fail("remediator", kube.status());
   const std::string identity = options->lease.identity;
   auto runner = remediator::Runner::Start(*std::move(options), std::move(*kube));

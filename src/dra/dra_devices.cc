@@ -40,7 +40,7 @@ std::vector<dra::GpuRef> GpuRefsOf(const std::vector<v1::Gpu>& gpus) {
   return refs;
 }
 
-DraDevices::DraDevices(KubeApi* api, DraDevicesOptions options)
+DraDevices::DraDevices(kube::KubeApi* api, DraDevicesOptions options)
     : api_(api), options_(std::move(options)) {}
 
 DraDevices::~DraDevices() { Stop(); }
@@ -53,7 +53,7 @@ void DraDevices::Start() {
 void DraDevices::Stop() {
   if (!stopping_.HasBeenNotified()) stopping_.Notify();
   if (thread_.joinable()) thread_.join();
-  const std::shared_ptr<Informer> slices = Slices();
+  const std::shared_ptr<kube::Informer> slices = Slices();
   if (slices != nullptr) slices->Stop();
 }
 
@@ -64,8 +64,8 @@ void DraDevices::Run() {
     absl::StatusOr<std::string> version = kube::ServedVersion(
         *api_, "resource.k8s.io", "resourceslices", kube::kResourceSliceVersions);
     if (version.ok()) {
-      auto slices = std::make_shared<Informer>(
-          api_, InformerOptions{
+      auto slices = std::make_shared<kube::Informer>(
+          api_, kube::InformerOptions{
                     .path = "/apis/resource.k8s.io/" + *version + "/resourceslices",
                     .field_selector = "spec.nodeName=" + options_.node_name,
                     .description = "this node's ResourceSlices",
@@ -115,7 +115,7 @@ void DraDevices::OnSlicesChanged() {
   }
 }
 
-std::shared_ptr<Informer> DraDevices::Slices() const {
+std::shared_ptr<kube::Informer> DraDevices::Slices() const {
   absl::MutexLock lock(&mutex_);
   return slices_;
 }
@@ -131,12 +131,12 @@ std::string DraDevices::api_version() const {
 }
 
 bool DraDevices::synced() const {
-  const std::shared_ptr<Informer> slices = Slices();
+  const std::shared_ptr<kube::Informer> slices = Slices();
   return slices != nullptr && slices->synced();
 }
 
 std::vector<dra::Device> DraDevices::Devices() const {
-  const std::shared_ptr<Informer> slices = Slices();
+  const std::shared_ptr<kube::Informer> slices = Slices();
   if (slices == nullptr) return {};
   return dra::DevicesOf(slices->List(), options_.driver, options_.node_name);
 }

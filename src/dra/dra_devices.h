@@ -45,7 +45,7 @@ std::string_view DraStateName(DraState state);  // "discovering", "no_dra_api", 
 class DraDevices {
  public:
   // `api` (not owned) must outlive this.
-  DraDevices(KubeApi* api, DraDevicesOptions options);
+  DraDevices(kube::KubeApi* api, DraDevicesOptions options);
   ~DraDevices();
 
   // Starts discovery and then the watch, on the object's own thread. Idempotent.
@@ -68,11 +68,11 @@ class DraDevices {
  private:
   void Run();
   // The informer of this node's slices; null before discovery found a version.
-  std::shared_ptr<Informer> Slices() const;
+  std::shared_ptr<kube::Informer> Slices() const;
   // The informer's listener: says once when the driver publishes nothing for this node.
   void OnSlicesChanged();
 
-  KubeApi* const api_;
+  kube::KubeApi* const api_;
   const DraDevicesOptions options_;
   std::thread thread_;
   absl::Notification stopping_;
@@ -81,7 +81,7 @@ class DraDevices {
   DraState state_ ABSL_GUARDED_BY(mutex_) = DraState::kDiscovering;
   std::string api_version_ ABSL_GUARDED_BY(mutex_);
   // Made once the version is known; read (its thread-safe accessors) from any thread after.
-  std::shared_ptr<Informer> slices_ ABSL_GUARDED_BY(mutex_);
+  std::shared_ptr<kube::Informer> slices_ ABSL_GUARDED_BY(mutex_);
   bool said_empty_ ABSL_GUARDED_BY(mutex_) = false;
 };
 

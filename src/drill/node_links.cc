@@ -20,7 +20,7 @@ using kube::At;
 using kube::QueryEscape;
 using kube::StringAt;
 
-absl::StatusOr<Json> GetNode(KubeApi* kube, const std::string& node) {
+absl::StatusOr<Json> GetNode(kube::KubeApi* kube, const std::string& node) {
   auto response = kube->Call("GET", "/api/v1/nodes/" + QueryEscape(node), "", "");
   if (!response.ok()) return response.status();
   if (response->status == 404) {
@@ -93,7 +93,7 @@ bool ConditionSaysWithheld(const Json& node) {
 
 class NodeConditionLink final : public Link {
  public:
-  NodeConditionLink(KubeApi* kube, std::string node) : kube_(kube), node_(std::move(node)) {}
+  NodeConditionLink(kube::KubeApi* kube, std::string node) : kube_(kube), node_(std::move(node)) {}
   Stage stage() const override { return Stage::kNodeCondition; }
   std::string name() const override {
     return fmt::format("the GpuProblem condition of node {}", node_);
@@ -156,13 +156,13 @@ class NodeConditionLink final : public Link {
   }
 
  private:
-  KubeApi* const kube_;
+  kube::KubeApi* const kube_;
   const std::string node_;
 };
 
 class TaintLink final : public Link {
  public:
-  TaintLink(KubeApi* kube, std::string node, std::string key, bool actions_allowed)
+  TaintLink(kube::KubeApi* kube, std::string node, std::string key, bool actions_allowed)
       : kube_(kube), node_(std::move(node)), key_(std::move(key)), allowed_(actions_allowed) {}
   Stage stage() const override { return Stage::kTaint; }
   std::string name() const override { return fmt::format("the taint {} of node {}", key_, node_); }
@@ -208,7 +208,7 @@ class TaintLink final : public Link {
   }
 
  private:
-  KubeApi* const kube_;
+  kube::KubeApi* const kube_;
   const std::string node_;
   const std::string key_;
   const bool allowed_;
@@ -228,7 +228,7 @@ std::string Describe(const DeviceRule& rule) {
 
 class DeviceQuarantineLink final : public Link {
  public:
-  DeviceQuarantineLink(KubeApi* kube, std::string node, std::string key, bool actions_allowed)
+  DeviceQuarantineLink(kube::KubeApi* kube, std::string node, std::string key, bool actions_allowed)
       : kube_(kube), node_(std::move(node)), key_(std::move(key)), allowed_(actions_allowed) {}
   Stage stage() const override { return Stage::kDeviceQuarantine; }
   std::string name() const override {
@@ -345,7 +345,7 @@ class DeviceQuarantineLink final : public Link {
     return rules;
   }
 
-  KubeApi* const kube_;
+  kube::KubeApi* const kube_;
   const std::string node_;
   const std::string key_;
   const bool allowed_;
@@ -359,7 +359,7 @@ class DeviceQuarantineLink final : public Link {
 // earlier ones happened.
 class RemediationLink final : public Link {
  public:
-  RemediationLink(KubeApi* kube, std::string node, Stage stage, bool actions_allowed)
+  RemediationLink(kube::KubeApi* kube, std::string node, Stage stage, bool actions_allowed)
       : kube_(kube), node_(std::move(node)), stage_(stage), allowed_(actions_allowed) {}
   Stage stage() const override { return stage_; }
   std::string name() const override {
@@ -441,7 +441,7 @@ class RemediationLink final : public Link {
     return ParseRemediation(text);
   }
 
-  KubeApi* const kube_;
+  kube::KubeApi* const kube_;
   const std::string node_;
   const Stage stage_;
   const bool allowed_;
@@ -450,7 +450,7 @@ class RemediationLink final : public Link {
 
 }  // namespace
 
-absl::StatusOr<QuarantineScope> FindQuarantineScope(KubeApi* kube, const std::string& node,
+absl::StatusOr<QuarantineScope> FindQuarantineScope(kube::KubeApi* kube, const std::string& node,
                                                     const Json* healthcheck_status) {
   if (healthcheck_status != nullptr && healthcheck_status->is_object()) {
     const Json& quarantine = At(*healthcheck_status, "quarantine");
@@ -509,21 +509,21 @@ absl::StatusOr<QuarantineScope> FindQuarantineScope(KubeApi* kube, const std::st
                          node, kNvidiaGpuDriver, devices, *rules)};
 }
 
-std::unique_ptr<Link> NewDeviceQuarantineLink(KubeApi* kube, std::string node, std::string key,
-                                              bool actions_allowed) {
+std::unique_ptr<Link> NewDeviceQuarantineLink(kube::KubeApi* kube, std::string node,
+                                              std::string key, bool actions_allowed) {
   return std::make_unique<DeviceQuarantineLink>(kube, std::move(node), std::move(key),
                                                 actions_allowed);
 }
 
-std::unique_ptr<Link> NewRemediationLink(KubeApi* kube, std::string node, Stage stage,
+std::unique_ptr<Link> NewRemediationLink(kube::KubeApi* kube, std::string node, Stage stage,
                                          bool actions_allowed) {
   return std::make_unique<RemediationLink>(kube, std::move(node), stage, actions_allowed);
 }
 
-std::unique_ptr<Link> NewNodeConditionLink(KubeApi* kube, std::string node) {
+std::unique_ptr<Link> NewNodeConditionLink(kube::KubeApi* kube, std::string node) {
   return std::make_unique<NodeConditionLink>(kube, std::move(node));
 }
-std::unique_ptr<Link> NewTaintLink(KubeApi* kube, std::string node, std::string key,
+std::unique_ptr<Link> NewTaintLink(kube::KubeApi* kube, std::string node, std::string key,
                                    bool actions_allowed) {
   return std::make_unique<TaintLink>(kube, std::move(node), std::move(key), actions_allowed);
 }

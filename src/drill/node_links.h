@@ -18,19 +18,19 @@ namespace vigil::drill {
 // The condition shows the fault when it is True for a FAIL (reason GpuFailed) or says
 // GpuWarning for a WARN, naming the GPU; its message's "engine ID seq N:" says which engine and
 // tick it follows. The way back: False, no longer naming the GPU (False at the baseline WARN).
-std::unique_ptr<Link> NewNodeConditionLink(KubeApi* kube, std::string node);
+std::unique_ptr<Link> NewNodeConditionLink(kube::KubeApi* kube, std::string node);
 // The taint `key` on the node; the way back: the taint gone. Without `actions_allowed` (a drill
 // without --allow-actions) the health check must withhold the taint: the stage passes as "would
 // taint" when the condition says so (kNoActionForDrill) and the node has no taint, and fails at
 // once if the node was tainted.
-std::unique_ptr<Link> NewTaintLink(KubeApi* kube, std::string node, std::string key,
+std::unique_ptr<Link> NewTaintLink(kube::KubeApi* kube, std::string node, std::string key,
                                    bool actions_allowed);
 // The GPU's DeviceTaintRule, made by the health check of a node whose GPUs are DRA devices (found
 // by its labels: the node and the GPU's UUID), with the node left without the taint `key`:
 // "device quarantined". The way back: no rule names the GPU. Without `actions_allowed` the health
 // check must withhold the rule, as the taint (see NewTaintLink).
-std::unique_ptr<Link> NewDeviceQuarantineLink(KubeApi* kube, std::string node, std::string key,
-                                              bool actions_allowed);
+std::unique_ptr<Link> NewDeviceQuarantineLink(kube::KubeApi* kube, std::string node,
+                                              std::string key, bool actions_allowed);
 
 // What the health check of a node takes out of service for a GPU's FAIL, and how the drill knows.
 struct QuarantineScope {
@@ -41,14 +41,14 @@ struct QuarantineScope {
 // check): its "quarantine.active". Without it, from the API: the cluster serves DeviceTaintRules
 // and `node`'s GPUs are published in ResourceSlices — what the health check's default
 // (--quarantine auto) decides on. An error when the API cannot be asked.
-absl::StatusOr<QuarantineScope> FindQuarantineScope(KubeApi* kube, const std::string& node,
+absl::StatusOr<QuarantineScope> FindQuarantineScope(kube::KubeApi* kube, const std::string& node,
                                                     const nlohmann::json* healthcheck_status);
 
 // The remediator's steps for the drill's fault (`stage`: kQuarantine, kDrain or kRecovery), from
 // its state on the node: a new episode that reached the stage's step — took the node on, drained
 // it, recovered it; the way back: handed back. A stuck drain or an escalation fails the stage at
 // once. Without `actions_allowed` the remediator only dry-runs a drill's fault: SKIP.
-std::unique_ptr<Link> NewRemediationLink(KubeApi* kube, std::string node, Stage stage,
+std::unique_ptr<Link> NewRemediationLink(kube::KubeApi* kube, std::string node, Stage stage,
                                          bool actions_allowed);
 
 }  // namespace vigil::drill

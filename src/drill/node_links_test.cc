@@ -27,8 +27,8 @@ class NodeLinksTest : public ::testing::Test {
     api_ = FakeKubeApi::Start(dir_.path().string(), &error);
     ASSERT_NE(api_, nullptr) << error;
     api_->AddNode("n1", {{"nvidia.com/gpu.present", "true"}});
-    auto made =
-        InClusterKube::Create(api_->credentials().service_account_dir, "drill", Clock::Real());
+    auto made = kube::InClusterKube::Create(api_->credentials().service_account_dir, "drill",
+                                            Clock::Real());
     ASSERT_TRUE(made.ok()) << made.status();
     kube_ = std::move(*made);
     target_ = {.node = "n1", .gpu = 3, .uuid = "GPU-3", .fault = v1::HEALTH_STATUS_FAIL};
@@ -78,7 +78,7 @@ class NodeLinksTest : public ::testing::Test {
 
   ::vigil::testing::TempDir dir_;
   std::unique_ptr<FakeKubeApi> api_;
-  std::unique_ptr<InClusterKube> kube_;
+  std::unique_ptr<kube::InClusterKube> kube_;
   Target target_;
 };
 

@@ -54,7 +54,7 @@ struct ExporterOptions {
   // ResourceSlices for node `node_name` say they are, with the dra_* labels.
   bool dra = false;
   std::string dra_driver = std::string(dra::kNvidiaGpuDriver);
-  std::shared_ptr<KubeApi> kube;
+  std::shared_ptr<kube::KubeApi> kube;
   std::string node_name;
   absl::Duration xid_window = absl::Minutes(5);
   absl::Duration clock_events_window = absl::Minutes(5);

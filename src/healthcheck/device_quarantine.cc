@@ -66,7 +66,7 @@ std::vector<FailingGpu> FailingGpusOf(const v1::HealthVerdict& verdict) {
   return failing;
 }
 
-DeviceQuarantine::DeviceQuarantine(DeviceQuarantineOptions options, KubeApi* api,
+DeviceQuarantine::DeviceQuarantine(DeviceQuarantineOptions options, kube::KubeApi* api,
                                    const DraDevices* devices, InputSource input)
     : options_(std::move(options)), api_(api), devices_(devices), input_(std::move(input)) {}
 
@@ -155,9 +155,9 @@ void DeviceQuarantine::PostEvent(std::string_view type, std::string_view reason,
                        .component = "vigil-healthcheck",
                        .instance = options_.node_name,
                        .time = now});
-  absl::StatusOr<KubeResponse> response =
-      api_->Call("POST", "/api/v1/namespaces/" + options_.event_namespace + "/events", kJsonContent,
-                 event.dump());
+  absl::StatusOr<kube::KubeResponse> response =
+      api_->Call("POST", "/api/v1/namespaces/" + options_.event_namespace + "/events",
+                 kube::kJsonContent, event.dump());
   if (response.ok() && response->status >= 200 && response->status < 300) {
     ++stats_.events;
     return;
@@ -198,7 +198,7 @@ absl::Status DeviceQuarantine::Adopt() {
     path = RulesPath();
   }
   const std::string selector = fmt::format("{}={}", kRuleNodeLabel, options_.node_name);
-  absl::StatusOr<KubeResponse> response =
+  absl::StatusOr<kube::KubeResponse> response =
       api_->Call("GET", path + "?labelSelector=" + kube::QueryEscape(selector), "", "");
   if (!response.ok() || response->status != 200) {
     ++stats_.api_errors;
@@ -250,7 +250,8 @@ absl::Status DeviceQuarantine::Create(const dra::Device& device, const FailingGp
           {"value", failing.code},
           {"effect", options_.effect},
           {"timeAdded", kube::Time(options_.clock->Now())}}}}}};
-  absl::StatusOr<KubeResponse> response = api_->Call("POST", path, kJsonContent, rule.dump());
+  absl::StatusOr<kube::KubeResponse> response =
+      api_->Call("POST", path, kube::kJsonContent, rule.dump());
   if (!response.ok()) {
     ++stats_.api_errors;
     return absl::UnavailableError(
@@ -320,7 +321,7 @@ absl::Status DeviceQuarantine::Delete(const std::string& device) {
     path = RulesPath();
     name = rules_.at(device).name;
   }
-  absl::StatusOr<KubeResponse> response = api_->Call("DELETE", path + "/" + name, "", "");
+  absl::StatusOr<kube::KubeResponse> response = api_->Call("DELETE", path + "/" + name, "", "");
   if (!response.ok() ||
       (response->status != 200 && response->status != 202 && response->status != 404)) {
     ++stats_.api_errors;

@@ -96,7 +96,7 @@ class DeviceQuarantine {
   using InputSource = std::function<Input()>;
 
   // `api`, `devices` (not owned) outlive this.
-  DeviceQuarantine(DeviceQuarantineOptions options, KubeApi* api, const DraDevices* devices,
+  DeviceQuarantine(DeviceQuarantineOptions options, kube::KubeApi* api, const DraDevices* devices,
                    InputSource input);
   ~DeviceQuarantine();
 
@@ -143,7 +143,7 @@ class DeviceQuarantine {
   void PostEvent(std::string_view type, std::string_view reason, std::string message);
 
   const DeviceQuarantineOptions options_;
-  KubeApi* const api_;
+  kube::KubeApi* const api_;
   const DraDevices* const devices_;
   const InputSource input_;
   DeviceQuarantineStats stats_;

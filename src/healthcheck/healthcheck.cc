@@ -246,7 +246,7 @@ std::string Healthcheck::Metrics() const {
   std::string out = monitor_->Metrics();
   if (reporter_ == nullptr) return out;
   const NodeReporterStats& stats = reporter_->stats();
-  const InformerStats& watch = reporter_->node_watch().stats();
+  const kube::InformerStats& watch = reporter_->node_watch().stats();
   struct Counter {
     const char* name;
     const std::atomic<uint64_t>& value;

@@ -30,7 +30,7 @@ struct HealthcheckOptions {
   std::string listen = ":9401";
   std::string node_name;
   // Kubernetes: null for none. Owned.
-  std::unique_ptr<KubeApi> kube;
+  std::unique_ptr<kube::KubeApi> kube;
   NodeReporterOptions reporter;
   // With kube: publish the node's faults and relay the remediator's requests. The relay's own
   // engine client (owned; it must be allowed to reset GPUs: root over the Unix socket, or the

@@ -41,18 +41,18 @@ std::string PointerToken(std::string_view key) {
 
 }  // namespace
 
-NodeReporter::NodeReporter(NodeReporterOptions options, KubeApi* api, Clock* clock,
+NodeReporter::NodeReporter(NodeReporterOptions options, kube::KubeApi* api, Clock* clock,
                            DesiredSource desired, FaultsSource faults)
     : options_(std::move(options)),
       api_(api),
       clock_(clock),
       desired_(std::move(desired)),
       faults_(std::move(faults)),
-      node_(api, InformerOptions{.path = "/api/v1/nodes",
-                                 .field_selector = "metadata.name=" + options_.node_name,
-                                 .transform = KeepWhatTheReporterReads,
-                                 .description = fmt::format("node {}", options_.node_name),
-                                 .clock = clock}),
+      node_(api, kube::InformerOptions{.path = "/api/v1/nodes",
+                                       .field_selector = "metadata.name=" + options_.node_name,
+                                       .transform = KeepWhatTheReporterReads,
+                                       .description = fmt::format("node {}", options_.node_name),
+                                       .clock = clock}),
       breaker_(TaintBreakerOptions{.node_name = options_.node_name,
                                    .taint_key = options_.taint_key,
                                    .max_tainted_share = options_.max_tainted_share,
@@ -229,7 +229,7 @@ absl::Status NodeReporter::ReconcileOnce() {
   return tainted;
 }
 
-absl::StatusOr<Json> NodeReporter::Check(const absl::StatusOr<KubeResponse>& response,
+absl::StatusOr<Json> NodeReporter::Check(const absl::StatusOr<kube::KubeResponse>& response,
                                          std::string_view what) {
   if (!response.ok()) {
     ++stats_.api_errors;
@@ -334,8 +334,8 @@ absl::Status NodeReporter::PatchCondition(const DesiredCondition& desired, bool 
   }
   const Json patch = {{"status", {{"conditions", Json::array({condition})}}}};
   auto node = Check(
-      api_->Call("PATCH", "/api/v1/nodes/" + options_.node_name + "/status", kStrategicMergePatch,
-                 patch.dump()),
+      api_->Call("PATCH", "/api/v1/nodes/" + options_.node_name + "/status",
+                 kube::kStrategicMergePatch, patch.dump()),
       fmt::format("patching the {} condition of node {}", kConditionType, options_.node_name));
   if (!node.ok()) return node.status();
   if (changed) {
@@ -377,7 +377,7 @@ absl::Status NodeReporter::PostEvent(PendingEvent& pending, absl::Time now) {
         {"count", it->second.count + 1}, {"lastTimestamp", time}, {"message", message}};
     auto response = api_->Call(
         "PATCH", "/api/v1/namespaces/" + options_.event_namespace + "/events/" + it->second.name,
-        kStrategicMergePatch, patch.dump());
+        kube::kStrategicMergePatch, patch.dump());
     if (response.ok() && response->status == 404) {
       recent_events_.erase(it);  // expired on the server (Events live an hour): a new one below
     } else {
@@ -407,8 +407,8 @@ absl::Status NodeReporter::PostEvent(PendingEvent& pending, absl::Time now) {
                                       .instance = options_.node_name,
                                       .time = now});
   const auto response =
-      api_->Call("POST", "/api/v1/namespaces/" + options_.event_namespace + "/events", kJsonContent,
-                 event.dump());
+      api_->Call("POST", "/api/v1/namespaces/" + options_.event_namespace + "/events",
+                 kube::kJsonContent, event.dump());
   // 409 AlreadyExists: an earlier try was created although its answer was lost.
   if (!response.ok() || response->status != 409) {
     auto created = Check(response, fmt::format("posting an Event for node {}", options_.node_name));
@@ -563,9 +563,9 @@ absl::Status NodeReporter::PatchFaults(const std::string& faults) {
   const Json patch = {
       {"metadata",
        {{"annotations", {{kFaultsAnnotation, faults.empty() ? Json(nullptr) : Json(faults)}}}}}};
-  auto node =
-      Check(api_->Call("PATCH", "/api/v1/nodes/" + options_.node_name, kMergePatch, patch.dump()),
-            fmt::format("publishing the GPU faults of node {}", options_.node_name));
+  auto node = Check(
+      api_->Call("PATCH", "/api/v1/nodes/" + options_.node_name, kube::kMergePatch, patch.dump()),
+      fmt::format("publishing the GPU faults of node {}", options_.node_name));
   if (!node.ok()) return node.status();
   LearnNode(*node);
   ++stats_.faults_published;

@@ -124,7 +124,7 @@ class NodeReporter {
 
   // `api` and `clock` are not owned and must outlive the reporter. `faults` may be null (no
   // --remediation: the annotation is not written).
-  NodeReporter(NodeReporterOptions options, KubeApi* api, Clock* clock, DesiredSource desired,
+  NodeReporter(NodeReporterOptions options, kube::KubeApi* api, Clock* clock, DesiredSource desired,
                FaultsSource faults = nullptr);
   ~NodeReporter();
 
@@ -141,7 +141,7 @@ class NodeReporter {
   const NodeReporterStats& stats() const { return stats_; }
   const NodeReporterOptions& options() const { return options_; }
   // This node's object as the reporter watches it (reduced to what it reads).
-  const Informer& node_watch() const { return node_; }
+  const kube::Informer& node_watch() const { return node_; }
   const TaintBreaker& breaker() const { return breaker_; }
 
   // What the informer keeps of the Node: name, uid, resourceVersion, the ownership annotation
@@ -183,16 +183,16 @@ class NodeReporter {
   absl::StatusOr<bool> TaintAllowed();
   // A 2xx answer's body as JSON; anything else an error that says what failed (a 409/422
   // conflict also forgets the node, so the next pass re-reads it).
-  absl::StatusOr<nlohmann::json> Check(const absl::StatusOr<KubeResponse>& response,
+  absl::StatusOr<nlohmann::json> Check(const absl::StatusOr<kube::KubeResponse>& response,
                                        std::string_view what);
 
   const NodeReporterOptions options_;
-  KubeApi* const api_;
+  kube::KubeApi* const api_;
   Clock* const clock_;
   const DesiredSource desired_;
   const FaultsSource faults_;
   NodeReporterStats stats_;
-  Informer node_;
+  kube::Informer node_;
   TaintBreaker breaker_;
   std::thread thread_;
 

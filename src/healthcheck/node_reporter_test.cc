@@ -40,7 +40,8 @@ class NodeReporterTest : public ::testing::Test {
     api_ = FakeKubeApi::Start(dir_.path().string(), &error);
     ASSERT_NE(api_, nullptr) << error;
     credentials_ = api_->credentials();
-    auto kube = InClusterKube::Create(credentials_.service_account_dir, "healthcheck", &clock_);
+    auto kube =
+        kube::InClusterKube::Create(credentials_.service_account_dir, "healthcheck", &clock_);
     ASSERT_TRUE(kube.ok()) << kube.status();
     kube_ = std::move(*kube);
     api_->AddNode("gpu-1", {{"nvidia.com/gpu.present", "true"}},
@@ -128,7 +129,7 @@ class NodeReporterTest : public ::testing::Test {
   KubeCredentials credentials_;
   std::unique_ptr<FakeKubeApi> api_;
   FakeClock clock_{absl::FromUnixSeconds(1'800'000'000)};
-  std::unique_ptr<InClusterKube> kube_;
+  std::unique_ptr<kube::InClusterKube> kube_;
   std::optional<DesiredCondition> desired_;
   std::optional<PublishedFaults> faults_;  // null: the source has no fresh verdict
 };

@@ -35,7 +35,7 @@ void AddFaults(const v1::SystemHealth& system, PublishedFaults* faults) {
 
 }  // namespace
 
-RemediationRelay::RemediationRelay(RelayOptions options, KubeApi* api,
+RemediationRelay::RemediationRelay(RelayOptions options, kube::KubeApi* api,
                                    std::unique_ptr<EngineClient> engine, NodeSource node)
     : options_(std::move(options)), api_(api), engine_(std::move(engine)), node_(std::move(node)) {}
 
@@ -113,7 +113,7 @@ PublishedFaults RemediationRelay::FaultsOf(const HealthView& view,
 absl::Status RemediationRelay::Patch(const Json& annotations, std::string_view what) {
   const Json patch = {{"metadata", {{"annotations", annotations}}}};
   auto response =
-      api_->Call("PATCH", "/api/v1/nodes/" + options_.node_name, kMergePatch, patch.dump());
+      api_->Call("PATCH", "/api/v1/nodes/" + options_.node_name, kube::kMergePatch, patch.dump());
   if (!response.ok()) {
     ++stats_.api_errors;
     return absl::UnavailableError(fmt::format("writing {} on node {}: {}", what, options_.node_name,

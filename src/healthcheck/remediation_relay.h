@@ -60,7 +60,7 @@ class RemediationRelay {
   // it has none yet.
   using NodeSource = std::function<std::optional<nlohmann::json>()>;
   // `api` (not owned) outlives the relay; `engine` (owned) may reset GPUs.
-  RemediationRelay(RelayOptions options, KubeApi* api, std::unique_ptr<EngineClient> engine,
+  RemediationRelay(RelayOptions options, kube::KubeApi* api, std::unique_ptr<EngineClient> engine,
                    NodeSource node);
   ~RemediationRelay();
 
@@ -85,7 +85,7 @@ class RemediationRelay {
   ActionResult Reboot(const ActionRequest& request);
 
   const RelayOptions options_;
-  KubeApi* const api_;
+  kube::KubeApi* const api_;
   const std::unique_ptr<EngineClient> engine_;
   const NodeSource node_;
   RelayStats stats_;

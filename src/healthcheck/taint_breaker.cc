@@ -29,12 +29,12 @@ std::string_view BreakerSourceName(BreakerSource source) {
   return source == BreakerSource::kRemediator ? "remediator" : "own-count";
 }
 
-TaintBreaker::TaintBreaker(TaintBreakerOptions options, KubeApi* api)
+TaintBreaker::TaintBreaker(TaintBreakerOptions options, kube::KubeApi* api)
     : options_(std::move(options)),
       api_(api),
       watch_(
           api,
-          InformerOptions{
+          kube::InformerOptions{
               .path = fmt::format("/api/v1/namespaces/{}/configmaps", options_.breaker_namespace),
               .field_selector = "metadata.name=" + options_.breaker_name,
               // Thirty minutes a watch: one object that changes every few minutes needs

@@ -65,7 +65,7 @@ struct TaintDecision {
 class TaintBreaker {
  public:
   // `api` (not owned) outlives the breaker.
-  TaintBreaker(TaintBreakerOptions options, KubeApi* api);
+  TaintBreaker(TaintBreakerOptions options, kube::KubeApi* api);
   ~TaintBreaker();
 
   void Start();
@@ -82,14 +82,14 @@ class TaintBreaker {
   // vigil_healthcheck_kube_breaker_* series.
   std::string Metrics() const;
   const TaintBreakerStats& stats() const { return stats_; }
-  const Informer& watch() const { return watch_; }
+  const kube::Informer& watch() const { return watch_; }
 
  private:
   absl::StatusOr<TaintDecision> CountOwn(std::string why);
 
   const TaintBreakerOptions options_;
-  KubeApi* const api_;
-  Informer watch_;
+  kube::KubeApi* const api_;
+  kube::Informer watch_;
   TaintBreakerStats stats_;
   // Decide()'s thread only: the last refusal of the own count, reused until kOwnCountEvery.
   std::optional<TaintDecision> own_refusal_;

@@ -10,7 +10,7 @@
 #include "kube/object.h"
 #include "spdlog/spdlog.h"
 
-namespace vigil {
+namespace vigil::kube {
 
 using Json = nlohmann::json;
 
@@ -322,4 +322,4 @@ bool Informer::Apply(std::string_view line, Outcome* outcome) {
   return true;
 }
 
-}  // namespace vigil
+}  // namespace vigil::kube

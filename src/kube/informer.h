@@ -27,7 +27,7 @@
 #include "kube/kube_api.h"
 #include "nlohmann/json.hpp"
 
-namespace vigil {
+namespace vigil::kube {
 
 // One line of a watch stream (a JSON WatchEvent), parsed.
 struct WatchEvent {
@@ -159,4 +159,4 @@ class Informer {
   std::map<std::string, nlohmann::json> objects_ ABSL_GUARDED_BY(mutex_);
 };
 
-}  // namespace vigil
+}  // namespace vigil::kube

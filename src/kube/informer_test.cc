@@ -13,7 +13,7 @@
 #include "testing/fake_kube_api.h"
 #include "testing/temp_dir.h"
 
-namespace vigil {
+namespace vigil::kube {
 namespace {
 
 using ::testing::ElementsAre;
@@ -271,4 +271,4 @@ TEST_F(InformerTest, StopEndsAnOpenWatch) {
 }
 
 }  // namespace
-}  // namespace vigil
+}  // namespace vigil::kube

@@ -13,7 +13,7 @@
 #include "fmt/format.h"
 #include "httplib.h"
 
-namespace vigil {
+namespace vigil::kube {
 
 void StreamCanceller::Cancel() {
   // Under the lock: the interrupt refers to the stream's HTTP client, which lives until the
@@ -223,4 +223,4 @@ absl::StatusOr<KubeResponse> InClusterKube::SendStream(const std::string& path,
   return KubeResponse{result->status, std::move(error_body), RetryAfter(*result)};
 }
 
-}  // namespace vigil
+}  // namespace vigil::kube

@@ -16,7 +16,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 
-namespace vigil {
+namespace vigil::kube {
 
 struct KubeResponse {
   int status = 0;
@@ -126,4 +126,4 @@ class InClusterKube : public KubeApi {
   absl::Time token_read_ ABSL_GUARDED_BY(token_mutex_) = absl::InfinitePast();
 };
 
-}  // namespace vigil
+}  // namespace vigil::kube

@@ -14,7 +14,7 @@ using Json = nlohmann::json;
 namespace {
 
 // An answer that is not 2xx, saying what failed (a 403: the RBAC the remediator lacks).
-absl::Status HttpError(const std::string& what, const KubeResponse& response) {
+absl::Status HttpError(const std::string& what, const kube::KubeResponse& response) {
   return absl::UnavailableError(fmt::format(
       "{}: {} {}{}", what, response.status, kube::ApiMessage(response.body),
       response.status == 403 ? " (does the remediator's Role from deploy/ allow configmaps get, "
@@ -24,7 +24,7 @@ absl::Status HttpError(const std::string& what, const KubeResponse& response) {
 
 }  // namespace
 
-BreakerPublisher::BreakerPublisher(BreakerPublisherOptions options, KubeApi* api)
+BreakerPublisher::BreakerPublisher(BreakerPublisherOptions options, kube::KubeApi* api)
     : options_(std::move(options)), api_(api) {}
 
 std::string BreakerPublisher::Path(bool collection) const {
@@ -95,7 +95,8 @@ absl::Status BreakerPublisher::Publish(const BreakerCounts& counts, absl::Time n
       {"data", BreakerToData(next)}};
   const bool create = resource_version_.empty();
   if (!create) object["metadata"]["resourceVersion"] = resource_version_;
-  auto response = api_->Call(create ? "POST" : "PUT", Path(create), kJsonContent, object.dump());
+  auto response =
+      api_->Call(create ? "POST" : "PUT", Path(create), kube::kJsonContent, object.dump());
   const std::string what =
       fmt::format("publishing the circuit breaker (configmap {}/{})", options_.ns, options_.name);
   if (!response.ok()) {

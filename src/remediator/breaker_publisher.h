@@ -48,7 +48,7 @@ struct BreakerPublisherStats {
 class BreakerPublisher {
  public:
   // `api` (not owned) outlives the publisher.
-  BreakerPublisher(BreakerPublisherOptions options, KubeApi* api);
+  BreakerPublisher(BreakerPublisherOptions options, kube::KubeApi* api);
 
   // Publishes the decision `counts` give at `now` when it differs from the one published, or the
   // renewal is due; otherwise makes no request. An error (logged by the caller) leaves it for the
@@ -66,7 +66,7 @@ class BreakerPublisher {
   std::string Path(bool collection) const;
 
   const BreakerPublisherOptions options_;
-  KubeApi* const api_;
+  kube::KubeApi* const api_;
   BreakerPublisherStats stats_;
   // Owned by Publish()'s thread: what the object says and its version, once read or written.
   bool read_ = false;

@@ -39,7 +39,7 @@ bool Holds(const Json& claim, const std::function<bool(const Json& result)>& hol
 }
 
 // The answer with its HTTP status ("HTTP 403: ..."), or why there was none.
-std::string AnswerOf(const absl::StatusOr<KubeResponse>& response) {
+std::string AnswerOf(const absl::StatusOr<kube::KubeResponse>& response) {
   return response.ok() ? fmt::format("HTTP {}: {}", response->status, kube::AnswerText(response))
                        : kube::AnswerText(response);
 }
@@ -89,7 +89,7 @@ absl::StatusOr<std::vector<std::string>> DeviceClaims::PodsWhoseClaims(
     for (const std::string& name : ClaimNamesOf(pod)) {
       const std::string path = fmt::format(
           "/apis/resource.k8s.io/{}/namespaces/{}/resourceclaims/{}", *version, ns, name);
-      absl::StatusOr<KubeResponse> response = api_->Call("GET", path, "", "");
+      absl::StatusOr<kube::KubeResponse> response = api_->Call("GET", path, "", "");
       if (response.ok() && response->status == 404) continue;  // deleted with its pod
       if (!response.ok() || response->status != 200) {
         return absl::UnavailableError(
@@ -108,7 +108,7 @@ absl::StatusOr<std::vector<DeviceClaims::NodeRule>> DeviceClaims::NodeRules() {
   absl::StatusOr<std::string> version =
       VersionOf("devicetaintrules", kube::kDeviceTaintRuleVersions, &rule_version_);
   if (!version.ok()) return version.status();
-  absl::StatusOr<KubeResponse> response =
+  absl::StatusOr<kube::KubeResponse> response =
       api_->Call("GET",
                  fmt::format("/apis/resource.k8s.io/{}/devicetaintrules?labelSelector={}", *version,
                              kube::QueryEscape(std::string(kRuleNodeLabel))),
@@ -131,7 +131,7 @@ absl::Status DeviceClaims::DeleteRule(const std::string& name) {
   absl::StatusOr<std::string> version =
       VersionOf("devicetaintrules", kube::kDeviceTaintRuleVersions, &rule_version_);
   if (!version.ok()) return version.status();
-  absl::StatusOr<KubeResponse> response = api_->Call(
+  absl::StatusOr<kube::KubeResponse> response = api_->Call(
       "DELETE", fmt::format("/apis/resource.k8s.io/{}/devicetaintrules/{}", *version, name), "",
       "");
   if (response.ok() &&
@@ -146,7 +146,7 @@ absl::StatusOr<bool> DeviceClaims::RuleExists(const std::string& name) {
   absl::StatusOr<std::string> version =
       VersionOf("devicetaintrules", kube::kDeviceTaintRuleVersions, &rule_version_);
   if (!version.ok()) return version.status();
-  absl::StatusOr<KubeResponse> response = api_->Call(
+  absl::StatusOr<kube::KubeResponse> response = api_->Call(
       "GET", fmt::format("/apis/resource.k8s.io/{}/devicetaintrules/{}", *version, name), "", "");
   if (response.ok() && response->status == 404) return false;
   if (!response.ok() || response->status != 200) {

@@ -22,7 +22,7 @@ namespace vigil::remediator {
 class DeviceClaims {
  public:
   // `api` is not owned and outlives this.
-  explicit DeviceClaims(KubeApi* api) : api_(api) {}
+  explicit DeviceClaims(kube::KubeApi* api) : api_(api) {}
 
   // The pods on `node` ("NS/NAME", in the API's order) whose ResourceClaims were allocated one of
   // `devices`. A claim that is gone is skipped; Unavailable when the pods or a claim could not be
@@ -59,7 +59,7 @@ class DeviceClaims {
                                         const std::vector<std::string>& versions,
                                         std::string* cached);
 
-  KubeApi* const api_;
+  kube::KubeApi* const api_;
   std::string claim_version_, rule_version_;  // "" until discovered
 };
 

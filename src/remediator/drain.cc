@@ -66,7 +66,7 @@ bool WantsAnotherTry(const DrainedPod& pod) {
          pod.outcome == DrainedPod::Outcome::kBlocked || pod.unanswered;
 }
 
-DrainReport PlanDrain(KubeApi& api, const std::string& node, const DrainOptions& options) {
+DrainReport PlanDrain(kube::KubeApi& api, const std::string& node, const DrainOptions& options) {
   DrainReport report;
   auto pods = kube::ListPodsOnNode(api, node);
   if (!pods.ok()) {
@@ -90,7 +90,7 @@ DrainReport PlanDrain(KubeApi& api, const std::string& node, const DrainOptions&
   return report;
 }
 
-bool EvictRound(KubeApi& api, std::vector<DrainedPod>* pods, absl::Duration* retry_after) {
+bool EvictRound(kube::KubeApi& api, std::vector<DrainedPod>* pods, absl::Duration* retry_after) {
   *retry_after = absl::ZeroDuration();
   bool pending = false;
   for (DrainedPod& pod : *pods) {
@@ -135,7 +135,7 @@ absl::Time NextRoundAfter(absl::Time now, int rounds, absl::Duration retry_after
   return now + std::max(std::min(delay, absl::Seconds(30)), retry_after);
 }
 
-DrainReport Drain(KubeApi& api, Clock& clock, const std::string& node,
+DrainReport Drain(kube::KubeApi& api, Clock& clock, const std::string& node,
                   const DrainOptions& options) {
   DrainReport report = PlanDrain(api, node, options);
   if (!report.error.empty() || options.dry_run) return report;

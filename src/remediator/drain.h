@@ -65,14 +65,15 @@ struct DrainReport {
 };
 
 // Drains `node`. `api` and `clock` are not owned.
-DrainReport Drain(KubeApi& api, Clock& clock, const std::string& node, const DrainOptions& options);
+DrainReport Drain(kube::KubeApi& api, Clock& clock, const std::string& node,
+                  const DrainOptions& options);
 
 // The pods a drain of `node` evicts (all kPending; kWouldEvict with dry_run) and those it leaves
 // by rule; `error` when the pods could not be listed.
-DrainReport PlanDrain(KubeApi& api, const std::string& node, const DrainOptions& options);
+DrainReport PlanDrain(kube::KubeApi& api, const std::string& node, const DrainOptions& options);
 // One eviction round: each pod that WantsAnotherTry() once. Returns whether some still want
 // another try; *retry_after: the longest Retry-After a PDB's 429 asked for (zero if none).
-bool EvictRound(KubeApi& api, std::vector<DrainedPod>* pods, absl::Duration* retry_after);
+bool EvictRound(kube::KubeApi& api, std::vector<DrainedPod>* pods, absl::Duration* retry_after);
 // When round `rounds` + 1 is due after round `rounds` (1-based) ended at `now`: 1 s doubling to
 // 30 s, and at least the server's Retry-After.
 absl::Time NextRoundAfter(absl::Time now, int rounds, absl::Duration retry_after);

@@ -35,7 +35,7 @@ class DrainTest : public ::testing::Test {
     api_ = FakeKubeApi::Start(dir_.path().string(), &error);
     ASSERT_NE(api_, nullptr) << error;
     auto kube =
-        InClusterKube::Create(api_->credentials().service_account_dir, "remediator", &clock_);
+        kube::InClusterKube::Create(api_->credentials().service_account_dir, "remediator", &clock_);
     ASSERT_TRUE(kube.ok()) << kube.status();
     kube_ = std::move(*kube);
     api_->AddPod(Pod("ml", "train-0", "n1", {{"nvidia.com/gpu", "1"}}));
@@ -87,7 +87,7 @@ class DrainTest : public ::testing::Test {
   ::vigil::testing::TempDir dir_;
   FakeClock clock_;
   std::unique_ptr<FakeKubeApi> api_;
-  std::unique_ptr<InClusterKube> kube_;
+  std::unique_ptr<kube::InClusterKube> kube_;
 };
 
 TEST_F(DrainTest, EvictsThePodsHoldingGpusAndLeavesTheRestByRule) {

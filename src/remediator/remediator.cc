@@ -221,8 +221,8 @@ class Remediator::NodeStep {
   absl::Status Write() {
     if (!patch_.is_null()) {
       patch_["metadata"]["resourceVersion"] = view_.resource_version;
-      auto response = remediator_->api_->Call("PATCH", "/api/v1/nodes/" + view_.name, kMergePatch,
-                                              patch_.dump());
+      auto response = remediator_->api_->Call("PATCH", "/api/v1/nodes/" + view_.name,
+                                              kube::kMergePatch, patch_.dump());
       if (!response.ok()) {
         ++remediator_->stats_.api_errors;
         return absl::UnavailableError(
@@ -263,7 +263,7 @@ class Remediator::NodeStep {
   std::vector<PendingEvent> events_;
 };
 
-Remediator::Remediator(RemediatorOptions options, KubeApi* api)
+Remediator::Remediator(RemediatorOptions options, kube::KubeApi* api)
     : options_(std::move(options)),
       api_(api),
       clock_(options_.clock),
@@ -380,7 +380,7 @@ void Remediator::PostEvent(const NodeView& view, std::string_view type, std::str
                                       .time = now});
   spdlog::info("remediation: node {}: {} {}", view.name, reason, message);
   auto response = api_->Call("POST", "/api/v1/namespaces/" + options_.event_namespace + "/events",
-                             kJsonContent, event.dump());
+                             kube::kJsonContent, event.dump());
   if (!response.ok() || response->status < 200 || response->status >= 300) {
     ++stats_.api_errors;
     // An Event is a record, not a step: the step stands, the log line above keeps it.

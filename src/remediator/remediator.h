@@ -157,7 +157,7 @@ struct RemediatorStats {
 class Remediator {
  public:
   // `api` is not owned and must outlive the remediator.
-  Remediator(RemediatorOptions options, KubeApi* api);
+  Remediator(RemediatorOptions options, kube::KubeApi* api);
   ~Remediator();
 
   // Starts the informer of the GPU nodes (a standby replica keeps it warm, so a take-over acts at
@@ -225,9 +225,9 @@ class Remediator {
                  const std::string& message, absl::Time now);
 
   const RemediatorOptions options_;
-  KubeApi* const api_;
+  kube::KubeApi* const api_;
   Clock* const clock_;
-  Informer nodes_;
+  kube::Informer nodes_;
   BreakerPublisher breaker_;
   DeviceClaims claims_;  // ReconcileOnce's thread
   RemediatorStats stats_;

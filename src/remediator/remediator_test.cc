@@ -52,7 +52,7 @@ class RemediatorTest : public ::testing::Test {
 
   void Start(RemediatorOptions options) {
     auto kube =
-        InClusterKube::Create(api_->credentials().service_account_dir, "remediator", &clock_);
+        kube::InClusterKube::Create(api_->credentials().service_account_dir, "remediator", &clock_);
     ASSERT_TRUE(kube.ok()) << kube.status();
     kube_ = std::move(*kube);
     options.clock = &clock_;
@@ -153,7 +153,7 @@ class RemediatorTest : public ::testing::Test {
   ::vigil::testing::TempDir dir_;
   FakeClock clock_;
   std::unique_ptr<FakeKubeApi> api_;
-  std::unique_ptr<InClusterKube> kube_;
+  std::unique_ptr<kube::InClusterKube> kube_;
   std::unique_ptr<Remediator> remediator_;
 };
 
@@ -640,8 +640,8 @@ class GpuEpisodeTest : public RemediatorTest {
            {{"key", "vigil.dev/gpu-fail"},
             {"value", "DCGM_FR_VOLATILE_DBE_DETECTED"},
             {"effect", "NoSchedule"}}}}}};
-    auto made =
-        kube_->Call("POST", "/apis/resource.k8s.io/v1/devicetaintrules", kJsonContent, rule.dump());
+    auto made = kube_->Call("POST", "/apis/resource.k8s.io/v1/devicetaintrules", kube::kJsonContent,
+                            rule.dump());
     ASSERT_TRUE(made.ok() && made->status == 201) << (made.ok() ? made->body : "no answer");
   }
   void RemoveRule() {
@@ -917,8 +917,8 @@ TEST_F(GpuEpisodeTest, TheRulesOfANodeThatNoLongerExistsAreCollected) {
         {"spec",
          {{"deviceSelector", {{"driver", "gpu.nvidia.com"}, {"pool", node}, {"device", "gpu-0"}}},
           {"taint", {{"key", "vigil.dev/gpu-fail"}, {"value", "X"}, {"effect", "NoSchedule"}}}}}};
-    auto made =
-        kube_->Call("POST", "/apis/resource.k8s.io/v1/devicetaintrules", kJsonContent, rule.dump());
+    auto made = kube_->Call("POST", "/apis/resource.k8s.io/v1/devicetaintrules", kube::kJsonContent,
+                            rule.dump());
     ASSERT_TRUE(made.ok() && made->status == 201);
   };
   const auto names = [&] {

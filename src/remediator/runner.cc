@@ -14,14 +14,14 @@ constexpr char kMetricsType[] = "text/plain; version=0.0.4; charset=utf-8";
 
 }  // namespace
 
-Runner::Runner(RunnerOptions options, std::unique_ptr<KubeApi> api)
+Runner::Runner(RunnerOptions options, std::unique_ptr<kube::KubeApi> api)
     : options_(std::move(options)),
       api_(std::move(api)),
       remediator_(std::make_unique<Remediator>(options_.remediator, api_.get())),
       lease_(api_.get(), options_.remediator.clock, options_.lease) {}
 
 absl::StatusOr<std::unique_ptr<Runner>> Runner::Start(RunnerOptions options,
-                                                      std::unique_ptr<KubeApi> api) {
+                                                      std::unique_ptr<kube::KubeApi> api) {
   std::unique_ptr<Runner> runner(new Runner(std::move(options), std::move(api)));
   Runner* self = runner.get();
   self->http_.Get("/healthz", [] { return HttpResponse{.body = "ok\n"}; });

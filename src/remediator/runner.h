@@ -35,7 +35,7 @@ class Runner {
   // `api` (owned) reaches the API server. InvalidArgument / AlreadyExists for a bad or taken
   // --listen.
   static absl::StatusOr<std::unique_ptr<Runner>> Start(RunnerOptions options,
-                                                       std::unique_ptr<KubeApi> api);
+                                                       std::unique_ptr<kube::KubeApi> api);
   ~Runner();
   // Stops acting, gives the Lease up, stops watching and serving. Idempotent.
   void Stop();
@@ -44,12 +44,12 @@ class Runner {
   const Remediator& remediator() const { return *remediator_; }
 
  private:
-  explicit Runner(RunnerOptions options, std::unique_ptr<KubeApi> api);
+  explicit Runner(RunnerOptions options, std::unique_ptr<kube::KubeApi> api);
   void Loop();
   std::string Metrics() const;
 
   const RunnerOptions options_;
-  const std::unique_ptr<KubeApi> api_;
+  const std::unique_ptr<kube::KubeApi> api_;
   std::unique_ptr<Remediator> remediator_;
   kube::LeaseLock lease_;  // the loop's only
   std::atomic<bool> leading_{false};
