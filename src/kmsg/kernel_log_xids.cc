@@ -101,8 +101,8 @@ void KernelLogXids::CatchUp() {
   catching_up_ = false;
   if (stats_.replayed > 0 || stats_.already_applied > 0) {
     spdlog::info(
-        "kmsg: {} XID(s) from the kernel log since boot applied, {} already applied before a "
-        "restart",
+        "kmsg: {} XID(s) logged since boot handed to the engine (which skips any that an "
+        "incident it kept already counts), {} already applied before a restart",
         stats_.replayed.load(), stats_.already_applied.load());
   }
 }
