@@ -37,7 +37,8 @@ asan: asan-build
 	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) --timeout 600
 
 # Clang's thread-safety analysis over the product (the `vigil` binary and every library it links;
-# not the tests): -Wthread-safety with -Werror, so a guarded member read without its lock, a lock
+# not the tests): -Wthread-safety and -Wthread-safety-beta (the ABSL_ACQUIRED_BEFORE check) with
+# -Werror, so a guarded member read without its lock, a lock
 # taken out of its declared order or a function called without the lock it requires fails the
 # build. Compiled without optimisation or debug info: only the analysis matters here.
 TSA_DIR ?= build-tsa
