@@ -77,6 +77,8 @@ void SimBackend::StartEvents(EventSink* sink) {
 void SimBackend::StopEvents() {
   absl::MutexLock lock(&mutex_);
   sink_ = nullptr;
+  // Returning means no delivery is in progress: the sink may be destroyed next.
+  mutex_.Await(absl::Condition(this, &SimBackend::NoDeliveryInProgress));
 }
 
 void SimBackend::SetGpuLost(uint32_t gpu, bool lost) {
@@ -87,9 +89,18 @@ void SimBackend::SetGpuLost(uint32_t gpu, bool lost) {
 
 void SimBackend::RaiseXid(uint32_t gpu, uint32_t xid, absl::Time time) {
   VIGIL_CHECK(gpu < identities_.size());
-  // Held while delivering so that StopEvents() returning means no delivery is in progress.
+  EventSink* sink = nullptr;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (sink_ == nullptr) return;
+    sink = sink_;
+    ++deliveries_in_progress_;  // StopEvents waits for it
+  }
+  // Delivered without the lock: the sink (the engine) takes locks of its own and may read this
+  // backend.
+  sink->OnXid(XidEvent{.gpu = gpu, .xid = xid, .time = time});
   absl::MutexLock lock(&mutex_);
-  if (sink_ != nullptr) sink_->OnXid(XidEvent{.gpu = gpu, .xid = xid, .time = time});
+  --deliveries_in_progress_;
 }
 
 void SimBackend::SetComputeProcesses(uint32_t gpu, std::vector<uint32_t> pids) {

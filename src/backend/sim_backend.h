@@ -58,7 +58,9 @@ class SimBackend : public Backend {
 
   // A lost GPU fails every read with kUnavailable, as a GPU that fell off the bus does.
   void SetGpuLost(uint32_t gpu, bool lost);
-  // Delivers an XID to the event sink (if started), as the driver would.
+  // Delivers an XID to the event sink (if started), as the driver would, on the caller's thread
+  // and without this backend's lock (StopEvents waits for the delivery to end, so the sink must
+  // not call StopEvents from OnXid).
   void RaiseXid(uint32_t gpu, uint32_t xid, absl::Time time);
   // Compute processes simulated on a GPU: a reset is refused while there are any.
   void SetComputeProcesses(uint32_t gpu, std::vector<uint32_t> pids);
@@ -78,7 +80,13 @@ class SimBackend : public Backend {
   bool mig_change_noticed_ ABSL_GUARDED_BY(mutex_) = false;  // since TakeMigChangeNotice
   std::vector<std::vector<uint32_t>> compute_processes_ ABSL_GUARDED_BY(mutex_);
   int resets_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool NoDeliveryInProgress() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return deliveries_in_progress_ == 0;
+  }
+
   EventSink* sink_ ABSL_GUARDED_BY(mutex_) = nullptr;
+  // RaiseXid calls delivering to sink_ without the lock (StopEvents waits for none).
+  int deliveries_in_progress_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace vigil

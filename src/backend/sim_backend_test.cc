@@ -229,5 +229,32 @@ TEST(SimBackendTest, XidsReachTheSinkOnlyWhileStarted) {
   EXPECT_FALSE(sink.events[0].injected);
 }
 
+// The engine's OnXid takes its own locks and may read the backend: the sim delivers without its
+// lock (it used to hold it, and this sink then waited for itself).
+TEST(SimBackendTest, ASinkMayReadTheBackendFromOnXid) {
+  auto sim = MakeSim(2, 1);
+  class ReadingSink : public EventSink {
+   public:
+    explicit ReadingSink(SimBackend* sim) : sim_(sim) {}
+    void OnXid(const XidEvent& event) override {
+      sim_->SetGpuLost(event.gpu, true);
+      resets_seen = sim_->resets();
+    }
+    int resets_seen = -1;
+
+   private:
+    SimBackend* sim_;
+  };
+  ReadingSink sink(sim.get());
+  sim->StartEvents(&sink);
+  sim->RaiseXid(1, 79, kStart);
+  sim->StopEvents();
+  EXPECT_EQ(sink.resets_seen, 0);
+  std::vector<FieldValue> values(1);
+  EXPECT_EQ(sim->Read(1, {fid::kGpuTemp}, kStart, absl::MakeSpan(values)).code(),
+            absl::StatusCode::kUnavailable)
+      << "the sink's SetGpuLost took effect";
+}
+
 }  // namespace
 }  // namespace vigil

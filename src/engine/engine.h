@@ -6,12 +6,13 @@
 // wait for a backend read, because the backend is only called from RunTick() and the locks
 // taken by readers are held only while copying pointers or history samples.
 //
-// Lock order (outer first; docs/architecture.md has every path): SimBackend::mutex_ (tests'
-// XIDs) > history_mutex_ > real_mutex_ > xid_mutex_ > HealthEvaluator::mutex_ >
-// IncidentStore::mutex_ > InjectionTable::mutex_ > latest_mutex_ > EventLog::mutex_ >
-// Fanout::mutex_ > the stream reactors' locks. RunTick takes the engine's own mutexes one at a
-// time; history_mutex_ is held while InjectionTable::Apply() runs. The scenario runner's lock is a
-// leaf (never held while calling the engine), and no lock here is held across disk I/O.
+// Lock order (outer first; docs/architecture.md has every path): history_mutex_ > real_mutex_ >
+// xid_mutex_ > HealthEvaluator::mutex_ > IncidentStore::mutex_ > InjectionTable::mutex_ >
+// latest_mutex_. EventLog::mutex_ and SimBackend::mutex_ are leaves: events are published
+// (Fanout::mutex_ > the stream reactors' locks) and XIDs delivered with neither held. RunTick takes
+// the engine's own mutexes one at a time; history_mutex_ is held while InjectionTable::Apply()
+// runs. The scenario runner's lock is a leaf (never held while calling the engine), and no lock
+// here is held across disk I/O.
 #pragma once
 
 #include <atomic>
