@@ -32,6 +32,7 @@ const std::map<std::string, Modules>& Allowed() {
       {"fields", {"common"}},
       {"backend", {"common", "fields"}},
       {"kmsg", {"common", "fields", "backend"}},
+      {"network", {"common"}},
       {"sampling", {"common", "fields"}},
       {"health", {"common", "fields", "backend", "sampling"}},
       {"inject", {"common", "fields", "sampling"}},
@@ -61,7 +62,7 @@ const std::map<std::string, Modules>& Allowed() {
   return *allowed;
 }
 
-const Modules kEngineSide = {"backend", "kmsg",   "sampling", "health",
+const Modules kEngineSide = {"backend", "kmsg",   "network",  "sampling", "health",
                              "inject",  "engine", "recorder", "server"};
 const Modules kClients = {"client",     "kube",  "podresources", "exporter", "healthcheck",
                           "remediator", "drill", "report",       "cli",      "dra"};

@@ -39,10 +39,6 @@ struct Device {
 std::vector<Device> DevicesOf(const std::vector<nlohmann::json>& slices, std::string_view driver,
                               std::string_view node);
 
-// A PCI bus id as sysfs and DRA write it: a 4-digit domain, lower case ("0000:3b:00.0"), from
-// NVML's ("00000000:3B:00.0") or any other width of domain; "" when `id` is not BUS:DEVICE.FN.
-std::string NormalizePciBusId(std::string_view id);
-
 // An engine GPU or MIG instance to be matched.
 struct GpuRef {
   uint32_t gpu = 0;

@@ -36,16 +36,6 @@ json GpuDevice(const std::string& name, const std::string& uuid, const std::stri
             {"resource.kubernetes.io/pciBusID", StringAttribute(pci)}}}};
 }
 
-TEST(DeviceMapTest, NormalizesPciBusIdsAsSysfsWritesThem) {
-  EXPECT_EQ(NormalizePciBusId("00000000:3B:00.0"), "0000:3b:00.0");  // NVML
-  EXPECT_EQ(NormalizePciBusId("0000:3b:00.0"), "0000:3b:00.0");      // DRA, sysfs
-  EXPECT_EQ(NormalizePciBusId("3b:00.0"), "0000:3b:00.0");
-  EXPECT_EQ(NormalizePciBusId("0001:9A:1F.7"), "0001:9a:1f.7");
-  EXPECT_EQ(NormalizePciBusId("GPU-1234"), "");
-  EXPECT_EQ(NormalizePciBusId("0000:3b:00"), "");
-  EXPECT_EQ(NormalizePciBusId("0000:zz:00.0"), "");
-}
-
 // The driver names GPUs by device minor: here gpu-4 is NVML's GPU 0 and gpu-0 its GPU 1. The map
 // follows the UUIDs, not the names.
 TEST(DeviceMapTest, MatchesByUuidNotByTheNumberInAName) {

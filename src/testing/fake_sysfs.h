@@ -1,0 +1,57 @@
+// A fake sysfs tree under a test's directory, laid out as the kernel lays out the parts Vigil
+// reads: PCI functions under devices/pciDDDD:BB/... with their bus/pci/devices links and
+// numa_node, InfiniBand HCAs under class/infiniband/HCA (ports/N/{state,phys_state,rate,
+// link_layer,counters/*,hw_counters/*} and the `device` link to the PCI function) and, for RoCE,
+// the netdev under the function's net/ with its class/net link. Files hold what the kernel
+// prints ("4: ACTIVE\n"); tests then rewrite single files to change a port.
+// Not thread-safe; owned by one test.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace vigil::testing {
+
+class FakeSysfs {
+ public:
+  // `root` is created if missing.
+  explicit FakeSysfs(std::string root);
+
+  // A PCI function at `path` (host bridge first, the function's bus id last, e.g. {"pci0000:16",
+  // "0000:16:02.0", "0000:17:00.0", "0000:18:01.0", "0000:19:00.0"}), on `numa_node` (-1: none).
+  void AddPciFunction(const std::vector<std::string>& path, int numa_node);
+
+  struct Port {
+    std::string state = "4: ACTIVE";
+    std::string phys_state = "5: LinkUp";
+    std::string rate = "400 Gb/sec (4X NDR)";
+    std::string link_layer = "InfiniBand";
+    std::map<std::string, uint64_t> counters = {{"symbol_error", 0},
+                                                {"link_downed", 0},
+                                                {"link_error_recovery", 0},
+                                                {"port_rcv_errors", 0},
+                                                {"local_link_integrity_errors", 0},
+                                                {"excessive_buffer_overrun_errors", 0}};
+    std::map<std::string, uint64_t> hw_counters = {{"out_of_buffer", 0}};
+  };
+  // An HCA named `name` ("mlx5_0") on the PCI function `bus_id` (added first), with `ports`
+  // (numbered from 1) and, when `netdev` is not empty, that Ethernet device on the function.
+  void AddHca(const std::string& name, const std::string& bus_id, const std::vector<Port>& ports,
+              const std::string& netdev = "");
+
+  // Replaces one file's contents (a newline is appended), relative to the root:
+  // Write("class/infiniband/mlx5_0/ports/1/state", "1: DOWN").
+  void Write(const std::string& relative, const std::string& contents);
+  // The directory of port `port` of `hca`, relative to the root.
+  static std::string PortDir(const std::string& hca, uint32_t port);
+
+  const std::string& root() const { return root_; }
+
+ private:
+  std::string root_;
+  std::map<std::string, std::string> function_dirs_;  // bus id -> its directory under devices/
+};
+
+}  // namespace vigil::testing
