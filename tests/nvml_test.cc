@@ -767,7 +767,7 @@ void ExpectXidsAfterAMigReconfiguration(bool driver_sends_mig_events) {
       << engine.process->Stderr();
   fake.gpu(0)["xids"] = {{{"xid", 31}, {"gpu_instance", 9}}};
   fake.Write();
-  EXPECT_TRUE(EventuallyInEvents(engine, "XID 31"));
+  EXPECT_TRUE(EventuallyInEvents(engine, "XID 31")) << engine.process->Stderr();
 }
 
 TEST(NvmlTest, XidsAreSeenAfterAMigReconfigurationTheDriverReports) {

@@ -101,8 +101,11 @@ constexpr int kMaxGpus = 64;
 constexpr int kMaxMigDevices = 7;
 
 std::mutex g_mutex;
-json g_script;                                              // guarded by g_mutex
-struct timespec g_mtime = {};                               // of the script as loaded
+json g_script;                 // guarded by g_mutex
+struct timespec g_mtime = {};  // of the script as loaded
+// The script's inode as loaded: the tests replace the file by a rename, so a new version is a new
+// inode even when both writes fall within one tick of the file system's coarse clock (same mtime).
+ino_t g_inode = 0;
 long long g_last_check_ns = 0;                              // when the file was last stat'ed
 nv::nvmlDevice_st g_devices[kMaxGpus];                      // handles; index fixed
 nv::nvmlDevice_st g_mig_devices[kMaxGpus][kMaxMigDevices];  // MIG device handles
@@ -150,7 +153,7 @@ void MaybeReload() {
     std::abort();
   }
   if (!g_script.is_null() && info.st_mtim.tv_sec == g_mtime.tv_sec &&
-      info.st_mtim.tv_nsec == g_mtime.tv_nsec) {
+      info.st_mtim.tv_nsec == g_mtime.tv_nsec && info.st_ino == g_inode) {
     return;
   }
   std::ifstream in(path);
@@ -158,6 +161,7 @@ void MaybeReload() {
   if (parsed.is_discarded()) return;  // caught mid-write: keep the old script, retry later
   g_script = std::move(parsed);
   g_mtime = info.st_mtim;
+  g_inode = info.st_ino;
 }
 
 const json& Gpus() { return g_script["gpus"]; }
