@@ -57,11 +57,12 @@ bench: build
 
 # Every parser's fuzz target (testing/fuzz.h: the kernel log, HTTP request heads, durations,
 # flight recordings, the remediation annotations, engine configs, scenarios, counters CSV, watch
-# lines and list answers, pod-resources answers, ResourceSlices) under the sanitizers, each over
-# FUZZ_ITERATIONS inputs (default 1,000,000; `make test` runs a short pass of each).
+# lines and list answers, pod-resources answers, ResourceSlices, NIC ports' sysfs files) under the
+# sanitizers, each over FUZZ_ITERATIONS inputs (default 1,000,000; `make test` runs a short pass
+# of each).
 FUZZ_ITERATIONS ?= 1000000
 FUZZ_TESTS ?= common_test api_test engine_test inject_test exporter_test kube_test \
-  podresources_test dra_test kmsg_test
+  podresources_test dra_test kmsg_test network_test
 fuzz: asan-build
 	@for test in $(FUZZ_TESTS); do \
 	  VIGIL_FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
