@@ -53,10 +53,10 @@ const std::map<std::string, Modules>& Allowed() {
       {"cli",
        {"common", "fields", "api", "client", "exporter", "podresources", "healthcheck", "kube",
         "dra", "drill", "remediator", "report"}},
-      {"app",
-       {"common",      "fields",     "backend", "kmsg",   "sampling", "health",       "inject",
-        "engine",      "api",        "server",  "client", "kube",     "podresources", "exporter",
-        "healthcheck", "remediator", "drill",   "cli",    "recorder", "report",       "dra"}},
+      {"app", {"common", "fields",       "backend",  "kmsg",        "network",    "sampling",
+               "health", "inject",       "engine",   "api",         "server",     "client",
+               "kube",   "podresources", "exporter", "healthcheck", "remediator", "drill",
+               "cli",    "recorder",     "report",   "dra"}},
       {"testing", {"common"}},
   };
   return *allowed;

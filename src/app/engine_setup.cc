@@ -14,6 +14,9 @@
 #include "common/status.h"
 #include "engine/config.h"
 #include "fmt/format.h"
+#include "fmt/ranges.h"
+#include "network/port_map.h"
+#include "network/sysfs_ports.h"
 #include "server/authz.h"
 #include "spdlog/spdlog.h"
 
@@ -74,6 +77,79 @@ absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const EngineFlags& flags,
       std::make_unique<DeadlineBackend>(std::move(*nvml), config.EffectiveGpuReadTimeout()));
 }
 
+// The node's NIC ports and the GPUs each serves, said once at start: the map the network
+// health (issue 29) will judge ports by, so an operator can check it now. A root that is not a
+// directory is refused (InvalidArgument: exit 2); each unreadable file or HCA is one warning.
+absl::Status LogNetworkPorts(const std::string& sysfs_root, const std::vector<GpuIdentity>& gpus) {
+  auto reader = network::SysfsPorts::Open(Env::Default(), sysfs_root);
+  if (!reader.ok()) return reader.status();
+  network::SysfsPorts::Discovery found = reader->Discover();
+  for (const std::string& problem : found.problems) spdlog::warn("network: {}", problem);
+  std::vector<std::string> gpu_bus_ids;
+  for (const GpuIdentity& gpu : gpus) gpu_bus_ids.push_back(gpu.pci_bus_id);
+  auto mapped = network::BuildPortMap(Env::Default(), sysfs_root, std::move(found.ports),
+                                      gpu_bus_ids, /*overrides=*/{});
+  if (!mapped.ok()) return mapped.status();
+  spdlog::info("network: {} NIC port(s) under {}; their health is not judged yet", mapped->size(),
+               sysfs_root);
+  for (const network::MappedPort& port : *mapped) {
+    std::string serves = "the node (no GPU near it)";
+    if (!port.attachment.gpus.empty()) {
+      serves =
+          fmt::format("GPU {} ({})", fmt::join(port.attachment.gpus, ", "),
+                      port.overridden ? "config" : network::AffinityName(port.attachment.affinity));
+    }
+    spdlog::info("network: port {} ({}, {}{}) serves {}", port.port.Name(),
+                 port.port.link_layer.has_value() ? network::LinkLayerName(*port.port.link_layer)
+                                                  : "link layer unknown",
+                 port.port.pci_bus_id.empty() ? "no PCI function" : port.port.pci_bus_id,
+                 port.port.net.has_value() ? ", " + port.port.net->name : "", serves);
+    if (!port.placement_problem.empty()) spdlog::warn("network: {}", port.placement_problem);
+  }
+  return absl::OkStatus();
+}
+
+// Starts the kernel log as the XID source beside the backend's events: what it holds since boot is
+// applied before the first tick (so an XID from before this start is in the first verdict), and
+// its state and counts are the engine's counters.
+std::unique_ptr<kmsg::KernelLogXids> StartKernelLog(const EngineFlags& flags,
+                                                    const std::string& kmsg_path,
+                                                    const std::string& boot_id, Engine* engine) {
+  auto kernel_log = std::make_unique<kmsg::KernelLogXids>(
+      kmsg::KernelLogXidsOptions{
+          .path = kmsg_path,
+          .journal_dir = flags.journal.has_value()
+                             ? *flags.journal
+                             : (flags.backend == "nvml" ? "/var/log/journal" : ""),
+          .state_path = flags.state_dir + "/kmsg.state",
+          .boot_id = boot_id},
+      engine->gpus(), engine);
+  kmsg::KernelLogXids* source = kernel_log.get();
+  engine->SetExternalCounters([source](Snapshot::Counters* counters) {
+    using KernelLog = Snapshot::Counters::KernelLog;
+    switch (source->reader_stats().state.load()) {
+      case kmsg::LogState::kReading:
+        counters->kernel_log = KernelLog::kReading;
+        break;
+      case kmsg::LogState::kAbsent:
+        counters->kernel_log = KernelLog::kAbsent;
+        break;
+      case kmsg::LogState::kUnreadable:
+        counters->kernel_log = KernelLog::kUnreadable;
+        break;
+      case kmsg::LogState::kNotStarted:  // not after CatchUp()
+        break;
+    }
+    counters->kernel_log_xids = source->stats().xids;
+    counters->kernel_log_unknown_gpu = source->stats().unknown_bus;
+    counters->kernel_log_overwritten = source->reader_stats().overwritten;
+    counters->kernel_log_source = source->source();
+  });
+  kernel_log->CatchUp();
+  kernel_log->Start();
+  return kernel_log;
+}
+
 }  // namespace
 
 void AddEngineFlags(CLI::App* command, EngineFlags* flags) {
@@ -124,6 +200,10 @@ void AddEngineFlags(CLI::App* command, EngineFlags* flags) {
       ->add_option("--gpu-reset-timeout", flags->gpu_reset_timeout,
                    "Kill the reset command after this long (the reset then failed)")
       ->capture_default_str();
+  command->add_option("--sysfs-root", flags->sysfs_root,
+                      "The sysfs mount the node's InfiniBand and RoCE NIC ports are read from "
+                      "(the host's /sys where a container mounts it elsewhere; a fake tree in "
+                      "tests); '' for none (default: /sys with --backend nvml, none with sim)");
   command->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
 }
@@ -158,45 +238,19 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
       {.node_name = node_name, .config = config, .state_dir = flags.state_dir, .boot_id = boot_id},
       std::move(*backend));
   if (!engine.ok()) return engine.status();
+  const std::string sysfs_root =
+      flags.sysfs_root.has_value() ? *flags.sysfs_root : (flags.backend == "nvml" ? "/sys" : "");
+  if (!sysfs_root.empty()) {
+    if (absl::Status said = LogNetworkPorts(sysfs_root, (*engine)->gpus()); !said.ok()) {
+      return said;
+    }
+  }
   // The kernel log: what it holds since boot is applied before the first tick, so an XID from
   // before this start is in the first verdict.
   const std::string kmsg_path =
       flags.kmsg.has_value() ? *flags.kmsg : (flags.backend == "nvml" ? "/dev/kmsg" : "");
-  std::unique_ptr<kmsg::KernelLogXids> kernel_log;
-  if (!kmsg_path.empty()) {
-    kernel_log = std::make_unique<kmsg::KernelLogXids>(
-        kmsg::KernelLogXidsOptions{
-            .path = kmsg_path,
-            .journal_dir = flags.journal.has_value()
-                               ? *flags.journal
-                               : (flags.backend == "nvml" ? "/var/log/journal" : ""),
-            .state_path = flags.state_dir + "/kmsg.state",
-            .boot_id = boot_id},
-        (*engine)->gpus(), engine->get());
-    kmsg::KernelLogXids* source = kernel_log.get();
-    (*engine)->SetExternalCounters([source](Snapshot::Counters* counters) {
-      using KernelLog = Snapshot::Counters::KernelLog;
-      switch (source->reader_stats().state.load()) {
-        case kmsg::LogState::kReading:
-          counters->kernel_log = KernelLog::kReading;
-          break;
-        case kmsg::LogState::kAbsent:
-          counters->kernel_log = KernelLog::kAbsent;
-          break;
-        case kmsg::LogState::kUnreadable:
-          counters->kernel_log = KernelLog::kUnreadable;
-          break;
-        case kmsg::LogState::kNotStarted:  // not after CatchUp()
-          break;
-      }
-      counters->kernel_log_xids = source->stats().xids;
-      counters->kernel_log_unknown_gpu = source->stats().unknown_bus;
-      counters->kernel_log_overwritten = source->reader_stats().overwritten;
-      counters->kernel_log_source = source->source();
-    });
-    kernel_log->CatchUp();
-    kernel_log->Start();
-  }
+  std::unique_ptr<kmsg::KernelLogXids> kernel_log =
+      kmsg_path.empty() ? nullptr : StartKernelLog(flags, kmsg_path, boot_id, engine->get());
   auto server = EngineServer::Start(engine->get(), {.unix_socket_path = flags.socket,
                                                     .tcp_address = flags.listen,
                                                     .inject_token = inject_token});

@@ -36,6 +36,8 @@ struct EngineFlags {
   // The systemd journal's directory, read when the kernel log cannot be opened; unset:
   // /var/log/journal with --backend nvml, none with sim.
   std::optional<std::string> journal;
+  // The sysfs mount the NIC ports are read from; unset: /sys with --backend nvml, none with sim.
+  std::optional<std::string> sysfs_root;
   // How the nvml backend resets a GPU (vigil reset-gpu, the remediator's reset-gpu action).
   std::string gpu_reset_command = NvmlResetOptions().command;
   std::string gpu_reset_timeout = absl::FormatDuration(NvmlResetOptions().limit);
