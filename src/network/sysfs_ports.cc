@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "common/status.h"
+#include "common/strings.h"
 #include "fmt/format.h"
 
 namespace vigil::network {
@@ -87,7 +88,16 @@ SysfsPorts::Discovery SysfsPorts::Discover() const {
           ReadParsed(env_, PortDir(port) + "/link_layer", ParseLinkLayer);
       if (layer.ok()) {
         port.link_layer = *layer;
-        if (*layer == LinkLayer::kEthernet && !netdev.empty()) port.net = NetDevice{.name = netdev};
+        if (*layer == LinkLayer::kEthernet) {
+          // The port's own: the netdev of its first GID (gid_attrs/ndevs/0, kernel 4.4+); else
+          // the PCI function's.
+          absl::StatusOr<std::string> gid_netdev =
+              env_->ReadFile(PortDir(port) + "/gid_attrs/ndevs/0");
+          const std::string own = gid_netdev.ok() ? std::string(Trim(*gid_netdev)) : "";
+          if (!own.empty() || !netdev.empty()) {
+            port.net = NetDevice{.name = own.empty() ? netdev : own};
+          }
+        }
       } else {
         discovery.problems.push_back(Problem(port, layer.status()));
       }

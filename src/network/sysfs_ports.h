@@ -2,9 +2,10 @@
 // function, the link layer and, for a RoCE port, its netdev) and, per port, the state files (read
 // every second by the engine) and the counters (every 30 s, DCGM's class for error counters).
 // Paths are the kernel's: SYSFS/class/infiniband/HCA/ports/N/{state,phys_state,rate,link_layer,
-// counters/*,hw_counters/*}, SYSFS/class/infiniband/HCA/device (a link to the PCI function, whose
-// net/ directory names the netdev) and SYSFS/class/net/IF/{carrier,speed,mtu}. SYSFS is `/sys`,
-// or what --sysfs-root names (tests, and containers that mount the host's /sys elsewhere).
+// counters/*,hw_counters/*,gid_attrs/ndevs/0 (a RoCE port's netdev)}, SYSFS/class/infiniband/
+// HCA/device (a link to the PCI function, whose net/ directory names the netdev where the port's
+// GID does not) and SYSFS/class/net/IF/{carrier,speed,mtu}. docs/network.md cites each. SYSFS is
+// `/sys`, or what --sysfs-root names (tests, and containers that mount the host's /sys elsewhere).
 // Files are read through Env (ReadFile, ListDir), so tests can fail any read; a link's target is
 // resolved with std::filesystem (sysfs is only read, never written).
 // Thread-compatible: one reader per thread (the engine's tick thread).

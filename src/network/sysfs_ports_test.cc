@@ -61,6 +61,18 @@ TEST_F(SysfsPortsTest, DiscoveryFindsEveryPortWithItsFunctionLinkLayerAndNetdev)
   EXPECT_FALSE(found.ports[0].state.has_value()) << "discovery reads no state";
 }
 
+TEST_F(SysfsPortsTest, ARoCEPortsOwnGidNamesItsNetdevBeforeTheFunctions) {
+  // A second netdev on the function (a representor, a VF's uplink): the port's GID says which.
+  sysfs_.Write(FakeSysfs::PortDir("mlx5_2", 2) + "/gid_attrs/ndevs/0", "ens1f1");
+  const SysfsPorts::Discovery found = Open().Discover();
+  ASSERT_EQ(found.ports.size(), 4u);
+  EXPECT_EQ(found.ports[2].net->name, "ens1f0");
+  EXPECT_EQ(found.ports[3].net->name, "ens1f1");
+  // Without the GID file (kernels before 4.4, or no GID yet): the function's netdev.
+  std::filesystem::remove_all(sysfs_.root() + "/" + FakeSysfs::PortDir("mlx5_2", 2) + "/gid_attrs");
+  EXPECT_EQ(Open().Discover().ports[3].net->name, "ens1f0");
+}
+
 TEST_F(SysfsPortsTest, StateIsReadAndFollowsTheFiles) {
   const SysfsPorts reader = Open();
   NicPort port = reader.Discover().ports[1];

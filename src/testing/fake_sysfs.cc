@@ -54,6 +54,9 @@ void FakeSysfs::AddHca(const std::string& name, const std::string& bus_id,
     for (const auto& [counter, value] : port.hw_counters) {
       Write(dir + "/hw_counters/" + counter, std::to_string(value));
     }
+    if (!netdev.empty() && port.link_layer == "Ethernet") {
+      Write(dir + "/gid_attrs/ndevs/0", netdev);
+    }
   }
   if (netdev.empty()) return;
   const std::string net = function->second + "/net/" + netdev;

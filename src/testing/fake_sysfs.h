@@ -37,7 +37,8 @@ class FakeSysfs {
     std::map<std::string, uint64_t> hw_counters = {{"out_of_buffer", 0}};
   };
   // An HCA named `name` ("mlx5_0") on the PCI function `bus_id` (added first), with `ports`
-  // (numbered from 1) and, when `netdev` is not empty, that Ethernet device on the function.
+  // (numbered from 1) and, when `netdev` is not empty, that Ethernet device on the function,
+  // named by each Ethernet port's first GID (gid_attrs/ndevs/0) too.
   void AddHca(const std::string& name, const std::string& bus_id, const std::vector<Port>& ports,
               const std::string& netdev = "");
 
