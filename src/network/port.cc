@@ -70,6 +70,13 @@ absl::StatusOr<uint32_t> ParseNumberedName(std::string_view text, const auto& na
   const size_t colon = line.find(": ");
   const std::optional<uint32_t> number =
       colon == std::string_view::npos ? std::nullopt : SmallNumber(line.substr(0, colon), 255);
+  // The kernel's own word for a number outside its table (state_show: "UNKNOWN";
+  // phys_state_show: "<unknown>"): the shape is right, the value is not known.
+  if (number.has_value() &&
+      (line.substr(colon + 2) == "UNKNOWN" || line.substr(colon + 2) == "<unknown>")) {
+    return absl::InvalidArgumentError(
+        fmt::format("the kernel reports {} {} as unknown ({})", what, *number, Quoted(line)));
+  }
   if (!number.has_value() || *number >= names.size() || names[*number].empty() ||
       line.substr(colon + 2) != names[*number]) {
     return absl::InvalidArgumentError(fmt::format(
@@ -145,6 +152,9 @@ absl::StatusOr<LinkLayer> ParseLinkLayer(std::string_view text) {
   const std::string_view line = Line(text);
   if (line == "InfiniBand") return LinkLayer::kInfiniBand;
   if (line == "Ethernet") return LinkLayer::kEthernet;
+  if (line == "Unknown") {  // link_layer_show, for a driver that does not say
+    return absl::InvalidArgumentError("the kernel reports the link layer as 'Unknown'");
+  }
   return absl::InvalidArgumentError(
       fmt::format("link layer {} is neither 'InfiniBand' nor 'Ethernet'", Quoted(line)));
 }

@@ -54,6 +54,17 @@ TEST(PortTest, AStateThatIsNotTheKernelsShapeIsRefusedNamingIt) {
               HasSubstr("'\\x01\\xff'"));
 }
 
+TEST(PortTest, WhatTheKernelItselfCallsUnknownIsSaidSoNotCalledGarbled) {
+  EXPECT_THAT(ParsePortState("9: UNKNOWN\n").status().message(),
+              HasSubstr("the kernel reports port state 9 as unknown"));
+  EXPECT_THAT(ParsePhysState("0: <unknown>\n").status().message(),
+              HasSubstr("the kernel reports physical state 0 as unknown"));
+  EXPECT_THAT(ParseLinkLayer("Unknown\n").status().message(),
+              HasSubstr("the kernel reports the link layer as 'Unknown'"));
+  EXPECT_EQ(ParsePortState("4: UNKNOWN\n").status().code(), absl::StatusCode::kInvalidArgument)
+      << "never a value";
+}
+
 TEST(PortTest, RatesAreReadWithTheirWidthAndSpeed) {
   struct Case {
     std::string text;
