@@ -89,7 +89,8 @@ TEST(HealthSystemsTest, OneTableServesNamesWatchesAndChoices) {
   }
   EXPECT_EQ(HealthSystemWatchName("memory"), "MEM");
   EXPECT_EQ(ParseHealthSystem("gpu"), std::nullopt);
-  EXPECT_EQ(HealthSystemChoices(), "pcie, memory, inforom, thermal, power, nvlink or driver");
+  EXPECT_EQ(HealthSystemChoices(),
+            "pcie, memory, inforom, thermal, power, nvlink, driver or network");
 }
 
 }  // namespace

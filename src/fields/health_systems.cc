@@ -20,6 +20,11 @@ bool IsNodeLevel(HealthSystem system) {
   return index < std::size(kHealthSystems) && kHealthSystems[index].node_level;
 }
 
+bool IsFromSource(HealthSystem system) {
+  const auto index = static_cast<size_t>(system);
+  return index < std::size(kHealthSystems) && kHealthSystems[index].from_source;
+}
+
 std::string_view HealthSystemWatchName(std::string_view name) {
   for (const HealthSystemInfo& info : kHealthSystems) {
     if (info.name == name) return info.dcgm_watch;

@@ -3,8 +3,9 @@
 // watches and dcgm-exporter name them ("PCIE", "MEM", ...). Everything that lists systems —
 // the evaluator, config and request validation, the CLI's choices, the exporter's labels —
 // derives from it. Most systems are judged per GPU; a node-level system (`nvswitch`: the
-// NVSwitches' SXids) belongs to no one GPU and is judged once for the node. Constant data;
-// thread-safe.
+// NVSwitches' SXids) belongs to no one GPU and is judged once for the node. A system judged from a
+// source beside the GPU's fields (`network`: the NIC ports that serve the GPU) is listed only where
+// the engine has that source. Constant data; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,7 @@ enum class HealthSystem : uint8_t {
   kPower,
   kNvlink,
   kDriver,
+  kNetwork,   // the GPU's NIC ports (network/): judged where the engine reads them
   kNvswitch,  // node level
 };
 
@@ -30,6 +32,9 @@ struct HealthSystemInfo {
   std::string_view name;        // "pcie": Vigil's API, config and CLI
   std::string_view dcgm_watch;  // "PCIE": DCGM's health watch, dcgm-exporter's health label
   bool node_level = false;      // judged once for the node, not per GPU
+  // Judged by a source beside the GPU's fields (health/source.h), not by the DCGM rules: a GPU's
+  // verdict lists it only when the engine has that source.
+  bool from_source = false;
 };
 
 // In enum order.
@@ -41,12 +46,15 @@ inline constexpr HealthSystemInfo kHealthSystems[] = {
     {HealthSystem::kPower, "power", "POWER"},
     {HealthSystem::kNvlink, "nvlink", "NVLINK"},
     {HealthSystem::kDriver, "driver", "DRIVER"},
+    // DCGM has no watch of NIC ports (DCGM 4.6's CONNECTX watch judges the adapter's PCIe errors):
+    // "NETWORK" is Vigil's.
+    {HealthSystem::kNetwork, "network", "NETWORK", false, true},
     {HealthSystem::kNvswitch, "nvswitch", "NVSWITCH", true},
 };
 // The systems judged per GPU, in the order a GPU's verdict lists them.
 inline constexpr HealthSystem kGpuHealthSystems[] = {
     HealthSystem::kPcie,  HealthSystem::kMemory, HealthSystem::kInforom, HealthSystem::kThermal,
-    HealthSystem::kPower, HealthSystem::kNvlink, HealthSystem::kDriver};
+    HealthSystem::kPower, HealthSystem::kNvlink, HealthSystem::kDriver,  HealthSystem::kNetwork};
 // The node-level systems, in the order the node's verdict lists them.
 inline constexpr HealthSystem kNodeHealthSystems[] = {HealthSystem::kNvswitch};
 // HealthSystemName() indexes the table by the enum: rows in enum order, one per system; the GPU
@@ -71,9 +79,10 @@ std::string_view HealthSystemName(HealthSystem system);  // "pcie", "memory", ..
 // Any system, GPU or node level, by its name.
 std::optional<HealthSystem> ParseHealthSystem(std::string_view name);
 bool IsNodeLevel(HealthSystem system);
+bool IsFromSource(HealthSystem system);
 // The DCGM watch name of a system given by its name ("memory" -> "MEM"); "UNKNOWN" otherwise.
 std::string_view HealthSystemWatchName(std::string_view name);
-// The GPU systems: "pcie, memory, inforom, thermal, power, nvlink or driver", for messages that
+// The GPU systems: "pcie, memory, ..., driver or network", for messages that
 // list the choices where a GPU's system is meant.
 std::string HealthSystemChoices();
 

@@ -71,6 +71,7 @@ HealthEvaluator::HealthEvaluator(HealthPolicy policy, std::shared_ptr<const Fiel
   xid_times_.resize(gpus_.size());
   unknown_.assign(gpus_.size(),
                   std::vector<std::string>(std::size(kGpuHealthSystems), "not evaluated yet"));
+  attached_.assign(std::size(kHealthSystems), false);
   for (Incident& incident : restored.incidents) {
     VIGIL_CHECK(incident.node_level || incident.gpu < gpus_.size());
     const size_t slot = incident.node_level ? node_slot() : incident.gpu;
@@ -89,6 +90,14 @@ HealthEvaluator::HealthEvaluator(HealthPolicy policy, std::shared_ptr<const Fiel
       cleared_at_[slot][s] = std::max(cleared_at_[slot][s], clear.time);
     }
   }
+  latest_ = BuildVerdict(0, absl::UnixEpoch());
+}
+
+void HealthEvaluator::AttachSource(HealthSystem system) {
+  VIGIL_CHECK(IsFromSource(system) && !IsNodeLevel(system));
+  absl::MutexLock lock(&mutex_);
+  VIGIL_CHECK(latest_->seq == 0);  // the systems listed stay the same for the engine's life
+  attached_[static_cast<size_t>(system)] = true;
   latest_ = BuildVerdict(0, absl::UnixEpoch());
 }
 
@@ -260,6 +269,37 @@ void HealthEvaluator::EvaluateRules(uint32_t gpu, const Snapshot& snapshot, absl
   for (const HealthRule& rule : HealthRules()) context.Run(rule);
 }
 
+void HealthEvaluator::SourceConditions(uint32_t gpu, std::vector<Condition>* conditions) {
+  for (size_t s = 0; s < std::size(kGpuHealthSystems); ++s) {
+    const HealthSystem system = kGpuHealthSystems[s];
+    if (!IsFromSource(system)) continue;
+    auto report = reports_.find(system);
+    if (!attached_[static_cast<size_t>(system)] || report == reports_.end()) {
+      unknown_[gpu][s] = attached_[static_cast<size_t>(system)]
+                             ? "not reported yet"
+                             : fmt::format("nothing reads the {} system on this engine now",
+                                           HealthSystemName(system));
+      continue;
+    }
+    unknown_[gpu][s] = gpu < report->second.unknown.size() ? report->second.unknown[gpu] : "";
+    for (const SourceFinding& finding : report->second.findings) {
+      if (std::find(finding.gpus.begin(), finding.gpus.end(), gpu) == finding.gpus.end()) continue;
+      Condition condition{system,
+                          finding.status,
+                          finding.key,
+                          finding.code,
+                          finding.message,
+                          finding.action,
+                          finding.injected,
+                          /*actions_allowed=*/false,
+                          finding.recommended};
+      condition.sticky = finding.sticky;
+      condition.expire_after = finding.expire_after;
+      conditions->push_back(std::move(condition));
+    }
+  }
+}
+
 void HealthEvaluator::EvaluateXids(absl::Time now) {
   std::vector<PendingXid> xids;
   xids.swap(pending_xids_);
@@ -411,35 +451,48 @@ std::string HealthEvaluator::UnknownReason(uint32_t gpu, HealthSystem system,
 }
 
 std::shared_ptr<const HealthVerdict> HealthEvaluator::Evaluate(
-    const Snapshot& snapshot, absl::Time now, std::vector<HealthTransition>* transitions) {
+    const Snapshot& snapshot, absl::Time now, std::vector<HealthTransition>* transitions,
+    std::vector<SourceReport> reports) {
   absl::MutexLock lock(&mutex_);
+  for (SourceReport& report : reports) {
+    VIGIL_CHECK(attached_[static_cast<size_t>(report.system)]);
+    reports_[report.system] = std::move(report);
+  }
   for (uint32_t gpu = 0; gpu < gpus_.size(); ++gpu) {
     std::vector<Condition> conditions;
     bool reset_seen = false;
     EvaluateRules(gpu, snapshot, now, &conditions, &reset_seen);
     if (reset_seen) {
-      // Sticky failures end with a GPU reset; what still holds is raised again just below.
+      // Sticky failures end with a GPU reset; what still holds is raised again just below. A
+      // source's findings are not the GPU's (a NIC port does not reset with it): they stay.
       for (auto it = incidents_[gpu].begin(); it != incidents_[gpu].end();) {
+        if (IsFromSource(it->second.system)) {
+          ++it;
+          continue;
+        }
         if (sink_ != nullptr && it->second.status == HealthStatus::kFail) {
           sink_->Cleared(it->second, "GPU reset seen");
         }
+        active_[gpu].erase(it->first);
         it = incidents_[gpu].erase(it);
       }
-      active_[gpu].clear();
       spdlog::info(
           "GPU {} ({}): reset seen (volatile counters went back); its incidents are "
           "cleared",
           gpu, gpus_[gpu].uuid);
     }
+    for (size_t s = 0; s < std::size(kGpuHealthSystems); ++s) {
+      if (IsFromSource(kGpuHealthSystems[s])) continue;  // the source says (SourceConditions)
+      unknown_[gpu][s] = UnknownReason(gpu, kGpuHealthSystems[s], snapshot, now);
+    }
+    SourceConditions(gpu, &conditions);
     std::map<std::string, bool> active;
     for (const Condition& condition : conditions) {
-      Upsert(gpu, condition, now, /*onset=*/!active_[gpu].contains(condition.key), policy_.window);
+      Upsert(gpu, condition, now, /*onset=*/!active_[gpu].contains(condition.key),
+             condition.expire_after.value_or(policy_.window));
       active[condition.key] = true;
     }
     active_[gpu] = std::move(active);
-    for (size_t s = 0; s < std::size(kGpuHealthSystems); ++s) {
-      unknown_[gpu][s] = UnknownReason(gpu, kGpuHealthSystems[s], snapshot, now);
-    }
   }
   EvaluateXids(now);
   // The node-level systems: SXids come only from the kernel log.
@@ -484,9 +537,16 @@ std::shared_ptr<const HealthVerdict> HealthEvaluator::Evaluate(
                  HealthStatusName(verdict->overall));
   } else {
     for (size_t g = 0; g < verdict->gpus.size(); ++g) {
-      for (size_t s = 0; s < verdict->gpus[g].systems.size(); ++s) {
-        Compare(latest_->gpus[g].systems[s], verdict->gpus[g].systems[s], g, gpus_[g].uuid,
-                /*node_level=*/false, transitions);
+      // By system: one listed for a restored FAIL alone comes and goes with it (as PASS when
+      // absent).
+      const std::vector<SystemHealth>& before_systems = latest_->gpus[g].systems;
+      for (const SystemHealth& now_system : verdict->gpus[g].systems) {
+        auto before = std::find_if(
+            before_systems.begin(), before_systems.end(),
+            [&](const SystemHealth& system) { return system.system == now_system.system; });
+        Compare(
+            before != before_systems.end() ? *before : SystemHealth{.system = now_system.system},
+            now_system, g, gpus_[g].uuid, /*node_level=*/false, transitions);
       }
     }
     // The node-level systems are listed for the engine's whole life or not at all.
@@ -547,7 +607,13 @@ std::shared_ptr<const HealthVerdict> HealthEvaluator::BuildVerdict(uint64_t seq,
     health.gpu = gpu;
     health.uuid = gpus_[gpu].uuid;
     for (size_t s = 0; s < std::size(kGpuHealthSystems); ++s) {
-      health.systems.push_back(SystemHealthOf(gpu, kGpuHealthSystems[s], unknown_[gpu][s]));
+      const HealthSystem which = kGpuHealthSystems[s];
+      if (IsFromSource(which) && !attached_[static_cast<size_t>(which)] &&
+          std::none_of(incidents_[gpu].begin(), incidents_[gpu].end(),
+                       [&](const auto& entry) { return entry.second.system == which; })) {
+        continue;  // nothing reads it on this node
+      }
+      health.systems.push_back(SystemHealthOf(gpu, which, unknown_[gpu][s]));
       health.status = Worst(health.status, health.systems.back().status);
     }
     verdict->overall = Worst(verdict->overall, health.status);

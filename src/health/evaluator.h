@@ -2,18 +2,20 @@
 // snapshot the tick publishes — so the verdict carries the tick's (instance_id, seq), and a fault
 // shows in the verdict at the first tick that carries it.
 //
-// Per GPU and system (pcie, memory, inforom, thermal, power, nvlink, driver) a status:
-// PASS, WARN, FAIL, or UNKNOWN when the data behind the system is missing or stale (never PASS
-// then). Node-level systems (nvswitch: the NVSwitches' SXids, from the kernel log) are judged
-// once for the node, where the engine has their source: with no kernel log there are none, and
-// while the kernel log cannot be read nvswitch is UNKNOWN. Findings are incidents (DCGM_FR_* codes,
-// a message an on-call engineer can act on, first and last seen, a count): a repeat updates the
-// incident instead of adding another. WARN incidents expire a window after they were last seen;
-// FAIL incidents are sticky and persisted (IncidentStore) until their clear condition: a GPU reset
-// seen (volatile ECC counters or the energy counter going back, which only a reset or driver reload
-// does), a reboot (boot id changed), or an operator's `vigil health clear`. An XID or SXid that
-// happened before the last clear of its GPU (or the node) and system is not raised again — a kernel
-// log replayed after its replay state was lost brings old lines back.
+// Per GPU and system (pcie, memory, inforom, thermal, power, nvlink, driver; network where a
+// source reads the NIC ports) a status: PASS, WARN, FAIL, or UNKNOWN when the data behind the
+// system is missing or stale (never PASS then). A system judged by a source (health/source.h) takes
+// that source's findings, reported each tick, through the same incidents as the DCGM rules.
+// Node-level systems (nvswitch: the NVSwitches' SXids, from the kernel log) are judged once for the
+// node, where the engine has their source: with no kernel log there are none, and while the kernel
+// log cannot be read nvswitch is UNKNOWN. Findings are incidents (DCGM_FR_* codes, a message an
+// on-call engineer can act on, first and last seen, a count): a repeat updates the incident instead
+// of adding another. WARN incidents expire a window after they were last seen; FAIL incidents are
+// sticky and persisted (IncidentStore) until their clear condition: a GPU reset seen (volatile ECC
+// counters or the energy counter going back, which only a reset or driver reload does), a reboot
+// (boot id changed), or an operator's `vigil health clear`. An XID or SXid that happened before the
+// last clear of its GPU (or the node) and system is not raised again — a kernel log replayed after
+// its replay state was lost brings old lines back.
 //
 // Threading: Evaluate() on the tick thread; RecordXid() and RecordSxid() from any thread (the
 // backend's event thread, the kernel log's, gRPC threads injecting); Clear() and Latest() from gRPC
@@ -34,6 +36,7 @@
 #include "backend/backend.h"
 #include "common/principal.h"
 #include "health/policy.h"
+#include "health/source.h"
 #include "sampling/snapshot.h"
 
 namespace vigil {
@@ -76,7 +79,9 @@ struct GpuHealth {
   uint32_t gpu = 0;
   std::string uuid;
   HealthStatus status = HealthStatus::kPass;
-  std::vector<SystemHealth> systems;  // in kGpuHealthSystems order
+  // In kGpuHealthSystems order; a system judged by a source only where the engine has it (or a
+  // FAIL of it restored from before a restart is still there).
+  std::vector<SystemHealth> systems;
 };
 
 struct HealthVerdict {
@@ -132,10 +137,16 @@ class HealthEvaluator {
                   std::vector<GpuIdentity> gpus, std::vector<absl::Duration> intervals,
                   IncidentSink* sink, RestoredHealth restored);
 
-  // Tick thread: evaluates `snapshot` at `now`; returns the verdict (stamped with the snapshot's
-  // seq) and appends what changed to *transitions.
+  // A source will report `system` (one judged from a source): every GPU's verdict lists it from
+  // now on. Before the first Evaluate().
+  void AttachSource(HealthSystem system);
+
+  // Tick thread: evaluates `snapshot` at `now` with the sources' `reports` of this tick (a system
+  // not reported keeps its previous report's findings); returns the verdict (stamped with the
+  // snapshot's seq) and appends what changed to *transitions.
   std::shared_ptr<const HealthVerdict> Evaluate(const Snapshot& snapshot, absl::Time now,
-                                                std::vector<HealthTransition>* transitions);
+                                                std::vector<HealthTransition>* transitions,
+                                                std::vector<SourceReport> reports = {});
 
   // An XID, to be judged at the next Evaluate(); `where`: the MIG GPU instance it was raised in,
   // as InGpuInstance() words it from the GPU's instances at the time, named in the incident (the
@@ -183,6 +194,8 @@ class HealthEvaluator {
     RecommendedAction recommended = RecommendedAction::kInspect;
     bool sticky = true;  // false: RaiseWhileItHolds
     std::optional<LogPosition> log_position;
+    // How long it lasts once it stopped holding (unless a sticky FAIL); nullopt: the window.
+    std::optional<absl::Duration> expire_after;
   };
   class GpuRuleContext;
   struct PendingXid {
@@ -205,6 +218,10 @@ class HealthEvaluator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void EvaluateRules(uint32_t gpu, const Snapshot& snapshot, absl::Time now,
                      std::vector<Condition>* conditions, bool* reset_seen)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Appends the latest reports' findings about `gpu` as conditions; sets the sources' unknown
+  // reasons for it.
+  void SourceConditions(uint32_t gpu, std::vector<Condition>* conditions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void EvaluateXids(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void EvaluateSxids(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -265,6 +282,9 @@ class HealthEvaluator {
   std::optional<std::string> node_unknown_ ABSL_GUARDED_BY(mutex_);
   // Per GPU and system: why it could not be judged at the last evaluation ("" if it could).
   std::vector<std::vector<std::string>> unknown_ ABSL_GUARDED_BY(mutex_);
+  // Per system (kHealthSystems index): whether a source reports it, and its latest report.
+  std::vector<bool> attached_ ABSL_GUARDED_BY(mutex_);
+  std::map<HealthSystem, SourceReport> reports_ ABSL_GUARDED_BY(mutex_);
   std::shared_ptr<const HealthVerdict> latest_ ABSL_GUARDED_BY(mutex_);
 };
 

@@ -73,7 +73,7 @@ class HealthTest : public ::testing::Test {
     if (stale_field_) {
       snapshot.values[*layout_->IndexOf(*stale_field_)].sample_time = now_ - absl::Minutes(5);
     }
-    verdict_ = health_->Evaluate(snapshot, now_, &transitions_);
+    verdict_ = health_->Evaluate(snapshot, now_, &transitions_, std::exchange(reports_, {}));
     return verdict_;
   }
 
@@ -99,8 +99,27 @@ class HealthTest : public ::testing::Test {
   std::vector<ValueStatus> gpu_read_ = {ValueStatus::kOk, ValueStatus::kOk};
   Snapshot::Counters::KernelLog kernel_log_ = Snapshot::Counters::KernelLog::kOff;
   std::vector<bool> allows_actions_ = {false, false};
+  std::vector<SourceReport> reports_;  // the sources' reports the next Tick() hands over
   std::shared_ptr<const HealthVerdict> verdict_;
   std::vector<HealthTransition> transitions_;
+};
+
+// What the evaluator hands its sink (the incident store): every FAIL incident when raised and
+// when it counts again, each clear with its reason, and no WARN.
+class RecordingSink : public IncidentSink {
+ public:
+  void Raised(const Incident& incident) override {
+    events.push_back(incident.key + " raised x" + std::to_string(incident.count));
+  }
+  void Cleared(const Incident& incident, std::string_view reason) override {
+    events.push_back(incident.key + " cleared: " + std::string(reason));
+  }
+  void OperatorCleared(const OperatorClear& clear) override {
+    events.push_back(fmt::format("operator clear of {} {}",
+                                 clear.uuid.empty() ? "node" : clear.uuid,
+                                 clear.system ? HealthSystemName(*clear.system) : "all"));
+  }
+  std::vector<std::string> events;
 };
 
 TEST_F(HealthTest, HealthyDataPassesEverywhereWithTheTicksSeq) {
@@ -108,8 +127,86 @@ TEST_F(HealthTest, HealthyDataPassesEverywhereWithTheTicksSeq) {
   EXPECT_EQ(verdict_->overall, HealthStatus::kPass);
   EXPECT_EQ(verdict_->seq, 1u);
   ASSERT_EQ(verdict_->gpus.size(), 2u);
-  EXPECT_EQ(verdict_->gpus[1].systems.size(), 7u);
+  EXPECT_EQ(verdict_->gpus[1].systems.size(), 7u) << "no network: nothing reads NIC ports";
   EXPECT_EQ(health_->Latest(), verdict_);
+}
+
+// A source's findings (the NIC ports', network/) become incidents of the GPUs they name, with
+// the DCGM rules' lifecycle: the other GPU stays PASS; a finding not sticky ends with its
+// condition, after its expiry; a sticky FAIL stays, even across a GPU reset (a NIC port does not
+// reset with the GPU), until an operator's clear.
+TEST_F(HealthTest, ASourcesFindingsAreIncidentsOfTheGpusTheyName) {
+  RecordingSink sink;
+  Make(DefaultHealthPolicy(), &sink);
+  health_->AttachSource(HealthSystem::kNetwork);
+  const auto network = static_cast<size_t>(HealthSystem::kNetwork);
+  reports_ = {{.system = HealthSystem::kNetwork}};
+  Tick();
+  ASSERT_EQ(verdict_->gpus[1].systems.size(), 8u);
+  EXPECT_EQ(verdict_->gpus[1].systems[network].system, HealthSystem::kNetwork);
+  EXPECT_EQ(System(HealthSystem::kNetwork, 1), HealthStatus::kPass);
+
+  SourceFinding down{.gpus = {1},
+                     .status = HealthStatus::kFail,
+                     .key = "network.state.mlx5_1/1",
+                     .code = "VIGIL_FR_NET_PORT_DOWN",
+                     .message = "port mlx5_1/1 is DOWN",
+                     .action = "check the cable",
+                     .sticky = false,
+                     .expire_after = absl::Seconds(5)};
+  reports_ = {{.system = HealthSystem::kNetwork, .findings = {down}}};
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kNetwork, 1), HealthStatus::kFail);
+  EXPECT_EQ(System(HealthSystem::kNetwork, 0), HealthStatus::kPass);
+  ASSERT_EQ(transitions_.size(), 1u);
+  EXPECT_EQ(transitions_[0].gpu, 1u);
+  EXPECT_EQ(transitions_[0].system, HealthSystem::kNetwork);
+  EXPECT_EQ(transitions_[0].summary, "VIGIL_FR_NET_PORT_DOWN: port mlx5_1/1 is DOWN");
+  Tick();  // still reported (a tick without a report keeps the last one)
+  EXPECT_EQ(Incidents(HealthSystem::kNetwork, 1).at(0).count, 1u) << "one onset, not one per tick";
+
+  reports_ = {{.system = HealthSystem::kNetwork}};
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kNetwork, 1), HealthStatus::kFail) << "until its expiry";
+  Tick(absl::Seconds(5));
+  EXPECT_EQ(System(HealthSystem::kNetwork, 1), HealthStatus::kPass);
+  EXPECT_EQ(sink.events, (std::vector<std::string>{
+                             "network.state.mlx5_1/1 raised x1",
+                             "network.state.mlx5_1/1 cleared: the condition no longer holds"}));
+
+  SourceFinding errors{.gpus = {0, 1},
+                       .status = HealthStatus::kFail,
+                       .key = "network.symbol_error.mlx5_0/1",
+                       .code = "VIGIL_FR_NET_SYMBOL_ERRORS",
+                       .message = "symbol errors"};
+  reports_ = {{.system = HealthSystem::kNetwork, .findings = {errors}}};
+  Tick();
+  reports_ = {{.system = HealthSystem::kNetwork}};
+  Tick(absl::Hours(1));
+  EXPECT_EQ(System(HealthSystem::kNetwork, 0), HealthStatus::kFail) << "sticky";
+  EXPECT_EQ(System(HealthSystem::kNetwork, 1), HealthStatus::kFail);
+  Set(fid::kEccSbeVolTotal, -1);  // volatile counters went back: GPU 0 was reset
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kNetwork, 0), HealthStatus::kFail) << "the NIC did not reset";
+  EXPECT_EQ(health_->Clear(0, HealthSystem::kNetwork, "cable replaced", now_).size(), 1u);
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kNetwork, 0), HealthStatus::kPass);
+  EXPECT_EQ(System(HealthSystem::kNetwork, 1), HealthStatus::kFail);
+}
+
+// What a source cannot read for a GPU makes that GPU's system UNKNOWN, never PASS; before its
+// first report too.
+TEST_F(HealthTest, WhatASourceCannotReadIsUnknownForTheGpusItServes) {
+  health_->AttachSource(HealthSystem::kNetwork);
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kNetwork, 0), HealthStatus::kUnknown);
+  reports_ = {
+      {.system = HealthSystem::kNetwork, .unknown = {"", "port mlx5_1/1: state: garbled ('9x')"}}};
+  Tick();
+  EXPECT_EQ(System(HealthSystem::kNetwork, 0), HealthStatus::kPass);
+  EXPECT_EQ(System(HealthSystem::kNetwork, 1), HealthStatus::kUnknown);
+  EXPECT_EQ(verdict_->gpus[1].systems[static_cast<size_t>(HealthSystem::kNetwork)].unknown_reason,
+            "port mlx5_1/1: state: garbled ('9x')");
 }
 
 // The fabric manager's state ends without a reset: its FAIL lasts while it holds (and the window
@@ -441,6 +538,10 @@ INSTANTIATE_TEST_SUITE_P(EveryRule, HealthRuleInputTest, ::testing::ValuesIn(Eve
 
 TEST(HealthRulesTest, EverySystemHasRulesAndItsInputsAreTheirs) {
   for (HealthSystem system : kGpuHealthSystems) {
+    if (IsFromSource(system)) {  // judged by its source, never by a rule over the GPU's fields
+      EXPECT_TRUE(InputsOf(system).empty()) << HealthSystemName(system);
+      continue;
+    }
     std::set<FieldId> from_rules;
     bool has_rule = false;
     for (const HealthRule& rule : HealthRules()) {
@@ -508,24 +609,6 @@ TEST_F(HealthTest, AGpuResetClearsStickyFailures) {
   Tick();
   EXPECT_EQ(System(HealthSystem::kDriver), HealthStatus::kPass);
 }
-
-// What the evaluator hands its sink (the incident store): every FAIL incident when raised and
-// when it counts again, each clear with its reason, and no WARN.
-class RecordingSink : public IncidentSink {
- public:
-  void Raised(const Incident& incident) override {
-    events.push_back(incident.key + " raised x" + std::to_string(incident.count));
-  }
-  void Cleared(const Incident& incident, std::string_view reason) override {
-    events.push_back(incident.key + " cleared: " + std::string(reason));
-  }
-  void OperatorCleared(const OperatorClear& clear) override {
-    events.push_back(fmt::format("operator clear of {} {}",
-                                 clear.uuid.empty() ? "node" : clear.uuid,
-                                 clear.system ? HealthSystemName(*clear.system) : "all"));
-  }
-  std::vector<std::string> events;
-};
 
 TEST_F(HealthTest, FailuresReachTheSinkWhenRaisedRepeatedAndCleared) {
   RecordingSink sink;

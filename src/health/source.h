@@ -1,0 +1,58 @@
+// A health source: something beside the GPUs' fields that the engine reads on its tick and that
+// judges itself into findings about the GPUs — the NIC ports of network/ (the `network` system).
+// The engine calls Judge() on its tick thread, outside its locks, and hands the report to the
+// evaluator, which turns the findings into incidents like the DCGM rules' conditions (the same
+// onsets, counts, expiry, persistence of FAILs and transitions). The report is level-triggered:
+// what holds now, all of it; a finding no longer reported stops holding.
+//
+// Threading: Judge() is called by one thread at a time (the tick); implementations need no lock
+// for what only Judge() touches.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "fields/health_systems.h"
+#include "health/policy.h"
+
+namespace vigil {
+
+// One condition that holds now, about the GPUs it names.
+struct SourceFinding {
+  std::vector<uint32_t> gpus;  // engine GPU indexes; one incident per GPU
+  HealthStatus status = HealthStatus::kWarn;
+  std::string key;      // identity for de-duplication, per GPU: "network.state.mlx5_0/1"
+  std::string code;     // a DCGM_FR_* name, or the source's own (VIGIL_FR_NET_*)
+  std::string message;  // what happened, with the numbers
+  std::string action;   // what to do
+  RecommendedAction recommended = RecommendedAction::kInspect;
+  // Sticky: a FAIL that stays, once the condition stops holding, until a reboot or an operator's
+  // clear (as a DCGM rule's FAIL). Not sticky: it ends with the condition (a port that came back
+  // for its recovery window), as a WARN always does.
+  bool sticky = true;
+  // A WARN (or a FAIL not sticky) lasts this long after the condition stopped holding.
+  absl::Duration expire_after = absl::ZeroDuration();
+  bool injected = false;
+};
+
+struct SourceReport {
+  HealthSystem system = HealthSystem::kNetwork;  // from_source in the table; every finding's
+  std::vector<SourceFinding> findings;
+  // Per GPU index, why the system cannot be judged for it now ("" where it can, or where nothing
+  // of the source concerns the GPU); shorter than the GPU count means "" for the rest.
+  std::vector<std::string> unknown;
+};
+
+class HealthSource {
+ public:
+  virtual ~HealthSource() = default;
+  // The system it judges (one with from_source set).
+  virtual HealthSystem system() const = 0;
+  // Tick thread: reads what is due at `now` and says what holds. May do I/O (sysfs reads);
+  // called with no engine lock held.
+  virtual SourceReport Judge(absl::Time now) = 0;
+};
+
+}  // namespace vigil
