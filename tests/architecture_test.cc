@@ -32,7 +32,7 @@ const std::map<std::string, Modules>& Allowed() {
       {"fields", {"common"}},
       {"backend", {"common", "fields"}},
       {"kmsg", {"common", "fields", "backend"}},
-      {"network", {"common"}},
+      {"network", {"common", "fields", "backend", "sampling", "health"}},
       {"sampling", {"common", "fields"}},
       {"health", {"common", "fields", "backend", "sampling"}},
       {"inject", {"common", "fields", "sampling"}},

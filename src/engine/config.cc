@@ -195,7 +195,7 @@ absl::StatusOr<EngineConfig> ParseEngineConfigUnguarded(std::string_view yaml_te
   const yaml::Reader reader{std::string(source)};
   if (auto status = reader.ExpectMap(
           *document, "(top level)",
-          {"sampling", "subscribers", "injection", "health", "sim", "flight_recorder"});
+          {"sampling", "subscribers", "injection", "health", "network", "sim", "flight_recorder"});
       !status.ok()) {
     return status;
   }
@@ -244,6 +244,12 @@ absl::StatusOr<EngineConfig> ParseEngineConfigUnguarded(std::string_view yaml_te
   }
   if (const YAML::Node health = (*document)["health"]) {
     if (auto status = ApplyHealthConfig(health, std::string(source), &config.health);
+        !status.ok()) {
+      return status;
+    }
+  }
+  if (const YAML::Node network = (*document)["network"]) {
+    if (auto status = ApplyNetworkConfig(network, std::string(source), &config.network);
         !status.ok()) {
       return status;
     }

@@ -18,6 +18,8 @@
 //     default_duration: 60s      # when a request gives none
 //     max_duration: 1h           # the longest an injection may last (1s .. 24h)
 //   health:                      # thresholds and the XID policy: see docs/health.md
+//   network:                     # the NIC ports: intervals, port -> GPU overrides, rules (see
+//                                # health/network_policy.h and docs/health.md)
 //   flight_recorder:             # what a GPU did around its turn to FAIL, to the state dir
 //     window: 15m                # before the FAIL (1m .. 1h)
 //     after: 2m                  # after it (0s .. 30m)
@@ -36,6 +38,7 @@
 #include "absl/time/time.h"
 #include "backend/mig.h"
 #include "fields/value.h"
+#include "health/network_policy.h"
 #include "health/policy.h"
 #include "inject/injection.h"
 
@@ -65,6 +68,7 @@ struct EngineConfig {
   InjectionLimits injection;
   std::vector<uint32_t> injection_allowed_uids;
   HealthPolicy health = DefaultHealthPolicy();
+  NetworkPolicy network = DefaultNetworkPolicy();
   // sim.mig: the simulated GPUs in MIG mode (as --mig; --backend sim only).
   std::vector<MigLayout> sim_mig;
   FlightRecorderConfig flight_recorder;

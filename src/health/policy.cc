@@ -31,18 +31,6 @@ XidRule Rule(Severity severity, HealthSystem system, std::string code, std::stri
                  std::move(meaning), std::move(action)};
 }
 
-// A recommended action from the config: its name, or an error listing the choices.
-absl::StatusOr<RecommendedAction> ParseRecommended(const yaml::Reader& reader,
-                                                   const YAML::Node& node,
-                                                   const std::string& path) {
-  auto name = reader.String(node, path);
-  if (!name.ok()) return name.status();
-  const std::optional<RecommendedAction> action = ParseRecommendedAction(*name);
-  if (!action)
-    return reader.Error(node, path, "use none, restart-app, reset-gpu, reboot or inspect");
-  return *action;
-}
-
 enum class CodeKind { kXid, kSxid };
 
 // Applies `health.xid` or `health.sxid`: per code, overrides of the rule it has now.
@@ -201,6 +189,17 @@ std::string_view RecommendedActionName(RecommendedAction action) {
       return "inspect";
   }
   return "inspect";
+}
+
+absl::StatusOr<RecommendedAction> ParseRecommended(const yaml::Reader& reader,
+                                                   const YAML::Node& node,
+                                                   const std::string& path) {
+  auto name = reader.String(node, path);
+  if (!name.ok()) return name.status();
+  const std::optional<RecommendedAction> action = ParseRecommendedAction(*name);
+  if (!action)
+    return reader.Error(node, path, "use none, restart-app, reset-gpu, reboot or inspect");
+  return *action;
 }
 
 std::optional<RecommendedAction> ParseRecommendedAction(std::string_view name) {

@@ -16,6 +16,9 @@
 #include "yaml-cpp/yaml.h"
 
 namespace vigil {
+namespace yaml {
+class Reader;
+}  // namespace yaml
 
 // Ordered by how bad: the worst of several is the maximum, except that UNKNOWN ("cannot tell")
 // loses to FAIL (something is known to be broken) and beats WARN and PASS (never report healthy
@@ -36,6 +39,9 @@ enum class RecommendedAction : uint8_t {
 // "none", "restart-app", "reset-gpu", "reboot", "inspect".
 std::string_view RecommendedActionName(RecommendedAction action);
 std::optional<RecommendedAction> ParseRecommendedAction(std::string_view name);
+// A recommended action from a config file: its name, or an error at `path` listing the choices.
+absl::StatusOr<RecommendedAction> ParseRecommended(const yaml::Reader& reader,
+                                                   const YAML::Node& node, const std::string& path);
 
 // How one XID code is treated; also the rule for one NVSwitch SXid code (its system is then
 // always nvswitch).

@@ -1,0 +1,124 @@
+// Implements the network source: the read schedule, the report and the log lines.
+#include "network/monitor.h"
+
+#include <map>
+
+#include "fmt/format.h"
+#include "spdlog/spdlog.h"
+
+namespace vigil::network {
+namespace {
+
+std::string StateText(const NicPort& port) {
+  if (!port.state.has_value() || !port.phys_state.has_value()) return "";
+  return fmt::format("{}/{}", PortStateName(*port.state), PhysStateName(*port.phys_state));
+}
+
+std::string Problems(const NicPort& port) {
+  std::string out;
+  for (const auto* lines : {&port.state_problems, &port.counter_problems}) {
+    for (const std::string& line : *lines) out += (out.empty() ? "" : "; ") + line;
+  }
+  return out;
+}
+
+}  // namespace
+
+NetworkMonitor::NetworkMonitor(SysfsPorts reader, std::vector<MappedPort> ports,
+                               NetworkPolicy policy, uint32_t gpu_count)
+    : reader_(std::move(reader)), policy_(std::move(policy)), gpu_count_(gpu_count) {
+  for (MappedPort& port : ports) {
+    std::erase_if(port.attachment.gpus, [&](uint32_t gpu) { return gpu >= gpu_count_; });
+    PortJudge judge(port.port.Name());
+    watched_.push_back({.mapped = std::move(port), .judge = std::move(judge)});
+  }
+  absl::MutexLock lock(&ports_mutex_);
+  for (const Watched& watched : watched_) ports_.push_back(watched.mapped);
+}
+
+void NetworkMonitor::SayChanges(Watched* watched) {
+  const NicPort& port = watched->mapped.port;
+  const std::string problems = Problems(port);
+  if (problems != watched->said_problems) {
+    if (problems.empty()) {
+      spdlog::info("network: port {} is readable again", port.Name());
+    } else {
+      spdlog::warn("network: port {} cannot be judged (its GPUs' network is UNKNOWN): {}",
+                   port.Name(), problems);
+    }
+    watched->said_problems = problems;
+  }
+  const std::string state = StateText(port);
+  if (!state.empty() && state != watched->said_state) {
+    if (watched->said_state.empty()) {
+      spdlog::info("network: port {} is {}", port.Name(), state);
+    } else if (state == "ACTIVE/LinkUp") {
+      spdlog::info("network: port {} is {} (was {})", port.Name(), state, watched->said_state);
+    } else {
+      spdlog::warn("network: port {} is {} (was {})", port.Name(), state, watched->said_state);
+    }
+    watched->said_state = state;
+  }
+}
+
+std::optional<double> NetworkMonitor::PeerRate(size_t except) const {
+  const std::optional<LinkLayer> layer = watched_[except].judge.link_layer();
+  std::map<double, size_t> votes;
+  for (size_t i = 0; i < watched_.size(); ++i) {
+    if (i == except || watched_[i].judge.link_layer() != layer) continue;
+    if (auto rate = watched_[i].judge.up_rate(); rate.has_value()) ++votes[rate->gbps];
+  }
+  std::optional<double> peer;
+  size_t most = 0;
+  for (const auto& [gbps, count] : votes) {  // ascending: a tie goes to the faster rate
+    if (count >= most) {
+      most = count;
+      peer = gbps;
+    }
+  }
+  return peer;
+}
+
+SourceReport NetworkMonitor::Judge(absl::Time now) {
+  const bool state_due = now >= next_state_;
+  const bool counters_due = now >= next_counters_;
+  if (state_due) next_state_ = now + policy_.state_interval;
+  if (counters_due) next_counters_ = now + policy_.counter_interval;
+  for (Watched& watched : watched_) {
+    if (state_due) {
+      reader_.ReadState(&watched.mapped.port);
+      watched.judge.ObserveState(watched.mapped.port, now, policy_);
+    }
+    if (counters_due) {
+      reader_.ReadCounters(&watched.mapped.port);
+      watched.judge.ObserveCounters(watched.mapped.port, now, policy_);
+    }
+    if (state_due || counters_due) SayChanges(&watched);
+  }
+  SourceReport report{.system = HealthSystem::kNetwork};
+  report.unknown.assign(gpu_count_, "");
+  for (size_t i = 0; i < watched_.size(); ++i) {
+    const std::vector<uint32_t>& gpus = watched_[i].mapped.attachment.gpus;
+    for (SourceFinding& finding : watched_[i].judge.Findings(now, policy_, PeerRate(i))) {
+      finding.gpus = gpus;
+      report.findings.push_back(std::move(finding));
+    }
+    if (const std::string unknown = watched_[i].judge.Unknown(); !unknown.empty()) {
+      for (uint32_t gpu : gpus) {
+        report.unknown[gpu] += (report.unknown[gpu].empty() ? "" : "; ") + unknown;
+      }
+    }
+  }
+  if (state_due || counters_due) {
+    absl::MutexLock lock(&ports_mutex_);
+    for (size_t i = 0; i < watched_.size(); ++i) ports_[i] = watched_[i].mapped;
+  }
+  return report;
+}
+
+std::vector<MappedPort> NetworkMonitor::Ports() const {
+  absl::MutexLock lock(&ports_mutex_);
+  return ports_;
+}
+
+}  // namespace vigil::network

@@ -1,0 +1,64 @@
+// The network source: the node's NIC ports read from sysfs on the engine's tick (each port's state
+// every state interval, its counters every counter interval, as the network policy sets them),
+// judged by a PortJudge each, and reported as the `network` system of the GPUs each port serves
+// (health/source.h). What cannot be read is said once when it starts and once when it ends, and
+// makes the GPUs the port serves UNKNOWN, never PASS. A port's state changes are logged, one line
+// each. A port that serves no GPU (the topology placed it nowhere, or the config said `[]`) is
+// read, logged and judged, but its findings name no GPU yet (a node-level network system is to
+// come).
+//
+// Threading: Judge() on the tick thread only (HealthSource); Ports() from any thread.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "health/network_policy.h"
+#include "health/source.h"
+#include "network/port_map.h"
+#include "network/port_rules.h"
+#include "network/sysfs_ports.h"
+
+namespace vigil::network {
+
+class NetworkMonitor final : public HealthSource {
+ public:
+  // `ports`: the node's port map (BuildPortMap); `gpu_count`: the engine's GPUs.
+  NetworkMonitor(SysfsPorts reader, std::vector<MappedPort> ports, NetworkPolicy policy,
+                 uint32_t gpu_count);
+
+  HealthSystem system() const override { return HealthSystem::kNetwork; }
+  SourceReport Judge(absl::Time now) override;
+
+  // The ports as last read (identity, GPUs, state), for discovery. Thread-safe.
+  std::vector<MappedPort> Ports() const;
+
+ private:
+  struct Watched {
+    MappedPort mapped;
+    PortJudge judge;
+    std::string said_state;     // the state last logged ("ACTIVE/LinkUp"), "" before any
+    std::string said_problems;  // the read problems last logged, "" when none
+  };
+  // Logs a port's state change and the start and end of its read problems, one line each.
+  static void SayChanges(Watched* watched);
+  // The rate most up ports of `layer` other than `except` trained at; nullopt: none.
+  std::optional<double> PeerRate(size_t except) const;
+
+  const SysfsPorts reader_;
+  const NetworkPolicy policy_;
+  const uint32_t gpu_count_;
+  // Tick thread only.
+  std::vector<Watched> watched_;
+  absl::Time next_state_ = absl::InfinitePast();
+  absl::Time next_counters_ = absl::InfinitePast();
+
+  mutable absl::Mutex ports_mutex_;                              // a leaf
+  std::vector<MappedPort> ports_ ABSL_GUARDED_BY(ports_mutex_);  // a copy, for Ports()
+};
+
+}  // namespace vigil::network

@@ -1,0 +1,142 @@
+// Tests of the network source on a fake sysfs tree: 8 InfiniBand rails (one per GPU) and a
+// dual-port RoCE HCA serving GPUs 4-7. A port's state file changed to DOWN is reported for its
+// GPU alone at the next state read; counters are read on their own interval; a garbled file makes
+// its GPUs UNKNOWN and is said once, and once again when it is readable.
+#include "network/monitor.h"
+
+#include "fmt/format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/fake_sysfs.h"
+#include "testing/log_capture.h"
+#include "testing/temp_dir.h"
+
+namespace vigil::network {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using vigil::testing::FakeSysfs;
+using vigil::testing::TempDir;
+
+const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
+
+class MonitorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int i = 0; i < 8; ++i) {
+      const std::string bus_id = fmt::format("0000:{:02x}:00.0", 0x20 + i);
+      sysfs_.AddPciFunction({"pci0000:00", bus_id}, 0);
+      sysfs_.AddHca(fmt::format("mlx5_{}", i), bus_id, {FakeSysfs::Port{}});
+    }
+    sysfs_.AddPciFunction({"pci0000:00", "0000:e1:00.0"}, 1);
+    FakeSysfs::Port roce{.rate = "200 Gb/sec (4X HDR)", .link_layer = "Ethernet"};
+    sysfs_.AddHca("mlx5_8", "0000:e1:00.0", {roce, roce}, "ens8f0np0");
+    auto reader = SysfsPorts::Open(Env::Default(), sysfs_.root());
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    std::vector<MappedPort> ports;
+    for (NicPort& port : reader->Discover().ports) {
+      MappedPort& mapped = ports.emplace_back();
+      mapped.attachment.gpus =
+          port.device == "mlx5_8"
+              ? std::vector<uint32_t>{4, 5, 6, 7}
+              : std::vector<uint32_t>{static_cast<uint32_t>(port.device[5] - '0')};
+      mapped.port = std::move(port);
+    }
+    ASSERT_EQ(ports.size(), 10u);
+    policy_.fail_after = absl::ZeroDuration();
+    policy_.recovery_window = absl::Seconds(30);
+    monitor_.emplace(*std::move(reader), std::move(ports), policy_, 8);
+  }
+
+  // The GPUs whose network the report fails or warns, with the finding's key.
+  static std::vector<std::string> Findings(const SourceReport& report) {
+    std::vector<std::string> out;
+    for (const SourceFinding& finding : report.findings) {
+      for (uint32_t gpu : finding.gpus) {
+        out.push_back(
+            fmt::format("GPU {} {} {}", gpu, HealthStatusName(finding.status), finding.key));
+      }
+    }
+    return out;
+  }
+
+  TempDir dir_;
+  FakeSysfs sysfs_{dir_.File("sys")};
+  NetworkPolicy policy_ = DefaultNetworkPolicy();
+  std::optional<NetworkMonitor> monitor_;
+};
+
+TEST_F(MonitorTest, APortDownFailsItsGpuAloneAtTheNextStateReadAndClearsAfterRecovery) {
+  SourceReport report = monitor_->Judge(kT0);
+  EXPECT_EQ(report.system, HealthSystem::kNetwork);
+  EXPECT_THAT(report.findings, IsEmpty());
+  EXPECT_EQ(report.unknown, std::vector<std::string>(8, ""));
+
+  sysfs_.Write(FakeSysfs::PortDir("mlx5_3", 1) + "/state", "1: DOWN");
+  sysfs_.Write(FakeSysfs::PortDir("mlx5_3", 1) + "/phys_state", "3: Disabled");
+  EXPECT_THAT(Findings(monitor_->Judge(kT0 + absl::Milliseconds(500))), IsEmpty())
+      << "the state is read every second";
+  EXPECT_THAT(Findings(monitor_->Judge(kT0 + absl::Seconds(1))),
+              ElementsAre("GPU 3 FAIL network.state.mlx5_3/1"));
+
+  sysfs_.Write(FakeSysfs::PortDir("mlx5_3", 1) + "/state", "4: ACTIVE");
+  sysfs_.Write(FakeSysfs::PortDir("mlx5_3", 1) + "/phys_state", "5: LinkUp");
+  EXPECT_THAT(Findings(monitor_->Judge(kT0 + absl::Seconds(2))),
+              ElementsAre("GPU 3 FAIL network.state.mlx5_3/1"))
+      << "until it stayed up for the recovery window";
+  EXPECT_THAT(Findings(monitor_->Judge(kT0 + absl::Seconds(32))), IsEmpty());
+}
+
+TEST_F(MonitorTest, ARoCEPortsFindingsAreThoseOfEveryGpuItServes) {
+  monitor_->Judge(kT0);
+  sysfs_.Write(FakeSysfs::PortDir("mlx5_8", 2) + "/state", "1: DOWN");
+  sysfs_.Write(FakeSysfs::PortDir("mlx5_8", 2) + "/phys_state", "3: Disabled");
+  EXPECT_THAT(
+      Findings(monitor_->Judge(kT0 + absl::Seconds(1))),
+      ElementsAre("GPU 4 FAIL network.state.mlx5_8/2", "GPU 5 FAIL network.state.mlx5_8/2",
+                  "GPU 6 FAIL network.state.mlx5_8/2", "GPU 7 FAIL network.state.mlx5_8/2"));
+}
+
+TEST_F(MonitorTest, CountersAreReadOnTheirOwnInterval) {
+  monitor_->Judge(kT0);
+  sysfs_.Write(FakeSysfs::PortDir("mlx5_0", 1) + "/counters/link_downed", "1");
+  EXPECT_THAT(Findings(monitor_->Judge(kT0 + absl::Seconds(29))), IsEmpty());
+  EXPECT_THAT(Findings(monitor_->Judge(kT0 + absl::Seconds(30))),
+              ElementsAre("GPU 0 WARN network.link_downed.mlx5_0/1"));
+  sysfs_.Write(FakeSysfs::PortDir("mlx5_0", 1) + "/counters/symbol_error", "500");
+  EXPECT_THAT(Findings(monitor_->Judge(kT0 + absl::Seconds(60))),
+              ElementsAre("GPU 0 FAIL network.symbol_error_ber.mlx5_0/1",
+                          "GPU 0 WARN network.symbol_error_burst.mlx5_0/1",
+                          "GPU 0 WARN network.link_downed.mlx5_0/1"));
+}
+
+TEST_F(MonitorTest, AGarbledFileMakesItsGpusUnknownAndIsSaidOnce) {
+  testing::LogCapture log;
+  monitor_->Judge(kT0);
+  sysfs_.Write(FakeSysfs::PortDir("mlx5_5", 1) + "/state", "banana");
+  for (int second = 1; second <= 3; ++second) {
+    const SourceReport report = monitor_->Judge(kT0 + absl::Seconds(second));
+    EXPECT_THAT(report.unknown[5], HasSubstr("port mlx5_5/1 cannot be judged: ")) << second;
+    EXPECT_EQ(report.unknown[4], "");
+    EXPECT_THAT(report.findings, IsEmpty()) << "never judged from what it could not read";
+  }
+  EXPECT_EQ(log.Count("network: port mlx5_5/1 cannot be judged"), 1u);
+  sysfs_.Write(FakeSysfs::PortDir("mlx5_5", 1) + "/state", "4: ACTIVE");
+  EXPECT_EQ(monitor_->Judge(kT0 + absl::Seconds(4)).unknown[5], "");
+  EXPECT_EQ(log.Count("network: port mlx5_5/1 is readable again"), 1u);
+}
+
+TEST_F(MonitorTest, PortsShowsEachPortWithItsGpusAndLastState) {
+  monitor_->Judge(kT0);
+  const std::vector<MappedPort> ports = monitor_->Ports();
+  ASSERT_EQ(ports.size(), 10u);
+  EXPECT_EQ(ports[3].port.Name(), "mlx5_3/1");
+  EXPECT_THAT(ports[3].attachment.gpus, ElementsAre(3u));
+  EXPECT_EQ(ports[3].port.state, PortState::kActive);
+  EXPECT_EQ(ports[9].port.Name(), "mlx5_8/2");
+}
+
+}  // namespace
+}  // namespace vigil::network
