@@ -27,10 +27,6 @@ namespace {
 using Json = nlohmann::json;
 using ::testing::HasSubstr;
 
-Json VigilJson(const std::vector<std::string>& args) {
-  return Json::parse(Vigil(args).out, nullptr, /*allow_exceptions=*/false);
-}
-
 // The GPU's status once the engine has ticked.
 std::string GpuStatus(const EngineProcess& engine, int gpu) {
   std::string status;

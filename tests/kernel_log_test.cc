@@ -25,10 +25,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-Json VigilJson(const std::vector<std::string>& args) {
-  return Json::parse(Vigil(args).out, nullptr, /*allow_exceptions=*/false);
-}
-
 // The health verdict once the engine has ticked.
 Json FirstVerdict(const EngineProcess& engine) {
   Json verdict;

@@ -1,8 +1,12 @@
-// End-to-end tests of the engine's NIC port map (issue 29's first slice), with the real binary: a
-// fake sysfs tree laid out as a DGX-style node (8 GPUs at the simulated GPUs' bus ids, each
-// behind a PCIe switch with its rail HCA, and a dual-port RoCE HCA on NUMA node 1) given with
-// --sysfs-root; the engine says each port and the GPUs it serves at start. A root that does not
-// exist is one line and exit 2.
+// End-to-end tests of the GPU's network with the real binary: a fake sysfs tree laid out as a
+// DGX-style node (8 GPUs at the simulated GPUs' bus ids, each behind a PCIe switch with its rail
+// HCA, and a dual-port RoCE HCA on NUMA node 1) given with --sysfs-root. The engine says each port
+// and the GPUs it serves at start; a rail's state file turned DOWN fails its GPU's network system
+// (the others stay PASS) and back ACTIVE it clears after the recovery window; counters past a
+// rule fail or warn with the rule's code; a garbled state file makes the GPU UNKNOWN with one
+// warning. A root that does not exist, or an override naming a port the node lacks, is one line
+// and exit 2.
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -10,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "process.h"
+#include "testing/eventually.h"
 #include "testing/fake_sysfs.h"
 #include "testing/temp_dir.h"
 
@@ -17,6 +22,7 @@ namespace vigil::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using Json = nlohmann::json;
 
 // The simulated GPUs' PCI buses (backend/sim_gpu.cc: a DGX H100's).
 constexpr int kSimBuses[] = {0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb};
@@ -41,6 +47,150 @@ void LayOutDgx(FakeSysfs* sysfs) {
   sysfs->AddPciFunction({"pci0000:e0", "0000:e0:01.0", "0000:e1:00.0"}, 1);
   FakeSysfs::Port roce{.rate = "200 Gb/sec (4X HDR)", .link_layer = "Ethernet"};
   sysfs->AddHca("mlx5_8", "0000:e1:00.0", {roce, roce}, "ens8f0np0");
+}
+
+// A config file in `dir` with `network_yaml` as its network: section.
+std::string NetworkConfig(const TempDir& dir, const std::string& network_yaml) {
+  const std::string path = dir.File("engine.yaml");
+  std::ofstream(path) << "network:\n" << network_yaml;
+  return path;
+}
+
+// Each GPU's network status ("PASS", ...), in GPU order; empty until the engine has ticked.
+std::vector<std::string> NetworkStatuses(const EngineProcess& engine, Json* verdict) {
+  *verdict = VigilJson({"health", "--json", "--engine", engine.unix_address});
+  std::vector<std::string> statuses;
+  if (!verdict->is_object() || verdict->value("seq", 0) < 1) return statuses;
+  for (const Json& gpu : (*verdict)["gpus"]) {
+    statuses.push_back(gpu["systems"].contains("network")
+                           ? gpu["systems"]["network"]["status"].get<std::string>()
+                           : "absent");
+  }
+  return statuses;
+}
+
+// The statuses with GPU `gpu`'s set to `status` and every other PASS.
+std::vector<std::string> AllPassBut(uint32_t gpu, const std::string& status) {
+  std::vector<std::string> statuses(8, "PASS");
+  statuses[gpu] = status;
+  return statuses;
+}
+
+TEST(NetworkTest, ARailDownFailsItsGpuAloneAndClearsAfterTheRecoveryWindow) {
+  TempDir dir;
+  FakeSysfs sysfs(dir.File("sys"));
+  LayOutDgx(&sysfs);
+  const std::string config = NetworkConfig(dir, "  state: {fail_after: 0s, recovery_window: 2s}\n");
+  EngineProcess engine(dir.path().string(), "n1", 8,
+                       {"--sysfs-root", sysfs.root(), "--config", config});
+  ASSERT_FALSE(engine.unix_address.empty()) << engine.process->Stderr();
+  Json verdict;
+  ASSERT_TRUE(Eventually([&] {
+    return NetworkStatuses(engine, &verdict) == std::vector<std::string>(8, "PASS");
+  })) << verdict.dump();
+
+  sysfs.Write(FakeSysfs::PortDir("mlx5_3", 1) + "/state", "1: DOWN");
+  sysfs.Write(FakeSysfs::PortDir("mlx5_3", 1) + "/phys_state", "3: Disabled");
+  ASSERT_TRUE(Eventually([&] {
+    return NetworkStatuses(engine, &verdict) == AllPassBut(3, "FAIL");
+  })) << verdict.dump();
+  const Json& incident = verdict["gpus"][3]["systems"]["network"]["incidents"][0];
+  EXPECT_EQ(incident["code"], "VIGIL_FR_NET_PORT_DOWN");
+  EXPECT_THAT(incident["message"].get<std::string>(),
+              HasSubstr("port mlx5_3/1 is DOWN/Disabled since"));
+  EXPECT_EQ(verdict["gpus"][3]["status"], "FAIL");
+  EXPECT_TRUE(
+      engine.process->WaitForStderr("network: port mlx5_3/1 is DOWN/Disabled (was ACTIVE/LinkUp)"));
+
+  sysfs.Write(FakeSysfs::PortDir("mlx5_3", 1) + "/state", "4: ACTIVE");
+  sysfs.Write(FakeSysfs::PortDir("mlx5_3", 1) + "/phys_state", "5: LinkUp");
+  ASSERT_TRUE(Eventually([&] {
+    return NetworkStatuses(engine, &verdict) == AllPassBut(3, "FAIL") &&
+           verdict["gpus"][3]["systems"]["network"]["incidents"][0]["message"]
+                   .get<std::string>()
+                   .find("back ACTIVE/LinkUp since") != std::string::npos;
+  })) << verdict.dump();
+  ASSERT_TRUE(Eventually([&] {
+    return NetworkStatuses(engine, &verdict) == std::vector<std::string>(8, "PASS");
+  })) << verdict.dump();
+  const std::vector<Json> events =
+      JsonLines(Vigil({"events", "--json", "--no-follow", "--engine", engine.unix_address}).out);
+  std::vector<std::string> transitions;
+  for (const Json& event : events) {
+    if (event["kind"] == "HEALTH_TRANSITION") transitions.push_back(event["message"]);
+  }
+  ASSERT_EQ(transitions.size(), 2u) << "down and back, nothing else";
+  EXPECT_THAT(transitions[0], HasSubstr("network: PASS -> FAIL: VIGIL_FR_NET_PORT_DOWN"));
+  EXPECT_THAT(transitions[1], HasSubstr("network: FAIL -> PASS"));
+}
+
+TEST(NetworkTest, CountersPastARuleFailOrWarnWithItsCode) {
+  TempDir dir;
+  FakeSysfs sysfs(dir.File("sys"));
+  LayOutDgx(&sysfs);
+  const std::string config = NetworkConfig(dir, "  counter_interval: 1s\n");
+  EngineProcess engine(dir.path().string(), "n1", 8,
+                       {"--sysfs-root", sysfs.root(), "--config", config});
+  ASSERT_FALSE(engine.unix_address.empty()) << engine.process->Stderr();
+  Json verdict;
+  ASSERT_TRUE(Eventually([&] {
+    return NetworkStatuses(engine, &verdict) == std::vector<std::string>(8, "PASS");
+  })) << verdict.dump();
+  sysfs.Write(FakeSysfs::PortDir("mlx5_0", 1) + "/counters/symbol_error", "121");
+  sysfs.Write(FakeSysfs::PortDir("mlx5_6", 1) + "/counters/link_downed", "1");
+  std::vector<std::string> expected(8, "PASS");
+  expected[0] = "FAIL";
+  expected[6] = "WARN";
+  ASSERT_TRUE(Eventually([&] { return NetworkStatuses(engine, &verdict) == expected; }))
+      << verdict.dump();
+  EXPECT_EQ(verdict["gpus"][0]["systems"]["network"]["incidents"][0]["code"],
+            "VIGIL_FR_NET_SYMBOL_ERRORS");
+  EXPECT_THAT(
+      verdict["gpus"][0]["systems"]["network"]["incidents"][0]["message"].get<std::string>(),
+      HasSubstr("port mlx5_0/1: symbol_error rose by 121"));
+  EXPECT_EQ(verdict["gpus"][6]["systems"]["network"]["incidents"][0]["code"],
+            "VIGIL_FR_NET_LINK_DOWNED");
+}
+
+TEST(NetworkTest, AGarbledStateFileMakesItsGpuUnknownWithOneWarning) {
+  TempDir dir;
+  FakeSysfs sysfs(dir.File("sys"));
+  LayOutDgx(&sysfs);
+  EngineProcess engine(dir.path().string(), "n1", 8, {"--sysfs-root", sysfs.root()});
+  ASSERT_FALSE(engine.unix_address.empty()) << engine.process->Stderr();
+  Json verdict;
+  ASSERT_TRUE(Eventually([&] {
+    return NetworkStatuses(engine, &verdict) == std::vector<std::string>(8, "PASS");
+  })) << verdict.dump();
+  sysfs.Write(FakeSysfs::PortDir("mlx5_2", 1) + "/state", "4 ACTIVE");
+  ASSERT_TRUE(Eventually([&] {
+    return NetworkStatuses(engine, &verdict) == AllPassBut(2, "UNKNOWN");
+  })) << verdict.dump();
+  EXPECT_THAT(verdict["gpus"][2]["systems"]["network"]["unknown_reason"].get<std::string>(),
+              HasSubstr("port mlx5_2/1 cannot be judged: "));
+  // Said once, however many reads find it garbled.
+  ASSERT_TRUE(Eventually([&] {
+    return NetworkStatuses(engine, &verdict) == AllPassBut(2, "UNKNOWN") &&
+           verdict.value("seq", 0) >= 4;
+  }));
+  const std::string log = engine.process->Stderr();
+  const std::string said = "network: port mlx5_2/1 cannot be judged";
+  EXPECT_EQ(log.find(said), log.rfind(said)) << log;
+}
+
+TEST(NetworkTest, AnOverrideOfAPortTheNodeLacksIsOneLineAndExit2) {
+  TempDir dir;
+  FakeSysfs sysfs(dir.File("sys"));
+  LayOutDgx(&sysfs);
+  const std::string config = NetworkConfig(dir, "  ports: {mlx5_9/1: [0]}\n");
+  auto started = Vigil({"engine", "--backend", "sim", "--gpus", "8", "--socket", dir.File("e.sock"),
+                        "--listen", "", "--state-dir", dir.File("state"), "--sysfs-root",
+                        sysfs.root(), "--config", config});
+  EXPECT_EQ(started.exit_code, 2) << started.err;
+  const std::string last = started.err.substr(started.err.rfind('\n', started.err.size() - 2) + 1);
+  EXPECT_THAT(last, HasSubstr("network.ports names 'mlx5_9/1', which this node does not have "
+                              "(its ports: mlx5_0/1, "))
+      << started.err;
 }
 
 TEST(NetworkTest, TheEngineSaysEachPortAndTheGpusItServes) {

@@ -164,6 +164,10 @@ CommandResult Vigil(std::vector<std::string> args, int uid) {
   return RunCommand(args, absl::Seconds(20), uid);
 }
 
+nlohmann::json VigilJson(const std::vector<std::string>& args) {
+  return nlohmann::json::parse(Vigil(args).out, nullptr, /*allow_exceptions=*/false);
+}
+
 std::vector<nlohmann::json> JsonLines(const std::string& text) {
   std::vector<nlohmann::json> lines;
   std::istringstream stream(text);

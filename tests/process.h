@@ -35,6 +35,10 @@ CommandResult Shell(const std::string& command, absl::Duration timeout = absl::S
 // Runs the vigil binary with `args` (without the program name), like RunCommand.
 CommandResult Vigil(std::vector<std::string> args, int uid = -1);
 
+// Runs vigil with `args` and parses its standard output as one JSON document (discarded, not
+// thrown, when it is not JSON: the caller's checks then fail on it).
+nlohmann::json VigilJson(const std::vector<std::string>& args);
+
 // Parses JSON Lines output (`--json` streams): one document per non-empty line.
 std::vector<nlohmann::json> JsonLines(const std::string& text);
 

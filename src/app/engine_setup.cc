@@ -15,6 +15,7 @@
 #include "engine/config.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
+#include "network/monitor.h"
 #include "network/port_map.h"
 #include "network/sysfs_ports.h"
 #include "server/authz.h"
@@ -77,21 +78,31 @@ absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const EngineFlags& flags,
       std::make_unique<DeadlineBackend>(std::move(*nvml), config.EffectiveGpuReadTimeout()));
 }
 
-// The node's NIC ports and the GPUs each serves, said once at start: the map the network
-// health (issue 29) will judge ports by, so an operator can check it now. A root that is not a
-// directory is refused (InvalidArgument: exit 2); each unreadable file or HCA is one warning.
-absl::Status LogNetworkPorts(const std::string& sysfs_root, const std::vector<GpuIdentity>& gpus) {
+// The network source: the node's NIC ports and the GPUs each serves (the topology's answer, or the
+// config's network.ports), said once at start so an operator can check the map, then judged on
+// every tick as the network system of those GPUs. A node without NIC ports has no network system.
+// A root that is not a directory, or an override naming a port or GPU the node lacks, is refused
+// (InvalidArgument: exit 2); each unreadable file or HCA is one warning.
+absl::Status StartNetwork(const std::string& sysfs_root, const NetworkPolicy& policy,
+                          Engine* engine) {
   auto reader = network::SysfsPorts::Open(Env::Default(), sysfs_root);
   if (!reader.ok()) return reader.status();
   network::SysfsPorts::Discovery found = reader->Discover();
   for (const std::string& problem : found.problems) spdlog::warn("network: {}", problem);
   std::vector<std::string> gpu_bus_ids;
-  for (const GpuIdentity& gpu : gpus) gpu_bus_ids.push_back(gpu.pci_bus_id);
+  for (const GpuIdentity& gpu : engine->gpus()) gpu_bus_ids.push_back(gpu.pci_bus_id);
   auto mapped = network::BuildPortMap(Env::Default(), sysfs_root, std::move(found.ports),
-                                      gpu_bus_ids, /*overrides=*/{});
+                                      gpu_bus_ids, policy.ports);
   if (!mapped.ok()) return mapped.status();
-  spdlog::info("network: {} NIC port(s) under {}; their health is not judged yet", mapped->size(),
-               sysfs_root);
+  if (mapped->empty()) {
+    spdlog::info("network: no NIC port under {}: the GPUs have no network system", sysfs_root);
+    return absl::OkStatus();
+  }
+  spdlog::info(
+      "network: {} NIC port(s) under {}, judged as the network system of the GPUs they serve "
+      "(state every {}, counters every {})",
+      mapped->size(), sysfs_root, absl::FormatDuration(policy.state_interval),
+      absl::FormatDuration(policy.counter_interval));
   for (const network::MappedPort& port : *mapped) {
     std::string serves = "the node (no GPU near it)";
     if (!port.attachment.gpus.empty()) {
@@ -106,6 +117,9 @@ absl::Status LogNetworkPorts(const std::string& sysfs_root, const std::vector<Gp
                  port.port.net.has_value() ? ", " + port.port.net->name : "", serves);
     if (!port.placement_problem.empty()) spdlog::warn("network: {}", port.placement_problem);
   }
+  engine->AddHealthSource(
+      std::make_unique<network::NetworkMonitor>(*std::move(reader), *std::move(mapped), policy,
+                                                static_cast<uint32_t>(engine->gpus().size())));
   return absl::OkStatus();
 }
 
@@ -241,8 +255,9 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
   const std::string sysfs_root =
       flags.sysfs_root.has_value() ? *flags.sysfs_root : (flags.backend == "nvml" ? "/sys" : "");
   if (!sysfs_root.empty()) {
-    if (absl::Status said = LogNetworkPorts(sysfs_root, (*engine)->gpus()); !said.ok()) {
-      return said;
+    if (absl::Status started = StartNetwork(sysfs_root, config.network, engine->get());
+        !started.ok()) {
+      return started;
     }
   }
   // The kernel log: what it holds since boot is applied before the first tick, so an XID from

@@ -486,10 +486,21 @@ void Engine::StoreTick(Snapshot* next, const std::vector<FieldValue>& last_xid, 
   instance_history_->Trim(now);
 }
 
+void Engine::AddHealthSource(std::unique_ptr<HealthSource> source) {
+  VIGIL_CHECK(last_seq_ == 0);  // before the first tick
+  health_->AttachSource(source->system());
+  sources_.push_back(std::move(source));
+}
+
 void Engine::JudgeAndPublish(std::shared_ptr<Snapshot> next, absl::Time now) {
+  // The sources read (sysfs) with no lock held; their reports join this tick's verdict.
+  std::vector<SourceReport> reports;
+  reports.reserve(sources_.size());
+  for (const std::unique_ptr<HealthSource>& source : sources_)
+    reports.push_back(source->Judge(now));
   // Health from the same snapshot, so the verdict carries this tick's seq.
   auto transitions = std::make_shared<std::vector<HealthTransition>>();
-  next->health = health_->Evaluate(*next, now, transitions.get());
+  next->health = health_->Evaluate(*next, now, transitions.get(), std::move(reports));
   next->health_transitions = transitions;
   std::shared_ptr<const Snapshot> published = std::move(next);
   {

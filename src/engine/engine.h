@@ -154,6 +154,10 @@ class Engine : public EventSink, private ScenarioTarget {
     external_counters_ = std::move(fill);
   }
   size_t subscriber_queue_depth() const { return options_.config.subscriber_queue_depth; }
+  // A source of findings beside the GPUs' fields (network/'s NIC ports, composed by app): judged
+  // at every tick, on the tick thread with no engine lock held, and handed to the verdict of the
+  // same tick. Every GPU's verdict lists its system from then on. Before the first tick.
+  void AddHealthSource(std::unique_ptr<HealthSource> source);
 
   // The latest snapshot; never null (seq 0 with kNoData values before the first tick).
   std::shared_ptr<const Snapshot> Latest() const;
@@ -343,6 +347,7 @@ class Engine : public EventSink, private ScenarioTarget {
   bool sampling_paused_ ABSL_GUARDED_BY(sampling_mutex_) = false;
   bool reads_in_flight_ ABSL_GUARDED_BY(sampling_mutex_) = false;
   std::function<void(Snapshot::Counters*)> external_counters_;  // set before the first tick
+  std::vector<std::unique_ptr<HealthSource>> sources_;  // set before the first tick; tick thread
 
   // Tick thread: reads every GPU's MIG state when kMigPollInterval has passed; the new table
   // when any GPU's changed (logged and recorded as an event), else null.

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "backend/sim_backend.h"
+#include "engine/test_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "health/incident_store.h"
@@ -404,6 +405,49 @@ TEST(BoundedQueueTest, DropsOldestWhenFullAndCounts) {
   EXPECT_EQ(queue.Pop(), 4);
   EXPECT_EQ(queue.Pop(), 5);
   EXPECT_TRUE(queue.empty());
+}
+
+// A health source the test scripts: what it reports at the next tick, and when it was asked.
+class ScriptedSource : public HealthSource {
+ public:
+  HealthSystem system() const override { return HealthSystem::kNetwork; }
+  SourceReport Judge(absl::Time now) override {
+    asked.push_back(now);
+    return {.system = HealthSystem::kNetwork, .findings = findings};
+  }
+  std::vector<SourceFinding> findings;
+  std::vector<absl::Time> asked;
+};
+
+// A source is judged on every tick, and what it finds is in that tick's verdict and event log:
+// the GPU it names fails, the other stays PASS.
+TEST_F(SimEngineTest, AHealthSourcesFindingsAreInTheVerdictOfTheTickThatJudgedThem) {
+  StartEngine(0);
+  auto source = std::make_unique<ScriptedSource>();
+  ScriptedSource* scripted = source.get();
+  engine_->AddHealthSource(std::move(source));
+  Tick();
+  const auto network = static_cast<size_t>(HealthSystem::kNetwork);
+  ASSERT_EQ(engine_->Health()->gpus[1].systems.size(), network + 1);
+  EXPECT_EQ(engine_->Health()->gpus[1].systems[network].status, HealthStatus::kPass);
+  scripted->findings = {{.gpus = {1},
+                         .status = HealthStatus::kFail,
+                         .key = "network.state.mlx5_1/1",
+                         .code = "VIGIL_FR_NET_PORT_DOWN",
+                         .message = "port mlx5_1/1 is DOWN/Disabled",
+                         .sticky = false}};
+  Tick();
+  EXPECT_EQ(scripted->asked,
+            (std::vector<absl::Time>{clock_.Now() - absl::Seconds(1), clock_.Now()}));
+  const auto health = engine_->Health();
+  EXPECT_EQ(health->seq, engine_->Latest()->seq);
+  EXPECT_EQ(health->gpus[1].systems[network].status, HealthStatus::kFail);
+  EXPECT_EQ(health->gpus[0].systems[network].status, HealthStatus::kPass);
+  EXPECT_THAT(events_->Messages(EventKind::kHealthTransition),
+              ::testing::Contains(::testing::HasSubstr(
+                  "GPU 1 (" + engine_->gpus()[1].uuid +
+                  ") network: PASS -> FAIL: VIGIL_FR_NET_PORT_DOWN: port mlx5_1/1 is "
+                  "DOWN/Disabled")));
 }
 
 }  // namespace
