@@ -22,9 +22,11 @@
 #include "engine/tick_loop.h"
 #include "exporter/render.h"
 #include "fields/catalogue.h"
+#include "network/monitor.h"
 #include "reference/packed_history.h"
 #include "sampling/history.h"
 #include "server/server.h"
+#include "testing/fake_sysfs.h"
 #include "testing/temp_dir.h"
 #ifdef VIGIL_BENCH_NVML
 #include "fake_nvml/script.h"
@@ -197,19 +199,44 @@ void BM_HistoryReadHourOfOneGpu(benchmark::State& state) {
 }
 BENCHMARK(BM_HistoryReadHourOfOneGpu)->Unit(benchmark::kMillisecond);
 
+// One tick of 8 GPUs with every field due; Arg: the NIC ports the engine also reads (a fake sysfs
+// tree of 8 InfiniBand rails and a dual-port RoCE HCA on a tmpfs-like temp dir), their state every
+// tick and their counters every 30th, as the network policy's defaults do (0: no network source).
 void BM_EngineTick(benchmark::State& state) {
   FakeClock clock;
-  auto engine = Engine::Create(
-      {.node_name = "bench", .config = EveryFieldEvery(absl::Seconds(1)), .clock = &clock},
-      std::make_unique<ConstantBackend>(8));
+  const EngineConfig config = EveryFieldEvery(absl::Seconds(1));
+  auto engine = Engine::Create({.node_name = "bench", .config = config, .clock = &clock},
+                               std::make_unique<ConstantBackend>(8));
+  testing::TempDir dir;
+  const int ports = static_cast<int>(state.range(0));
+  if (ports > 0) {
+    testing::FakeSysfs sysfs(dir.File("sys"));
+    for (int i = 0; i < ports - 2; ++i) {
+      const std::string bus_id = fmt::format("0000:{:02x}:00.0", 0x20 + i);
+      sysfs.AddPciFunction({"pci0000:00", bus_id}, 0);
+      sysfs.AddHca(fmt::format("mlx5_{}", i), bus_id, {testing::FakeSysfs::Port{}});
+    }
+    sysfs.AddPciFunction({"pci0000:00", "0000:e1:00.0"}, 1);
+    testing::FakeSysfs::Port roce{.rate = "200 Gb/sec (4X HDR)", .link_layer = "Ethernet"};
+    sysfs.AddHca(fmt::format("mlx5_{}", ports - 2), "0000:e1:00.0", {roce, roce}, "ens8f0np0");
+    auto reader = network::SysfsPorts::Open(Env::Default(), sysfs.root());
+    std::vector<network::MappedPort> mapped;
+    for (network::NicPort& port : reader->Discover().ports) {
+      mapped.push_back({.port = std::move(port),
+                        .attachment = {.gpus = {static_cast<uint32_t>(mapped.size() % 8)}}});
+    }
+    (*engine)->AddHealthSource(std::make_unique<network::NetworkMonitor>(
+        *std::move(reader), std::move(mapped), config.network, 8));
+  }
   for (auto _ : state) {
     clock.Advance(absl::Seconds(1));
     (*engine)->RunTick();
   }
   state.counters["fields"] = static_cast<double>(AllFields().size());
   state.counters["gpus"] = 8;
+  state.counters["nic_ports"] = ports;
 }
-BENCHMARK(BM_EngineTick)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_EngineTick)->Arg(0)->Arg(10)->Unit(benchmark::kMicrosecond);
 
 #ifdef VIGIL_BENCH_NVML
 double ProcessCpuSeconds() {
