@@ -210,6 +210,34 @@ TEST(NetworkTest, TheEngineSaysEachPortAndTheGpusItServes) {
   EXPECT_THAT(log, HasSubstr("network: port mlx5_8/2 (Ethernet, 0000:e1:00.0, ens8f0np0) serves "
                              "GPU 4, 5, 6, 7 (numa-node)"));
   EXPECT_THAT(log, ::testing::Not(HasSubstr("warning network:")));
+
+  // `vigil discovery` shows the same map, with each port's state.
+  const Json found = VigilJson({"discovery", "--json", "--engine", engine.unix_address});
+  ASSERT_EQ(found["nic_ports"].size(), 10u) << found.dump();
+  for (int i = 0; i < 8; ++i) {
+    const Json& port = found["nic_ports"][i];
+    EXPECT_EQ(port["name"], fmt::format("mlx5_{}/1", i));
+    EXPECT_EQ(port["pci_bus_id"], Function(kSimBuses[i] + 1, 0));
+    EXPECT_EQ(port["link_layer"], "InfiniBand");
+    EXPECT_EQ(port["gpus"], Json::array({i}));
+    EXPECT_EQ(port["attachment"], "pcie-switch");
+  }
+  EXPECT_EQ(found["nic_ports"][9]["name"], "mlx5_8/2");
+  EXPECT_EQ(found["nic_ports"][9]["netdev"], "ens8f0np0");
+  EXPECT_EQ(found["nic_ports"][9]["gpus"], Json::array({4, 5, 6, 7}));
+  const std::string table = Vigil({"discovery", "--engine", engine.unix_address}).out;
+  EXPECT_THAT(table, HasSubstr("10 NIC ports found."));
+  ASSERT_TRUE(Eventually([&] {  // the state, once the first tick has read it
+    return Vigil({"discovery", "--engine", engine.unix_address}).out.find("ACTIVE/LinkUp") !=
+           std::string::npos;
+  }));
+  const std::string read = Vigil({"discovery", "--engine", engine.unix_address}).out;
+  EXPECT_THAT(read, ::testing::ContainsRegex(
+                        "mlx5_3/1 +InfiniBand +0000:5e:00.0 +- +ACTIVE/LinkUp +400 Gb/s \\(4X "
+                        "NDR\\) +GPU 3 \\(pcie-switch\\)"));
+  EXPECT_THAT(read, ::testing::ContainsRegex(
+                        "mlx5_8/1 +Ethernet +0000:e1:00.0 +ens8f0np0 +ACTIVE/LinkUp +200 Gb/s "
+                        "\\(4X HDR\\) +GPU 4, 5, 6, 7 \\(numa-node\\)"));
 }
 
 TEST(NetworkTest, AGarbledPortFileIsOneWarningAndThePortStillListed) {

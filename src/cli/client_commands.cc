@@ -171,6 +171,31 @@ int RunInfo(const ClientFlags& flags, bool list_fields) {
   return kExitOk;
 }
 
+// The NIC ports and the GPUs each serves, as `ibstat` names ports (HCA/PORT).
+void PrintNicPorts(const v1::ListGpusResponse& found) {
+  std::cout << "\n"
+            << found.nic_ports_size() << " NIC port" << (found.nic_ports_size() == 1 ? "" : "s")
+            << " found.\n";
+  Table table({"PORT", "LINK", "PCI BUS ID", "NETDEV", "STATE", "RATE", "SERVES"});
+  for (const auto& port : found.nic_ports()) {
+    const std::string state =
+        port.state().empty() ? "unknown" : fmt::format("{}/{}", port.state(), port.phys_state());
+    std::string rate = "unknown";
+    if (port.rate_gbps() > 0) {
+      rate = fmt::format("{:g} Gb/s", port.rate_gbps());
+      if (port.lanes() > 0) rate += fmt::format(" ({}X {})", port.lanes(), port.speed());
+    }
+    const std::string serves =
+        port.gpus().empty()
+            ? "the node"
+            : fmt::format("GPU {} ({})", fmt::join(port.gpus(), ", "), port.attachment());
+    table.AddRow({port.name(), port.link_layer().empty() ? "unknown" : port.link_layer(),
+                  port.pci_bus_id(), port.netdev().empty() ? "-" : port.netdev(), state, rate,
+                  serves});
+  }
+  table.Print(std::cout);
+}
+
 int RunDiscovery(const ClientFlags& flags) {
   auto client = ConnectFromFlags(flags);
   if (!client.ok()) return Fail("discovery", client.status());
@@ -202,6 +227,20 @@ int RunDiscovery(const ClientFlags& flags) {
       }
       json["gpus"].push_back(std::move(entry));
     }
+    json["nic_ports"] = nlohmann::json::array();
+    for (const auto& port : gpus->nic_ports()) {
+      json["nic_ports"].push_back({{"name", port.name()},
+                                   {"pci_bus_id", port.pci_bus_id()},
+                                   {"link_layer", port.link_layer()},
+                                   {"netdev", port.netdev()},
+                                   {"gpus", port.gpus()},
+                                   {"attachment", port.attachment()},
+                                   {"state", port.state()},
+                                   {"phys_state", port.phys_state()},
+                                   {"rate_gbps", port.rate_gbps()},
+                                   {"lanes", port.lanes()},
+                                   {"speed", port.speed()}});
+    }
     std::cout << json.dump() << std::endl;
     return kExitOk;
   }
@@ -220,6 +259,7 @@ int RunDiscovery(const ClientFlags& flags) {
     }
   }
   table.Print(std::cout);
+  if (gpus->nic_ports_size() > 0) PrintNicPorts(*gpus);
   return kExitOk;
 }
 

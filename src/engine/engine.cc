@@ -492,6 +492,16 @@ void Engine::AddHealthSource(std::unique_ptr<HealthSource> source) {
   sources_.push_back(std::move(source));
 }
 
+std::vector<NicPortEntity> Engine::NicPorts() const {
+  std::vector<NicPortEntity> ports;
+  for (const std::unique_ptr<HealthSource>& source : sources_) {  // fixed since the first tick
+    std::vector<NicPortEntity> more = source->NicPorts();
+    ports.insert(ports.end(), std::make_move_iterator(more.begin()),
+                 std::make_move_iterator(more.end()));
+  }
+  return ports;
+}
+
 void Engine::JudgeAndPublish(std::shared_ptr<Snapshot> next, absl::Time now) {
   // The sources read (sysfs) with no lock held; their reports join this tick's verdict.
   std::vector<SourceReport> reports;

@@ -158,6 +158,8 @@ class Engine : public EventSink, private ScenarioTarget {
   // at every tick, on the tick thread with no engine lock held, and handed to the verdict of the
   // same tick. Every GPU's verdict lists its system from then on. Before the first tick.
   void AddHealthSource(std::unique_ptr<HealthSource> source);
+  // The NIC ports the sources read (discovery). Thread-safe.
+  std::vector<NicPortEntity> NicPorts() const;
 
   // The latest snapshot; never null (seq 0 with kNoData values before the first tick).
   std::shared_ptr<const Snapshot> Latest() const;

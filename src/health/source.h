@@ -6,7 +6,7 @@
 // what holds now, all of it; a finding no longer reported stops holding.
 //
 // Threading: Judge() is called by one thread at a time (the tick); implementations need no lock
-// for what only Judge() touches.
+// for what only Judge() touches. NicPorts() is called from any thread.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,7 @@
 
 #include "absl/time/time.h"
 #include "fields/health_systems.h"
+#include "fields/nic_port_entity.h"
 #include "health/policy.h"
 
 namespace vigil {
@@ -53,6 +54,8 @@ class HealthSource {
   // Tick thread: reads what is due at `now` and says what holds. May do I/O (sysfs reads);
   // called with no engine lock held.
   virtual SourceReport Judge(absl::Time now) = 0;
+  // The NIC ports it reads, as discovery shows them (with their state as last read). Thread-safe.
+  virtual std::vector<NicPortEntity> NicPorts() const { return {}; }
 };
 
 }  // namespace vigil

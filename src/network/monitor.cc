@@ -121,4 +121,27 @@ std::vector<MappedPort> NetworkMonitor::Ports() const {
   return ports_;
 }
 
+std::vector<NicPortEntity> NetworkMonitor::NicPorts() const {
+  std::vector<NicPortEntity> entities;
+  for (const MappedPort& mapped : Ports()) {
+    const NicPort& port = mapped.port;
+    NicPortEntity& entity = entities.emplace_back();
+    entity.name = port.Name();
+    entity.pci_bus_id = port.pci_bus_id;
+    if (port.link_layer.has_value()) entity.link_layer = LinkLayerName(*port.link_layer);
+    if (port.net.has_value()) entity.netdev = port.net->name;
+    entity.gpus = mapped.attachment.gpus;
+    entity.attachment =
+        mapped.overridden ? "config" : std::string(AffinityName(mapped.attachment.affinity));
+    if (port.state.has_value()) entity.state = PortStateName(*port.state);
+    if (port.phys_state.has_value()) entity.phys_state = PhysStateName(*port.phys_state);
+    if (port.rate.has_value()) {
+      entity.rate_gbps = port.rate->gbps;
+      entity.lanes = port.rate->lanes;
+      entity.speed = port.rate->speed;
+    }
+  }
+  return entities;
+}
+
 }  // namespace vigil::network

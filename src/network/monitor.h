@@ -36,6 +36,7 @@ class NetworkMonitor final : public HealthSource {
 
   // The ports as last read (identity, GPUs, state), for discovery. Thread-safe.
   std::vector<MappedPort> Ports() const;
+  std::vector<NicPortEntity> NicPorts() const override;
 
  private:
   struct Watched {

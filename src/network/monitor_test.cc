@@ -136,6 +136,19 @@ TEST_F(MonitorTest, PortsShowsEachPortWithItsGpusAndLastState) {
   EXPECT_THAT(ports[3].attachment.gpus, ElementsAre(3u));
   EXPECT_EQ(ports[3].port.state, PortState::kActive);
   EXPECT_EQ(ports[9].port.Name(), "mlx5_8/2");
+  const std::vector<NicPortEntity> entities = monitor_->NicPorts();
+  ASSERT_EQ(entities.size(), 10u);
+  EXPECT_EQ(entities[9], (NicPortEntity{.name = "mlx5_8/2",
+                                        .pci_bus_id = "0000:e1:00.0",
+                                        .link_layer = "Ethernet",
+                                        .netdev = "ens8f0np0",
+                                        .gpus = {4, 5, 6, 7},
+                                        .attachment = "none",
+                                        .state = "ACTIVE",
+                                        .phys_state = "LinkUp",
+                                        .rate_gbps = 200,
+                                        .lanes = 4,
+                                        .speed = "HDR"}));
 }
 
 }  // namespace
