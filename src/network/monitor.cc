@@ -79,7 +79,48 @@ std::optional<double> NetworkMonitor::PeerRate(size_t except) const {
   return peer;
 }
 
+void NetworkMonitor::OnKernelLine(std::string_view message, absl::Time time) {
+  std::optional<NicLogLine> line = ParseNicLogLine(message);
+  if (!line.has_value()) return;
+  absl::MutexLock lock(&lines_mutex_);
+  lines_.emplace_back(*std::move(line), time);
+}
+
+void NetworkMonitor::JudgeLogLines() {
+  std::vector<std::pair<NicLogLine, absl::Time>> lines;
+  {
+    absl::MutexLock lock(&lines_mutex_);
+    lines.swap(lines_);
+  }
+  for (const auto& [line, time] : lines) {
+    // A netdev's line is about the ports over that netdev; a device line about every port of
+    // the HCA.
+    bool matched = false;
+    for (Watched& watched : watched_) {
+      const NicPort& port = watched.mapped.port;
+      const bool same =
+          port.pci_bus_id == line.pci_bus_id &&
+          (line.netdev.empty() || (port.net.has_value() && port.net->name == line.netdev));
+      if (!same) continue;
+      matched = true;
+      watched.judge.ObserveLog(line, time);
+      if (line.kind == NicLogKind::kLinkUp) {
+        spdlog::info("network: port {}: the mlx5 driver logged \"{}\"", port.Name(), line.text);
+      } else {
+        spdlog::warn("network: port {}: the mlx5 driver logged \"{}\"", port.Name(), line.text);
+      }
+    }
+    if (!matched && unknown_hcas_said_.insert(line.pci_bus_id).second) {
+      spdlog::warn(
+          "network: the mlx5 driver logged \"{}\" for {}{}, which none of the node's ports "
+          "is on (not judged)",
+          line.text, line.pci_bus_id, line.netdev.empty() ? "" : " " + line.netdev);
+    }
+  }
+}
+
 SourceReport NetworkMonitor::Judge(absl::Time now) {
+  JudgeLogLines();
   const bool state_due = now >= next_state_;
   const bool counters_due = now >= next_counters_;
   if (state_due) next_state_ = now + policy_.state_interval;

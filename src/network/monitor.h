@@ -7,11 +7,17 @@
 // read, logged and judged, but its findings name no GPU yet (a node-level network system is to
 // come).
 //
-// Threading: Judge() on the tick thread only (HealthSource); Ports() from any thread.
+// The mlx5 driver's kernel-log lines (nic_log.h) come in through OnKernelLine(), from the kernel
+// log's thread, and are judged at the next Judge() for the ports of their HCA (of their netdev,
+// for a netdev's line); a line about an HCA the node's ports do not name is logged once.
+//
+// Threading: Judge() on the tick thread only (HealthSource); Ports(), NicPorts() and
+// OnKernelLine() from any thread.
 #pragma once
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,6 +43,9 @@ class NetworkMonitor final : public HealthSource {
   // The ports as last read (identity, GPUs, state), for discovery. Thread-safe.
   std::vector<MappedPort> Ports() const;
   std::vector<NicPortEntity> NicPorts() const override;
+  // A kernel-log message (the record's text) logged at `time`: an mlx5 line about one of the
+  // node's NICs is judged at the next Judge(); any other is ignored. Thread-safe; no I/O.
+  void OnKernelLine(std::string_view message, absl::Time time);
 
  private:
   struct Watched {
@@ -57,6 +66,13 @@ class NetworkMonitor final : public HealthSource {
   std::vector<Watched> watched_;
   absl::Time next_state_ = absl::InfinitePast();
   absl::Time next_counters_ = absl::InfinitePast();
+
+  // Hands the queued kernel-log lines to the judges of their ports (tick thread).
+  void JudgeLogLines();
+
+  absl::Mutex lines_mutex_;  // a leaf
+  std::vector<std::pair<NicLogLine, absl::Time>> lines_ ABSL_GUARDED_BY(lines_mutex_);
+  std::set<std::string> unknown_hcas_said_;  // tick thread
 
   mutable absl::Mutex ports_mutex_;                              // a leaf
   std::vector<MappedPort> ports_ ABSL_GUARDED_BY(ports_mutex_);  // a copy, for Ports()

@@ -128,6 +128,43 @@ TEST_F(MonitorTest, AGarbledFileMakesItsGpusUnknownAndIsSaidOnce) {
   EXPECT_EQ(log.Count("network: port mlx5_5/1 is readable again"), 1u);
 }
 
+// The driver's kernel-log lines are judged for the ports of their HCA (their netdev's, for a
+// netdev line): a fatal one fails for good with `reboot`, a link down warns for the hour; a line
+// about no port of the node is said once.
+TEST_F(MonitorTest, TheDriversLinesAreJudgedForThePortsOfTheirHca) {
+  testing::LogCapture log;
+  monitor_->Judge(kT0);
+  monitor_->OnKernelLine("mlx5_core 0000:e1:00.0 ens8f0np0: Link down", kT0);
+  monitor_->OnKernelLine(
+      "mlx5_core 0000:23:00.0: poll_health:852:(pid 0): device's health compromised - reached "
+      "miss count",
+      kT0);
+  monitor_->OnKernelLine("mlx5_core 0000:99:00.0: Port module event: module 0, Cable unplugged",
+                         kT0);
+  monitor_->OnKernelLine("mlx5_core 0000:99:00.0: Port module event: module 0, Cable unplugged",
+                         kT0);
+  monitor_->OnKernelLine("NVRM: something else entirely", kT0);
+  const SourceReport report = monitor_->Judge(kT0 + absl::Milliseconds(100));
+  // This tree's RoCE HCA runs both its ports over ens8f0np0 (each port's first GID names it).
+  std::vector<std::string> expected = {"GPU 3 FAIL network.log.fatal.mlx5_3/1"};
+  for (const char* port : {"mlx5_8/1", "mlx5_8/2"}) {
+    for (int gpu = 4; gpu < 8; ++gpu) {
+      expected.push_back(fmt::format("GPU {} WARN network.log.link-down.{}", gpu, port));
+    }
+  }
+  EXPECT_EQ(Findings(report), expected);
+  monitor_->OnKernelLine("mlx5_core 0000:e1:00.0 ens9f0np0: Link down", kT0);
+  EXPECT_EQ(Findings(monitor_->Judge(kT0 + absl::Milliseconds(200))), expected)
+      << "another netdev of the HCA is no port of this node's";
+  EXPECT_EQ(report.findings[0].code, "VIGIL_FR_NET_NIC_FATAL");
+  EXPECT_EQ(report.findings[0].recommended, RecommendedAction::kReboot);
+  EXPECT_TRUE(report.findings[0].sticky);
+  EXPECT_EQ(log.Count("for 0000:99:00.0, which none of the node's ports is on"), 1u);
+  EXPECT_THAT(Findings(monitor_->Judge(kT0 + absl::Hours(1))),
+              ElementsAre("GPU 3 FAIL network.log.fatal.mlx5_3/1"))
+      << "the link-down warning held its hour";
+}
+
 TEST_F(MonitorTest, PortsShowsEachPortWithItsGpusAndLastState) {
   monitor_->Judge(kT0);
   const std::vector<MappedPort> ports = monitor_->Ports();

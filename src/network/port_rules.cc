@@ -12,6 +12,23 @@ constexpr std::string_view kCableAction =
     "check the port's cable, transceiver and switch port (ibstat, mlxlink); reseat or replace what "
     "is faulty";
 
+std::string_view LogCode(NicLogKind kind) {
+  switch (kind) {
+    case NicLogKind::kFatal:
+      return "VIGIL_FR_NET_NIC_FATAL";
+    case NicLogKind::kModule:
+      return "VIGIL_FR_NET_MODULE";
+    case NicLogKind::kLinkDown:
+    case NicLogKind::kLinkUp:
+      return "VIGIL_FR_NET_LINK_DOWN_LOGGED";
+    case NicLogKind::kPower:
+      return "VIGIL_FR_NET_SLOT_POWER";
+    case NicLogKind::kTxTimeout:
+      return "VIGIL_FR_NET_TX_TIMEOUT";
+  }
+  return "VIGIL_FR_NET_NIC_FATAL";
+}
+
 std::string When(absl::Time time) {
   return absl::FormatTime("%H:%M:%S UTC", time, absl::UTCTimeZone());
 }
@@ -108,6 +125,14 @@ void PortJudge::ObserveCounters(const NicPort& port, absl::Time now, const Netwo
   std::erase_if(samples_, [&](const auto& entry) { return !port.counters.contains(entry.first); });
 }
 
+void PortJudge::ObserveLog(const NicLogLine& line, absl::Time time) {
+  if (line.kind == NicLogKind::kLinkUp) return;  // the state rule judges the link as it is now
+  Logged& logged = logged_[line.kind];
+  logged.last = std::max(logged.last, time);
+  logged.text = line.text;
+  ++logged.count;
+}
+
 std::vector<SourceFinding> PortJudge::Findings(absl::Time now, const NetworkPolicy& policy,
                                                std::optional<double> peer_gbps) const {
   std::vector<SourceFinding> findings;
@@ -157,6 +182,24 @@ std::vector<SourceFinding> PortJudge::Findings(absl::Time now, const NetworkPoli
                           .recommended = RecommendedAction::kInspect,
                           .sticky = false});
     }
+  }
+  for (const auto& [kind, logged] : logged_) {
+    // A fatal line fails for good (sticky, as a firmware fault takes a reboot to mend); the others
+    // warn for kLogWindow after the last one.
+    const bool fatal = kind == NicLogKind::kFatal;
+    if (!fatal && now - logged.last >= kLogWindow) continue;
+    findings.push_back(
+        {.status = fatal ? HealthStatus::kFail : HealthStatus::kWarn,
+         .key = fmt::format("network.log.{}.{}", NicLogKindName(kind), name_),
+         .code = std::string(LogCode(kind)),
+         .message = fmt::format("port {}: the mlx5 driver logged \"{}\" at {}{}", name_,
+                                logged.text, When(logged.last),
+                                logged.count > 1 ? fmt::format(" ({} lines)", logged.count) : ""),
+         .action = fatal ? "drain the node and reboot it (the NIC's firmware failed); if it comes "
+                           "back, replace the NIC"
+                         : std::string(kCableAction),
+         .recommended = fatal ? RecommendedAction::kReboot : RecommendedAction::kInspect,
+         .sticky = fatal});
   }
   for (const NetworkCounterRule& rule : policy.counters) {
     auto breach = breaches_.find(rule.name);

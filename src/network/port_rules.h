@@ -18,9 +18,13 @@
 #include "absl/time/time.h"
 #include "health/network_policy.h"
 #include "health/source.h"
+#include "network/nic_log.h"
 #include "network/port.h"
 
 namespace vigil::network {
+
+// How long a driver's warning line (not a fatal one) holds its port's WARN.
+inline constexpr absl::Duration kLogWindow = absl::Hours(1);
 
 class PortJudge {
  public:
@@ -30,6 +34,8 @@ class PortJudge {
   void ObserveState(const NicPort& port, absl::Time now, const NetworkPolicy& policy);
   // After each counters read (NicPort::counter_problems likewise).
   void ObserveCounters(const NicPort& port, absl::Time now, const NetworkPolicy& policy);
+  // A driver's kernel-log line about the port's HCA (or its netdev), logged at `time`.
+  void ObserveLog(const NicLogLine& line, absl::Time time);
 
   // What holds at `now`, with no GPU named. `peer_gbps`: the rate most of the node's other up
   // ports of this port's link layer trained at (nullopt: no peers).
@@ -68,6 +74,12 @@ class PortJudge {
   // Per counter: (read time, value) within the longest rule's window, oldest first.
   std::map<std::string, std::deque<std::pair<absl::Time, uint64_t>>> samples_;
   std::map<std::string, Breach> breaches_;  // by rule name: the rules that held at the last read
+  struct Logged {
+    absl::Time last;
+    std::string text;
+    uint32_t count = 0;
+  };
+  std::map<NicLogKind, Logged> logged_;  // the driver's lines about it, by kind
 };
 
 }  // namespace vigil::network
