@@ -178,6 +178,40 @@ TEST(NetworkTest, AGarbledStateFileMakesItsGpuUnknownWithOneWarning) {
   EXPECT_EQ(log.find(said), log.rfind(said)) << log;
 }
 
+// The mlx5 driver's lines, fed through a kernel-log file to a running engine: a RoCE netdev's
+// "Link down" (the shape of the real line in bigstack-oss/cubecos issue 733, "mlx5_core
+// 0000:01:00.1 eth1: Link up", at this node's bus id and netdev) warns the GPUs the RoCE ports
+// serve; health.c's "device's health compromised" on rail 3's HCA fails GPU 3 with `reboot`.
+TEST(NetworkTest, TheDriversKernelLogLinesBecomeIncidentsOfTheirPortsGpus) {
+  TempDir dir;
+  FakeSysfs sysfs(dir.File("sys"));
+  LayOutDgx(&sysfs);
+  const std::string log = dir.File("kmsg");
+  std::ofstream(log) << "6,1,1000,-;Linux version 6.1.0-18-amd64\n";
+  EngineProcess engine(dir.path().string(), "n1", 8, {"--sysfs-root", sysfs.root(), "--kmsg", log});
+  ASSERT_FALSE(engine.unix_address.empty()) << engine.process->Stderr();
+  Json verdict;
+  ASSERT_TRUE(Eventually([&] {
+    return NetworkStatuses(engine, &verdict) == std::vector<std::string>(8, "PASS");
+  })) << verdict.dump();
+  std::ofstream(log, std::ios::app)
+      << "6,2,9000000,-;mlx5_core 0000:e1:00.0 ens8f0np0: Link down\n"
+         "3,3,9100000,-;mlx5_core 0000:5e:00.0: poll_health:852:(pid 0): device's health "
+         "compromised - reached miss count\n";
+  const std::vector<std::string> expected = {"PASS", "PASS", "PASS", "FAIL",
+                                             "WARN", "WARN", "WARN", "WARN"};
+  ASSERT_TRUE(Eventually([&] { return NetworkStatuses(engine, &verdict) == expected; }))
+      << verdict.dump() << engine.process->Stderr();
+  const Json& fatal = verdict["gpus"][3]["systems"]["network"]["incidents"][0];
+  EXPECT_EQ(fatal["code"], "VIGIL_FR_NET_NIC_FATAL");
+  EXPECT_EQ(fatal["recommended_action"], "reboot") << fatal.dump();
+  EXPECT_THAT(fatal["message"].get<std::string>(),
+              HasSubstr("port mlx5_3/1: the mlx5 driver logged \"device's health compromised - "
+                        "reached miss count\""));
+  EXPECT_EQ(verdict["gpus"][4]["systems"]["network"]["incidents"][0]["code"],
+            "VIGIL_FR_NET_LINK_DOWN_LOGGED");
+}
+
 TEST(NetworkTest, AnOverrideOfAPortTheNodeLacksIsOneLineAndExit2) {
   TempDir dir;
   FakeSysfs sysfs(dir.File("sys"));

@@ -83,8 +83,9 @@ absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const EngineFlags& flags,
 // every tick as the network system of those GPUs. A node without NIC ports has no network system.
 // A root that is not a directory, or an override naming a port or GPU the node lacks, is refused
 // (InvalidArgument: exit 2); each unreadable file or HCA is one warning.
-absl::Status StartNetwork(const std::string& sysfs_root, const NetworkPolicy& policy,
-                          Engine* engine) {
+// Returns the source (the engine owns it), or null where the node has no NIC port.
+absl::StatusOr<network::NetworkMonitor*> StartNetwork(const std::string& sysfs_root,
+                                                      const NetworkPolicy& policy, Engine* engine) {
   auto reader = network::SysfsPorts::Open(Env::Default(), sysfs_root);
   if (!reader.ok()) return reader.status();
   network::SysfsPorts::Discovery found = reader->Discover();
@@ -96,7 +97,7 @@ absl::Status StartNetwork(const std::string& sysfs_root, const NetworkPolicy& po
   if (!mapped.ok()) return mapped.status();
   if (mapped->empty()) {
     spdlog::info("network: no NIC port under {}: the GPUs have no network system", sysfs_root);
-    return absl::OkStatus();
+    return nullptr;
   }
   spdlog::info(
       "network: {} NIC port(s) under {}, judged as the network system of the GPUs they serve "
@@ -117,10 +118,11 @@ absl::Status StartNetwork(const std::string& sysfs_root, const NetworkPolicy& po
                  port.port.net.has_value() ? ", " + port.port.net->name : "", serves);
     if (!port.placement_problem.empty()) spdlog::warn("network: {}", port.placement_problem);
   }
-  engine->AddHealthSource(
-      std::make_unique<network::NetworkMonitor>(*std::move(reader), *std::move(mapped), policy,
-                                                static_cast<uint32_t>(engine->gpus().size())));
-  return absl::OkStatus();
+  auto monitor = std::make_unique<network::NetworkMonitor>(
+      *std::move(reader), *std::move(mapped), policy, static_cast<uint32_t>(engine->gpus().size()));
+  network::NetworkMonitor* source = monitor.get();
+  engine->AddHealthSource(std::move(monitor));
+  return source;
 }
 
 // Starts the kernel log as the XID source beside the backend's events: what it holds since boot is
@@ -128,7 +130,14 @@ absl::Status StartNetwork(const std::string& sysfs_root, const NetworkPolicy& po
 // its state and counts are the engine's counters.
 std::unique_ptr<kmsg::KernelLogXids> StartKernelLog(const EngineFlags& flags,
                                                     const std::string& kmsg_path,
-                                                    const std::string& boot_id, Engine* engine) {
+                                                    const std::string& boot_id, Engine* engine,
+                                                    network::NetworkMonitor* network) {
+  std::function<bool(std::string_view, absl::Time)> other_lines;
+  if (network != nullptr) {  // the mlx5 driver's lines, for the NIC ports' judges
+    other_lines = [network](std::string_view message, absl::Time time) {
+      return network->OnKernelLine(message, time);
+    };
+  }
   auto kernel_log = std::make_unique<kmsg::KernelLogXids>(
       kmsg::KernelLogXidsOptions{
           .path = kmsg_path,
@@ -136,7 +145,8 @@ std::unique_ptr<kmsg::KernelLogXids> StartKernelLog(const EngineFlags& flags,
                              ? *flags.journal
                              : (flags.backend == "nvml" ? "/var/log/journal" : ""),
           .state_path = flags.state_dir + "/kmsg.state",
-          .boot_id = boot_id},
+          .boot_id = boot_id,
+          .other_lines = std::move(other_lines)},
       engine->gpus(), engine);
   kmsg::KernelLogXids* source = kernel_log.get();
   engine->SetExternalCounters([source](Snapshot::Counters* counters) {
@@ -254,18 +264,19 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
   if (!engine.ok()) return engine.status();
   const std::string sysfs_root =
       flags.sysfs_root.has_value() ? *flags.sysfs_root : (flags.backend == "nvml" ? "/sys" : "");
+  network::NetworkMonitor* network = nullptr;
   if (!sysfs_root.empty()) {
-    if (absl::Status started = StartNetwork(sysfs_root, config.network, engine->get());
-        !started.ok()) {
-      return started;
-    }
+    auto started = StartNetwork(sysfs_root, config.network, engine->get());
+    if (!started.ok()) return started.status();
+    network = *started;
   }
   // The kernel log: what it holds since boot is applied before the first tick, so an XID from
   // before this start is in the first verdict.
   const std::string kmsg_path =
       flags.kmsg.has_value() ? *flags.kmsg : (flags.backend == "nvml" ? "/dev/kmsg" : "");
   std::unique_ptr<kmsg::KernelLogXids> kernel_log =
-      kmsg_path.empty() ? nullptr : StartKernelLog(flags, kmsg_path, boot_id, engine->get());
+      kmsg_path.empty() ? nullptr
+                        : StartKernelLog(flags, kmsg_path, boot_id, engine->get(), network);
   auto server = EngineServer::Start(engine->get(), {.unix_socket_path = flags.socket,
                                                     .tcp_address = flags.listen,
                                                     .inject_token = inject_token});

@@ -150,7 +150,14 @@ absl::Time KernelLogXids::RecordTime(const Record& record) const {
 
 void KernelLogXids::OnRecord(const Record& record) {
   const DriverLine line = ParseDriverLine(record.message);
-  if (std::holds_alternative<std::monostate>(line)) return;
+  if (std::holds_alternative<std::monostate>(line)) {
+    const bool applied_before = applied_before_.has_value() && record.sequence <= *applied_before_;
+    if (record.facility == 0 && !applied_before && options_.other_lines &&
+        options_.other_lines(record.message, RecordTime(record))) {
+      unsettled_.emplace_back(record.sequence, options_.clock->Now());
+    }
+    return;
+  }
   if (record.facility != 0) {
     // Written to /dev/kmsg by a process: the kernel cannot be impersonated that way.
     ++stats_.not_kernel;

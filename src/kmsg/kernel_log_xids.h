@@ -65,6 +65,11 @@ struct KernelLogXidsOptions {
   // The time of a record: `now` minus how long before now it was logged. The default reads
   // CLOCK_MONOTONIC, the kernel log's clock; tests pass their own.
   std::function<absl::Duration()> monotonic_now;
+  // The kernel's other lines (not the NVIDIA driver's), for another module's parser (app gives
+  // network's, for the mlx5 driver's lines), with the record's time: true when it took the line,
+  // which then counts as applied like an XID (a restart in the same boot does not hand it again).
+  // Runs on the reader's thread (CatchUp's caller before Start()); must not block. Unset: none.
+  std::function<bool(std::string_view message, absl::Time time)> other_lines;
 };
 
 class KernelLogXids {

@@ -79,11 +79,12 @@ std::optional<double> NetworkMonitor::PeerRate(size_t except) const {
   return peer;
 }
 
-void NetworkMonitor::OnKernelLine(std::string_view message, absl::Time time) {
+bool NetworkMonitor::OnKernelLine(std::string_view message, absl::Time time) {
   std::optional<NicLogLine> line = ParseNicLogLine(message);
-  if (!line.has_value()) return;
+  if (!line.has_value()) return false;
   absl::MutexLock lock(&lines_mutex_);
   lines_.emplace_back(*std::move(line), time);
+  return true;
 }
 
 void NetworkMonitor::JudgeLogLines() {

@@ -43,9 +43,9 @@ class NetworkMonitor final : public HealthSource {
   // The ports as last read (identity, GPUs, state), for discovery. Thread-safe.
   std::vector<MappedPort> Ports() const;
   std::vector<NicPortEntity> NicPorts() const override;
-  // A kernel-log message (the record's text) logged at `time`: an mlx5 line about one of the
-  // node's NICs is judged at the next Judge(); any other is ignored. Thread-safe; no I/O.
-  void OnKernelLine(std::string_view message, absl::Time time);
+  // A kernel-log message (the record's text) logged at `time`: an mlx5 line is judged at the next
+  // Judge() (true: taken); any other is not (false). Thread-safe; no I/O.
+  bool OnKernelLine(std::string_view message, absl::Time time);
 
  private:
   struct Watched {
