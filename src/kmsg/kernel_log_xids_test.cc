@@ -55,14 +55,18 @@ class KernelLogXidsTest : public ::testing::Test {
            "3,106,60000004,-;nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Severity 1 Engine "
            "instance 48 Sub-engine instance 00\n";
   }
-  std::unique_ptr<KernelLogXids> Source(const std::string& boot_id, RecordingSink* sink) {
+  // `other_lines`: the hook for the kernel's other lines (none by default).
+  std::unique_ptr<KernelLogXids> Source(
+      const std::string& boot_id, RecordingSink* sink,
+      std::function<bool(std::string_view, absl::Time)> other_lines = nullptr) {
     return std::make_unique<KernelLogXids>(
         KernelLogXidsOptions{.path = log_,
                              .state_path = (dir_.path() / "kmsg.state").string(),
                              .boot_id = boot_id,
                              .clock = &clock_,
                              // 100 s since boot now: the XID at 60 s was logged 40 s ago.
-                             .monotonic_now = [] { return absl::Seconds(100); }},
+                             .monotonic_now = [] { return absl::Seconds(100); },
+                             .other_lines = std::move(other_lines)},
         kGpus, sink);
   }
 
@@ -141,6 +145,37 @@ TEST_F(KernelLogXidsTest, NewLinesAreFollowedAfterTheStart) {
   auto restarted = Restarted(std::move(source), &again);
   EXPECT_TRUE(again.events().empty());
   EXPECT_EQ(restarted->stats().already_applied, 2u);
+}
+
+// The kernel's other lines go to the hook with their time; what a process wrote does not (the
+// kernel cannot be impersonated); a line the hook took is applied once, like an XID: a restart
+// in the same boot does not hand it again, and one it did not take is offered again.
+TEST_F(KernelLogXidsTest, TheKernelsOtherLinesGoToTheHookOnce) {
+  std::ofstream(log_, std::ios::app)
+      << "3,107,70000000,-;mlx5_core 0000:5e:00.0: poll_health:852:(pid 0): device's health "
+         "compromised - reached miss count\n"
+         "11,108,70000001,-;mlx5_core 0000:5e:00.0: written by a process\n";
+  std::vector<std::pair<std::string, absl::Time>> offered;
+  auto take_mlx5 = [&](std::string_view message, absl::Time time) {
+    offered.emplace_back(std::string(message), time);
+    return message.starts_with("mlx5_core");
+  };
+  RecordingSink sink;
+  auto source = Source("boot-1", &sink, take_mlx5);
+  source->CatchUp();
+  std::vector<std::string> messages;
+  for (const auto& [message, time] : offered) messages.push_back(message);
+  EXPECT_EQ(messages, (std::vector<std::string>{
+                          "Linux version 6.1.0", "NVRM: GPU at PCI:0000:3b:00: GPU-2",
+                          "mlx5_core 0000:5e:00.0: poll_health:852:(pid 0): device's health "
+                          "compromised - reached miss count"}));
+  EXPECT_EQ(offered.back().second, clock_.Now() - absl::Seconds(30));
+  offered.clear();
+  clock_.Advance(kSettle);  // settled, then a restart in the same boot
+  source->Stop();
+  RecordingSink again;
+  Source("boot-1", &again, take_mlx5)->CatchUp();
+  EXPECT_TRUE(offered.empty()) << "the mlx5 line was taken and settled before the restart";
 }
 
 // A crash right after an XID (before it settled: its incident may not be on disk yet) applies
