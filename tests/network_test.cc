@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon.h"
 #include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -210,6 +211,47 @@ TEST(NetworkTest, TheDriversKernelLogLinesBecomeIncidentsOfTheirPortsGpus) {
                         "reached miss count\""));
   EXPECT_EQ(verdict["gpus"][4]["systems"]["network"]["incidents"][0]["code"],
             "VIGIL_FR_NET_LINK_DOWN_LOGGED");
+}
+
+// The exporter serves the ports as node_exporter's infiniband series, with the GPUs' network
+// health; promtool accepts the scrape without a lint on any of them.
+TEST(NetworkTest, TheExporterServesThePortsSeriesAndPromtoolAcceptsThem) {
+  TempDir dir;
+  FakeSysfs sysfs(dir.File("sys"));
+  LayOutDgx(&sysfs);
+  sysfs.Write(FakeSysfs::PortDir("mlx5_3", 1) + "/counters/symbol_error", "7");
+  EngineProcess engine(dir.path().string(), "n1", 8, {"--sysfs-root", sysfs.root()});
+  ASSERT_FALSE(engine.unix_address.empty()) << engine.process->Stderr();
+  HttpDaemon exporter("exporter", dir.path().string(), engine.unix_address,
+                      {"--node-name", "node-a"});
+  ASSERT_GT(exporter.port(), 0) << exporter.process().Stderr();
+  const std::string body = exporter.GetUntil("/metrics", [](const std::string& b) {
+    return b.find("node_infiniband_state_id") != std::string::npos;
+  });
+  EXPECT_THAT(body, HasSubstr("node_infiniband_state_id{device=\"mlx5_3\",port=\"1\"} 4\n"));
+  EXPECT_THAT(body,
+              HasSubstr("node_infiniband_physical_state_id{device=\"mlx5_8\",port=\"2\"} 5\n"));
+  EXPECT_THAT(body, HasSubstr("node_infiniband_rate_bytes_per_second{device=\"mlx5_0\",port=\"1\"} "
+                              "50000000000\n"));
+  EXPECT_THAT(body, HasSubstr("node_infiniband_rate_bytes_per_second{device=\"mlx5_8\",port=\"1\"} "
+                              "25000000000\n"));
+  EXPECT_THAT(body,
+              HasSubstr("node_infiniband_symbol_error_total{device=\"mlx5_3\",port=\"1\"} 7\n"));
+  EXPECT_THAT(body, HasSubstr("vigil_nic_port_info{device=\"mlx5_8\",port=\"2\",link_layer="
+                              "\"Ethernet\",netdev=\"ens8f0np0\",pci_bus_id=\"0000:e1:00.0\","
+                              "gpus=\"4,5,6,7\",attachment=\"numa-node\"} 1\n"));
+  EXPECT_THAT(
+      body,
+      ::testing::ContainsRegex(
+          "vigil_gpu_health_status\\{gpu=\"3\",UUID=\"GPU-[^\"]+\",system=\"network\"\\} 0\n"));
+  const std::string scrape = dir.File("scrape.txt");
+  std::ofstream(scrape) << body;
+  auto promtool = Shell("promtool check metrics < " + scrape);
+  EXPECT_TRUE(promtool.exit_code == 0 || promtool.exit_code == 3) << promtool.err << promtool.out;
+  for (const char* name : {"node_infiniband", "vigil_nic_port_info", "vigil_gpu_health"}) {
+    EXPECT_THAT(promtool.err + promtool.out, ::testing::Not(HasSubstr(name)))
+        << "a lint on " << name << ": " << promtool.err << promtool.out;
+  }
 }
 
 TEST(NetworkTest, AnOverrideOfAPortTheNodeLacksIsOneLineAndExit2) {

@@ -170,4 +170,21 @@ std::string_view XidSeverityText(v1::XidSeverity severity) {
   }
 }
 
+void ToProto(const NicPortEntity& port, v1::NicPort* out) {
+  out->set_name(port.name);
+  out->set_pci_bus_id(port.pci_bus_id);
+  out->set_link_layer(port.link_layer);
+  out->set_netdev(port.netdev);
+  for (uint32_t gpu : port.gpus) out->add_gpus(gpu);
+  out->set_attachment(port.attachment);
+  out->set_state(port.state);
+  out->set_phys_state(port.phys_state);
+  out->set_state_id(port.state_id);
+  out->set_phys_state_id(port.phys_state_id);
+  out->set_rate_gbps(port.rate_gbps);
+  out->set_lanes(port.lanes);
+  out->set_speed(port.speed);
+  for (const auto& [name, value] : port.counters) (*out->mutable_counters())[name] = value;
+}
+
 }  // namespace vigil

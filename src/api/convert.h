@@ -6,12 +6,14 @@
 #include <cstdint>
 #include <string_view>
 
+#include "fields/nic_port_entity.h"
 #include "fields/value.h"
 #include "vigil/v1/engine.pb.h"
 
 namespace vigil {
 
 v1::ValueStatus ToProto(ValueStatus status);
+void ToProto(const NicPortEntity& port, v1::NicPort* out);
 // The inverse; an unknown wire value (a newer engine) reads as kReadError.
 ValueStatus FromProto(v1::ValueStatus status);
 v1::FieldType ToProto(FieldType type);

@@ -506,8 +506,12 @@ void Engine::JudgeAndPublish(std::shared_ptr<Snapshot> next, absl::Time now) {
   // The sources read (sysfs) with no lock held; their reports join this tick's verdict.
   std::vector<SourceReport> reports;
   reports.reserve(sources_.size());
-  for (const std::unique_ptr<HealthSource>& source : sources_)
+  for (const std::unique_ptr<HealthSource>& source : sources_) {
     reports.push_back(source->Judge(now));
+  }
+  if (!sources_.empty()) {
+    next->nic_ports = std::make_shared<const std::vector<NicPortEntity>>(NicPorts());
+  }
   // Health from the same snapshot, so the verdict carries this tick's seq.
   auto transitions = std::make_shared<std::vector<HealthTransition>>();
   next->health = health_->Evaluate(*next, now, transitions.get(), std::move(reports));

@@ -469,6 +469,120 @@ void AppendHealthMetrics(const ExporterView& view, PrometheusText* text) {
   }
 }
 
+// A NIC port counter as node_exporter's infiniband collector exports it, so its dashboards carry
+// over: the sysfs file, the metric (node_infiniband_ + name), its help, and the factor to its unit
+// (the data counters count 4-byte words).
+struct PortCounter {
+  std::string_view file, name, help;
+  uint64_t factor = 1;
+};
+constexpr PortCounter kPortCounters[] = {
+    {"excessive_buffer_overrun_errors", "excessive_buffer_overrun_errors_total",
+     "Number of times that OverrunErrors consecutive flow control update periods occurred, each "
+     "having at least one overrun error."},
+    {"link_downed", "link_downed_total",
+     "Number of times the link failed to recover from an error state and went down"},
+    {"link_error_recovery", "link_error_recovery_total",
+     "Number of times the link successfully recovered from an error state"},
+    {"local_link_integrity_errors", "local_link_integrity_errors_total",
+     "Number of times that the count of local physical errors exceeded the threshold specified "
+     "by LocalPhyErrors."},
+    {"port_rcv_data", "port_data_received_bytes_total",
+     "Number of data octets received on all links", 4},
+    {"port_xmit_data", "port_data_transmitted_bytes_total",
+     "Number of data octets transmitted on all links", 4},
+    {"port_xmit_discards", "port_discards_transmitted_total",
+     "Number of outbound packets discarded by the port because the port is down or congested"},
+    {"port_rcv_discards", "port_discards_received_total",
+     "Number of inbound packets discarded by the port because the port is down or congested"},
+    {"port_xmit_wait", "port_transmit_wait_total",
+     "Number of ticks during which the port had data to transmit but no data was sent during the "
+     "entire tick"},
+    {"port_rcv_errors", "port_errors_received_total",
+     "Number of packets containing an error that were received on this port"},
+    {"port_rcv_packets", "port_packets_received_total",
+     "Number of packets received on all VLs by this port (including errors)"},
+    {"port_xmit_packets", "port_packets_transmitted_total",
+     "Number of packets transmitted on all VLs from this port (including errors)"},
+    {"symbol_error", "symbol_error_total",
+     "Number of minor link errors detected on one or more physical lanes."},
+    // hw_counters (mlx5): node_exporter's names; its help texts are the driver's long ones.
+    {"out_of_buffer", "out_of_buffer_drops_total",
+     "Number of drops that occurred due to lack of WQE for the associated QPs"},
+    {"rnr_nak_retry_err", "rnr_nak_retry_packets_received_total",
+     "Number of received RNR NAK packets (the remote side was not ready)"},
+};
+
+// The NIC ports the engine reads, as node_exporter's infiniband collector names their series
+// (device and port labels), so its dashboards and alerts carry over; docs/exporter.md says which
+// of its series Vigil has. A value the engine could not read is left out, never made up.
+void AppendNicPortMetrics(const ExporterView& view, PrometheusText* text) {
+  if (view.tick.nic_ports_size() == 0) return;
+  struct Port {
+    std::string device, port;
+    const v1::NicPort* data;
+  };
+  std::vector<Port> ports;
+  for (const v1::NicPort& port : view.tick.nic_ports()) {
+    const size_t slash = port.name().rfind('/');
+    if (slash == std::string::npos) continue;  // the engine names every port HCA/PORT
+    ports.push_back({port.name().substr(0, slash), port.name().substr(slash + 1), &port});
+  }
+  text->Family("node_infiniband_state_id", MetricType::kGauge,
+               "State of the InfiniBand port (0: no change, 1: down, 2: init, 3: armed, 4: active, "
+               "5: act defer)");
+  for (const Port& port : ports) {
+    if (port.data->state_id() < 0) continue;  // not read
+    text->Sample("node_infiniband_state_id", {{"device", port.device}, {"port", port.port}},
+                 static_cast<int64_t>(port.data->state_id()));
+  }
+  text->Family("node_infiniband_physical_state_id", MetricType::kGauge,
+               "Physical state of the InfiniBand port (0: no change, 1: sleep, 2: polling, 3: "
+               "disable, 4: shift, 5: link up, 6: link error recover, 7: phytest)");
+  for (const Port& port : ports) {
+    if (port.data->phys_state_id() < 0) continue;
+    text->Sample("node_infiniband_physical_state_id",
+                 {{"device", port.device}, {"port", port.port}},
+                 static_cast<int64_t>(port.data->phys_state_id()));
+  }
+  text->Family("node_infiniband_rate_bytes_per_second", MetricType::kGauge,
+               "Maximum signal transfer rate");
+  for (const Port& port : ports) {
+    if (port.data->rate_gbps() <= 0) continue;
+    text->Sample("node_infiniband_rate_bytes_per_second",
+                 {{"device", port.device}, {"port", port.port}},
+                 static_cast<uint64_t>(port.data->rate_gbps() * 125'000'000));
+  }
+  for (const PortCounter& counter : kPortCounters) {
+    const std::string name = fmt::format("node_infiniband_{}", counter.name);
+    bool any = false;
+    for (const Port& port : ports) {
+      auto value = port.data->counters().find(std::string(counter.file));
+      if (value == port.data->counters().end()) continue;
+      if (!any) text->Family(name, MetricType::kCounter, counter.help);
+      any = true;
+      text->Sample(name, {{"device", port.device}, {"port", port.port}},
+                   value->second * counter.factor);
+    }
+  }
+  // Vigil's own: which GPUs each port serves, for joins with the GPU series.
+  text->Family("vigil_nic_port_info", MetricType::kGauge,
+               "A NIC port the engine reads: its link layer, netdev, PCI function and the GPUs it "
+               "serves (a comma-separated list of indexes; empty: the node's). Always 1.");
+  for (const Port& port : ports) {
+    const std::string gpus = fmt::format("{}", fmt::join(port.data->gpus(), ","));
+    text->Sample("vigil_nic_port_info",
+                 {{"device", port.device},
+                  {"port", port.port},
+                  {"link_layer", port.data->link_layer()},
+                  {"netdev", port.data->netdev()},
+                  {"pci_bus_id", port.data->pci_bus_id()},
+                  {"gpus", gpus},
+                  {"attachment", port.data->attachment()}},
+                 1);
+  }
+}
+
 }  // namespace
 
 std::string RenderMetrics(const Counters& counters, const ExporterView& view,
@@ -484,6 +598,7 @@ std::string RenderMetrics(const Counters& counters, const ExporterView& view,
   if (view.engine_up) {
     AppendEngineMetrics(view, &text);
     AppendHealthMetrics(view, &text);
+    AppendNicPortMetrics(view, &text);
   }
   return out;
 }

@@ -198,6 +198,48 @@ TEST(RenderTest, NvswitchErrorsAreCountedBySwitchAndCode) {
                         "08:00.0\",sxid=\"22013\",severity=\"non-fatal\"} 1\n"));
 }
 
+// The NIC ports, as node_exporter's infiniband collector names their series (device and port
+// labels; the data counters in bytes, the rate in bytes per second), and which GPUs each serves.
+TEST(RenderTest, NicPortsAreNodeExportersInfinibandSeries) {
+  const Counters counters = Parse("DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n");
+  ExporterView view = TwoGpus();
+  std::string text = RenderMetrics(counters, view, {});
+  EXPECT_THAT(text, Not(HasSubstr("node_infiniband"))) << "no ports: no series";
+  v1::NicPort* port = view.tick.add_nic_ports();
+  port->set_name("mlx5_3/1");
+  port->set_link_layer("InfiniBand");
+  port->set_pci_bus_id("0000:5e:00.0");
+  port->add_gpus(3);
+  port->set_attachment("pcie-switch");
+  port->set_state_id(4);
+  port->set_phys_state_id(5);
+  port->set_rate_gbps(400);
+  (*port->mutable_counters())["symbol_error"] = 7;
+  (*port->mutable_counters())["port_xmit_data"] = 1000;
+  v1::NicPort* unread = view.tick.add_nic_ports();
+  unread->set_name("mlx5_8/1");
+  unread->set_state_id(-1);
+  unread->set_phys_state_id(-1);
+  text = RenderMetrics(counters, view, {});
+  EXPECT_THAT(text, HasSubstr("# TYPE node_infiniband_state_id gauge\n"
+                              "node_infiniband_state_id{device=\"mlx5_3\",port=\"1\"} 4\n"
+                              "# HELP node_infiniband_physical_state_id"));
+  EXPECT_THAT(text,
+              HasSubstr("node_infiniband_physical_state_id{device=\"mlx5_3\",port=\"1\"} 5\n"));
+  EXPECT_THAT(text, HasSubstr("node_infiniband_rate_bytes_per_second{device=\"mlx5_3\",port=\"1\"} "
+                              "50000000000\n"));
+  EXPECT_THAT(text,
+              HasSubstr("# TYPE node_infiniband_symbol_error_total counter\n"
+                        "node_infiniband_symbol_error_total{device=\"mlx5_3\",port=\"1\"} 7\n"));
+  EXPECT_THAT(text, HasSubstr("node_infiniband_port_data_transmitted_bytes_total{device=\"mlx5_3\","
+                              "port=\"1\"} 4000\n"));
+  EXPECT_THAT(text, Not(HasSubstr("node_infiniband_link_downed_total"))) << "not read: left out";
+  EXPECT_THAT(text, Not(HasSubstr("device=\"mlx5_8\",port=\"1\"} -1"))) << "unread: no value";
+  EXPECT_THAT(text, HasSubstr("vigil_nic_port_info{device=\"mlx5_3\",port=\"1\",link_layer="
+                              "\"InfiniBand\",netdev=\"\",pci_bus_id=\"0000:5e:00.0\",gpus=\"3\","
+                              "attachment=\"pcie-switch\"} 1\n"));
+}
+
 // A drill's status says injected="true" (alerts route it to a test receiver); a real incident at
 // the same status takes the label away, so a drill never hides a real fault.
 TEST(RenderTest, TheInjectedLabelMarksOnlyWhatADrillAloneDrives) {

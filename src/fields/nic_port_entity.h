@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,11 @@ struct NicPortEntity {
   double rate_gbps = 0;    // 0: unknown
   uint32_t lanes = 0;
   std::string speed;  // "NDR"
+  // The states' numbers as sysfs prints them before the name ("4: ACTIVE"); -1 where not read.
+  int state_id = -1;
+  int phys_state_id = -1;
+  // counters/ and hw_counters/ as last read, by file name ("symbol_error", "port_xmit_data").
+  std::map<std::string, uint64_t> counters;
 
   bool operator==(const NicPortEntity&) const = default;
 };

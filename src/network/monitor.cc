@@ -175,13 +175,20 @@ std::vector<NicPortEntity> NetworkMonitor::NicPorts() const {
     entity.gpus = mapped.attachment.gpus;
     entity.attachment =
         mapped.overridden ? "config" : std::string(AffinityName(mapped.attachment.affinity));
-    if (port.state.has_value()) entity.state = PortStateName(*port.state);
-    if (port.phys_state.has_value()) entity.phys_state = PhysStateName(*port.phys_state);
+    if (port.state.has_value()) {
+      entity.state = PortStateName(*port.state);
+      entity.state_id = static_cast<int>(*port.state);
+    }
+    if (port.phys_state.has_value()) {
+      entity.phys_state = PhysStateName(*port.phys_state);
+      entity.phys_state_id = static_cast<int>(*port.phys_state);
+    }
     if (port.rate.has_value()) {
       entity.rate_gbps = port.rate->gbps;
       entity.lanes = port.rate->lanes;
       entity.speed = port.rate->speed;
     }
+    entity.counters = port.counters;
   }
   return entities;
 }

@@ -185,7 +185,16 @@ TEST_F(MonitorTest, PortsShowsEachPortWithItsGpusAndLastState) {
                                         .phys_state = "LinkUp",
                                         .rate_gbps = 200,
                                         .lanes = 4,
-                                        .speed = "HDR"}));
+                                        .speed = "HDR",
+                                        .state_id = 4,
+                                        .phys_state_id = 5,
+                                        .counters = {{"symbol_error", 0},
+                                                     {"link_downed", 0},
+                                                     {"link_error_recovery", 0},
+                                                     {"port_rcv_errors", 0},
+                                                     {"local_link_integrity_errors", 0},
+                                                     {"excessive_buffer_overrun_errors", 0},
+                                                     {"out_of_buffer", 0}}}));
 }
 
 }  // namespace

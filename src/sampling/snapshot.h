@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "fields/catalogue.h"
 #include "fields/mig_entity.h"
+#include "fields/nic_port_entity.h"
 #include "fields/value.h"
 
 namespace vigil {
@@ -104,6 +105,8 @@ struct Snapshot {
   ValueStatus gpu_read_status(uint32_t gpu) const {
     return gpu < gpu_read.size() ? gpu_read[gpu] : ValueStatus::kOk;
   }
+  // The NIC ports the engine's sources read, as of this tick (null where it reads none).
+  std::shared_ptr<const std::vector<NicPortEntity>> nic_ports;
   // The health verdict computed from this snapshot (same seq), and what changed at this tick.
   std::shared_ptr<const HealthVerdict> health;
   std::shared_ptr<const std::vector<HealthTransition>> health_transitions;

@@ -170,20 +170,7 @@ grpc::ServerUnaryReactor* EngineService::ListGpus(grpc::CallbackServerContext* c
                                                   const v1::ListGpusRequest*,
                                                   v1::ListGpusResponse* response) {
   response->set_instance_id(engine_->identity().instance_id);
-  for (const NicPortEntity& port : engine_->NicPorts()) {
-    v1::NicPort* out = response->add_nic_ports();
-    out->set_name(port.name);
-    out->set_pci_bus_id(port.pci_bus_id);
-    out->set_link_layer(port.link_layer);
-    out->set_netdev(port.netdev);
-    for (uint32_t gpu : port.gpus) out->add_gpus(gpu);
-    out->set_attachment(port.attachment);
-    out->set_state(port.state);
-    out->set_phys_state(port.phys_state);
-    out->set_rate_gbps(port.rate_gbps);
-    out->set_lanes(port.lanes);
-    out->set_speed(port.speed);
-  }
+  for (const NicPortEntity& port : engine_->NicPorts()) ToProto(port, response->add_nic_ports());
   const std::shared_ptr<const MigTable> mig = engine_->Mig();
   response->set_mig_generation(mig->generation);
   for (const GpuIdentity& gpu : engine_->gpus()) {

@@ -47,6 +47,9 @@ std::shared_ptr<const std::string> TickEncoder::Encode(const Snapshot& snapshot,
                update.mutable_values());
   update.set_mig_generation(snapshot.mig != nullptr ? snapshot.mig->generation : 0);
   ToProto(snapshot.counters, update.mutable_counters());
+  if (snapshot.nic_ports != nullptr) {
+    for (const NicPortEntity& port : *snapshot.nic_ports) ToProto(port, update.add_nic_ports());
+  }
   if (filter.include_health && snapshot.health != nullptr) {
     ToProto(*snapshot.health, instance_id_, filter.gpus, update.mutable_health());
   }
