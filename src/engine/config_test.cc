@@ -1,8 +1,10 @@
 // Tests for engine config parsing: defaults, overrides, and each kind of bad input.
 #include "engine/config.h"
 
+#include "common/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/paths.h"
 
 namespace vigil {
 namespace {
@@ -16,6 +18,25 @@ TEST(EngineConfigTest, EmptyMeansDefaults) {
   EXPECT_EQ(config->history_max_age, absl::Hours(24));
   EXPECT_TRUE(config->interval_overrides.empty());
   EXPECT_EQ(config->EffectiveGpuReadTimeout(), absl::Milliseconds(500));
+}
+
+// The shipped config shows every setting at its default: it parses, and its network section is
+// the built-in policy.
+TEST(EngineConfigTest, TheShippedConfigIsTheDefaults) {
+  const absl::StatusOr<std::string> shipped =
+      ReadFile(testing::SourceDir() + "/deploy/config/engine.yaml");
+  ASSERT_TRUE(shipped.ok()) << shipped.status();
+  auto config = ParseEngineConfig(*shipped, "deploy/config/engine.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const NetworkPolicy defaults = DefaultNetworkPolicy();
+  EXPECT_EQ(config->network.state_interval, defaults.state_interval);
+  EXPECT_EQ(config->network.counter_interval, defaults.counter_interval);
+  EXPECT_EQ(config->network.fail_after, defaults.fail_after);
+  EXPECT_EQ(config->network.training_fail_after, defaults.training_fail_after);
+  EXPECT_EQ(config->network.recovery_window, defaults.recovery_window);
+  EXPECT_EQ(config->network.rate_degraded, defaults.rate_degraded);
+  EXPECT_EQ(config->network.counters.size(), defaults.counters.size());
+  EXPECT_EQ(config->tick_interval, EngineConfig{}.tick_interval);
 }
 
 TEST(EngineConfigTest, ReadsEverySetting) {

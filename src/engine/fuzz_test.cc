@@ -18,7 +18,11 @@ TEST(EngineFuzzTest, ConfigFilesParseOrNameTheirProblem) {
   const std::vector<std::string> seeds = {*shipped, "tick_interval: 500ms\nhistory_max_age: 2h\n",
                                           "health:\n  xids:\n    79: {severity: fail}\n    13: "
                                           "{severity: count, count: 3, window: 1h}\n",
-                                          "fields:\n  - {id: 150, interval: 5s}\n"};
+                                          "fields:\n  - {id: 150, interval: 5s}\n",
+                                          "network:\n  counter_interval: 10s\n  ports: {mlx5_0/1: "
+                                          "[0]}\n  state: {fail_after: 0s}\n  counters:\n    "
+                                          "symbol_error_ber: {over: 60}\n    rnr: {counter: "
+                                          "rnr_nak_retry_err, over: 1, per: 1s}\n"};
   const testing::FuzzRun run = testing::Fuzz(
       "engine config", seeds, ":- \n{}[],#0123456789smh._abcdefghiklmnoprstuvwxyz\"'", 20'000,
       [](const std::string& input) {

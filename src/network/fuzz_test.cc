@@ -1,13 +1,17 @@
-// Fuzz target of the NIC port's sysfs parsers (testing/fuzz.h): every file the kernel writes for a
-// port (state, phys_state, rate, link_layer, counters, the netdev's speed and carrier), mutated,
-// and random text. For any input: a value that prints back as the kernel would print it, or one
-// line that quotes the text without a raw control byte, never a crash (ASan in `make fuzz`).
+// Fuzz targets of the network module's parsers (testing/fuzz.h). The NIC port's sysfs files (state,
+// phys_state, rate, link_layer, counters, the netdev's speed and carrier), mutated, and random
+// text: for any input, a value that prints back as the kernel would print it, or one line that
+// quotes the text without a raw control byte. The mlx5 driver's kernel-log lines: for any input,
+// nothing, or a line whose bus id is in sysfs's form and whose text is a part of the input no
+// longer than 300 bytes. Never a crash (ASan in `make fuzz`).
 #include "testing/fuzz.h"
 
 #include <cmath>
 
+#include "common/pci_bus_id.h"
 #include "fmt/format.h"
 #include "gtest/gtest.h"
+#include "network/nic_log.h"
 #include "network/port.h"
 
 namespace vigil::network {
@@ -84,6 +88,35 @@ TEST(NetworkFuzzTest, SysfsFilesParseToWhatTheKernelPrintsOrOneCleanLine) {
         }
         if (auto carrier = ParseCarrier(input); carrier.ok()) parsed = true;
         return parsed;
+      });
+  EXPECT_GT(run.accepted, run.inputs / 100);
+}
+
+TEST(NetworkFuzzTest, Mlx5LinesGiveNothingOrAnHcaAndTheDriversWords) {
+  const std::vector<std::string> seeds = {
+      "mlx5_core 0000:01:00.1 eth1: Link up",
+      "mlx5_core 0000:e1:00.0 ens8f0np0: Link down",
+      "mlx5_core 0000:41:00.0: poll_health:852:(pid 0): device's health compromised - reached "
+      "miss count",
+      "mlx5_core 0000:41:00.0: poll_health:861:(pid 0): Fatal error 3 detected",
+      "mlx5_core 0000:63:00.1: Port module event: module 1, Cable unplugged",
+      "mlx5_core 0000:63:00.1: mlx5_port_module_event:1131:(pid 0): Port module event[error]: "
+      "module 0, Cable error, High Temperature",
+      "mlx5_core 0000:5c:00.0: mlx5_pcie_event:299:(pid 268269): Detected insufficient power on "
+      "the PCIe slot (27W).",
+      "mlx5_core 0000:65:00.0 eth0: NETDEV WATCHDOG: CPU: 5: transmit queue 0 timed out 5032 ms",
+      "mlx5_core 0000:56:00.0: wait_func:1189:(pid 72061): ACCESS_REG(0x805) timeout. Will cause "
+      "a leak of a command resource"};
+  const testing::FuzzRun run = testing::Fuzz(
+      "mlx5 kernel-log lines", seeds, "mlx5_core 0123456789abcdef:.()pid LinkupdownPort", 50'000,
+      [](const std::string& input) -> bool {
+        const std::optional<NicLogLine> line = ParseNicLogLine(input);
+        if (!line.has_value()) return false;
+        EXPECT_EQ(NormalizePciBusId(line->pci_bus_id), line->pci_bus_id) << input;
+        EXPECT_LE(line->text.size(), 300u) << input;
+        EXPECT_NE(input.find(line->text), std::string::npos) << input;
+        EXPECT_EQ(line->netdev.find(' '), std::string::npos) << input;
+        return true;
       });
   EXPECT_GT(run.accepted, run.inputs / 100);
 }
