@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "daemon.h"
+#include "dgx_sysfs.h"
 #include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -24,31 +25,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
-
-// The simulated GPUs' PCI buses (backend/sim_gpu.cc: a DGX H100's).
-constexpr int kSimBuses[] = {0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb};
-
-std::string Function(int bus, int device) {
-  return fmt::format("0000:{:02x}:{:02x}.0", bus, device);
-}
-
-// GPU i at 0000:BUS:00.0 and rail HCA mlx5_i at 0000:BUS+1:00.0, behind one switch.
-void LayOutDgx(FakeSysfs* sysfs) {
-  for (int i = 0; i < 8; ++i) {
-    const int bus = kSimBuses[i];
-    const std::vector<std::string> above = {fmt::format("pci0000:{:02x}", bus - 3),
-                                            Function(bus - 3, 1), Function(bus - 2, 0)};
-    std::vector<std::string> gpu = above, hca = above;
-    gpu.insert(gpu.end(), {Function(bus - 1, 0), Function(bus, 0)});
-    hca.insert(hca.end(), {Function(bus - 1, 1), Function(bus + 1, 0)});
-    sysfs->AddPciFunction(gpu, i < 4 ? 0 : 1);
-    sysfs->AddPciFunction(hca, i < 4 ? 0 : 1);
-    sysfs->AddHca(fmt::format("mlx5_{}", i), hca.back(), {FakeSysfs::Port{}});
-  }
-  sysfs->AddPciFunction({"pci0000:e0", "0000:e0:01.0", "0000:e1:00.0"}, 1);
-  FakeSysfs::Port roce{.rate = "200 Gb/sec (4X HDR)", .link_layer = "Ethernet"};
-  sysfs->AddHca("mlx5_8", "0000:e1:00.0", {roce, roce}, "ens8f0np0");
-}
 
 // A config file in `dir` with `network_yaml` as its network: section.
 std::string NetworkConfig(const TempDir& dir, const std::string& network_yaml) {
@@ -281,7 +257,7 @@ TEST(NetworkTest, TheEngineSaysEachPortAndTheGpusItServes) {
   for (int i = 0; i < 8; ++i) {
     EXPECT_THAT(log, HasSubstr(fmt::format(
                          "network: port mlx5_{}/1 (InfiniBand, {}) serves GPU {} (pcie-switch)", i,
-                         Function(kSimBuses[i] + 1, 0), i)));
+                         PciFunction(kSimBuses[i] + 1, 0), i)));
   }
   EXPECT_THAT(log, HasSubstr("network: port mlx5_8/2 (Ethernet, 0000:e1:00.0, ens8f0np0) serves "
                              "GPU 4, 5, 6, 7 (numa-node)"));
@@ -293,7 +269,7 @@ TEST(NetworkTest, TheEngineSaysEachPortAndTheGpusItServes) {
   for (int i = 0; i < 8; ++i) {
     const Json& port = found["nic_ports"][i];
     EXPECT_EQ(port["name"], fmt::format("mlx5_{}/1", i));
-    EXPECT_EQ(port["pci_bus_id"], Function(kSimBuses[i] + 1, 0));
+    EXPECT_EQ(port["pci_bus_id"], PciFunction(kSimBuses[i] + 1, 0));
     EXPECT_EQ(port["link_layer"], "InfiniBand");
     EXPECT_EQ(port["gpus"], Json::array({i}));
     EXPECT_EQ(port["attachment"], "pcie-switch");
