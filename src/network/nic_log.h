@@ -6,6 +6,7 @@
 // a netdev line "mlx5_core BUS_ID IFNAME: TEXT". Pure functions; thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
