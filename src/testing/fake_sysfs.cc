@@ -14,7 +14,12 @@ FakeSysfs::FakeSysfs(std::string root) : root_(std::move(root)) { fs::create_dir
 void FakeSysfs::Write(const std::string& relative, const std::string& contents) {
   const fs::path file = fs::path(root_) / relative;
   fs::create_directories(file.parent_path());
-  std::ofstream(file) << contents << "\n";
+  // As the kernel's show() does, a reader sees the old value or the new one, never a torn or
+  // empty file: the new one is written beside the tree (where no directory listing of it sees
+  // it) and renamed into place.
+  const fs::path staged = fs::path(root_).parent_path() / ".fake-sysfs-write";
+  std::ofstream(staged) << contents << "\n";
+  fs::rename(staged, file);
 }
 
 std::string FakeSysfs::PortDir(const std::string& hca, uint32_t port) {

@@ -42,7 +42,8 @@ class FakeSysfs {
   void AddHca(const std::string& name, const std::string& bus_id, const std::vector<Port>& ports,
               const std::string& netdev = "");
 
-  // Replaces one file's contents (a newline is appended), relative to the root:
+  // Replaces one file's contents (a newline is appended), relative to the root, at once: a reader
+  // sees the old contents or the new, as the kernel's files give them:
   // Write("class/infiniband/mlx5_0/ports/1/state", "1: DOWN").
   void Write(const std::string& relative, const std::string& contents);
   // The directory of port `port` of `hca`, relative to the root.
