@@ -46,6 +46,12 @@ std::vector<std::string> NetworkStatuses(const EngineProcess& engine, Json* verd
   return statuses;
 }
 
+// Whether every GPU's network turns PASS (the engine has ticked and read its ports).
+bool AllPassEventually(const EngineProcess& engine, Json* verdict) {
+  return Eventually(
+      [&] { return NetworkStatuses(engine, verdict) == std::vector<std::string>(8, "PASS"); });
+}
+
 // The statuses with GPU `gpu`'s set to `status` and every other PASS.
 std::vector<std::string> AllPassBut(uint32_t gpu, const std::string& status) {
   std::vector<std::string> statuses(8, "PASS");
@@ -62,9 +68,7 @@ TEST(NetworkTest, ARailDownFailsItsGpuAloneAndClearsAfterTheRecoveryWindow) {
                        {"--sysfs-root", sysfs.root(), "--config", config});
   ASSERT_FALSE(engine.unix_address.empty()) << engine.process->Stderr();
   Json verdict;
-  ASSERT_TRUE(Eventually([&] {
-    return NetworkStatuses(engine, &verdict) == std::vector<std::string>(8, "PASS");
-  })) << verdict.dump();
+  ASSERT_TRUE(AllPassEventually(engine, &verdict)) << verdict.dump();
 
   sysfs.Write(FakeSysfs::PortDir("mlx5_3", 1) + "/state", "1: DOWN");
   sysfs.Write(FakeSysfs::PortDir("mlx5_3", 1) + "/phys_state", "3: Disabled");
@@ -87,9 +91,7 @@ TEST(NetworkTest, ARailDownFailsItsGpuAloneAndClearsAfterTheRecoveryWindow) {
                    .get<std::string>()
                    .find("back ACTIVE/LinkUp since") != std::string::npos;
   })) << verdict.dump();
-  ASSERT_TRUE(Eventually([&] {
-    return NetworkStatuses(engine, &verdict) == std::vector<std::string>(8, "PASS");
-  })) << verdict.dump();
+  ASSERT_TRUE(AllPassEventually(engine, &verdict)) << verdict.dump();
   const std::vector<Json> events =
       JsonLines(Vigil({"events", "--json", "--no-follow", "--engine", engine.unix_address}).out);
   // The network's transitions (a loaded machine may also see other systems' fields go stale).
@@ -116,9 +118,7 @@ TEST(NetworkTest, CountersPastARuleFailOrWarnWithItsCode) {
                        {"--sysfs-root", sysfs.root(), "--config", config});
   ASSERT_FALSE(engine.unix_address.empty()) << engine.process->Stderr();
   Json verdict;
-  ASSERT_TRUE(Eventually([&] {
-    return NetworkStatuses(engine, &verdict) == std::vector<std::string>(8, "PASS");
-  })) << verdict.dump();
+  ASSERT_TRUE(AllPassEventually(engine, &verdict)) << verdict.dump();
   sysfs.Write(FakeSysfs::PortDir("mlx5_0", 1) + "/counters/symbol_error", "121");
   sysfs.Write(FakeSysfs::PortDir("mlx5_6", 1) + "/counters/link_downed", "1");
   std::vector<std::string> expected(8, "PASS");
@@ -142,9 +142,7 @@ TEST(NetworkTest, AGarbledStateFileMakesItsGpuUnknownWithOneWarning) {
   EngineProcess engine(dir.path().string(), "n1", 8, {"--sysfs-root", sysfs.root()});
   ASSERT_FALSE(engine.unix_address.empty()) << engine.process->Stderr();
   Json verdict;
-  ASSERT_TRUE(Eventually([&] {
-    return NetworkStatuses(engine, &verdict) == std::vector<std::string>(8, "PASS");
-  })) << verdict.dump();
+  ASSERT_TRUE(AllPassEventually(engine, &verdict)) << verdict.dump();
   sysfs.Write(FakeSysfs::PortDir("mlx5_2", 1) + "/state", "4 ACTIVE");
   ASSERT_TRUE(Eventually([&] {
     return NetworkStatuses(engine, &verdict) == AllPassBut(2, "UNKNOWN");
@@ -174,9 +172,7 @@ TEST(NetworkTest, TheDriversKernelLogLinesBecomeIncidentsOfTheirPortsGpus) {
   EngineProcess engine(dir.path().string(), "n1", 8, {"--sysfs-root", sysfs.root(), "--kmsg", log});
   ASSERT_FALSE(engine.unix_address.empty()) << engine.process->Stderr();
   Json verdict;
-  ASSERT_TRUE(Eventually([&] {
-    return NetworkStatuses(engine, &verdict) == std::vector<std::string>(8, "PASS");
-  })) << verdict.dump();
+  ASSERT_TRUE(AllPassEventually(engine, &verdict)) << verdict.dump();
   std::ofstream(log, std::ios::app)
       << "6,2,9000000,-;mlx5_core 0000:e1:00.0 ens8f0np0: Link down\n"
          "3,3,9100000,-;mlx5_core 0000:5e:00.0: poll_health:852:(pid 0): device's health "
