@@ -33,6 +33,7 @@ const std::map<std::string, Modules>& Allowed() {
       {"backend", {"common", "fields"}},
       {"kmsg", {"common", "fields", "backend"}},
       {"network", {"common", "fields", "backend", "sampling", "health"}},
+      {"nvswitch", {"common", "fields", "backend", "kmsg", "sampling", "health"}},
       {"sampling", {"common", "fields"}},
       {"health", {"common", "fields", "backend", "sampling"}},
       {"inject", {"common", "fields", "sampling"}},
@@ -53,17 +54,17 @@ const std::map<std::string, Modules>& Allowed() {
       {"cli",
        {"common", "fields", "api", "client", "exporter", "podresources", "healthcheck", "kube",
         "dra", "drill", "remediator", "report"}},
-      {"app", {"common", "fields",       "backend",  "kmsg",        "network",    "sampling",
-               "health", "inject",       "engine",   "api",         "server",     "client",
-               "kube",   "podresources", "exporter", "healthcheck", "remediator", "drill",
-               "cli",    "recorder",     "report",   "dra"}},
+      {"app", {"common",   "fields", "backend",      "kmsg",     "network",     "nvswitch",
+               "sampling", "health", "inject",       "engine",   "api",         "server",
+               "client",   "kube",   "podresources", "exporter", "healthcheck", "remediator",
+               "drill",    "cli",    "recorder",     "report",   "dra"}},
       {"testing", {"common"}},
   };
   return *allowed;
 }
 
-const Modules kEngineSide = {"backend", "kmsg",   "network",  "sampling", "health",
-                             "inject",  "engine", "recorder", "server"};
+const Modules kEngineSide = {"backend", "kmsg",   "network", "nvswitch", "sampling",
+                             "health",  "inject", "engine",  "recorder", "server"};
 const Modules kClients = {"client",     "kube",  "podresources", "exporter", "healthcheck",
                           "remediator", "drill", "report",       "cli",      "dra"};
 

@@ -18,6 +18,7 @@
 #include "network/monitor.h"
 #include "network/port_map.h"
 #include "network/sysfs_ports.h"
+#include "nvswitch/sxid_source.h"
 #include "server/authz.h"
 #include "spdlog/spdlog.h"
 
@@ -128,10 +129,9 @@ absl::StatusOr<network::NetworkMonitor*> StartNetwork(const std::string& sysfs_r
 // Starts the kernel log as the XID source beside the backend's events: what it holds since boot is
 // applied before the first tick (so an XID from before this start is in the first verdict), and
 // its state and counts are the engine's counters.
-std::unique_ptr<kmsg::KernelLogXids> StartKernelLog(const EngineFlags& flags,
-                                                    const std::string& kmsg_path,
-                                                    const std::string& boot_id, Engine* engine,
-                                                    network::NetworkMonitor* network) {
+std::unique_ptr<kmsg::KernelLogXids> StartKernelLog(
+    const EngineFlags& flags, const std::string& kmsg_path, const std::string& boot_id,
+    const HealthPolicy& health_policy, Engine* engine, network::NetworkMonitor* network) {
   std::function<bool(std::string_view, absl::Time)> other_lines;
   if (network != nullptr) {  // the mlx5 driver's lines, for the NIC ports' judges
     other_lines = [network](std::string_view message, absl::Time time) {
@@ -149,6 +149,13 @@ std::unique_ptr<kmsg::KernelLogXids> StartKernelLog(const EngineFlags& flags,
           .other_lines = std::move(other_lines)},
       engine->gpus(), engine);
   kmsg::KernelLogXids* source = kernel_log.get();
+  // The NVSwitches' SXids are judged by their own source, from this log: attached before the log
+  // hands over what it holds since boot.
+  engine->AddHealthSource(std::make_unique<nvswitch::SxidSource>(
+      health_policy, [source] { return source->reader_stats().state.load(); },
+      [engine](const std::string& key, const LogPosition& position) {
+        return engine->HealthCountsRecord(std::nullopt, key, position);
+      }));
   engine->SetExternalCounters([source](Snapshot::Counters* counters) {
     using KernelLog = Snapshot::Counters::KernelLog;
     switch (source->reader_stats().state.load()) {
@@ -275,8 +282,9 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
   const std::string kmsg_path =
       flags.kmsg.has_value() ? *flags.kmsg : (flags.backend == "nvml" ? "/dev/kmsg" : "");
   std::unique_ptr<kmsg::KernelLogXids> kernel_log =
-      kmsg_path.empty() ? nullptr
-                        : StartKernelLog(flags, kmsg_path, boot_id, engine->get(), network);
+      kmsg_path.empty()
+          ? nullptr
+          : StartKernelLog(flags, kmsg_path, boot_id, config.health, engine->get(), network);
   auto server = EngineServer::Start(engine->get(), {.unix_socket_path = flags.socket,
                                                     .tcp_address = flags.listen,
                                                     .inject_token = inject_token});

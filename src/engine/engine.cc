@@ -488,8 +488,21 @@ void Engine::StoreTick(Snapshot* next, const std::vector<FieldValue>& last_xid, 
 
 void Engine::AddHealthSource(std::unique_ptr<HealthSource> source) {
   VIGIL_CHECK(last_seq_ == 0);  // before the first tick
-  health_->AttachSource(source->system());
+  const HealthSystem system = source->system();
+  health_->AttachSource(system);
+  if (IsNodeLevel(system)) {
+    source->Cleared(std::nullopt, health_->LastClear(std::nullopt, system));
+  } else {
+    for (uint32_t gpu = 0; gpu < gpus().size(); ++gpu) {
+      source->Cleared(gpu, health_->LastClear(gpu, system));
+    }
+  }
   sources_.push_back(std::move(source));
+}
+
+bool Engine::HealthCountsRecord(std::optional<uint32_t> gpu, const std::string& key,
+                                const LogPosition& position) const {
+  return health_->CountsRecord(gpu, key, position);
 }
 
 std::vector<NicPortEntity> Engine::NicPorts() const {
@@ -686,14 +699,12 @@ void Engine::ApplyReported(const XidEvent& event) {
 }
 
 void Engine::OnSxid(const SxidEvent& event) {
-  if (health_->CountsSxidRecord(event)) {
-    spdlog::info(
-        "NVSwitch {}: SXid {} of the kernel log ({} record {}) already counted before a "
-        "restart",
-        event.nvswitch, event.sxid, event.log_position->source, event.log_position->sequence);
-    return;
+  // The sources were all added before the kernel log started: sources_ does not change now.
+  bool counted_before = false;
+  for (const std::unique_ptr<HealthSource>& source : sources_) {
+    counted_before |= !source->OnSxid(event);
   }
-  health_->RecordSxid(event);
+  if (counted_before) return;  // the source said so
   Record({.time = event.time,
           .kind = EventKind::kSxid,
           .sxid = event,
@@ -874,6 +885,11 @@ absl::StatusOr<std::vector<Incident>> Engine::ClearHealth(std::optional<uint32_t
   const absl::Time now = options_.clock->Now();
   std::vector<Incident> cleared =
       gpu ? health_->Clear(*gpu, system, reason, now) : health_->ClearNode(system, reason, now);
+  for (const std::unique_ptr<HealthSource>& source : sources_) {  // fixed since the first tick
+    const HealthSystem judged = source->system();
+    if (IsNodeLevel(judged) == gpu.has_value() || (system && *system != judged)) continue;
+    source->Cleared(gpu, now);  // its count rules start again
+  }
   std::string list;
   for (const Incident& incident : cleared) {
     list += fmt::format("{}{} {} ({})", list.empty() ? "" : ", ", HealthStatusName(incident.status),

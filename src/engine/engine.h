@@ -157,7 +157,13 @@ class Engine : public EventSink, private ScenarioTarget {
   // A source of findings beside the GPUs' fields (network/'s NIC ports, composed by app): judged
   // at every tick, on the tick thread with no engine lock held, and handed to the verdict of the
   // same tick. Every GPU's verdict lists its system from then on. Before the first tick.
+  // The clears a previous run persisted of its system are handed to it (HealthSource::Cleared).
   void AddHealthSource(std::unique_ptr<HealthSource> source);
+  // Whether the incident `key` of `gpu` (nullopt: the node's) already counts the kernel log's
+  // record at `position` (HealthEvaluator::CountsRecord): a source's check of what a restart
+  // reads again. Thread-safe.
+  bool HealthCountsRecord(std::optional<uint32_t> gpu, const std::string& key,
+                          const LogPosition& position) const;
   // The NIC ports the sources read (discovery). Thread-safe.
   std::vector<NicPortEntity> NicPorts() const;
 
@@ -349,7 +355,9 @@ class Engine : public EventSink, private ScenarioTarget {
   bool sampling_paused_ ABSL_GUARDED_BY(sampling_mutex_) = false;
   bool reads_in_flight_ ABSL_GUARDED_BY(sampling_mutex_) = false;
   std::function<void(Snapshot::Counters*)> external_counters_;  // set before the first tick
-  std::vector<std::unique_ptr<HealthSource>> sources_;  // set before the first tick; tick thread
+  // Set before the first tick (and before the kernel log starts), never changed after: read without
+  // a lock by the tick (Judge), the kernel log's thread (OnSxid) and gRPC threads (Cleared).
+  std::vector<std::unique_ptr<HealthSource>> sources_;
 
   // Tick thread: reads every GPU's MIG state when kMigPollInterval has passed; the new table
   // when any GPU's changed (logged and recorded as an event), else null.

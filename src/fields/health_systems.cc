@@ -1,11 +1,19 @@
 // Implements the health system lookups over the one table.
 #include "fields/health_systems.h"
 
+#include "common/check.h"
+
 namespace vigil {
 
 std::string_view HealthSystemName(HealthSystem system) {
   const auto index = static_cast<size_t>(system);
   return index < std::size(kHealthSystems) ? kHealthSystems[index].name : "unknown";
+}
+
+const HealthSystemInfo& HealthSystemInfoOf(HealthSystem system) {
+  const auto index = static_cast<size_t>(system);
+  VIGIL_CHECK(index < std::size(kHealthSystems));
+  return kHealthSystems[index];
 }
 
 std::optional<HealthSystem> ParseHealthSystem(std::string_view name) {

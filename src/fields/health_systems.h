@@ -4,8 +4,8 @@
 // the evaluator, config and request validation, the CLI's choices, the exporter's labels —
 // derives from it. Most systems are judged per GPU; a node-level system (`nvswitch`: the
 // NVSwitches' SXids) belongs to no one GPU and is judged once for the node. A system judged from a
-// source beside the GPU's fields (`network`: the NIC ports that serve the GPU) is listed only where
-// the engine has that source. Constant data; thread-safe.
+// source beside the GPU's fields (`network`: the NIC ports that serve the GPU; `nvswitch`: the
+// kernel log's SXids) is listed only where the engine has that source. Constant data; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +35,9 @@ struct HealthSystemInfo {
   // Judged by a source beside the GPU's fields (health/source.h), not by the DCGM rules: a GPU's
   // verdict lists it only when the engine has that source.
   bool from_source = false;
+  // A system from a source, where the engine has none: why it is not judged (shown with a FAIL
+  // restored from before a restart, which must not vanish because nothing reads it now).
+  std::string_view without_source = "";
 };
 
 // In enum order.
@@ -48,8 +51,11 @@ inline constexpr HealthSystemInfo kHealthSystems[] = {
     {HealthSystem::kDriver, "driver", "DRIVER"},
     // DCGM has no watch of NIC ports (DCGM 4.6's CONNECTX watch judges the adapter's PCIe errors):
     // "NETWORK" is Vigil's.
-    {HealthSystem::kNetwork, "network", "NETWORK", false, true},
-    {HealthSystem::kNvswitch, "nvswitch", "NVSWITCH", true},
+    {HealthSystem::kNetwork, "network", "NETWORK", false, true,
+     "the engine reads no NIC ports (--sysfs-root): the network is not judged"},
+    // The SXids of the kernel log (nvswitch/).
+    {HealthSystem::kNvswitch, "nvswitch", "NVSWITCH", true, true,
+     "the engine reads no kernel log (--kmsg): new NVSwitch errors are not seen"},
 };
 // The systems judged per GPU, in the order a GPU's verdict lists them.
 inline constexpr HealthSystem kGpuHealthSystems[] = {
@@ -76,6 +82,7 @@ constexpr bool HealthSystemsInEnumOrder() {
 static_assert(HealthSystemsInEnumOrder());
 
 std::string_view HealthSystemName(HealthSystem system);  // "pcie", "memory", ...
+const HealthSystemInfo& HealthSystemInfoOf(HealthSystem system);
 // Any system, GPU or node level, by its name.
 std::optional<HealthSystem> ParseHealthSystem(std::string_view name);
 bool IsNodeLevel(HealthSystem system);

@@ -7,6 +7,7 @@
 #include "common/check.h"
 #include "fields/catalogue.h"
 #include "fmt/format.h"
+#include "health/occurrence.h"
 #include "health/rules.h"
 #include "spdlog/spdlog.h"
 
@@ -17,26 +18,8 @@ std::string Ago(absl::Duration age) {
   return absl::FormatDuration(absl::Trunc(age, absl::Seconds(1)));
 }
 
-// " (3 in the last 1h, warning at 4)" for a count rule, "" otherwise.
-std::string Repeats(const XidRule& rule, size_t recent) {
-  if (rule.severity != XidRule::Severity::kCount) return "";
-  return fmt::format(" ({} in the last {}, warning at {})", recent,
-                     absl::FormatDuration(rule.window), rule.count);
-}
-
-// A warning (or a count) whose window had passed before the engine saw it — an old line of the
-// kernel log, replayed at start — would already have expired: it is history, not health. A
-// failure is sticky, so it counts however old.
-bool ExpiredBeforeSeen(const XidRule& rule, absl::Time time, absl::Time now) {
-  return rule.severity != XidRule::Severity::kFail && time < now - rule.window;
-}
-
-// Incident keys: one per GPU and XID code; one per NVSwitch and SXid code (the same code on
-// another switch is another fault).
+// Incident keys: one per GPU and XID code.
 std::string XidKey(uint32_t xid) { return fmt::format("xid.{}", xid); }
-std::string SxidKey(const SxidEvent& sxid) {
-  return fmt::format("sxid.{}.{}", sxid.sxid, sxid.pci_bus_id);
-}
 
 // Whether `kept` (an incident's latest log record) is `position` or a later record of its log.
 bool Covers(const std::optional<LogPosition>& kept, const LogPosition& position) {
@@ -71,6 +54,7 @@ HealthEvaluator::HealthEvaluator(HealthPolicy policy, std::shared_ptr<const Fiel
   xid_times_.resize(gpus_.size());
   unknown_.assign(gpus_.size(),
                   std::vector<std::string>(std::size(kGpuHealthSystems), "not evaluated yet"));
+  node_unknown_.assign(std::size(kNodeHealthSystems), "not evaluated yet");
   attached_.assign(std::size(kHealthSystems), false);
   for (Incident& incident : restored.incidents) {
     VIGIL_CHECK(incident.node_level || incident.gpu < gpus_.size());
@@ -94,7 +78,7 @@ HealthEvaluator::HealthEvaluator(HealthPolicy policy, std::shared_ptr<const Fiel
 }
 
 void HealthEvaluator::AttachSource(HealthSystem system) {
-  VIGIL_CHECK(IsFromSource(system) && !IsNodeLevel(system));
+  VIGIL_CHECK(IsFromSource(system));
   absl::MutexLock lock(&mutex_);
   VIGIL_CHECK(latest_->seq == 0);  // the systems listed stay the same for the engine's life
   attached_[static_cast<size_t>(system)] = true;
@@ -128,19 +112,24 @@ void HealthEvaluator::NoteXidRecord(uint32_t gpu, uint32_t xid, LogPosition posi
 
 bool HealthEvaluator::CountsXidRecord(uint32_t gpu, uint32_t xid,
                                       const LogPosition& position) const {
-  if (gpu >= gpus_.size()) return false;
-  absl::MutexLock lock(&mutex_);
   return CountsRecord(gpu, XidKey(xid), position);
 }
 
-bool HealthEvaluator::CountsSxidRecord(const SxidEvent& sxid) const {
-  if (!sxid.log_position.has_value()) return false;
+bool HealthEvaluator::CountsRecord(std::optional<uint32_t> gpu, const std::string& key,
+                                   const LogPosition& position) const {
+  if (gpu && *gpu >= gpus_.size()) return false;
   absl::MutexLock lock(&mutex_);
-  return CountsRecord(node_slot(), SxidKey(sxid), *sxid.log_position);
+  return CountsRecordIn(gpu.value_or(node_slot()), key, position);
 }
 
-bool HealthEvaluator::CountsRecord(size_t slot, const std::string& key,
-                                   const LogPosition& position) const {
+absl::Time HealthEvaluator::LastClear(std::optional<uint32_t> gpu, HealthSystem system) const {
+  if (gpu && *gpu >= gpus_.size()) return absl::InfinitePast();
+  absl::MutexLock lock(&mutex_);
+  return cleared_at_[gpu.value_or(node_slot())][static_cast<size_t>(system)];
+}
+
+bool HealthEvaluator::CountsRecordIn(size_t slot, const std::string& key,
+                                     const LogPosition& position) const {
   auto incident = incidents_[slot].find(key);
   return incident != incidents_[slot].end() && Covers(incident->second.log_position, position);
 }
@@ -153,11 +142,6 @@ void HealthEvaluator::KeepRecord(const PendingXid& xid) {
   Incident& incident = found->second;
   incident.log_position = xid.log_position;
   if (incident.status == HealthStatus::kFail && sink_ != nullptr) sink_->Raised(incident);
-}
-
-void HealthEvaluator::RecordSxid(const SxidEvent& sxid) {
-  absl::MutexLock lock(&mutex_);
-  pending_sxids_.push_back(sxid);
 }
 
 bool HealthEvaluator::ClearedSince(size_t slot, HealthSystem system, absl::Time time,
@@ -269,33 +253,60 @@ void HealthEvaluator::EvaluateRules(uint32_t gpu, const Snapshot& snapshot, absl
   for (const HealthRule& rule : HealthRules()) context.Run(rule);
 }
 
+HealthEvaluator::Condition HealthEvaluator::ConditionOf(HealthSystem system,
+                                                        const SourceFinding& finding) {
+  Condition condition{system,
+                      finding.status,
+                      finding.key,
+                      finding.code,
+                      finding.message,
+                      finding.action,
+                      finding.injected,
+                      /*actions_allowed=*/false,
+                      finding.recommended};
+  condition.sticky = finding.sticky;
+  condition.expire_after = finding.expire_after;
+  condition.log_position = finding.log_position;
+  return condition;
+}
+
+std::string HealthEvaluator::SourceUnknown(HealthSystem system, size_t unknown_index) const {
+  const bool attached = attached_[static_cast<size_t>(system)];
+  auto report = reports_.find(system);
+  if (!attached) return std::string(HealthSystemInfoOf(system).without_source);
+  if (report == reports_.end()) return "not reported yet";
+  const std::vector<std::string>& unknown = report->second.unknown;
+  return unknown_index < unknown.size() ? unknown[unknown_index] : "";
+}
+
 void HealthEvaluator::SourceConditions(uint32_t gpu, std::vector<Condition>* conditions) {
   for (size_t s = 0; s < std::size(kGpuHealthSystems); ++s) {
     const HealthSystem system = kGpuHealthSystems[s];
     if (!IsFromSource(system)) continue;
+    unknown_[gpu][s] = SourceUnknown(system, gpu);
     auto report = reports_.find(system);
-    if (!attached_[static_cast<size_t>(system)] || report == reports_.end()) {
-      unknown_[gpu][s] = attached_[static_cast<size_t>(system)]
-                             ? "not reported yet"
-                             : fmt::format("nothing reads the {} system on this engine now",
-                                           HealthSystemName(system));
-      continue;
-    }
-    unknown_[gpu][s] = gpu < report->second.unknown.size() ? report->second.unknown[gpu] : "";
+    if (!attached_[static_cast<size_t>(system)] || report == reports_.end()) continue;
     for (const SourceFinding& finding : report->second.findings) {
       if (std::find(finding.gpus.begin(), finding.gpus.end(), gpu) == finding.gpus.end()) continue;
-      Condition condition{system,
-                          finding.status,
-                          finding.key,
-                          finding.code,
-                          finding.message,
-                          finding.action,
-                          finding.injected,
-                          /*actions_allowed=*/false,
-                          finding.recommended};
-      condition.sticky = finding.sticky;
-      condition.expire_after = finding.expire_after;
-      conditions->push_back(std::move(condition));
+      conditions->push_back(ConditionOf(system, finding));
+    }
+  }
+}
+
+void HealthEvaluator::EvaluateOccurrences(
+    const std::vector<std::pair<HealthSystem, SourceFinding>>& occurrences, absl::Time now) {
+  for (const auto& [system, finding] : occurrences) {
+    std::vector<size_t> slots;
+    if (IsNodeLevel(system)) {
+      slots.push_back(node_slot());
+    } else {
+      for (uint32_t gpu : finding.gpus) {
+        if (gpu < gpus_.size()) slots.push_back(gpu);
+      }
+    }
+    for (size_t slot : slots) {
+      if (ClearedSince(slot, system, *finding.occurred, finding.message)) continue;
+      Upsert(slot, ConditionOf(system, finding), now, /*onset=*/true, finding.expire_after);
     }
   }
 }
@@ -314,55 +325,21 @@ void HealthEvaluator::EvaluateXids(absl::Time now) {
                      fmt::format("GPU {}: XID {}", xid.gpu, xid.xid))) {
       continue;
     }
-    if (ExpiredBeforeSeen(rule, xid.time, now)) continue;
-    std::deque<absl::Time>& times = xid_times_[xid.gpu][xid.xid];
-    times.push_back(xid.time);
-    while (!times.empty() && times.front() < now - rule.window) times.pop_front();
-    if (rule.severity == XidRule::Severity::kCount && times.size() < rule.count) continue;
-    const HealthStatus status =
-        rule.severity == XidRule::Severity::kFail ? HealthStatus::kFail : HealthStatus::kWarn;
+    const std::optional<OccurrenceVerdict> verdict =
+        JudgeOccurrence(rule, xid.time, now, &xid_times_[xid.gpu][xid.xid]);
+    if (!verdict) continue;
     Condition condition{rule.system,
-                        status,
+                        verdict->status,
                         XidKey(xid.xid),
                         rule.code,
                         fmt::format("XID {}{}: {}{}", xid.xid, xid.where, rule.meaning,
-                                    Repeats(rule, times.size())),
+                                    RepeatsText(rule, verdict->recent)),
                         rule.action,
                         xid.injected,
                         xid.actions_allowed,
                         rule.recommended};
     condition.log_position = xid.log_position;
     Upsert(xid.gpu, condition, now, /*onset=*/true, rule.window);
-  }
-}
-
-void HealthEvaluator::EvaluateSxids(absl::Time now) {
-  std::vector<SxidEvent> sxids;
-  sxids.swap(pending_sxids_);
-  for (const SxidEvent& sxid : sxids) {
-    const XidRule& rule = policy_.SxidRuleFor(sxid.sxid, sxid.fatal);
-    if (rule.severity == XidRule::Severity::kIgnore) continue;
-    const std::string what =
-        fmt::format("NVSwitch {} ({}): SXid {}", sxid.nvswitch, sxid.pci_bus_id, sxid.sxid);
-    if (ClearedSince(node_slot(), HealthSystem::kNvswitch, sxid.time, what)) continue;
-    const std::string key = SxidKey(sxid);
-    if (ExpiredBeforeSeen(rule, sxid.time, now)) continue;
-    std::deque<absl::Time>& times = sxid_times_[key];
-    times.push_back(sxid.time);
-    while (!times.empty() && times.front() < now - rule.window) times.pop_front();
-    if (rule.severity == XidRule::Severity::kCount && times.size() < rule.count) continue;
-    const HealthStatus status =
-        rule.severity == XidRule::Severity::kFail ? HealthStatus::kFail : HealthStatus::kWarn;
-    std::string message =
-        fmt::format("{}{}: {}{}", what, sxid.link ? fmt::format(", link {}", *sxid.link) : "",
-                    rule.meaning, Repeats(rule, times.size()));
-    if (!sxid.detail.empty()) message += fmt::format(" ({})", sxid.detail);
-    Condition condition{HealthSystem::kNvswitch,   status,          key, rule.code,
-                        std::move(message),        rule.action,
-                        /*injected=*/false,
-                        /*actions_allowed=*/false, rule.recommended};
-    condition.log_position = sxid.log_position;
-    Upsert(node_slot(), condition, now, /*onset=*/true, rule.window);
   }
 }
 
@@ -454,8 +431,16 @@ std::shared_ptr<const HealthVerdict> HealthEvaluator::Evaluate(
     const Snapshot& snapshot, absl::Time now, std::vector<HealthTransition>* transitions,
     std::vector<SourceReport> reports) {
   absl::MutexLock lock(&mutex_);
+  // Occurrences count once, at the evaluation that receives them; the rest holds until the next
+  // report says otherwise.
+  std::vector<std::pair<HealthSystem, SourceFinding>> occurrences;
   for (SourceReport& report : reports) {
     VIGIL_CHECK(attached_[static_cast<size_t>(report.system)]);
+    std::erase_if(report.findings, [&](SourceFinding& finding) {
+      if (!finding.occurred) return false;
+      occurrences.emplace_back(report.system, std::move(finding));
+      return true;
+    });
     reports_[report.system] = std::move(report);
   }
   for (uint32_t gpu = 0; gpu < gpus_.size(); ++gpu) {
@@ -495,25 +480,25 @@ std::shared_ptr<const HealthVerdict> HealthEvaluator::Evaluate(
     active_[gpu] = std::move(active);
   }
   EvaluateXids(now);
-  // The node-level systems: SXids come only from the kernel log.
-  using KernelLog = Snapshot::Counters::KernelLog;
-  switch (snapshot.counters.kernel_log) {
-    case KernelLog::kOff:
-      node_unknown_.reset();
-      break;
-    case KernelLog::kReading:
-      node_unknown_ = "";
-      break;
-    case KernelLog::kAbsent:
-      node_unknown_ = "the kernel log is absent: NVSwitch errors (SXids) cannot be seen";
-      break;
-    case KernelLog::kUnreadable:
-      node_unknown_ =
-          "the kernel log cannot be read (the engine needs read access to /dev/kmsg, and "
-          "CAP_SYSLOG where kernel.dmesg_restrict=1): NVSwitch errors (SXids) cannot be seen";
-      break;
+  // The node-level systems: each from its source.
+  std::vector<Condition> node_conditions;
+  for (size_t s = 0; s < std::size(kNodeHealthSystems); ++s) {
+    const HealthSystem system = kNodeHealthSystems[s];
+    node_unknown_[s] = SourceUnknown(system, 0);
+    auto report = reports_.find(system);
+    if (report == reports_.end()) continue;
+    for (const SourceFinding& finding : report->second.findings) {
+      node_conditions.push_back(ConditionOf(system, finding));
+    }
   }
-  EvaluateSxids(now);
+  std::map<std::string, bool> node_active;
+  for (const Condition& condition : node_conditions) {
+    Upsert(node_slot(), condition, now, /*onset=*/!active_[node_slot()].contains(condition.key),
+           condition.expire_after.value_or(policy_.window));
+    node_active[condition.key] = true;
+  }
+  active_[node_slot()] = std::move(node_active);
+  EvaluateOccurrences(occurrences, now);
   // WARN incidents that stopped holding expire, and FAILs of a state that ends by itself; other
   // FAIL incidents stay until cleared.
   for (size_t slot = 0; slot < incidents_.size(); ++slot) {
@@ -618,15 +603,17 @@ std::shared_ptr<const HealthVerdict> HealthEvaluator::BuildVerdict(uint64_t seq,
     }
     verdict->overall = Worst(verdict->overall, health.status);
   }
-  // Without a kernel log the node's systems are left out — unless a failure restored from the
-  // state dir is still there: it must not vanish because the log is not read now.
-  if (node_unknown_.has_value() || !incidents_[node_slot()].empty()) {
-    const std::string reason = node_unknown_.value_or(
-        "the engine reads no kernel log (--kmsg): new NVSwitch errors are not seen");
-    for (HealthSystem which : kNodeHealthSystems) {
-      verdict->node_systems.push_back(SystemHealthOf(node_slot(), which, reason));
-      verdict->overall = Worst(verdict->overall, verdict->node_systems.back().status);
+  // A node-level system is listed where its source is — or where a failure restored from the
+  // state dir is still there: it must not vanish because nothing reads its source now.
+  for (size_t s = 0; s < std::size(kNodeHealthSystems); ++s) {
+    const HealthSystem which = kNodeHealthSystems[s];
+    if (!attached_[static_cast<size_t>(which)] &&
+        std::none_of(incidents_[node_slot()].begin(), incidents_[node_slot()].end(),
+                     [&](const auto& entry) { return entry.second.system == which; })) {
+      continue;
     }
+    verdict->node_systems.push_back(SystemHealthOf(node_slot(), which, node_unknown_[s]));
+    verdict->overall = Worst(verdict->overall, verdict->node_systems.back().status);
   }
   return verdict;
 }
@@ -652,10 +639,9 @@ std::vector<Incident> HealthEvaluator::ClearSlot(size_t slot, std::optional<Heal
     if (system && static_cast<size_t>(*system) != s) continue;
     cleared_at_[slot][s] = std::max(cleared_at_[slot][s], now);
   }
-  // The count rules start again too: what was counted before the clear is history.
-  if (node_level) {
-    sxid_times_.clear();
-  } else {
+  // The count rules start again too: what was counted before the clear is history (a source's
+  // own counts start again when the engine tells it, HealthSource::Cleared).
+  if (!node_level) {
     std::erase_if(xid_times_[slot], [&](const auto& entry) {
       return !system || policy_.RuleFor(entry.first).system == *system;
     });

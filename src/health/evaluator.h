@@ -5,20 +5,20 @@
 // Per GPU and system (pcie, memory, inforom, thermal, power, nvlink, driver; network where a
 // source reads the NIC ports) a status: PASS, WARN, FAIL, or UNKNOWN when the data behind the
 // system is missing or stale (never PASS then). A system judged by a source (health/source.h) takes
-// that source's findings, reported each tick, through the same incidents as the DCGM rules.
-// Node-level systems (nvswitch: the NVSwitches' SXids, from the kernel log) are judged once for the
-// node, where the engine has their source: with no kernel log there are none, and while the kernel
-// log cannot be read nvswitch is UNKNOWN. Findings are incidents (DCGM_FR_* codes, a message an
-// on-call engineer can act on, first and last seen, a count): a repeat updates the incident instead
-// of adding another. WARN incidents expire a window after they were last seen; FAIL incidents are
-// sticky and persisted (IncidentStore) until their clear condition: a GPU reset seen (volatile ECC
-// counters or the energy counter going back, which only a reset or driver reload does), a reboot
-// (boot id changed), or an operator's `vigil health clear`. An XID or SXid that happened before the
-// last clear of its GPU (or the node) and system is not raised again — a kernel log replayed after
-// its replay state was lost brings old lines back.
+// that source's findings, reported each tick, through the same incidents as the DCGM rules; no
+// source's system is named here. Node-level systems (nvswitch: the NVSwitches' SXids, from the
+// kernel log's source) are judged once for the node, where the engine has their source (listed
+// then; UNKNOWN while the source says it cannot see). Findings are incidents (DCGM_FR_* codes, a
+// message an on-call engineer can act on, first and last seen, a count): a repeat updates the
+// incident instead of adding another. WARN incidents expire a window after they were last seen;
+// FAIL incidents are sticky and persisted (IncidentStore) until their clear condition: a GPU reset
+// seen (volatile ECC counters or the energy counter going back, which only a reset or driver reload
+// does), a reboot (boot id changed), or an operator's `vigil health clear`. An XID or SXid that
+// happened before the last clear of its GPU (or the node) and system is not raised again — a kernel
+// log replayed after its replay state was lost brings old lines back.
 //
-// Threading: Evaluate() on the tick thread; RecordXid() and RecordSxid() from any thread (the
-// backend's event thread, the kernel log's, gRPC threads injecting); Clear() and Latest() from gRPC
+// Threading: Evaluate() on the tick thread; RecordXid() from any thread (the backend's event
+// thread, the kernel log's, gRPC threads injecting); Clear() and Latest() from gRPC
 // threads. One mutex guards the incident table; evaluation is short (see bench: well under 20 us
 // for 8 GPUs).
 #pragma once
@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -89,7 +90,8 @@ struct HealthVerdict {
   absl::Time time;
   HealthStatus overall = HealthStatus::kUnknown;  // of the GPUs and the node-level systems
   std::vector<GpuHealth> gpus;
-  // In kNodeHealthSystems order; empty when the engine reads no kernel log (no source).
+  // In kNodeHealthSystems order, those whose source the engine has (or that hold a FAIL restored
+  // from before a restart).
   std::vector<SystemHealth> node_systems;
 };
 
@@ -137,8 +139,8 @@ class HealthEvaluator {
                   std::vector<GpuIdentity> gpus, std::vector<absl::Duration> intervals,
                   IncidentSink* sink, RestoredHealth restored);
 
-  // A source will report `system` (one judged from a source): every GPU's verdict lists it from
-  // now on. Before the first Evaluate().
+  // A source will report `system` (one judged from a source): every GPU's verdict (or the node's,
+  // for a node-level system) lists it from now on. Before the first Evaluate().
   void AttachSource(HealthSystem system);
 
   // Tick thread: evaluates `snapshot` at `now` with the sources' `reports` of this tick (a system
@@ -155,14 +157,16 @@ class HealthEvaluator {
   void RecordXid(uint32_t gpu, uint32_t xid, absl::Time time, bool injected,
                  bool actions_allowed = false, std::string where = "",
                  std::optional<LogPosition> log_position = std::nullopt);
-  // An NVSwitch error, judged at the next Evaluate() against the node's nvswitch system.
-  void RecordSxid(const SxidEvent& sxid);
-  // Whether the incident of XID `xid` on `gpu` (of the node's SXid) already counts the kernel
-  // log's record at `position`: it keeps that record or a later one of the same log, as one
-  // restored from before a restart does. Such a record is not to be recorded again.
-  // Thread-safe.
+  // Whether the incident `key` of `gpu` (nullopt: of the node) already counts the kernel log's
+  // record at `position`: it keeps that record or a later one of the same log, as one restored
+  // from before a restart does. Such a record is not to be recorded again. Thread-safe.
+  bool CountsRecord(std::optional<uint32_t> gpu, const std::string& key,
+                    const LogPosition& position) const;
+  // The same for XID `xid` on `gpu`.
   bool CountsXidRecord(uint32_t gpu, uint32_t xid, const LogPosition& position) const;
-  bool CountsSxidRecord(const SxidEvent& sxid) const;
+  // The last operator clear of `system` of `gpu` (nullopt: of the node); InfinitePast if none.
+  // Thread-safe.
+  absl::Time LastClear(std::optional<uint32_t> gpu, HealthSystem system) const;
   // The kernel log's record of an XID already counted from NVML's report: at the next Evaluate()
   // the incident (if the XID made one) keeps the record, and a FAIL incident is persisted with
   // it, so a restart does not count the XID again from the log. Thread-safe.
@@ -224,7 +228,14 @@ class HealthEvaluator {
   void SourceConditions(uint32_t gpu, std::vector<Condition>* conditions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void EvaluateXids(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void EvaluateSxids(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Raises the sources' occurrences of this evaluation (each an onset, once).
+  void EvaluateOccurrences(const std::vector<std::pair<HealthSystem, SourceFinding>>& occurrences,
+                           absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A source's finding as a condition of `system`.
+  static Condition ConditionOf(HealthSystem system, const SourceFinding& finding);
+  // Why a system from a source cannot be judged for `unknown_index` (a GPU, or 0: the node) now.
+  std::string SourceUnknown(HealthSystem system, size_t unknown_index) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Whether a finding of `time` precedes the last operator clear of (slot, system); logs it.
   bool ClearedSince(size_t slot, HealthSystem system, absl::Time time, std::string_view what) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -232,7 +243,7 @@ class HealthEvaluator {
                                   const std::string& reason, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Whether the incident `key` of `slot` keeps `position` or a later record of the same log.
-  bool CountsRecord(size_t slot, const std::string& key, const LogPosition& position) const
+  bool CountsRecordIn(size_t slot, const std::string& key, const LogPosition& position) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Gives an XID's incident the kernel-log record of an XID counted from NVML; persists it.
   void KeepRecord(const PendingXid& xid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -274,14 +285,10 @@ class HealthEvaluator {
   // Per GPU and XID code: recent occurrence times (for count rules).
   std::vector<std::map<uint32_t, std::deque<absl::Time>>> xid_times_ ABSL_GUARDED_BY(mutex_);
   std::vector<PendingXid> pending_xids_ ABSL_GUARDED_BY(mutex_);
-  std::vector<SxidEvent> pending_sxids_ ABSL_GUARDED_BY(mutex_);
-  // Per SXid incident key: recent occurrence times (for count rules).
-  std::map<std::string, std::deque<absl::Time>> sxid_times_ ABSL_GUARDED_BY(mutex_);
-  // Why the node-level systems cannot be judged ("" if they can); nullopt: no source (no kernel
-  // log), so the verdict leaves them out.
-  std::optional<std::string> node_unknown_ ABSL_GUARDED_BY(mutex_);
   // Per GPU and system: why it could not be judged at the last evaluation ("" if it could).
   std::vector<std::vector<std::string>> unknown_ ABSL_GUARDED_BY(mutex_);
+  // Per node-level system (kNodeHealthSystems order): the same for the node.
+  std::vector<std::string> node_unknown_ ABSL_GUARDED_BY(mutex_);
   // Per system (kHealthSystems index): whether a source reports it, and its latest report.
   std::vector<bool> attached_ ABSL_GUARDED_BY(mutex_);
   std::map<HealthSystem, SourceReport> reports_ ABSL_GUARDED_BY(mutex_);

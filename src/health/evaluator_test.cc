@@ -68,7 +68,6 @@ class HealthTest : public ::testing::Test {
       }
     }
     snapshot.gpu_read = gpu_read_;
-    snapshot.counters.kernel_log = kernel_log_;
     snapshot.injection_allows_actions = allows_actions_;
     if (stale_field_) {
       snapshot.values[*layout_->IndexOf(*stale_field_)].sample_time = now_ - absl::Minutes(5);
@@ -97,7 +96,6 @@ class HealthTest : public ::testing::Test {
   uint64_t seq_ = 0;
   std::optional<FieldId> stale_field_;
   std::vector<ValueStatus> gpu_read_ = {ValueStatus::kOk, ValueStatus::kOk};
-  Snapshot::Counters::KernelLog kernel_log_ = Snapshot::Counters::KernelLog::kOff;
   std::vector<bool> allows_actions_ = {false, false};
   std::vector<SourceReport> reports_;  // the sources' reports the next Tick() hands over
   std::shared_ptr<const HealthVerdict> verdict_;
@@ -780,7 +778,7 @@ TEST_F(HealthTest, ARestoredNvswitchFailureShowsEvenWithoutAKernelLog) {
                  .code = "DCGM_FR_NVSWITCH_FATAL_ERROR",
                  .first_seen = kT0 - absl::Hours(1)};
   Make(DefaultHealthPolicy(), nullptr, {.incidents = {fatal}});
-  Tick();  // kernel_log_ is kOff
+  Tick();  // no nvswitch source is attached
   ASSERT_EQ(verdict_->node_systems.size(), 1u) << "a restored failure must not vanish";
   EXPECT_EQ(verdict_->node_systems[0].status, HealthStatus::kFail);
   EXPECT_THAT(verdict_->node_systems[0].unknown_reason, HasSubstr("reads no kernel log"));
@@ -833,97 +831,83 @@ xid:
   }
 }
 
-SxidEvent Sxid(uint32_t code, bool fatal, absl::Time time, uint32_t nvswitch = 1) {
-  return {.nvswitch = nvswitch,
-          .pci_bus_id = fmt::format("00000000:0{}:00.0", nvswitch + 5),
-          .sxid = code,
-          .fatal = fatal,
-          .link = 48,
-          .detail = "Link 48 LTSSM Fault Up",
-          .time = time};
-}
-
-TEST_F(HealthTest, TheNvswitchSystemIsJudgedWhereTheKernelLogIsRead) {
+// A node-level system from a source (the nvswitch source's, nvswitch/; its own tests judge
+// SXids): listed once attached; its level findings hold while reported; an occurrence is raised
+// once, as an onset, and not again when it happened before the last operator clear; the source's
+// unknown reason makes the node UNKNOWN, never PASS.
+TEST_F(HealthTest, ANodeLevelSourceJudgesTheNodeWithOccurrencesCountedOnce) {
+  RecordingSink sink;
+  Make(DefaultHealthPolicy(), &sink);
   Tick();
-  EXPECT_TRUE(verdict_->node_systems.empty()) << "no kernel log: no source, no system";
-  kernel_log_ = Snapshot::Counters::KernelLog::kReading;
+  EXPECT_TRUE(verdict_->node_systems.empty()) << "no source: no system";
+  Make(DefaultHealthPolicy(), &sink);
+  health_->AttachSource(HealthSystem::kNvswitch);
+  reports_ = {{.system = HealthSystem::kNvswitch}};
   Tick();
   ASSERT_EQ(verdict_->node_systems.size(), 1u);
   EXPECT_EQ(verdict_->node_systems[0].system, HealthSystem::kNvswitch);
   EXPECT_EQ(verdict_->node_systems[0].status, HealthStatus::kPass);
-  EXPECT_EQ(verdict_->overall, HealthStatus::kPass);
-  kernel_log_ = Snapshot::Counters::KernelLog::kUnreadable;
-  Tick();
-  EXPECT_EQ(verdict_->node_systems[0].status, HealthStatus::kUnknown);
-  EXPECT_THAT(verdict_->node_systems[0].unknown_reason, HasSubstr("CAP_SYSLOG"));
-  EXPECT_EQ(verdict_->overall, HealthStatus::kUnknown) << "never healthy what cannot be seen";
-  ASSERT_EQ(transitions_.size(), 1u);
-  EXPECT_TRUE(transitions_[0].node_level);
-  EXPECT_EQ(transitions_[0].from, HealthStatus::kPass);
-  EXPECT_EQ(transitions_[0].to, HealthStatus::kUnknown);
-  for (const GpuHealth& gpu : verdict_->gpus) EXPECT_EQ(gpu.status, HealthStatus::kPass);
-}
 
-TEST_F(HealthTest, AFatalSxidFailsTheNodeAndANonFatalOneWarnsUntilItsWindowEnds) {
-  RecordingSink sink;
-  Make(DefaultHealthPolicy(), &sink);
-  kernel_log_ = Snapshot::Counters::KernelLog::kReading;
-  Tick();
-  health_->RecordSxid(Sxid(22013, /*fatal=*/false, now_, /*nvswitch=*/3));
-  Tick();
-  ASSERT_EQ(verdict_->node_systems[0].incidents.size(), 1u);
-  const Incident& warning = verdict_->node_systems[0].incidents[0];
-  EXPECT_EQ(warning.status, HealthStatus::kWarn);
-  EXPECT_EQ(warning.code, "DCGM_FR_NVSWITCH_NON_FATAL_ERROR");
-  EXPECT_TRUE(warning.node_level);
-  EXPECT_EQ(warning.uuid, "");
-  EXPECT_THAT(warning.message, HasSubstr("NVSwitch 3 (00000000:08:00.0): SXid 22013, link 48"));
-  EXPECT_EQ(verdict_->overall, HealthStatus::kWarn);
-  EXPECT_TRUE(sink.events.empty()) << "a warning is not persisted";
-
-  health_->RecordSxid(Sxid(20034, /*fatal=*/true, now_));
+  const absl::Time at = now_;
+  SourceFinding fatal{.status = HealthStatus::kFail,
+                      .key = "switch.fatal",
+                      .code = "DCGM_FR_NVSWITCH_FATAL_ERROR",
+                      .message = "switch 1 failed",
+                      .recommended = RecommendedAction::kReboot,
+                      .expire_after = absl::Hours(1),
+                      .occurred = at,
+                      .log_position = LogPosition{.source = "kmsg", .sequence = 7}};
+  reports_ = {{.system = HealthSystem::kNvswitch, .findings = {fatal}}};
   Tick();
   EXPECT_EQ(verdict_->node_systems[0].status, HealthStatus::kFail);
   EXPECT_EQ(verdict_->overall, HealthStatus::kFail);
   for (const GpuHealth& gpu : verdict_->gpus) EXPECT_EQ(gpu.status, HealthStatus::kPass);
-  EXPECT_THAT(sink.events, ::testing::ElementsAre("sxid.20034.00000000:06:00.0 raised x1"));
   ASSERT_FALSE(transitions_.empty());
   EXPECT_TRUE(transitions_.back().node_level);
-  EXPECT_THAT(transitions_.back().summary, HasSubstr("DCGM_FR_NVSWITCH_FATAL_ERROR"));
+  EXPECT_TRUE(health_->CountsRecord(std::nullopt, "switch.fatal",
+                                    LogPosition{.source = "kmsg", .sequence = 6}))
+      << "the incident keeps its record: a restart reading it again skips it";
+  EXPECT_FALSE(health_->CountsRecord(std::nullopt, "switch.fatal",
+                                     LogPosition{.source = "kmsg", .sequence = 8}));
+  reports_ = {{.system = HealthSystem::kNvswitch}};
+  Tick(absl::Hours(2));
+  ASSERT_EQ(verdict_->node_systems[0].incidents.size(), 1u) << "a FAIL is sticky";
+  EXPECT_EQ(verdict_->node_systems[0].incidents[0].count, 1u) << "reported once, counted once";
+  EXPECT_THAT(sink.events, ::testing::ElementsAre("switch.fatal raised x1"));
 
-  Tick(absl::Hours(1));  // the warning's window passed; the failure is sticky
-  ASSERT_EQ(verdict_->node_systems[0].incidents.size(), 1u);
-  EXPECT_EQ(verdict_->node_systems[0].incidents[0].code, "DCGM_FR_NVSWITCH_FATAL_ERROR");
-
-  EXPECT_TRUE(health_->ClearNode(HealthSystem::kDriver, "test", now_).empty())
-      << "driver is a GPU's system";
-  EXPECT_TRUE(health_->Clear(0, HealthSystem::kNvswitch, "test", now_).empty())
-      << "nvswitch is the node's";
-  EXPECT_EQ(health_->ClearNode(std::nullopt, "cleared by uid 0", now_).size(), 1u);
+  EXPECT_EQ(health_->ClearNode(std::nullopt, "test", now_).size(), 1u);
+  EXPECT_EQ(health_->LastClear(std::nullopt, HealthSystem::kNvswitch), now_);
+  reports_ = {{.system = HealthSystem::kNvswitch, .findings = {fatal}}};  // replayed
   Tick();
-  EXPECT_EQ(verdict_->node_systems[0].status, HealthStatus::kPass);
-  EXPECT_THAT(sink.events,
-              ::testing::IsSupersetOf({"sxid.20034.00000000:06:00.0 cleared: cleared by uid 0",
-                                       "operator clear of node all"}));
+  EXPECT_EQ(verdict_->node_systems[0].status, HealthStatus::kPass)
+      << "what happened before the clear is not raised again";
+
+  SourceFinding degraded{.status = HealthStatus::kWarn,
+                         .key = "switch.degraded",
+                         .code = "VIGIL_FR_TEST",
+                         .message = "degraded"};
+  reports_ = {{.system = HealthSystem::kNvswitch, .findings = {degraded}}};
+  Tick();
+  EXPECT_EQ(verdict_->node_systems[0].status, HealthStatus::kWarn);
+  reports_ = {{.system = HealthSystem::kNvswitch, .unknown = {"the log cannot be read"}}};
+  Tick(absl::Minutes(5));
+  EXPECT_EQ(verdict_->node_systems[0].status, HealthStatus::kUnknown);
+  EXPECT_EQ(verdict_->node_systems[0].unknown_reason, "the log cannot be read");
+  EXPECT_TRUE(verdict_->node_systems[0].incidents.empty()) << "the warning stopped holding";
 }
 
 TEST_F(HealthTest, WhatHappenedBeforeAnOperatorsClearIsNotRaisedAgain) {
-  kernel_log_ = Snapshot::Counters::KernelLog::kReading;
   Tick();
   const absl::Time xid_time = now_;
   health_->RecordXid(0, 79, xid_time, false);
-  health_->RecordSxid(Sxid(20034, true, xid_time));
   Tick();
   ASSERT_EQ(System(HealthSystem::kDriver), HealthStatus::kFail);
   const absl::Time cleared = now_;
   health_->Clear(0, std::nullopt, "test", cleared);
-  health_->ClearNode(HealthSystem::kNvswitch, "test", cleared);
-  // The same lines again, as a kernel log replayed after its replay state was lost brings them.
+  // The same line again, as a kernel log replayed after its replay state was lost brings it.
   health_->RecordXid(0, 79, xid_time, false);
-  health_->RecordSxid(Sxid(20034, true, xid_time));
   Tick();
   EXPECT_EQ(System(HealthSystem::kDriver), HealthStatus::kPass);
-  EXPECT_EQ(verdict_->node_systems[0].status, HealthStatus::kPass);
   // A new one after the clear counts.
   health_->RecordXid(0, 79, now_, false);
   Tick();
@@ -934,18 +918,18 @@ TEST_F(HealthTest, WhatHappenedBeforeAnOperatorsClearIsNotRaisedAgain) {
        {.clears = {{.uuid = "GPU-0", .system = HealthSystem::kDriver, .time = cleared},
                    {.uuid = "", .system = std::nullopt, .time = cleared},
                    {.uuid = "GPU-gone", .system = std::nullopt, .time = cleared}}});
-  kernel_log_ = Snapshot::Counters::KernelLog::kReading;
+  EXPECT_EQ(health_->LastClear(0, HealthSystem::kDriver), cleared);
+  EXPECT_EQ(health_->LastClear(0, HealthSystem::kMemory), absl::InfinitePast());
+  EXPECT_EQ(health_->LastClear(std::nullopt, HealthSystem::kNvswitch), cleared);
   now_ = cleared + absl::Seconds(30);
   Tick();
   health_->RecordXid(0, 79, xid_time, false);
   health_->RecordXid(1, 79, xid_time, false);  // GPU 1 was never cleared
   health_->RecordXid(0, 48, xid_time, false);  // memory: the clear was of driver only
-  health_->RecordSxid(Sxid(20034, true, xid_time));
   Tick();
   EXPECT_EQ(System(HealthSystem::kDriver, 0), HealthStatus::kPass);
   EXPECT_EQ(System(HealthSystem::kMemory, 0), HealthStatus::kFail);
   EXPECT_EQ(System(HealthSystem::kDriver, 1), HealthStatus::kFail);
-  EXPECT_EQ(verdict_->node_systems[0].status, HealthStatus::kPass);
 }
 
 TEST_F(HealthTest, AnOldWarningReplayedAtStartIsHistoryButAnOldFailureCounts) {

@@ -1,28 +1,34 @@
 // A health source: something beside the GPUs' fields that the engine reads on its tick and that
-// judges itself into findings about the GPUs — the NIC ports of network/ (the `network` system).
-// The engine calls Judge() on its tick thread, outside its locks, and hands the report to the
-// evaluator, which turns the findings into incidents like the DCGM rules' conditions (the same
-// onsets, counts, expiry, persistence of FAILs and transitions). The report is level-triggered:
-// what holds now, all of it; a finding no longer reported stops holding.
+// judges itself into findings — about the GPUs (the NIC ports of network/: the `network` system)
+// or about the node (the NVSwitches' SXids of nvswitch/: the node's `nvswitch` system). The engine
+// calls Judge() on its tick thread, outside its locks, and hands the report to the evaluator,
+// which turns the findings into incidents like the DCGM rules' conditions (the same onsets,
+// counts, expiry, persistence of FAILs and transitions). The report is level-triggered — what
+// holds now, all of it; a finding no longer reported stops holding — but for occurrences (an
+// SXid): an event at a time, reported once, counted as an onset each time.
 //
 // Threading: Judge() is called by one thread at a time (the tick); implementations need no lock
-// for what only Judge() touches. NicPorts() is called from any thread.
+// for what only Judge() touches. NicPorts(), OnSxid() and Cleared() are called from any thread.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "backend/backend.h"
 #include "fields/health_systems.h"
 #include "fields/nic_port_entity.h"
 #include "health/policy.h"
 
 namespace vigil {
 
-// One condition that holds now, about the GPUs it names.
+// One condition that holds now (or one occurrence), about the GPUs it names or the node.
 struct SourceFinding {
-  std::vector<uint32_t> gpus;  // engine GPU indexes; one incident per GPU
+  // Engine GPU indexes, one incident per GPU; unused for a node-level system's finding (one
+  // incident, the node's).
+  std::vector<uint32_t> gpus;
   HealthStatus status = HealthStatus::kWarn;
   std::string key;      // identity for de-duplication, per GPU: "network.state.mlx5_0/1"
   std::string code;     // a DCGM_FR_* name, or the source's own (VIGIL_FR_NET_*)
@@ -36,13 +42,22 @@ struct SourceFinding {
   // A WARN (or a FAIL not sticky) lasts this long after the condition stopped holding.
   absl::Duration expire_after = absl::ZeroDuration();
   bool injected = false;
+  // An occurrence (an SXid read from the kernel log) at this time, not a condition that holds:
+  // reported in one report only, each one an onset. One that happened before the last operator
+  // clear of its system is not raised again (a kernel log replayed after its replay state was
+  // lost brings old lines back).
+  std::optional<absl::Time> occurred;
+  // The kernel-log record it was read from: the incident keeps it (persisted with a FAIL), so a
+  // restart that reads the log again finds it counted (HealthEvaluator::CountsRecord).
+  std::optional<LogPosition> log_position;
 };
 
 struct SourceReport {
   HealthSystem system = HealthSystem::kNetwork;  // from_source in the table; every finding's
   std::vector<SourceFinding> findings;
   // Per GPU index, why the system cannot be judged for it now ("" where it can, or where nothing
-  // of the source concerns the GPU); shorter than the GPU count means "" for the rest.
+  // of the source concerns the GPU); shorter than the GPU count means "" for the rest. For a
+  // node-level system, index 0 is the node's (empty: it can be judged).
   std::vector<std::string> unknown;
 };
 
@@ -56,6 +71,21 @@ class HealthSource {
   virtual SourceReport Judge(absl::Time now) = 0;
   // The NIC ports it reads, as discovery shows them (with their state as last read). Thread-safe.
   virtual std::vector<NicPortEntity> NicPorts() const { return {}; }
+  // An NVSwitch error the engine was handed (from the kernel log): a source that judges SXids
+  // keeps it for its next Judge() — or returns false where its incident already counts the SXid's
+  // kernel-log record (read again after a restart), and the engine drops it. Thread-safe; must not
+  // block.
+  virtual bool OnSxid(const SxidEvent& sxid) {
+    (void)sxid;
+    return true;
+  }
+  // An operator cleared the source's system at `at` — of one GPU, or (nullopt) of the node or of
+  // every GPU: the source's count rules start again from there. Also called at start with the
+  // clears a previous run persisted. Thread-safe.
+  virtual void Cleared(std::optional<uint32_t> gpu, absl::Time at) {
+    (void)gpu;
+    (void)at;
+  }
 };
 
 }  // namespace vigil
