@@ -109,6 +109,46 @@ TEST(NetworkTest, ARailDownFailsItsGpuAloneAndClearsAfterTheRecoveryWindow) {
   EXPECT_THAT(transitions[1], HasSubstr("network: FAIL -> PASS"));
 }
 
+// Every port down at once is the node's: its `nics` system fails (VIGIL_FR_NET_ALL_PORTS_DOWN)
+// beside each GPU's network, and passes again as soon as one port is back.
+TEST(NetworkTest, EveryPortDownFailsTheNodesNicsUntilOnePortIsBack) {
+  TempDir dir;
+  FakeSysfs sysfs(dir.File("sys"));
+  LayOutDgx(&sysfs);
+  const std::string config = NetworkConfig(dir, "  state: {fail_after: 0s, recovery_window: 2s}\n");
+  EngineProcess engine(dir.path().string(), "n1", 8,
+                       {"--sysfs-root", sysfs.root(), "--config", config});
+  ASSERT_FALSE(engine.unix_address.empty()) << engine.process->Stderr();
+  Json verdict;
+  ASSERT_TRUE(AllPassEventually(engine, &verdict)) << verdict.dump();
+  EXPECT_EQ(verdict["node"]["systems"]["nics"]["status"], "PASS") << verdict.dump();
+
+  std::vector<std::pair<std::string, int>> ports = {{"mlx5_8", 1}, {"mlx5_8", 2}};
+  for (int i = 0; i < 8; ++i) ports.emplace_back(fmt::format("mlx5_{}", i), 1);
+  for (const auto& [device, port] : ports) {
+    sysfs.Write(FakeSysfs::PortDir(device, port) + "/state", "1: DOWN");
+    sysfs.Write(FakeSysfs::PortDir(device, port) + "/phys_state", "3: Disabled");
+  }
+  ASSERT_TRUE(Eventually([&] {
+    return NetworkStatuses(engine, &verdict) == std::vector<std::string>(8, "FAIL") &&
+           verdict["node"]["systems"]["nics"]["status"] == "FAIL";
+  })) << verdict.dump();
+  const Json& incident = verdict["node"]["systems"]["nics"]["incidents"][0];
+  EXPECT_EQ(incident["code"], "VIGIL_FR_NET_ALL_PORTS_DOWN");
+  EXPECT_THAT(incident["message"].get<std::string>(),
+              HasSubstr("every NIC port of the node that was up is down (10 ports: "));
+  EXPECT_EQ(verdict["overall"], "FAIL");
+
+  sysfs.Write(FakeSysfs::PortDir("mlx5_0", 1) + "/state", "4: ACTIVE");
+  sysfs.Write(FakeSysfs::PortDir("mlx5_0", 1) + "/phys_state", "5: LinkUp");
+  ASSERT_TRUE(Eventually([&] {
+    NetworkStatuses(engine, &verdict);
+    return verdict["node"]["systems"]["nics"]["status"] == "PASS";
+  })) << verdict.dump();
+  EXPECT_EQ(verdict["gpus"][1]["systems"]["network"]["status"], "FAIL")
+      << "the other rails are still down";
+}
+
 TEST(NetworkTest, CountersPastARuleFailOrWarnWithItsCode) {
   TempDir dir;
   FakeSysfs sysfs(dir.File("sys"));

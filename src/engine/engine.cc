@@ -488,11 +488,12 @@ void Engine::StoreTick(Snapshot* next, const std::vector<FieldValue>& last_xid, 
 
 void Engine::AddHealthSource(std::unique_ptr<HealthSource> source) {
   VIGIL_CHECK(last_seq_ == 0);  // before the first tick
-  const HealthSystem system = source->system();
-  health_->AttachSource(system);
-  if (IsNodeLevel(system)) {
-    source->Cleared(std::nullopt, health_->LastClear(std::nullopt, system));
-  } else {
+  for (HealthSystem system : source->systems()) {
+    health_->AttachSource(system);
+    if (IsNodeLevel(system)) {
+      source->Cleared(std::nullopt, health_->LastClear(std::nullopt, system));
+      continue;
+    }
     for (uint32_t gpu = 0; gpu < gpus().size(); ++gpu) {
       source->Cleared(gpu, health_->LastClear(gpu, system));
     }
@@ -520,7 +521,9 @@ void Engine::JudgeAndPublish(std::shared_ptr<Snapshot> next, absl::Time now) {
   std::vector<SourceReport> reports;
   reports.reserve(sources_.size());
   for (const std::unique_ptr<HealthSource>& source : sources_) {
-    reports.push_back(source->Judge(now));
+    std::vector<SourceReport> more = source->Judge(now);
+    reports.insert(reports.end(), std::make_move_iterator(more.begin()),
+                   std::make_move_iterator(more.end()));
   }
   if (!sources_.empty()) {
     next->nic_ports = std::make_shared<const std::vector<NicPortEntity>>(NicPorts());
@@ -886,9 +889,11 @@ absl::StatusOr<std::vector<Incident>> Engine::ClearHealth(std::optional<uint32_t
   std::vector<Incident> cleared =
       gpu ? health_->Clear(*gpu, system, reason, now) : health_->ClearNode(system, reason, now);
   for (const std::unique_ptr<HealthSource>& source : sources_) {  // fixed since the first tick
-    const HealthSystem judged = source->system();
-    if (IsNodeLevel(judged) == gpu.has_value() || (system && *system != judged)) continue;
-    source->Cleared(gpu, now);  // its count rules start again
+    for (HealthSystem judged : source->systems()) {
+      if (IsNodeLevel(judged) == gpu.has_value() || (system && *system != judged)) continue;
+      source->Cleared(gpu, now);  // its count rules start again
+      break;
+    }
   }
   std::string list;
   for (const Incident& incident : cleared) {

@@ -410,10 +410,10 @@ TEST(BoundedQueueTest, DropsOldestWhenFullAndCounts) {
 // A health source the test scripts: what it reports at the next tick, and when it was asked.
 class ScriptedSource : public HealthSource {
  public:
-  HealthSystem system() const override { return HealthSystem::kNetwork; }
-  SourceReport Judge(absl::Time now) override {
+  std::vector<HealthSystem> systems() const override { return {HealthSystem::kNetwork}; }
+  std::vector<SourceReport> Judge(absl::Time now) override {
     asked.push_back(now);
-    return {.system = HealthSystem::kNetwork, .findings = findings};
+    return {{.system = HealthSystem::kNetwork, .findings = findings}};
   }
   std::vector<SourceFinding> findings;
   std::vector<absl::Time> asked;

@@ -461,7 +461,8 @@ void AppendHealthMetrics(const ExporterView& view, PrometheusText* text) {
   if (view.tick.health().node_systems_size() > 0) {
     text->Family("vigil_node_health_status", MetricType::kGauge,
                  "The engine's health verdict per node-level system (nvswitch: the NVSwitches' "
-                 "SXids): 0 pass, 10 warn, 20 fail, -1 unknown (the kernel log cannot be read).");
+                 "SXids; nics: the NIC ports as a whole): 0 pass, 10 warn, 20 fail, -1 unknown "
+                 "(its source cannot be read).");
     for (const v1::SystemHealth& system : view.tick.health().node_systems()) {
       text->Sample("vigil_node_health_status", {{"system", system.system()}},
                    HealthStatusNumber(system.status()));

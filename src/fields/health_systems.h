@@ -3,7 +3,8 @@
 // watches and dcgm-exporter name them ("PCIE", "MEM", ...). Everything that lists systems —
 // the evaluator, config and request validation, the CLI's choices, the exporter's labels —
 // derives from it. Most systems are judged per GPU; a node-level system (`nvswitch`: the
-// NVSwitches' SXids) belongs to no one GPU and is judged once for the node. A system judged from a
+// NVSwitches' SXids; `nics`: the NIC ports as a whole) belongs to no one GPU and is judged once
+// for the node. A system judged from a
 // source beside the GPU's fields (`network`: the NIC ports that serve the GPU; `nvswitch`: the
 // kernel log's SXids) is listed only where the engine has that source. Constant data; thread-safe.
 #pragma once
@@ -25,6 +26,7 @@ enum class HealthSystem : uint8_t {
   kDriver,
   kNetwork,   // the GPU's NIC ports (network/): judged where the engine reads them
   kNvswitch,  // node level
+  kNics,      // node level: the node's NIC ports as a whole (network/)
 };
 
 struct HealthSystemInfo {
@@ -38,6 +40,8 @@ struct HealthSystemInfo {
   // A system from a source, where the engine has none: why it is not judged (shown with a FAIL
   // restored from before a restart, which must not vanish because nothing reads it now).
   std::string_view without_source = "";
+  // What a node-level system judges, as a sentence names it ("NVSwitches").
+  std::string_view subject = "";
 };
 
 // In enum order.
@@ -55,14 +59,18 @@ inline constexpr HealthSystemInfo kHealthSystems[] = {
      "the engine reads no NIC ports (--sysfs-root): the network is not judged"},
     // The SXids of the kernel log (nvswitch/).
     {HealthSystem::kNvswitch, "nvswitch", "NVSWITCH", true, true,
-     "the engine reads no kernel log (--kmsg): new NVSwitch errors are not seen"},
+     "the engine reads no kernel log (--kmsg): new NVSwitch errors are not seen", "NVSwitches"},
+    // The node's NIC ports as a whole (network/): every port down at once, and the ports that
+    // serve no GPU. Vigil's, as "NETWORK" is.
+    {HealthSystem::kNics, "nics", "NICS", true, true,
+     "the engine reads no NIC ports (--sysfs-root): the node's network is not judged", "NIC ports"},
 };
 // The systems judged per GPU, in the order a GPU's verdict lists them.
 inline constexpr HealthSystem kGpuHealthSystems[] = {
     HealthSystem::kPcie,  HealthSystem::kMemory, HealthSystem::kInforom, HealthSystem::kThermal,
     HealthSystem::kPower, HealthSystem::kNvlink, HealthSystem::kDriver,  HealthSystem::kNetwork};
 // The node-level systems, in the order the node's verdict lists them.
-inline constexpr HealthSystem kNodeHealthSystems[] = {HealthSystem::kNvswitch};
+inline constexpr HealthSystem kNodeHealthSystems[] = {HealthSystem::kNvswitch, HealthSystem::kNics};
 // HealthSystemName() indexes the table by the enum: rows in enum order, one per system; the GPU
 // systems come first (their index is their place in a GPU's verdict), then the node's.
 constexpr bool HealthSystemsInEnumOrder() {

@@ -521,26 +521,24 @@ std::shared_ptr<const HealthVerdict> HealthEvaluator::Evaluate(
     spdlog::info("health baseline at seq {}: overall {}", verdict->seq,
                  HealthStatusName(verdict->overall));
   } else {
-    for (size_t g = 0; g < verdict->gpus.size(); ++g) {
-      // By system: one listed for a restored FAIL alone comes and goes with it (as PASS when
-      // absent).
-      const std::vector<SystemHealth>& before_systems = latest_->gpus[g].systems;
-      for (const SystemHealth& now_system : verdict->gpus[g].systems) {
+    // By system: one listed for a restored FAIL alone comes and goes with it (as PASS when absent).
+    const auto compare_systems = [&](const std::vector<SystemHealth>& before_systems,
+                                     const std::vector<SystemHealth>& now_systems, size_t slot,
+                                     const std::string& uuid, bool node_level) {
+      for (const SystemHealth& now_system : now_systems) {
         auto before = std::find_if(
             before_systems.begin(), before_systems.end(),
             [&](const SystemHealth& system) { return system.system == now_system.system; });
         Compare(
             before != before_systems.end() ? *before : SystemHealth{.system = now_system.system},
-            now_system, g, gpus_[g].uuid, /*node_level=*/false, transitions);
+            now_system, slot, uuid, node_level, transitions);
       }
+    };
+    for (size_t g = 0; g < verdict->gpus.size(); ++g) {
+      compare_systems(latest_->gpus[g].systems, verdict->gpus[g].systems, g, gpus_[g].uuid,
+                      /*node_level=*/false);
     }
-    // The node-level systems are listed for the engine's whole life or not at all.
-    if (latest_->node_systems.size() == verdict->node_systems.size()) {
-      for (size_t s = 0; s < verdict->node_systems.size(); ++s) {
-        Compare(latest_->node_systems[s], verdict->node_systems[s], 0, "", /*node_level=*/true,
-                transitions);
-      }
-    }
+    compare_systems(latest_->node_systems, verdict->node_systems, 0, "", /*node_level=*/true);
   }
   latest_ = verdict;
   return verdict;

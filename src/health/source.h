@@ -64,11 +64,12 @@ struct SourceReport {
 class HealthSource {
  public:
   virtual ~HealthSource() = default;
-  // The system it judges (one with from_source set).
-  virtual HealthSystem system() const = 0;
-  // Tick thread: reads what is due at `now` and says what holds. May do I/O (sysfs reads);
-  // called with no engine lock held.
-  virtual SourceReport Judge(absl::Time now) = 0;
+  // The systems it judges (each with from_source set; at most one of them node-level and one per
+  // GPU — network/ judges each GPU's `network` and the node's `nics`).
+  virtual std::vector<HealthSystem> systems() const = 0;
+  // Tick thread: reads what is due at `now` and says what holds, one report per system. May do
+  // I/O (sysfs reads); called with no engine lock held.
+  virtual std::vector<SourceReport> Judge(absl::Time now) = 0;
   // The NIC ports it reads, as discovery shows them (with their state as last read). Thread-safe.
   virtual std::vector<NicPortEntity> NicPorts() const { return {}; }
   // An NVSwitch error the engine was handed (from the kernel log): a source that judges SXids
@@ -79,8 +80,8 @@ class HealthSource {
     (void)sxid;
     return true;
   }
-  // An operator cleared the source's system at `at` — of one GPU, or (nullopt) of the node or of
-  // every GPU: the source's count rules start again from there. Also called at start with the
+  // An operator cleared one of the source's systems at `at` — of one GPU, or (nullopt) of the
+  // node: the source's count rules start again from there. Also called at start with the
   // clears a previous run persisted. Thread-safe.
   virtual void Cleared(std::optional<uint32_t> gpu, absl::Time at) {
     (void)gpu;

@@ -1,10 +1,13 @@
 // Implements the mapping from the health view to the GpuProblem condition.
 #include "healthcheck/condition.h"
 
+#include <cctype>
 #include <string>
 #include <vector>
 
+#include "fields/health_systems.h"
 #include "fmt/format.h"
+#include "fmt/ranges.h"
 
 namespace vigil {
 namespace {
@@ -104,16 +107,31 @@ bool Actionable(const v1::HealthVerdict& verdict) {
   return !any_incident;
 }
 
-// `gpu_reason` when a GPU is at `status`; `node_reason` when only a node-level system is.
+// `gpu_reason` when a GPU is at `status`; when only a node-level system is, the first such
+// system's name in CamelCase followed by `node_suffix` ("NvswitchFailed", "NicsWarning").
 std::string ReasonFor(const v1::HealthVerdict& verdict, v1::HealthStatus status,
-                      std::string gpu_reason, std::string node_reason) {
+                      std::string gpu_reason, std::string_view node_suffix) {
   for (const v1::GpuHealth& gpu : verdict.gpus()) {
     if (gpu.status() == status) return gpu_reason;
   }
   for (const v1::SystemHealth& system : verdict.node_systems()) {
-    if (system.status() == status) return node_reason;
+    if (system.status() != status || system.system().empty()) continue;
+    std::string reason = system.system();
+    reason[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(reason[0])));
+    return reason + std::string(node_suffix);
   }
   return gpu_reason;
+}
+
+// ", and the node's NVSwitches and NIC ports" for the node-level systems judged; "" for none.
+std::string NodeSystemsPass(const v1::HealthVerdict& verdict) {
+  std::vector<std::string> names;
+  for (const v1::SystemHealth& system : verdict.node_systems()) {
+    const std::optional<HealthSystem> known = ParseHealthSystem(system.system());
+    names.emplace_back(known ? HealthSystemInfoOf(*known).subject : system.system());
+  }
+  if (names.empty()) return "";
+  return fmt::format(", and the node's {}", fmt::join(names, " and "));
 }
 
 std::string Join(const std::string& prefix, const std::vector<std::string>& parts) {
@@ -177,26 +195,23 @@ std::optional<DesiredCondition> ConditionFromView(const HealthView& view, absl::
         described.parts.insert(described.parts.begin(), std::string(kNoActionForDrill));
         described.identity += "no-action;";
       }
-      DesiredCondition condition = Condition(
-          "True", ReasonFor(verdict, v1::HEALTH_STATUS_FAIL, "GpuFailed", "NvswitchFailed"), prefix,
-          std::move(described));
+      DesiredCondition condition =
+          Condition("True", ReasonFor(verdict, v1::HEALTH_STATUS_FAIL, "GpuFailed", "Failed"),
+                    prefix, std::move(described));
       condition.actionable = actionable;
       return condition;
     }
     case v1::HEALTH_STATUS_WARN:
       return Condition(
           "False",
-          ReasonFor(verdict, v1::HEALTH_STATUS_WARN, std::string(kReasonGpuWarning),
-                    "NvswitchWarning"),
+          ReasonFor(verdict, v1::HEALTH_STATUS_WARN, std::string(kReasonGpuWarning), "Warning"),
           prefix + "nothing fails; warnings: ", Describe(verdict, v1::HEALTH_STATUS_WARN));
     case v1::HEALTH_STATUS_PASS:
-      return DesiredCondition{
-          .status = "False",
-          .reason = std::string(kReasonGpusHealthy),
-          .message =
-              fmt::format("{}all {} GPUs pass{}", prefix, verdict.gpus_size(),
-                          verdict.node_systems_size() > 0 ? ", and the node's NVSwitches" : ""),
-          .identity = std::to_string(verdict.gpus_size())};
+      return DesiredCondition{.status = "False",
+                              .reason = std::string(kReasonGpusHealthy),
+                              .message = fmt::format("{}all {} GPUs pass{}", prefix,
+                                                     verdict.gpus_size(), NodeSystemsPass(verdict)),
+                              .identity = std::to_string(verdict.gpus_size())};
     default:
       return Condition("Unknown", "GpuHealthUnknown", prefix + "the engine cannot tell: ",
                        Describe(verdict, v1::HEALTH_STATUS_UNKNOWN));

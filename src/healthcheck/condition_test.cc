@@ -115,6 +115,10 @@ TEST(ConditionTest, TheNodesNvswitchSystemIsPartOfTheCondition) {
   auto pass = At(view, absl::Seconds(2));
   EXPECT_EQ(pass->reason, "GpusHealthy");
   EXPECT_THAT(pass->message, HasSubstr("and the node's NVSwitches"));
+  HealthView two = view;
+  two.verdict.add_node_systems()->set_system("nics");
+  EXPECT_THAT(At(two, absl::Seconds(2))->message,
+              HasSubstr("and the node's NVSwitches and NIC ports"));
 
   view.verdict.set_overall(v1::HEALTH_STATUS_FAIL);
   nvswitch->set_status(v1::HEALTH_STATUS_FAIL);
@@ -134,6 +138,17 @@ TEST(ConditionTest, TheNodesNvswitchSystemIsPartOfTheCondition) {
             "(00000000:06:00.0): SXid 20034 (action: drain the node)");
   const std::string identity = fail->identity;
   EXPECT_THAT(identity, HasSubstr("node: nvswitch/DCGM_FR_NVSWITCH_FATAL_ERROR;"));
+
+  // The node's NIC ports (every port down) warning beside it: the reason names the failing one.
+  v1::SystemHealth* nics = view.verdict.add_node_systems();
+  nics->set_system("nics");
+  nics->set_status(v1::HEALTH_STATUS_WARN);
+  EXPECT_EQ(At(view, absl::Seconds(2))->reason, "NvswitchFailed");
+  nics->set_status(v1::HEALTH_STATUS_FAIL);
+  nvswitch->set_status(v1::HEALTH_STATUS_PASS);
+  EXPECT_EQ(At(view, absl::Seconds(2))->reason, "NicsFailed");
+  nvswitch->set_status(v1::HEALTH_STATUS_FAIL);
+  view.verdict.mutable_node_systems()->RemoveLast();
 
   // A GPU failing too: the reason names the GPUs, the message both.
   v1::GpuHealth* gpu = view.verdict.mutable_gpus(2);

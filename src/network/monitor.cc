@@ -1,6 +1,7 @@
 // Implements the network source: the read schedule, the report and the log lines.
 #include "network/monitor.h"
 
+#include <algorithm>
 #include <map>
 
 #include "fmt/format.h"
@@ -120,7 +121,7 @@ void NetworkMonitor::JudgeLogLines() {
   }
 }
 
-SourceReport NetworkMonitor::Judge(absl::Time now) {
+std::vector<SourceReport> NetworkMonitor::Judge(absl::Time now) {
   JudgeLogLines();
   const bool state_due = now >= next_state_;
   const bool counters_due = now >= next_counters_;
@@ -137,25 +138,80 @@ SourceReport NetworkMonitor::Judge(absl::Time now) {
     }
     if (state_due || counters_due) SayChanges(&watched);
   }
-  SourceReport report{.system = HealthSystem::kNetwork};
-  report.unknown.assign(gpu_count_, "");
+  SourceReport gpus{.system = HealthSystem::kNetwork};
+  gpus.unknown.assign(gpu_count_, "");
+  SourceReport node{.system = HealthSystem::kNics, .unknown = {""}};
+  const auto add_unknown = [](std::string* reason, const std::string& more) {
+    *reason += (reason->empty() ? "" : "; ") + more;
+  };
   for (size_t i = 0; i < watched_.size(); ++i) {
-    const std::vector<uint32_t>& gpus = watched_[i].mapped.attachment.gpus;
+    const std::vector<uint32_t>& served = watched_[i].mapped.attachment.gpus;
+    // A port that serves no GPU (a storage or management port, or one the config said `[]` of) is
+    // the node's own.
     for (SourceFinding& finding : watched_[i].judge.Findings(now, policy_, PeerRate(i))) {
-      finding.gpus = gpus;
-      report.findings.push_back(std::move(finding));
+      finding.gpus = served;
+      (served.empty() ? node : gpus).findings.push_back(std::move(finding));
     }
     if (const std::string unknown = watched_[i].judge.Unknown(); !unknown.empty()) {
-      for (uint32_t gpu : gpus) {
-        report.unknown[gpu] += (report.unknown[gpu].empty() ? "" : "; ") + unknown;
-      }
+      if (served.empty()) add_unknown(&node.unknown[0], unknown);
+      for (uint32_t gpu : served) add_unknown(&gpus.unknown[gpu], unknown);
     }
+  }
+  if (std::optional<SourceFinding> all_down = AllDown({&gpus.findings, &node.findings})) {
+    node.findings.push_back(*std::move(all_down));
   }
   if (state_due || counters_due) {
     absl::MutexLock lock(&ports_mutex_);
     for (size_t i = 0; i < watched_.size(); ++i) ports_[i] = watched_[i].mapped;
   }
-  return report;
+  std::vector<SourceReport> reports;
+  reports.push_back(std::move(gpus));
+  reports.push_back(std::move(node));
+  return reports;
+}
+
+std::optional<SourceFinding> NetworkMonitor::AllDown(
+    std::initializer_list<const std::vector<SourceFinding>*> findings) const {
+  std::vector<const Watched*> seen_up;
+  for (const Watched& watched : watched_) {
+    if (watched.judge.seen_up()) seen_up.push_back(&watched);
+  }
+  if (seen_up.empty() || std::any_of(seen_up.begin(), seen_up.end(), [](const Watched* watched) {
+        return !watched->judge.down();
+      })) {
+    return std::nullopt;
+  }
+  // As severe as the least severe of the ports' own down findings: FAIL once every port's grace
+  // has passed.
+  HealthStatus status = HealthStatus::kFail;
+  std::string ports;
+  for (const Watched* watched : seen_up) {
+    const std::string name = watched->mapped.port.Name();
+    const std::string key = fmt::format("network.state.{}", name);
+    bool failed = false;
+    for (const std::vector<SourceFinding>* list : findings) {
+      for (const SourceFinding& finding : *list) {
+        failed |= finding.key == key && finding.status == HealthStatus::kFail;
+      }
+    }
+    if (!failed) status = HealthStatus::kWarn;
+    ports +=
+        fmt::format("{}{} {}", ports.empty() ? "" : ", ", name, StateText(watched->mapped.port));
+  }
+  return SourceFinding{
+      .status = status,
+      .key = "nics.all_down",
+      .code = "VIGIL_FR_NET_ALL_PORTS_DOWN",
+      .message = fmt::format(
+          "every NIC port of the node that was up is down ({} port{}: {}): the node is cut off "
+          "from its network, not one GPU",
+          seen_up.size(), seen_up.size() == 1 ? "" : "s", ports),
+      .action =
+          "check what the ports share — the leaf switches, the node's cabling, the mlx5 "
+          "driver and firmware (ibstat; dmesg | grep mlx5) — and drain the node until a "
+          "port is back",
+      .recommended = RecommendedAction::kInspect,
+      .sticky = false};  // it ends as a port comes back (each GPU's own incident keeps its window)
 }
 
 std::vector<MappedPort> NetworkMonitor::Ports() const {

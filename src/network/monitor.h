@@ -3,9 +3,9 @@
 // judged by a PortJudge each, and reported as the `network` system of the GPUs each port serves
 // (health/source.h). What cannot be read is said once when it starts and once when it ends, and
 // makes the GPUs the port serves UNKNOWN, never PASS. A port's state changes are logged, one line
-// each. A port that serves no GPU (the topology placed it nowhere, or the config said `[]`) is
-// read, logged and judged, but its findings name no GPU yet (a node-level network system is to
-// come).
+// each. The node's own `nics` system takes what is about no one GPU: the findings of a port that
+// serves no GPU (the topology placed it nowhere, or the config said `[]`), and every port that was
+// up being down at once (the node cut off: its switches, its cabling, the driver).
 //
 // The mlx5 driver's kernel-log lines (nic_log.h) come in through OnKernelLine(), from the kernel
 // log's thread, and are judged at the next Judge() for the ports of their HCA (of their netdev,
@@ -15,6 +15,7 @@
 // OnKernelLine() from any thread.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <set>
@@ -37,8 +38,11 @@ class NetworkMonitor final : public HealthSource {
   NetworkMonitor(SysfsPorts reader, std::vector<MappedPort> ports, NetworkPolicy policy,
                  uint32_t gpu_count);
 
-  HealthSystem system() const override { return HealthSystem::kNetwork; }
-  SourceReport Judge(absl::Time now) override;
+  std::vector<HealthSystem> systems() const override {
+    return {HealthSystem::kNetwork, HealthSystem::kNics};
+  }
+  // Two reports: each GPU's `network`, then the node's `nics`.
+  std::vector<SourceReport> Judge(absl::Time now) override;
 
   // The ports as last read (identity, GPUs, state), for discovery. Thread-safe.
   std::vector<MappedPort> Ports() const;
@@ -56,6 +60,10 @@ class NetworkMonitor final : public HealthSource {
   };
   // Logs a port's state change and the start and end of its read problems, one line each.
   static void SayChanges(Watched* watched);
+  // The node's finding when every port seen up since the start is down now; `findings`: this
+  // judgement's (the GPUs' and the node's), for each port's own severity.
+  std::optional<SourceFinding> AllDown(
+      std::initializer_list<const std::vector<SourceFinding>*> findings) const;
   // The rate most up ports of `layer` other than `except` trained at; nullopt: none.
   std::optional<double> PeerRate(size_t except) const;
 

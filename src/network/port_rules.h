@@ -47,6 +47,10 @@ class PortJudge {
   // The rate it trained at while up (for the peers' comparison); nullopt while not up.
   std::optional<PortRate> up_rate() const { return up_ ? rate_ : std::nullopt; }
   std::optional<LinkLayer> link_layer() const { return link_layer_; }
+  // Seen ACTIVE/LinkUp since the engine started (only such a port is judged down).
+  bool seen_up() const { return seen_up_; }
+  // Down now (not back up within its recovery window either).
+  bool down() const { return episode_.has_value() && !episode_->up_since.has_value(); }
 
  private:
   // A stretch of not being up, from its first down to the end of its recovery window.

@@ -54,7 +54,7 @@ std::string SxidSource::UnknownReason(kmsg::LogState state) {
   return "the kernel log's state is not known";
 }
 
-SourceReport SxidSource::Judge(absl::Time now) {
+std::vector<SourceReport> SxidSource::Judge(absl::Time now) {
   SourceReport report{.system = HealthSystem::kNvswitch, .unknown = {UnknownReason(log_state_())}};
   absl::MutexLock lock(&mutex_);
   std::vector<SxidEvent> sxids;
@@ -88,7 +88,7 @@ SourceReport SxidSource::Judge(absl::Time now) {
                                .occurred = sxid.time,
                                .log_position = sxid.log_position});
   }
-  return report;
+  return {std::move(report)};
 }
 
 }  // namespace vigil::nvswitch

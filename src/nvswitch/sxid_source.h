@@ -36,8 +36,8 @@ class SxidSource final : public HealthSource {
   SxidSource(HealthPolicy policy, std::function<kmsg::LogState()> log_state,
              std::function<bool(const std::string&, const LogPosition&)> counted);
 
-  HealthSystem system() const override { return HealthSystem::kNvswitch; }
-  SourceReport Judge(absl::Time now) override;
+  std::vector<HealthSystem> systems() const override { return {HealthSystem::kNvswitch}; }
+  std::vector<SourceReport> Judge(absl::Time now) override;
   // Keeps the SXid for the next Judge(), unless its incident already counts its kernel-log record
   // (read again after a restart): then it is logged and dropped (false).
   bool OnSxid(const SxidEvent& sxid) override;

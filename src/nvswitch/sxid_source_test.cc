@@ -72,9 +72,7 @@ class SxidSourceTest : public ::testing::Test {
     snapshot.seq = ++seq_;
     snapshot.time = now_;
     snapshot.layout = layout_;
-    std::vector<SourceReport> reports;
-    reports.push_back(source_->Judge(now_));
-    verdict_ = health_->Evaluate(snapshot, now_, &transitions_, std::move(reports));
+    verdict_ = health_->Evaluate(snapshot, now_, &transitions_, source_->Judge(now_));
   }
 
   void ClearNode() {
