@@ -165,8 +165,9 @@ int RunHealth(const HealthFlags& flags) {
 
 int RunClear(const HealthFlags& flags) {
   if (!flags.node && flags.gpu < 0) {
-    return Fail("health clear",
-                "say what to clear: --gpu N (a GPU's systems) or --node (the node's nvswitch and nics)");
+    return Fail(
+        "health clear",
+        "say what to clear: --gpu N (a GPU's systems) or --node (the node's nvswitch and nics)");
   }
   auto client = ConnectFromFlags(flags.client);
   if (!client.ok()) return Fail("health clear", client.status());
@@ -245,8 +246,8 @@ CommandRunner AddHealthCommand(CLI::App* parent) {
   AddTokenFileFlag(clear, &flags->client);
   CLI::Option* gpu =
       clear->add_option("--gpu", flags->gpu, "GPU index")->check(CLI::Range(0, 1023));
-  CLI::Option* node =
-      clear->add_flag("--node", flags->node, "The node's own systems (nvswitch, nics), not a GPU's");
+  CLI::Option* node = clear->add_flag("--node", flags->node,
+                                      "The node's own systems (nvswitch, nics), not a GPU's");
   gpu->excludes(node);
   std::vector<std::string> systems;
   for (const HealthSystemInfo& info : kHealthSystems) systems.emplace_back(info.name);
