@@ -22,11 +22,11 @@
 #include "engine/tick_loop.h"
 #include "exporter/render.h"
 #include "fields/catalogue.h"
+#include "network/fake_sysfs.h"
 #include "network/monitor.h"
 #include "reference/packed_history.h"
 #include "sampling/history.h"
 #include "server/server.h"
-#include "testing/fake_sysfs.h"
 #include "testing/temp_dir.h"
 #ifdef VIGIL_BENCH_NVML
 #include "fake_nvml/script.h"

@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "common/check.h"
 #include "fmt/format.h"
 
 namespace vigil::testing {
@@ -12,17 +13,9 @@ std::string PciFunction(int bus, int device) {
 }
 
 void LayOutDgx(FakeSysfs* sysfs) {
-  for (int i = 0; i < 8; ++i) {
-    const int bus = kSimBuses[i];
-    const std::vector<std::string> above = {fmt::format("pci0000:{:02x}", bus - 3),
-                                            PciFunction(bus - 3, 1), PciFunction(bus - 2, 0)};
-    std::vector<std::string> gpu = above, hca = above;
-    gpu.insert(gpu.end(), {PciFunction(bus - 1, 0), PciFunction(bus, 0)});
-    hca.insert(hca.end(), {PciFunction(bus - 1, 1), PciFunction(bus + 1, 0)});
-    sysfs->AddPciFunction(gpu, i < 4 ? 0 : 1);
-    sysfs->AddPciFunction(hca, i < 4 ? 0 : 1);
-    sysfs->AddHca(fmt::format("mlx5_{}", i), hca.back(), {FakeSysfs::Port{}});
-  }
+  std::vector<std::string> gpus;  // as NVML and the sim name them
+  for (int bus : kSimBuses) gpus.push_back(fmt::format("00000000:{:02X}:00.0", bus));
+  VIGIL_CHECK(network::LayOutSimRails(sysfs->tree(), gpus, 8).ok());
   sysfs->AddPciFunction({"pci0000:e0", "0000:e0:01.0", "0000:e1:00.0"}, 1);
   FakeSysfs::Port roce{.rate = "200 Gb/sec (4X HDR)", .link_layer = "Ethernet"};
   sysfs->AddHca("mlx5_8", "0000:e1:00.0", {roce, roce}, "ens8f0np0");

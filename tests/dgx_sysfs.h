@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "testing/fake_sysfs.h"
+#include "network/fake_sysfs.h"
 
 namespace vigil::testing {
 

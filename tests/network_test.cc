@@ -15,9 +15,9 @@
 #include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "network/fake_sysfs.h"
 #include "process.h"
 #include "testing/eventually.h"
-#include "testing/fake_sysfs.h"
 #include "testing/temp_dir.h"
 
 namespace vigil::testing {
@@ -359,6 +359,58 @@ TEST(NetworkTest, ASysfsRootThatDoesNotExistIsOneLineAndExit2) {
   // The refusal is the last line, and one line.
   const std::string last = started.err.substr(started.err.rfind('\n', started.err.size() - 2) + 1);
   EXPECT_THAT(last, ::testing::StartsWith("vigil engine: --sysfs-root")) << started.err;
+}
+
+// The simulated node's NIC rails (--sim-nics): discovery shows rail i serving GPU i, and a port's
+// state file under STATE_DIR/sim-sysfs turned DOWN fails that GPU's network alone.
+TEST(NetworkTest, SimulatedRailsServeTheirGpusAndAPortsFileChangesIt) {
+  TempDir dir;
+  const std::string config = NetworkConfig(dir, "  state: {fail_after: 0s, recovery_window: 2s}\n");
+  EngineProcess engine(dir.path().string(), "n1", 4, {"--sim-nics", "3", "--config", config});
+  ASSERT_FALSE(engine.unix_address.empty()) << engine.process->Stderr();
+  ASSERT_TRUE(engine.process->WaitForStderr("sim: 3 NIC rails (mlx5_0 .. mlx5_2) under "))
+      << engine.process->Stderr();
+  const Json discovery = VigilJson({"discovery", "--json", "--engine", engine.unix_address});
+  ASSERT_EQ(discovery["nic_ports"].size(), 3u) << discovery.dump();
+  for (uint32_t i = 0; i < 3; ++i) {
+    const Json& port = discovery["nic_ports"][i];
+    EXPECT_EQ(port["name"], fmt::format("mlx5_{}/1", i));
+    EXPECT_EQ(port["gpus"], Json::array({i}));
+    EXPECT_EQ(port["attachment"], "pcie-switch");
+  }
+  Json verdict;
+  const auto statuses = [&] { return NetworkStatuses(engine, &verdict); };
+  ASSERT_TRUE(Eventually([&] {
+    return statuses() == std::vector<std::string>{"PASS", "PASS", "PASS", "PASS"};
+  })) << verdict.dump();
+  const std::string state =
+      dir.File("state-n1/sim-sysfs/" + FakeSysfs::PortDir("mlx5_1", 1) + "/state");
+  std::ofstream(state) << "1: DOWN\n";
+  ASSERT_TRUE(Eventually([&] {
+    return statuses() == std::vector<std::string>{"PASS", "FAIL", "PASS", "PASS"};
+  })) << verdict.dump();
+}
+
+TEST(NetworkTest, SimulatedRailsRefusedWhereTheyCannotBe) {
+  TempDir dir;
+  const std::vector<std::string> base = {"engine", "--socket",    dir.File("e.sock"), "--listen",
+                                         "",       "--state-dir", dir.File("state")};
+  const auto run = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), more.begin(), more.end());
+    return Vigil(args);
+  };
+  auto too_many = run({"--backend", "sim", "--gpus", "2", "--sim-nics", "3"});
+  EXPECT_EQ(too_many.exit_code, 2) << too_many.err;
+  EXPECT_THAT(too_many.err, HasSubstr("--sim-nics 3: the simulated node has 2 GPUs, and a rail "
+                                      "serves one: use at most 2"));
+  auto with_root =
+      run({"--backend", "sim", "--sim-nics", "1", "--sysfs-root", dir.path().string()});
+  EXPECT_EQ(with_root.exit_code, 2) << with_root.err;
+  EXPECT_THAT(with_root.err, HasSubstr("leave out --sysfs-root"));
+  auto past_eight = run({"--backend", "sim", "--gpus", "16", "--sim-nics", "9"});
+  EXPECT_EQ(past_eight.exit_code, 2) << past_eight.err;
+  EXPECT_THAT(past_eight.err, HasSubstr("--sim-nics"));
 }
 
 }  // namespace

@@ -111,6 +111,7 @@ TEST(NodeTest, MakeDemoRunsVigilNodeAndSaysWhereToLook) {
   EXPECT_THAT(demo.out, HasSubstr("/metrics"));
   EXPECT_THAT(demo.out, HasSubstr("/status"));
   EXPECT_THAT(demo.out, HasSubstr("inject xid"));
+  EXPECT_THAT(demo.out, HasSubstr("/state/sim-sysfs/class/infiniband/mlx5_3/ports/1/state"));
   EXPECT_THAT(demo.out, HasSubstr("GPU 7"));  // the live table of 8 GPUs
 }
 

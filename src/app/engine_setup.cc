@@ -17,6 +17,7 @@
 #include "fmt/ranges.h"
 #include "network/monitor.h"
 #include "network/port_map.h"
+#include "network/sim_sysfs.h"
 #include "network/sysfs_ports.h"
 #include "nvswitch/sxid_source.h"
 #include "server/authz.h"
@@ -55,10 +56,10 @@ absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const EngineFlags& flags,
     return std::unique_ptr<Backend>(std::move(*sim));
   }
   if (flags.gpus_option->count() > 0 || flags.seed_option->count() > 0 ||
-      flags.mig_option->count() > 0 || !config.sim_mig.empty()) {
+      flags.mig_option->count() > 0 || !config.sim_mig.empty() || flags.sim_nics > 0) {
     return absl::InvalidArgumentError(
-        "--gpus, --seed and --mig (sim.mig in the config) apply to --backend sim only (real GPUs "
-        "are partitioned with nvidia-smi mig)");
+        "--gpus, --seed, --mig (sim.mig in the config) and --sim-nics apply to --backend sim only "
+        "(real GPUs are partitioned with nvidia-smi mig; real NICs are read from --sysfs-root)");
   }
   // Checked before NVML is opened, so a bad command is refused on any machine.
   if (absl::Status valid = ValidateResetCommand(flags.gpu_reset_command); !valid.ok()) {
@@ -124,6 +125,46 @@ absl::StatusOr<network::NetworkMonitor*> StartNetwork(const std::string& sysfs_r
   network::NetworkMonitor* source = monitor.get();
   engine->AddHealthSource(std::move(monitor));
   return source;
+}
+
+// The simulated node's NIC rails (--sim-nics): a fresh sysfs tree under the state dir, every port
+// ACTIVE; returns its root, or "" without --sim-nics.
+absl::StatusOr<std::string> WriteSimNics(const EngineFlags& flags,
+                                         const std::vector<GpuIdentity>& gpus) {
+  if (flags.sim_nics == 0) return std::string();
+  if (flags.sysfs_root.has_value()) {
+    return absl::InvalidArgumentError(
+        "--sim-nics writes the simulated node's sysfs tree itself: leave out --sysfs-root");
+  }
+  if (flags.sim_nics > gpus.size()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "--sim-nics {}: the simulated node has {} GPU{}, and a rail serves one: use at most {}",
+        flags.sim_nics, gpus.size(), gpus.size() == 1 ? "" : "s", gpus.size()));
+  }
+  if (flags.state_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--sim-nics writes its sysfs tree under the state dir: give a --state-dir");
+  }
+  const std::string root = flags.state_dir + "/sim-sysfs";
+  std::error_code error;
+  std::filesystem::remove_all(root, error);  // every start begins with every port up
+  if (error) {
+    return absl::InternalError(
+        fmt::format("cannot remove the previous {}: {}", root, error.message()));
+  }
+  auto tree = network::SimSysfs::Create(root);
+  if (!tree.ok()) return WithContext(tree.status(), "--sim-nics");
+  std::vector<std::string> bus_ids;
+  for (const GpuIdentity& gpu : gpus) bus_ids.push_back(gpu.pci_bus_id);
+  if (absl::Status laid = network::LayOutSimRails(&*tree, bus_ids, flags.sim_nics); !laid.ok()) {
+    return WithContext(laid, "--sim-nics");
+  }
+  spdlog::info(
+      "sim: {} NIC rail{} (mlx5_0 .. mlx5_{}) under {}; change a port by its files, e.g. echo '1: "
+      "DOWN' > {}/{}/state",
+      flags.sim_nics, flags.sim_nics == 1 ? "" : "s", flags.sim_nics - 1, root, root,
+      network::SimSysfs::PortDir("mlx5_0", 1));
+  return root;
 }
 
 // Starts the kernel log as the XID source beside the backend's events: what it holds since boot is
@@ -235,6 +276,13 @@ void AddEngineFlags(CLI::App* command, EngineFlags* flags) {
                       "The sysfs mount the node's InfiniBand and RoCE NIC ports are read from "
                       "(the host's /sys where a container mounts it elsewhere; a fake tree in "
                       "tests); '' for none (default: /sys with --backend nvml, none with sim)");
+  command
+      ->add_option("--sim-nics", flags->sim_nics,
+                   "NIC rails of the simulated node, one per GPU from GPU 0 behind its PCIe switch "
+                   "(--backend sim; at most 8 and the GPUs): a sysfs tree under "
+                   "STATE_DIR/sim-sysfs, whose files change a port")
+      ->check(CLI::Range(0u, network::kMaxSimRails))
+      ->capture_default_str();
   command->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
 }
@@ -269,8 +317,11 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
       {.node_name = node_name, .config = config, .state_dir = flags.state_dir, .boot_id = boot_id},
       std::move(*backend));
   if (!engine.ok()) return engine.status();
-  const std::string sysfs_root =
-      flags.sysfs_root.has_value() ? *flags.sysfs_root : (flags.backend == "nvml" ? "/sys" : "");
+  auto sim_root = WriteSimNics(flags, (*engine)->gpus());
+  if (!sim_root.ok()) return sim_root.status();
+  const std::string sysfs_root = flags.sysfs_root.has_value()
+                                     ? *flags.sysfs_root
+                                     : (flags.backend == "nvml" ? "/sys" : *sim_root);
   network::NetworkMonitor* network = nullptr;
   if (!sysfs_root.empty()) {
     auto started = StartNetwork(sysfs_root, config.network, engine->get());

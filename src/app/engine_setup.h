@@ -38,6 +38,9 @@ struct EngineFlags {
   std::optional<std::string> journal;
   // The sysfs mount the NIC ports are read from; unset: /sys with --backend nvml, none with sim.
   std::optional<std::string> sysfs_root;
+  // --backend sim: NIC rails of the simulated node, one per GPU from GPU 0 (0: none), written as a
+  // sysfs tree under STATE_DIR/sim-sysfs that the network source reads.
+  uint32_t sim_nics = 0;
   // How the nvml backend resets a GPU (vigil reset-gpu, the remediator's reset-gpu action).
   std::string gpu_reset_command = NvmlResetOptions().command;
   std::string gpu_reset_timeout = absl::FormatDuration(NvmlResetOptions().limit);

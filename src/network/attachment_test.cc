@@ -7,7 +7,7 @@
 #include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "testing/fake_sysfs.h"
+#include "network/fake_sysfs.h"
 #include "testing/temp_dir.h"
 
 namespace vigil::network {

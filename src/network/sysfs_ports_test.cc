@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "testing/fake_sysfs.h"
+#include "network/fake_sysfs.h"
 #include "testing/fault_env.h"
 #include "testing/temp_dir.h"
 
