@@ -391,6 +391,84 @@ TEST(NetworkTest, SimulatedRailsServeTheirGpusAndAPortsFileChangesIt) {
   })) << verdict.dump();
 }
 
+// `vigil inject field --port` drives a simulated rail's state: GPU 3's network fails alone, the
+// port shows as injected in discovery, the audit trail names the port, and a clear brings the
+// port's real state back, the GPU passing after the recovery window.
+TEST(NetworkTest, AnInjectedPortStateFailsItsGpuAloneAndAClearBringsItBack) {
+  TempDir dir;
+  const std::string config = NetworkConfig(dir, "  state: {fail_after: 0s, recovery_window: 2s}\n");
+  EngineProcess engine(dir.path().string(), "n1", 4, {"--sim-nics", "4", "--config", config});
+  ASSERT_FALSE(engine.unix_address.empty()) << engine.process->Stderr();
+  Json verdict;
+  const auto statuses = [&] { return NetworkStatuses(engine, &verdict); };
+  const std::vector<std::string> all_pass(4, "PASS");
+  ASSERT_TRUE(Eventually([&] { return statuses() == all_pass; })) << verdict.dump();
+
+  auto injected = Vigil({"inject", "field", "--port", "mlx5_3/1", "--field", "state", "--value",
+                         "1", "--for", "5m", "--engine", engine.unix_address});
+  ASSERT_EQ(injected.exit_code, 0) << injected.err;
+  EXPECT_THAT(injected.out, HasSubstr("inj-1: NIC port mlx5_3/1 state set to 1"));
+  ASSERT_TRUE(Eventually([&] {
+    return statuses() == std::vector<std::string>{"PASS", "PASS", "PASS", "FAIL"};
+  })) << verdict.dump();
+  const Json& incident = verdict["gpus"][3]["systems"]["network"]["incidents"][0];
+  EXPECT_EQ(incident["code"], "VIGIL_FR_NET_PORT_DOWN");
+  EXPECT_TRUE(incident.value("injected", false)) << incident.dump();
+  const Json discovery = VigilJson({"discovery", "--json", "--engine", engine.unix_address});
+  EXPECT_EQ(discovery["nic_ports"][3]["injected"], Json::array({"state"})) << discovery.dump();
+  EXPECT_EQ(discovery["nic_ports"][2]["injected"], Json::array()) << discovery.dump();
+  const Json list = VigilJson({"inject", "list", "--json", "--engine", engine.unix_address});
+  ASSERT_EQ(list["injections"].size(), 1u) << list.dump();
+  EXPECT_EQ(list["injections"][0]["nic_port"], "mlx5_3/1");
+  EXPECT_EQ(list["injections"][0]["field"], "state");
+  EXPECT_TRUE(list["injections"][0]["gpu"].is_null());
+
+  auto cleared = Vigil({"inject", "clear", "inj-1", "--engine", engine.unix_address});
+  ASSERT_EQ(cleared.exit_code, 0) << cleared.err;
+  ASSERT_TRUE(Eventually([&] { return statuses() == all_pass; })) << verdict.dump();
+  std::string audit;
+  for (const Json& event :
+       JsonLines(Vigil({"events", "--json", "--no-follow", "--engine", engine.unix_address}).out)) {
+    const std::string kind = event["kind"];
+    if (kind.rfind("INJECTION_", 0) == 0) audit += kind + " " + event.value("message", "") + "\n";
+  }
+  EXPECT_THAT(audit, HasSubstr("INJECTION_STARTED inj-1: NIC port mlx5_3/1 state = 1 for 5m"));
+  EXPECT_THAT(audit, HasSubstr("INJECTION_CLEARED"));
+}
+
+// A port injection the engine cannot carry out is refused with the reason, and nothing starts.
+TEST(NetworkTest, BadPortInjectionsAreRefusedWithTheReason) {
+  TempDir dir;
+  EngineProcess engine(dir.path().string(), "n1", 2, {"--sim-nics", "2"});
+  ASSERT_FALSE(engine.unix_address.empty()) << engine.process->Stderr();
+  ASSERT_TRUE(engine.process->WaitForStderr("sim: 2 NIC rails")) << engine.process->Stderr();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--port", "mlx5_7/1", "--field", "state", "--value", "1"},
+       "the node has no NIC port mlx5_7/1: its ports are mlx5_0/1, mlx5_1/1"},
+      {{"--port", "mlx5_0/1", "--field", "state", "--value", "9"}, "state takes the number"},
+      {{"--port", "mlx5_0/1", "--field", "state", "--add", "1"}, "state is not a counter"},
+      {{"--port", "mlx5_0/1", "--field", "bogus", "--value", "1"}, "port mlx5_0/1 has no field"},
+      {{"--port", "mlx5_0/1", "--gpu", "0", "--field", "state", "--value", "1"},
+       "exactly one of --gpu N"},
+  };
+  for (auto [args, expected] : cases) {
+    args.insert(args.begin(), {"inject", "field"});
+    args.insert(args.end(), {"--engine", engine.unix_address});
+    auto result = Vigil(args);
+    EXPECT_EQ(result.exit_code, 2) << expected << ": " << result.err;
+    EXPECT_THAT(result.err, HasSubstr(expected));
+  }
+  const Json list = VigilJson({"inject", "list", "--json", "--engine", engine.unix_address});
+  EXPECT_TRUE(list["injections"].empty()) << list.dump();
+
+  TempDir bare_dir;
+  EngineProcess bare(bare_dir.path().string(), "n2", 1);
+  auto no_ports = Vigil({"inject", "field", "--port", "mlx5_0/1", "--field", "state", "--value",
+                         "1", "--engine", bare.unix_address});
+  EXPECT_EQ(no_ports.exit_code, 2) << no_ports.err;
+  EXPECT_THAT(no_ports.err, HasSubstr("this engine reads no NIC ports"));
+}
+
 TEST(NetworkTest, SimulatedRailsRefusedWhereTheyCannotBe) {
   TempDir dir;
   const std::vector<std::string> base = {"engine", "--socket",    dir.File("e.sock"), "--listen",

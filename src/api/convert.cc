@@ -185,6 +185,7 @@ void ToProto(const NicPortEntity& port, v1::NicPort* out) {
   out->set_lanes(port.lanes);
   out->set_speed(port.speed);
   for (const auto& [name, value] : port.counters) (*out->mutable_counters())[name] = value;
+  for (const std::string& field : port.injected) out->add_injected(field);
 }
 
 }  // namespace vigil

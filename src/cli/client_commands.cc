@@ -178,8 +178,12 @@ void PrintNicPorts(const v1::ListGpusResponse& found) {
             << " found.\n";
   Table table({"PORT", "LINK", "PCI BUS ID", "NETDEV", "STATE", "RATE", "SERVES"});
   for (const auto& port : found.nic_ports()) {
-    const std::string state =
+    std::string state =
         port.state().empty() ? "unknown" : fmt::format("{}/{}", port.state(), port.phys_state());
+    // A drill's values say so where they show.
+    if (!port.injected().empty()) {
+      state += fmt::format(" (injected: {})", fmt::join(port.injected(), ", "));
+    }
     std::string rate = "unknown";
     if (port.rate_gbps() > 0) {
       rate = fmt::format("{:g} Gb/s", port.rate_gbps());
@@ -239,7 +243,8 @@ int RunDiscovery(const ClientFlags& flags) {
                                    {"phys_state", port.phys_state()},
                                    {"rate_gbps", port.rate_gbps()},
                                    {"lanes", port.lanes()},
-                                   {"speed", port.speed()}});
+                                   {"speed", port.speed()},
+                                   {"injected", port.injected()}});
     }
     std::cout << json.dump() << std::endl;
     return kExitOk;

@@ -20,6 +20,7 @@ struct InjectFlags {
   ClientFlags client;
   // field / xid
   int64_t gpu = -1;
+  std::string nic_port;  // field: a NIC port's instead of a GPU's
   std::string field;
   std::string value;
   std::string add;
@@ -36,8 +37,15 @@ struct InjectFlags {
 
 std::string Who(const v1::Principal& principal) { return principal.description(); }
 
+// "GPU 2" or "NIC port mlx5_3/1": what the injection is on.
+std::string Target(const v1::Injection& injection) {
+  return injection.nic_port().empty() ? fmt::format("GPU {}", injection.gpu())
+                                      : "NIC port " + injection.nic_port();
+}
+
 std::string FieldOrXid(const v1::Injection& injection) {
   if (injection.mode() == v1::INJECTION_MODE_XID) return fmt::format("XID {}", injection.xid());
+  if (!injection.nic_port().empty()) return injection.port_field();
   const FieldInfo* field = FindField(injection.field_id());
   return field != nullptr ? std::string(field->name) : std::to_string(injection.field_id());
 }
@@ -52,7 +60,8 @@ std::string ValueText(const v1::Injection& injection) {
 
 nlohmann::json InjectionJson(const v1::Injection& injection) {
   return {{"id", injection.id()},
-          {"gpu", injection.gpu()},
+          {"gpu", injection.nic_port().empty() ? nlohmann::json(injection.gpu()) : nullptr},
+          {"nic_port", injection.nic_port()},
           {"field_id", injection.field_id()},
           {"field", injection.mode() == v1::INJECTION_MODE_XID ? "" : FieldOrXid(injection)},
           {"xid", injection.xid()},
@@ -83,7 +92,7 @@ void PrintInjection(const ClientFlags& flags, const v1::Injection& injection) {
     return;
   }
   std::cout << fmt::format(
-                   "{}: GPU {} {} {}", injection.id(), injection.gpu(), FieldOrXid(injection),
+                   "{}: {} {} {}", injection.id(), Target(injection), FieldOrXid(injection),
                    injection.mode() == v1::INJECTION_MODE_XID
                        ? "raised"
                        : fmt::format(
@@ -99,11 +108,21 @@ int RunField(const InjectFlags& flags) {
   if (flags.value.empty() == flags.add.empty()) {
     return Fail("inject field", "give exactly one of --value V and --add N");
   }
-  auto field = ResolveField(flags.field);
-  if (!field.ok()) return Fail("inject field", WithContext(field.status(), "--field"));
+  if ((flags.gpu >= 0) == !flags.nic_port.empty()) {
+    return Fail("inject field",
+                "give exactly one of --gpu N (a GPU's field) and --port HCA/PORT (a NIC port's)");
+  }
   v1::InjectFieldRequest request;
-  request.set_gpu(static_cast<uint32_t>(flags.gpu));
-  request.set_field_id((*field)->id);
+  if (!flags.nic_port.empty()) {
+    // The port's fields are the engine's to check: it knows the ports and what each has.
+    request.set_nic_port(flags.nic_port);
+    request.set_port_field(flags.field);
+  } else {
+    auto field = ResolveField(flags.field);
+    if (!field.ok()) return Fail("inject field", WithContext(field.status(), "--field"));
+    request.set_gpu(static_cast<uint32_t>(flags.gpu));
+    request.set_field_id((*field)->id);
+  }
   request.set_allow_actions(flags.allow_actions);
   if (!flags.value.empty()) {
     char* end = nullptr;
@@ -192,12 +211,14 @@ int RunList(const InjectFlags& flags) {
   if (list->injections_size() == 0) {
     std::cout << "No active injections.\n";
   } else {
-    Table table({"ID", "GPU", "FIELD/XID", "VALUE", "WHO", "STARTED", "EXPIRES", "SCENARIO"});
+    Table table({"ID", "GPU/PORT", "FIELD/XID", "VALUE", "WHO", "STARTED", "EXPIRES", "SCENARIO"});
     for (const auto& injection : list->injections()) {
-      table.AddRow({injection.id(), std::to_string(injection.gpu()), FieldOrXid(injection),
-                    ValueText(injection), Who(injection.principal()),
-                    FormatTimeUs(injection.start_time_us()),
-                    FormatTimeUs(injection.expire_time_us()), injection.scenario_id()});
+      table.AddRow(
+          {injection.id(),
+           injection.nic_port().empty() ? std::to_string(injection.gpu()) : injection.nic_port(),
+           FieldOrXid(injection), ValueText(injection), Who(injection.principal()),
+           FormatTimeUs(injection.start_time_us()), FormatTimeUs(injection.expire_time_us()),
+           injection.scenario_id()});
     }
     table.Print(std::cout);
   }
@@ -258,10 +279,18 @@ CommandRunner AddInjectCommand(CLI::App* parent) {
   auto flags = std::make_shared<InjectFlags>();
 
   CLI::App* field = inject->add_subcommand(
-      "field", "Replace a field's reading (--value) or raise a counter (--add) for a while");
+      "field",
+      "Replace a field's reading (--value) or raise a counter (--add) for a while, of a GPU or "
+      "of a NIC port");
   AddInjectClientFlags(field, flags.get());
-  field->add_option("--gpu", flags->gpu, "GPU index")->required()->check(CLI::Range(0, 1023));
-  field->add_option("--field", flags->field, "DCGM field name or ID")->required();
+  field->add_option("--gpu", flags->gpu, "GPU index")->check(CLI::Range(0, 1023));
+  field->add_option("--port", flags->nic_port,
+                    "A NIC port instead of a GPU, as vigil discovery names it (mlx5_3/1)");
+  field
+      ->add_option("--field", flags->field,
+                   "DCGM field name or ID; of a NIC port: state (1 DOWN, 4 ACTIVE), phys_state "
+                   "(2 Polling, 5 LinkUp), rate (Gb/s) or a counter (link_downed, symbol_error)")
+      ->required();
   field->add_option("--value", flags->value, "The value to report instead of the real one");
   field->add_option("--add", flags->add,
                     "Raise a cumulative counter by N on top of its real reading");

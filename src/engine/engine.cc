@@ -144,7 +144,10 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Backend> backend)
                   options_.config.injection),
       events_(options_.max_subscribers),
       scenarios_(this, {.gpu_count = static_cast<uint32_t>(backend_->gpus().size()),
-                        .max_injection = options_.config.injection.max_duration}) {
+                        .max_injection = options_.config.injection.max_duration,
+                        .check_port = [this](const PortInjectionRequest& request) {
+                          return CheckPortInjection(request);
+                        }}) {
   identity_ = EngineIdentity{
       .node_name = options_.node_name,
       .instance_id = RandomInstanceId(),
@@ -339,7 +342,7 @@ void Engine::BeginTick(absl::Time now) {
   ApplyHeldUnknownXids(now);
   for (InjectionRecord& expired : injections_.Expire(now)) {
     Record({.kind = EventKind::kInjectionExpired,
-            .gpu = static_cast<int>(expired.gpu),
+            .gpu = expired.EventGpu(),
             .injected = true,
             .injection = expired,
             .message =
@@ -444,8 +447,22 @@ std::shared_ptr<Snapshot> Engine::NextSnapshot(const Snapshot& previous,
   next->gpu_read = gpu_read_;
   // Only while something is injected (an empty list allows nothing): no work on a plain tick.
   next->injection_allows_actions.clear();
-  if (!injections_.Empty()) {
+  const std::vector<InjectionRecord> port_injections =
+      sources_.empty() ? std::vector<InjectionRecord>() : injections_.PortInjections();
+  if (!injections_.Empty() || !port_injections.empty()) {
     next->injection_allows_actions = injections_.ActionGpus(static_cast<uint32_t>(gpus().size()));
+    // A port's drill lets actions follow on the GPUs the port serves.
+    for (const InjectionRecord& record : port_injections) {
+      if (!record.allow_actions) continue;
+      for (const NicPortEntity& port : NicPorts()) {
+        if (port.name != record.nic_port) continue;
+        for (uint32_t gpu : port.gpus) {
+          if (gpu < next->injection_allows_actions.size()) {
+            next->injection_allows_actions[gpu] = true;
+          }
+        }
+      }
+    }
   }
   return next;
 }
@@ -520,7 +537,10 @@ void Engine::JudgeAndPublish(std::shared_ptr<Snapshot> next, absl::Time now) {
   // The sources read (sysfs) with no lock held; their reports join this tick's verdict.
   std::vector<SourceReport> reports;
   reports.reserve(sources_.size());
+  const std::vector<PortFieldInjection> port_injections =
+      sources_.empty() ? std::vector<PortFieldInjection>() : PortInjections();
   for (const std::unique_ptr<HealthSource>& source : sources_) {
+    source->SetPortInjections(port_injections);
     std::vector<SourceReport> more = source->Judge(now);
     reports.insert(reports.end(), std::make_move_iterator(more.begin()),
                    std::make_move_iterator(more.end()));
@@ -747,7 +767,7 @@ std::vector<std::string> Engine::RecordCleared(const std::vector<InjectionRecord
                                                const Principal& who, std::string_view why) {
   for (const InjectionRecord& record : cleared) {
     Record({.kind = EventKind::kInjectionCleared,
-            .gpu = static_cast<int>(record.gpu),
+            .gpu = record.EventGpu(),
             .injected = true,
             .injection = record,
             .principal = who,
@@ -778,6 +798,55 @@ absl::StatusOr<InjectionRecord> Engine::InjectField(const FieldInjectionRequest&
           .message = fmt::format("{}: {}{}", record->id, record->Describe(),
                                  record->scenario_id.empty() ? "" : " in " + record->scenario_id)});
   return record;
+}
+
+absl::Status Engine::CheckPortInjection(const PortInjectionRequest& request) const {
+  const std::vector<NicPortEntity> ports = NicPorts();
+  if (ports.empty()) {
+    return absl::FailedPreconditionError(
+        "this engine reads no NIC ports: give it a --sysfs-root with InfiniBand or RoCE ports (on "
+        "the sim backend, --sim-nics N)");
+  }
+  const PortFieldInjection injection{
+      .port = request.port, .field = request.field, .value = request.value, .add = request.add};
+  for (const std::unique_ptr<HealthSource>& source : sources_) {  // fixed since the first tick
+    absl::Status checked = source->CheckPortInjection(injection);
+    if (!absl::IsNotFound(checked)) return checked;
+  }
+  std::string names;
+  for (const NicPortEntity& port : ports) names += (names.empty() ? "" : ", ") + port.name;
+  return absl::NotFoundError(fmt::format(
+      "the node has no NIC port {}: its ports are {} (vigil discovery)", request.port, names));
+}
+
+absl::StatusOr<InjectionRecord> Engine::InjectPort(const PortInjectionRequest& request,
+                                                   const Principal& principal) {
+  if (absl::Status checked = CheckPortInjection(request); !checked.ok()) return checked;
+  std::optional<InjectionRecord> superseded;
+  auto record = injections_.AddPort(request, principal, options_.clock->Now(), &superseded);
+  if (!record.ok()) return record.status();
+  if (superseded) RecordCleared({*superseded}, principal, "superseded by " + record->id);
+  Record({.kind = EventKind::kInjectionStarted,
+          .injected = true,
+          .injection = *record,
+          .principal = principal,
+          .message = fmt::format("{}: {}{}", record->id, record->Describe(),
+                                 record->scenario_id.empty() ? "" : " in " + record->scenario_id)});
+  return record;
+}
+
+std::vector<PortFieldInjection> Engine::PortInjections() const {
+  std::vector<PortFieldInjection> injections;
+  for (const InjectionRecord& record : injections_.PortInjections()) {
+    PortFieldInjection& injection = injections.emplace_back(
+        PortFieldInjection{.id = record.id, .port = record.nic_port, .field = record.port_field});
+    if (record.mode == InjectionMode::kAdd) {
+      injection.add = record.add;
+    } else {
+      injection.value = record.value.numeric();
+    }
+  }
+  return injections;
 }
 
 absl::StatusOr<InjectionRecord> Engine::InjectXid(const XidInjectionRequest& request,
@@ -827,6 +896,12 @@ std::vector<std::string> Engine::ClearScenarioInjections(const std::string& scen
 std::vector<std::string> Engine::ClearFieldInjection(uint32_t gpu, FieldId field,
                                                      const Principal& who, std::string_view why) {
   return RecordCleared(injections_.ClearField(gpu, field), who, why);
+}
+
+std::vector<std::string> Engine::ClearPortInjection(const std::string& port,
+                                                    const std::string& field, const Principal& who,
+                                                    std::string_view why) {
+  return RecordCleared(injections_.ClearPortField(port, field), who, why);
 }
 
 void Engine::AuditScenario(ScenarioTarget::Audit what, const Principal& who, std::string message) {

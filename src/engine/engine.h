@@ -198,6 +198,11 @@ class Engine : public EventSink, private ScenarioTarget {
   // Produces the same event a real XID does, flagged injected.
   absl::StatusOr<InjectionRecord> InjectXid(const XidInjectionRequest& request,
                                             const Principal& principal) override;
+  // A NIC port's field (its state, physical state, rate or a counter): checked by the source that
+  // reads the port (NotFound for a port the node lacks, FailedPrecondition where the engine reads
+  // no ports), applied from the next tick as if read, flagged injected, audited.
+  absl::StatusOr<InjectionRecord> InjectPort(const PortInjectionRequest& request,
+                                             const Principal& principal) override;
   // Validates the whole scenario first, then runs it on the engine's ticks (ScenarioRunner).
   absl::StatusOr<ScenarioRun> RunScenario(std::string_view yaml_text, std::string_view source,
                                           const Principal& principal);
@@ -356,7 +361,8 @@ class Engine : public EventSink, private ScenarioTarget {
   bool reads_in_flight_ ABSL_GUARDED_BY(sampling_mutex_) = false;
   std::function<void(Snapshot::Counters*)> external_counters_;  // set before the first tick
   // Set before the first tick (and before the kernel log starts), never changed after: read without
-  // a lock by the tick (Judge), the kernel log's thread (OnSxid) and gRPC threads (Cleared).
+  // a lock by the tick (Judge), the kernel log's thread (OnSxid) and gRPC threads (Cleared,
+  // CheckPortInjection).
   std::vector<std::unique_ptr<HealthSource>> sources_;
 
   // Tick thread: reads every GPU's MIG state when kMigPollInterval has passed; the new table
@@ -392,6 +398,12 @@ class Engine : public EventSink, private ScenarioTarget {
                                                    std::string_view why) override;
   std::vector<std::string> ClearFieldInjection(uint32_t gpu, FieldId field, const Principal& who,
                                                std::string_view why) override;
+  std::vector<std::string> ClearPortInjection(const std::string& port, const std::string& field,
+                                              const Principal& who, std::string_view why) override;
+  // Whether a port injection can apply (InjectPort's checks; a scenario's port steps too).
+  absl::Status CheckPortInjection(const PortInjectionRequest& request) const;
+  // The active port injections, as the sources take them.
+  std::vector<PortFieldInjection> PortInjections() const;
   void AuditScenario(ScenarioTarget::Audit what, const Principal& who,
                      std::string message) override;
   // Audits each cleared injection; returns their ids.

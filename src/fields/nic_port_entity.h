@@ -30,6 +30,8 @@ struct NicPortEntity {
   int phys_state_id = -1;
   // counters/ and hw_counters/ as last read, by file name ("symbol_error", "port_xmit_data").
   std::map<std::string, uint64_t> counters;
+  // The fields whose value above is injected, not read ("state", "link_downed"), sorted.
+  std::vector<std::string> injected;
 
   bool operator==(const NicPortEntity&) const = default;
 };

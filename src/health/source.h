@@ -7,8 +7,9 @@
 // holds now, all of it; a finding no longer reported stops holding — but for occurrences (an
 // SXid): an event at a time, reported once, counted as an onset each time.
 //
-// Threading: Judge() is called by one thread at a time (the tick); implementations need no lock
-// for what only Judge() touches. NicPorts(), OnSxid() and Cleared() are called from any thread.
+// Threading: Judge() and SetPortInjections() are called by one thread at a time (the tick);
+// implementations need no lock for what only they touch. NicPorts(), CheckPortInjection(), OnSxid()
+// and Cleared() are called from any thread.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "backend/backend.h"
 #include "fields/health_systems.h"
@@ -61,6 +63,19 @@ struct SourceReport {
   std::vector<std::string> unknown;
 };
 
+// An operator's injection into a NIC port's field (a drill of the network path): what the source's
+// readings of that field become while it is active. The engine keeps them (inject/injection.h:
+// audited, expired, cleared with the others) and hands the active ones to its sources.
+struct PortFieldInjection {
+  std::string id;     // "inj-12"
+  std::string port;   // "mlx5_3/1", as the port is named
+  std::string field;  // "state", "phys_state", "rate" or a counter's file name ("link_downed")
+  std::optional<double> value;  // replaces the reading (exactly one of value and add)
+  std::optional<int64_t> add;   // raises a counter on top of the reading, which it keeps following
+
+  bool operator==(const PortFieldInjection&) const = default;
+};
+
 class HealthSource {
  public:
   virtual ~HealthSource() = default;
@@ -72,6 +87,17 @@ class HealthSource {
   virtual std::vector<SourceReport> Judge(absl::Time now) = 0;
   // The NIC ports it reads, as discovery shows them (with their state as last read). Thread-safe.
   virtual std::vector<NicPortEntity> NicPorts() const { return {}; }
+  // Whether `injection` names one of this source's NIC ports and a change its field can take:
+  // OK; NotFound where the source has no such port (the engine asks the next); InvalidArgument
+  // saying what is wrong and what the field takes. Thread-safe.
+  virtual absl::Status CheckPortInjection(const PortFieldInjection& injection) const {
+    return absl::NotFoundError("no NIC port " + injection.port);
+  }
+  // Tick thread, before each Judge(): the port injections active now, all of them (often none).
+  // Each applies from that Judge() on; one no longer given has ended.
+  virtual void SetPortInjections(const std::vector<PortFieldInjection>& injections) {
+    (void)injections;
+  }
   // An NVSwitch error the engine was handed (from the kernel log): a source that judges SXids
   // keeps it for its next Judge() — or returns false where its incident already counts the SXid's
   // kernel-log record (read again after a restart), and the engine drops it. Thread-safe; must not

@@ -1,6 +1,7 @@
 // Implements the injection table.
 #include "inject/injection.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/check.h"
@@ -11,15 +12,16 @@ namespace vigil {
 std::string InjectionRecord::Describe() const {
   if (mode == InjectionMode::kXid) return fmt::format("GPU {} XID {}", gpu, xid);
   const FieldInfo* info = FindField(field);
-  const std::string name = info != nullptr ? std::string(info->name) : std::to_string(field);
+  const std::string name = !nic_port.empty() ? fmt::format("NIC port {} {}", nic_port, port_field)
+                           : info != nullptr ? fmt::format("GPU {} {}", gpu, info->name)
+                                             : fmt::format("GPU {} {}", gpu, field);
   const std::string change =
       mode == InjectionMode::kAdd
           ? fmt::format("+= {}", add)
           : fmt::format("= {}", value.ok() && std::holds_alternative<int64_t>(value.value)
                                     ? std::to_string(value.as_int())
                                     : fmt::format("{}", value.numeric()));
-  return fmt::format("GPU {} {} {} for {}", gpu, name, change,
-                     absl::FormatDuration(expire - start));
+  return fmt::format("{} {} for {}", name, change, absl::FormatDuration(expire - start));
 }
 
 InjectionTable::InjectionTable(std::shared_ptr<const FieldLayout> layout, uint32_t gpu_count,
@@ -52,23 +54,15 @@ absl::StatusOr<InjectionRecord> InjectionTable::AddField(
   if (request.value.has_value() == request.add.has_value()) {
     return absl::InvalidArgumentError("give exactly one of a value and an amount to add");
   }
-  if (request.duration < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("the duration cannot be negative");
-  }
-  const absl::Duration duration =
-      request.duration == absl::ZeroDuration() ? limits_.default_duration : request.duration;
-  if (duration > limits_.max_duration) {
-    return absl::InvalidArgumentError(fmt::format(
-        "{} is longer than this engine's maximum injection of {} (injection.max_duration)",
-        absl::FormatDuration(duration), absl::FormatDuration(limits_.max_duration)));
-  }
+  absl::StatusOr<absl::Duration> duration = Duration(request.duration);
+  if (!duration.ok()) return duration.status();
 
   InjectionRecord record;
   record.gpu = request.gpu;
   record.field = request.field;
   record.principal = principal;
   record.start = now;
-  record.expire = now + duration;
+  record.expire = now + *duration;
   record.scenario_id = request.scenario_id;
   record.allow_actions = request.allow_actions;
   if (request.add) {
@@ -105,8 +99,64 @@ absl::StatusOr<InjectionRecord> InjectionTable::AddField(
     record.value.injected = true;
   }
 
+  return Insert({.gpu = request.gpu, .field_index = *index}, std::move(record), superseded);
+}
+
+absl::StatusOr<InjectionRecord> InjectionTable::AddPort(
+    const PortInjectionRequest& request, const Principal& principal, absl::Time now,
+    std::optional<InjectionRecord>* superseded) {
+  if (request.port.empty() || request.field.empty()) {
+    return absl::InvalidArgumentError("name the NIC port and its field");
+  }
+  if (request.value.has_value() == request.add.has_value()) {
+    return absl::InvalidArgumentError("give exactly one of a value and an amount to add");
+  }
+  absl::StatusOr<absl::Duration> duration = Duration(request.duration);
+  if (!duration.ok()) return duration.status();
+  InjectionRecord record;
+  record.nic_port = request.port;
+  record.port_field = request.field;
+  record.principal = principal;
+  record.start = now;
+  record.expire = now + *duration;
+  record.scenario_id = request.scenario_id;
+  record.allow_actions = request.allow_actions;
+  if (request.add.has_value()) {
+    if (*request.add <= 0) {
+      return absl::InvalidArgumentError("--add needs a positive amount: counters only grow");
+    }
+    record.mode = InjectionMode::kAdd;
+    record.add = *request.add;
+  } else {
+    if (!std::isfinite(*request.value)) {
+      return absl::InvalidArgumentError("the value must be finite");
+    }
+    record.mode = InjectionMode::kValue;
+    record.value = *request.value == std::trunc(*request.value) && std::abs(*request.value) < 9.0e18
+                       ? FieldValue::Int(static_cast<int64_t>(*request.value))
+                       : FieldValue::Double(*request.value);
+    record.value.injected = true;
+  }
+  return Insert({.port = request.port, .port_field = request.field}, std::move(record), superseded);
+}
+
+absl::StatusOr<absl::Duration> InjectionTable::Duration(absl::Duration requested) const {
+  if (requested < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("the duration cannot be negative");
+  }
+  const absl::Duration duration =
+      requested == absl::ZeroDuration() ? limits_.default_duration : requested;
+  if (duration > limits_.max_duration) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{} is longer than this engine's maximum injection of {} (injection.max_duration)",
+        absl::FormatDuration(duration), absl::FormatDuration(limits_.max_duration)));
+  }
+  return duration;
+}
+
+absl::StatusOr<InjectionRecord> InjectionTable::Insert(const Key& key, InjectionRecord record,
+                                                       std::optional<InjectionRecord>* superseded) {
   absl::MutexLock lock(&mutex_);
-  const Key key{request.gpu, *index};
   auto existing = active_.find(key);
   if (existing == active_.end() && active_.size() >= limits_.max_active) {
     return absl::ResourceExhaustedError(fmt::format(
@@ -119,6 +169,13 @@ absl::StatusOr<InjectionRecord> InjectionTable::AddField(
     active_.erase(existing);
   }
   active_.emplace(key, record);
+  return record;
+}
+
+InjectionRecord InjectionTable::EraseLocked(std::map<Key, InjectionRecord>::iterator* it) {
+  if ((*it)->first.port.empty()) ended_.insert((*it)->first.field_index);
+  InjectionRecord record = std::move((*it)->second);
+  *it = active_.erase(*it);
   return record;
 }
 
@@ -150,28 +207,17 @@ absl::StatusOr<InjectionRecord> InjectionTable::MakeXid(const XidInjectionReques
 }
 
 absl::StatusOr<InjectionRecord> InjectionTable::Clear(const std::string& id) {
-  absl::MutexLock lock(&mutex_);
-  for (auto it = active_.begin(); it != active_.end(); ++it) {
-    if (it->second.id == id) {
-      InjectionRecord record = std::move(it->second);
-      ended_.insert(it->first.second);
-      active_.erase(it);
-      return record;
-    }
+  std::vector<InjectionRecord> cleared =
+      ClearIf([&](const InjectionRecord& record) { return record.id == id; });
+  if (cleared.empty()) {
+    return absl::NotFoundError(
+        fmt::format("no active injection {}: `vigil inject list` shows the active ones", id));
   }
-  return absl::NotFoundError(
-      fmt::format("no active injection {}: `vigil inject list` shows the active ones", id));
+  return std::move(cleared.front());
 }
 
 std::vector<InjectionRecord> InjectionTable::ClearAll() {
-  absl::MutexLock lock(&mutex_);
-  std::vector<InjectionRecord> cleared;
-  for (auto& [key, record] : active_) {
-    ended_.insert(key.second);
-    cleared.push_back(std::move(record));
-  }
-  active_.clear();
-  return cleared;
+  return ClearIf([](const InjectionRecord&) { return true; });
 }
 
 std::vector<InjectionRecord> InjectionTable::ClearScenario(const std::string& scenario_id) {
@@ -179,12 +225,21 @@ std::vector<InjectionRecord> InjectionTable::ClearScenario(const std::string& sc
 }
 
 std::vector<InjectionRecord> InjectionTable::ClearField(uint32_t gpu, FieldId field) {
-  return ClearIf(
-      [&](const InjectionRecord& record) { return record.gpu == gpu && record.field == field; });
+  return ClearIf([&](const InjectionRecord& record) {
+    return record.nic_port.empty() && record.gpu == gpu && record.field == field;
+  });
+}
+
+std::vector<InjectionRecord> InjectionTable::ClearPortField(const std::string& port,
+                                                            const std::string& field) {
+  return ClearIf([&](const InjectionRecord& record) {
+    return record.nic_port == port && record.port_field == field;
+  });
 }
 
 std::vector<InjectionRecord> InjectionTable::ClearGpu(uint32_t gpu) {
-  return ClearIf([&](const InjectionRecord& record) { return record.gpu == gpu; });
+  return ClearIf(
+      [&](const InjectionRecord& record) { return record.nic_port.empty() && record.gpu == gpu; });
 }
 
 std::vector<InjectionRecord> InjectionTable::ClearIf(
@@ -193,9 +248,7 @@ std::vector<InjectionRecord> InjectionTable::ClearIf(
   std::vector<InjectionRecord> cleared;
   for (auto it = active_.begin(); it != active_.end();) {
     if (match(it->second)) {
-      ended_.insert(it->first.second);
-      cleared.push_back(std::move(it->second));
-      it = active_.erase(it);
+      cleared.push_back(EraseLocked(&it));
     } else {
       ++it;
     }
@@ -214,9 +267,21 @@ std::vector<bool> InjectionTable::ActionGpus(uint32_t gpu_count) const {
   std::vector<bool> allows(gpu_count, false);
   absl::MutexLock lock(&mutex_);
   for (const auto& [key, record] : active_) {
-    if (record.allow_actions && record.gpu < gpu_count) allows[record.gpu] = true;
+    // A port's GPUs are the engine's to find (the source knows them).
+    if (record.allow_actions && record.nic_port.empty() && record.gpu < gpu_count) {
+      allows[record.gpu] = true;
+    }
   }
   return allows;
+}
+
+std::vector<InjectionRecord> InjectionTable::PortInjections() const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<InjectionRecord> records;
+  for (const auto& [key, record] : active_) {
+    if (!key.port.empty()) records.push_back(record);
+  }
+  return records;
 }
 
 std::vector<InjectionRecord> InjectionTable::Expire(absl::Time now) {
@@ -224,9 +289,7 @@ std::vector<InjectionRecord> InjectionTable::Expire(absl::Time now) {
   std::vector<InjectionRecord> expired;
   for (auto it = active_.begin(); it != active_.end();) {
     if (it->second.expire <= now) {
-      ended_.insert(it->first.second);
-      expired.push_back(std::move(it->second));
-      it = active_.erase(it);
+      expired.push_back(EraseLocked(&it));
     } else {
       ++it;
     }
@@ -236,7 +299,9 @@ std::vector<InjectionRecord> InjectionTable::Expire(absl::Time now) {
 
 void InjectionTable::ForcedFields(std::set<size_t>* fields) {
   absl::MutexLock lock(&mutex_);
-  for (const auto& [key, record] : active_) fields->insert(key.second);
+  for (const auto& [key, record] : active_) {
+    if (key.port.empty()) fields->insert(key.field_index);
+  }
   for (const auto& [key, floor] : floors_) fields->insert(key.second);
   fields->insert(ended_.begin(), ended_.end());
   ended_.clear();
@@ -244,13 +309,15 @@ void InjectionTable::ForcedFields(std::set<size_t>* fields) {
 
 bool InjectionTable::Empty() const {
   absl::MutexLock lock(&mutex_);
-  return active_.empty() && floors_.empty();
+  return floors_.empty() && std::none_of(active_.begin(), active_.end(), [](const auto& entry) {
+           return entry.first.port.empty();
+         });
 }
 
 void InjectionTable::Apply(uint32_t gpu, size_t field_index, FieldValue* value) {
   absl::MutexLock lock(&mutex_);
-  const Key key{gpu, field_index};
-  auto active = active_.find(key);
+  const std::pair<uint32_t, size_t> key{gpu, field_index};
+  auto active = active_.find(Key{.gpu = gpu, .field_index = field_index});
   auto floor = floors_.find(key);
   if (active == active_.end() && floor == floors_.end()) return;
   const bool cumulative = layout_->field(field_index).cumulative;

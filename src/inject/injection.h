@@ -11,6 +11,11 @@
 //
 // A new injection on a (GPU, field) that already has one supersedes it.
 //
+// A NIC port's field (its state, physical state, rate or a counter, by name) is injected the same
+// way: the table keeps, audits, expires and clears it with the others, and the engine hands the
+// active ones to the network source, which applies them to what it reads (and keeps the port's
+// counters monotonic by the same rule). Which ports and fields exist is the source's to say.
+//
 // Thread-safety: every method is thread-safe. The tick thread calls Expire(), ForcedFields() and
 // Apply(); gRPC threads add, clear and list.
 #pragma once
@@ -36,9 +41,13 @@ namespace vigil {
 enum class InjectionMode { kValue, kAdd, kXid };
 
 struct InjectionRecord {
-  std::string id;  // "inj-12"
-  uint32_t gpu = 0;
-  FieldId field = 0;  // 0 for an XID
+  std::string id;     // "inj-12"
+  uint32_t gpu = 0;   // unused for a NIC port's field
+  FieldId field = 0;  // 0 for an XID and a NIC port's field
+  // A NIC port's field: the port ("mlx5_3/1") and the field ("state", "link_downed"); "" for a
+  // GPU's.
+  std::string nic_port;
+  std::string port_field;
   uint32_t xid = 0;
   InjectionMode mode = InjectionMode::kValue;
   FieldValue value;  // kValue: the replacement, of the field's type
@@ -51,8 +60,11 @@ struct InjectionRecord {
   // it the chain is proven up to the decision (see docs/drill.md).
   bool allow_actions = false;
 
-  // "GPU 1 DCGM_FI_DEV_POWER_USAGE = 900 for 5s" and the like, for logs and events.
+  // "GPU 1 DCGM_FI_DEV_POWER_USAGE = 900 for 5s", "NIC port mlx5_3/1 state = 1 for 1m" and the
+  // like, for logs and events.
   std::string Describe() const;
+  // The GPU an event about it names: -1 for a NIC port's field (not about one GPU).
+  int EventGpu() const { return nic_port.empty() ? static_cast<int>(gpu) : -1; }
 };
 
 struct InjectionLimits {
@@ -64,6 +76,17 @@ struct InjectionLimits {
 struct FieldInjectionRequest {
   uint32_t gpu = 0;
   FieldId field = 0;
+  std::optional<double> value;  // exactly one of value and add
+  std::optional<int64_t> add;
+  absl::Duration duration = absl::ZeroDuration();  // 0: the default
+  std::string scenario_id;
+  bool allow_actions = false;  // see InjectionRecord
+};
+
+// A NIC port's field; the engine has its source check the port, the field and the value first.
+struct PortInjectionRequest {
+  std::string port;             // "mlx5_3/1"
+  std::string field;            // "state", "phys_state", "rate" or a counter's file name
   std::optional<double> value;  // exactly one of value and add
   std::optional<int64_t> add;
   absl::Duration duration = absl::ZeroDuration();  // 0: the default
@@ -95,6 +118,12 @@ class InjectionTable {
                                            const FieldValue& real, const Principal& principal,
                                            absl::Time now,
                                            std::optional<InjectionRecord>* superseded);
+  // Records a NIC port field's injection (the duration, the limits and the form of the change
+  // checked here; the port, the field and the value by the engine's source), superseding one on
+  // the same (port, field).
+  absl::StatusOr<InjectionRecord> AddPort(const PortInjectionRequest& request,
+                                          const Principal& principal, absl::Time now,
+                                          std::optional<InjectionRecord>* superseded);
   // An XID injection's audit record (XIDs are one-off events: nothing stays active).
   absl::StatusOr<InjectionRecord> MakeXid(const XidInjectionRequest& request,
                                           const Principal& principal, absl::Time now);
@@ -105,12 +134,16 @@ class InjectionTable {
   std::vector<InjectionRecord> ClearAll();
   std::vector<InjectionRecord> ClearScenario(const std::string& scenario_id);
   std::vector<InjectionRecord> ClearField(uint32_t gpu, FieldId field);
-  // Every injection on `gpu` (a reset ends what they simulated).
+  std::vector<InjectionRecord> ClearPortField(const std::string& port, const std::string& field);
+  // Every injection on `gpu`'s fields (a reset ends what they simulated; not its NIC ports').
   std::vector<InjectionRecord> ClearGpu(uint32_t gpu);
   std::vector<InjectionRecord> List() const;
   // Per GPU (0 .. gpu_count-1): whether an active injection on it lets automatic actions follow
   // it (a drill's choice). One pass under the lock.
   std::vector<bool> ActionGpus(uint32_t gpu_count) const;
+
+  // The active NIC port injections, in (port, field) order.
+  std::vector<InjectionRecord> PortInjections() const;
 
   // Tick thread: removes and returns the injections whose time is up.
   std::vector<InjectionRecord> Expire(absl::Time now);
@@ -124,7 +157,23 @@ class InjectionTable {
   bool Empty() const;
 
  private:
-  using Key = std::pair<uint32_t, size_t>;  // (gpu, field index)
+  // A GPU's field (port empty) or a NIC port's (gpu and field_index 0).
+  struct Key {
+    uint32_t gpu = 0;
+    size_t field_index = 0;
+    std::string port;
+    std::string port_field;
+    auto operator<=>(const Key&) const = default;
+  };
+  // Checks the duration against the limits; the default where it is 0.
+  absl::StatusOr<absl::Duration> Duration(absl::Duration requested) const;
+  // Records `record` under `key` with a new id, superseding what is there; ResourceExhausted at
+  // the limit.
+  absl::StatusOr<InjectionRecord> Insert(const Key& key, InjectionRecord record,
+                                         std::optional<InjectionRecord>* superseded);
+  // Removes `it` from active_, noting that a GPU field's real values must be read again.
+  InjectionRecord EraseLocked(std::map<Key, InjectionRecord>::iterator* it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Removes and returns the active injections `match` selects.
   std::vector<InjectionRecord> ClearIf(const std::function<bool(const InjectionRecord&)>& match);
 
@@ -135,9 +184,9 @@ class InjectionTable {
   mutable absl::Mutex mutex_;
   uint64_t next_id_ ABSL_GUARDED_BY(mutex_) = 1;
   std::map<Key, InjectionRecord> active_ ABSL_GUARDED_BY(mutex_);
-  // Cumulative fields: the last value published while injected; kept until the real counter
-  // reaches it.
-  std::map<Key, int64_t> floors_ ABSL_GUARDED_BY(mutex_);
+  // Cumulative GPU fields, by (gpu, field index): the last value published while injected; kept
+  // until the real counter reaches it.
+  std::map<std::pair<uint32_t, size_t>, int64_t> floors_ ABSL_GUARDED_BY(mutex_);
   std::set<size_t> ended_ ABSL_GUARDED_BY(mutex_);  // read once more so real values return now
 };
 

@@ -113,11 +113,74 @@ class Parser {
     return *field;
   }
 
+  // A port step's port and field (`port` and `field`, strings); the check is check_port's.
+  absl::Status ParsePort(const YAML::Node& node, const std::string& path, ScenarioStep* step) {
+    if (node["gpu"]) {
+      return reader_.Error(node, path, "name a `gpu` or a NIC `port`, not both");
+    }
+    if (!limits_.check_port) {
+      return reader_.Error(node["port"], path + ".port",
+                           "this engine reads no NIC ports (--sysfs-root, --sim-nics)");
+    }
+    auto port = reader_.String(node["port"], path + ".port");
+    if (!port.ok()) return port.status();
+    if (!node["field"]) {
+      return reader_.Error(node, path, "needs `field` (state, phys_state, rate or a counter)");
+    }
+    auto field = reader_.String(node["field"], path + ".field");
+    if (!field.ok()) return field.status();
+    step->port = *port;
+    step->port_field = *field;
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseDuration(const YAML::Node& node, const std::string& path, ScenarioStep* step) {
+    if (!node["for"]) return absl::OkStatus();
+    auto duration = reader_.Duration(node["for"], path + ".for");
+    if (!duration.ok()) return duration.status();
+    if (*duration <= absl::ZeroDuration() || *duration > limits_.max_injection) {
+      return reader_.Error(node["for"], path + ".for",
+                           fmt::format("must be more than 0 and at most {}",
+                                       absl::FormatDuration(limits_.max_injection)));
+    }
+    step->duration = *duration;
+    return absl::OkStatus();
+  }
+
+  absl::Status ParsePortInject(const YAML::Node& node, const std::string& path,
+                               ScenarioStep* step) {
+    step->action = ScenarioStep::Action::kInjectPort;
+    if (auto status = ParsePort(node, path, step); !status.ok()) return status;
+    if (node["value"].IsDefined() == node["add"].IsDefined()) {
+      return reader_.Error(node, path, "needs exactly one of `value` and `add`");
+    }
+    if (node["value"]) {
+      auto value = reader_.Double(node["value"], path + ".value");
+      if (!value.ok()) return value.status();
+      step->value = *value;
+    } else {
+      auto add = reader_.Int(node["add"], path + ".add");
+      if (!add.ok()) return add.status();
+      if (*add <= 0) return reader_.Error(node["add"], path + ".add", "must be positive");
+      step->add = *add;
+    }
+    if (auto status = ParseDuration(node, path, step); !status.ok()) return status;
+    const absl::Status checked = limits_.check_port({.port = step->port,
+                                                     .field = step->port_field,
+                                                     .value = step->value,
+                                                     .add = step->add,
+                                                     .duration = step->duration});
+    if (!checked.ok()) return reader_.Error(node, path, MessageOf(checked));
+    return absl::OkStatus();
+  }
+
   absl::Status ParseInject(const YAML::Node& node, const std::string& path, ScenarioStep* step) {
-    if (auto status = reader_.ExpectMap(node, path, {"gpu", "field", "value", "add", "for"});
+    if (auto status =
+            reader_.ExpectMap(node, path, {"gpu", "port", "field", "value", "add", "for"});
         !status.ok()) {
       return status;
     }
+    if (node["port"]) return ParsePortInject(node, path, step);
     step->action = ScenarioStep::Action::kInjectField;
     if (auto status = ParseGpu(node, path, &step->gpu); !status.ok()) return status;
     auto field = ParseField(node, path);
@@ -150,17 +213,7 @@ class Parser {
       if (*add <= 0) return reader_.Error(node["add"], path + ".add", "must be positive");
       step->add = *add;
     }
-    if (node["for"]) {
-      auto duration = reader_.Duration(node["for"], path + ".for");
-      if (!duration.ok()) return duration.status();
-      if (*duration <= absl::ZeroDuration() || *duration > limits_.max_injection) {
-        return reader_.Error(node["for"], path + ".for",
-                             fmt::format("must be more than 0 and at most {}",
-                                         absl::FormatDuration(limits_.max_injection)));
-      }
-      step->duration = *duration;
-    }
-    return absl::OkStatus();
+    return ParseDuration(node, path, step);
   }
 
   absl::Status ParseXid(const YAML::Node& node, const std::string& path, ScenarioStep* step) {
@@ -180,12 +233,20 @@ class Parser {
   absl::Status ParseClear(const YAML::Node& node, const std::string& path, ScenarioStep* step) {
     if (node.IsScalar()) {
       if (node.Scalar() != "all") {
-        return reader_.Error(node, path, "use `clear: all` or `clear: {gpu: N, field: NAME}`");
+        return reader_.Error(node, path,
+                             "use `clear: all`, `clear: {gpu: N, field: NAME}` or `clear: {port: "
+                             "HCA/PORT, field: NAME}`");
       }
       step->action = ScenarioStep::Action::kClearAll;
       return absl::OkStatus();
     }
-    if (auto status = reader_.ExpectMap(node, path, {"gpu", "field"}); !status.ok()) return status;
+    if (auto status = reader_.ExpectMap(node, path, {"gpu", "port", "field"}); !status.ok()) {
+      return status;
+    }
+    if (node["port"]) {
+      step->action = ScenarioStep::Action::kClearPort;
+      return ParsePort(node, path, step);
+    }
     step->action = ScenarioStep::Action::kClearField;
     if (auto status = ParseGpu(node, path, &step->gpu); !status.ok()) return status;
     auto field = ParseField(node, path);

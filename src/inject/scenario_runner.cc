@@ -136,6 +136,19 @@ absl::Status ScenarioRunner::Apply(const DueStep& due) {
     case ScenarioStep::Action::kClearField:
       target_->ClearFieldInjection(step.gpu, step.field, principal, "scenario step");
       return absl::OkStatus();
+    case ScenarioStep::Action::kInjectPort:
+      return target_
+          ->InjectPort({.port = step.port,
+                        .field = step.port_field,
+                        .value = step.value,
+                        .add = step.add,
+                        .duration = step.duration,
+                        .scenario_id = due.scenario_id},
+                       principal)
+          .status();
+    case ScenarioStep::Action::kClearPort:
+      target_->ClearPortInjection(step.port, step.port_field, principal, "scenario step");
+      return absl::OkStatus();
   }
   return absl::OkStatus();
 }

@@ -48,6 +48,8 @@ class ScenarioTarget {
                                                       const Principal& principal) = 0;
   virtual absl::StatusOr<InjectionRecord> InjectXid(const XidInjectionRequest& request,
                                                     const Principal& principal) = 0;
+  virtual absl::StatusOr<InjectionRecord> InjectPort(const PortInjectionRequest& request,
+                                                     const Principal& principal) = 0;
   // Clear the active injections a scenario made, or whatever injection is on (gpu, field),
   // auditing each with `who` and `why`; return their ids.
   virtual std::vector<std::string> ClearScenarioInjections(const std::string& scenario_id,
@@ -56,6 +58,11 @@ class ScenarioTarget {
   virtual std::vector<std::string> ClearFieldInjection(uint32_t gpu, FieldId field,
                                                        const Principal& who,
                                                        std::string_view why) = 0;
+  // ... or whatever injection is on a NIC port's field.
+  virtual std::vector<std::string> ClearPortInjection(const std::string& port,
+                                                      const std::string& field,
+                                                      const Principal& who,
+                                                      std::string_view why) = 0;
   // Records an audit event of the scenario's progress.
   virtual void AuditScenario(Audit what, const Principal& who, std::string message) = 0;
 };

@@ -56,6 +56,24 @@ class RecordingTarget : public ScenarioTarget {
     calls.push_back(fmt::format("clear field {} on GPU {}", field, gpu));
     return {};
   }
+  absl::StatusOr<InjectionRecord> InjectPort(const PortInjectionRequest& request,
+                                             const Principal&) override {
+    calls.push_back(fmt::format("port {} {} {}{} for {}", request.port, request.field,
+                                request.value.has_value() ? "= " : "+= ",
+                                request.value.has_value() ? *request.value : *request.add,
+                                absl::FormatDuration(request.duration)));
+    InjectionRecord record{.id = "inj-" + std::to_string(++next),
+                           .nic_port = request.port,
+                           .port_field = request.field,
+                           .scenario_id = request.scenario_id};
+    active.push_back(record);
+    return record;
+  }
+  std::vector<std::string> ClearPortInjection(const std::string& port, const std::string& field,
+                                              const Principal&, std::string_view) override {
+    calls.push_back(fmt::format("clear port {} {}", port, field));
+    return {};
+  }
   void AuditScenario(Audit what, const Principal&, std::string message) override {
     if (what != Audit::kStep) audits.push_back(std::move(message));
   }
@@ -95,6 +113,51 @@ TEST(ScenarioRunnerTest, StepsRunAtTheirTimesThenTheScenarioIsDone) {
   EXPECT_EQ(runner.List()[0].state, ScenarioRun::State::kDone);
   EXPECT_THAT(target.audits, ElementsAre(HasSubstr("scn-1 'drill' started: 3 step(s)"),
                                          "scn-1 'drill' done: 3 step(s) applied"));
+}
+
+TEST(ScenarioRunnerTest, APortFlapsByItsStepsAndEachIsCheckedBeforeTheStart) {
+  RecordingTarget target;
+  std::vector<std::string> checked;
+  ScenarioLimits limits{.gpu_count = 2, .check_port = [&](const PortInjectionRequest& request) {
+                          checked.push_back(request.port + " " + request.field);
+                          return request.port == "mlx5_1/1"
+                                     ? absl::OkStatus()
+                                     : absl::NotFoundError("the node has no NIC port " +
+                                                           request.port +
+                                                           ": its ports are mlx5_1/1");
+                        }};
+  ScenarioRunner runner(&target, limits);
+  auto refused = runner.Start(R"(steps:
+  - at: 0s
+    inject: {port: mlx5_1/1, field: state, value: 1, for: 5s}
+  - at: 10s
+    inject: {port: mlx5_9/1, field: state, value: 1}
+)",
+                              "flap.yaml", kRoot, kT0);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("flap.yaml:5: steps[1].inject: the node has no NIC port mlx5_9/1"));
+  EXPECT_TRUE(target.calls.empty());  // nothing applied from a scenario with a bad step
+
+  auto run = runner.Start(R"(name: flap
+steps:
+  - at: 0s
+    inject: {port: mlx5_1/1, field: state, value: 1, for: 5s}
+  - at: 5s
+    inject: {port: mlx5_1/1, field: link_downed, add: 1, for: 1m}
+  - at: 10s
+    inject: {port: mlx5_1/1, field: state, value: 1, for: 5s}
+  - at: 12s
+    clear: {port: mlx5_1/1, field: state}
+)",
+                          "flap.yaml", kRoot, kT0);
+  ASSERT_TRUE(run.ok()) << run.status();
+  runner.Advance(kT0 + absl::Seconds(5));
+  runner.Advance(kT0 + absl::Seconds(12));
+  EXPECT_THAT(target.calls,
+              ElementsAre("port mlx5_1/1 state = 1 for 5s", "port mlx5_1/1 link_downed += 1 for 1m",
+                          "port mlx5_1/1 state = 1 for 5s", "clear port mlx5_1/1 state"));
+  EXPECT_EQ(runner.List().back().state, ScenarioRun::State::kDone);
 }
 
 TEST(ScenarioRunnerTest, AStepThatCannotApplyFailsTheScenarioAndClearsIt) {

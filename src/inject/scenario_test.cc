@@ -7,6 +7,7 @@
 #include <random>
 #include <sstream>
 
+#include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/paths.h"
@@ -32,11 +33,21 @@ std::vector<std::pair<std::string, std::string>> ShippedScenarios() {
   return files;
 }
 
+// The simulated node's rails (--sim-nics 8): mlx5_0/1 .. mlx5_7/1.
+absl::Status SimRail(const PortInjectionRequest& request) {
+  for (int rail = 0; rail < 8; ++rail) {
+    if (request.port == fmt::format("mlx5_{}/1", rail)) return absl::OkStatus();
+  }
+  return absl::NotFoundError("the node has no NIC port " + request.port);
+}
+
 TEST(ScenarioTest, ShippedExamplesAreValid) {
   const auto files = ShippedScenarios();
-  ASSERT_GE(files.size(), 5u);
+  ASSERT_GE(files.size(), 6u);
+  ScenarioLimits limits = kLimits;
+  limits.check_port = SimRail;
   for (const auto& [name, text] : files) {
-    auto plan = ParseScenario(text, name, kLimits);
+    auto plan = ParseScenario(text, name, limits);
     ASSERT_TRUE(plan.ok()) << plan.status();
     EXPECT_FALSE(plan->steps.empty()) << name;
     EXPECT_NE(plan->name, "unnamed") << name;
@@ -73,6 +84,46 @@ steps:
   EXPECT_EQ(plan->steps[3].action, ScenarioStep::Action::kClearField);
   EXPECT_EQ(plan->steps[4].action, ScenarioStep::Action::kClearAll);
   EXPECT_EQ(plan->length, absl::Seconds(30));
+}
+
+TEST(ScenarioTest, PortStepsAreCheckedByTheEngineAndRefusedWhereItHasNoPorts) {
+  constexpr char kFlap[] = R"(steps:
+  - at: 0s
+    inject: {port: mlx5_3/1, field: state, value: 1, for: 20s}
+  - at: 30s
+    inject: {port: mlx5_3/1, field: link_downed, add: 2}
+  - at: 40s
+    clear: {port: mlx5_3/1, field: state}
+)";
+  std::vector<PortInjectionRequest> checked;
+  ScenarioLimits limits = kLimits;
+  limits.check_port = [&](const PortInjectionRequest& request) {
+    checked.push_back(request);
+    return absl::OkStatus();
+  };
+  auto plan = ParseScenario(kFlap, "flap.yaml", limits);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->steps.size(), 3u);
+  EXPECT_EQ(plan->steps[0].action, ScenarioStep::Action::kInjectPort);
+  EXPECT_EQ(plan->steps[0].port, "mlx5_3/1");
+  EXPECT_EQ(plan->steps[0].port_field, "state");
+  EXPECT_EQ(plan->steps[0].value, 1);
+  EXPECT_EQ(plan->steps[0].duration, absl::Seconds(20));
+  EXPECT_EQ(plan->steps[1].add, 2);
+  EXPECT_EQ(plan->steps[2].action, ScenarioStep::Action::kClearPort);
+  ASSERT_EQ(checked.size(), 2u);  // the injections; a clear of what is not there is harmless
+  EXPECT_EQ(checked[1].field, "link_downed");
+
+  limits.check_port = [](const PortInjectionRequest&) {
+    return absl::InvalidArgumentError("state takes 0 to 5");
+  };
+  plan = ParseScenario(kFlap, "flap.yaml", limits);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().message(), "flap.yaml:3: steps[0].inject: state takes 0 to 5");
+
+  plan = ParseScenario(kFlap, "flap.yaml", kLimits);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(), HasSubstr("this engine reads no NIC ports"));
 }
 
 struct BadCase {
@@ -126,6 +177,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"steps:\n  - at: 0s\n    inject: {gpu: 0, field: 150, valeu: 1}\n",
                 "unknown key 'valeu'"},
         BadCase{"steps:\n  - at: 0s\n    clear: some\n", "clear: all"},
+        BadCase{
+            "steps:\n  - at: 0s\n    inject: {gpu: 0, port: mlx5_0/1, field: state, value: 1}\n",
+            "name a `gpu` or a NIC `port`, not both"},
+        BadCase{"steps:\n  - at: 0s\n    clear: {port: mlx5_0/1, field: state}\n",
+                "reads no NIC ports"},
         BadCase{"steps: [\n", "YAML syntax error"},
         BadCase{"steps:\n  - at: 0s\n    inject: [1, 2]\n", "expected a mapping"}));
 

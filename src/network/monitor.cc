@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "fmt/format.h"
+#include "network/port_injection.h"
 #include "spdlog/spdlog.h"
 
 namespace vigil::network {
@@ -121,19 +123,54 @@ void NetworkMonitor::JudgeLogLines() {
   }
 }
 
+absl::Status NetworkMonitor::CheckPortInjection(const PortFieldInjection& injection) const {
+  absl::MutexLock lock(&ports_mutex_);
+  for (const MappedPort& mapped : ports_) {
+    if (mapped.port.Name() == injection.port) {
+      return network::CheckPortInjection(mapped.port, injection);
+    }
+  }
+  return absl::NotFoundError("no NIC port " + injection.port);
+}
+
+void NetworkMonitor::SetPortInjections(const std::vector<PortFieldInjection>& injections) {
+  if (injections == injections_) return;
+  injections_ = injections;
+  injections_changed_ = true;
+}
+
+void NetworkMonitor::MarkInjected(Watched* watched, std::vector<SourceFinding>* findings) {
+  const bool injected_now = !watched->mapped.port.injected.empty();
+  std::set<std::string> keys;
+  for (SourceFinding& finding : *findings) {
+    keys.insert(finding.key);
+    if (injected_now && !watched->reported_keys.contains(finding.key)) {
+      watched->injected_keys.insert(finding.key);
+    }
+    finding.injected = watched->injected_keys.contains(finding.key);
+  }
+  std::erase_if(watched->injected_keys,
+                [&](const std::string& key) { return !keys.contains(key); });
+  watched->reported_keys = std::move(keys);
+}
+
 std::vector<SourceReport> NetworkMonitor::Judge(absl::Time now) {
   JudgeLogLines();
-  const bool state_due = now >= next_state_;
-  const bool counters_due = now >= next_counters_;
-  if (state_due) next_state_ = now + policy_.state_interval;
-  if (counters_due) next_counters_ = now + policy_.counter_interval;
+  // An injection that started or ended applies now, not at the next scheduled read.
+  const bool reread = std::exchange(injections_changed_, false);
+  const bool state_due = now >= next_state_ || reread;
+  const bool counters_due = now >= next_counters_ || reread;
+  if (now >= next_state_) next_state_ = now + policy_.state_interval;
+  if (now >= next_counters_) next_counters_ = now + policy_.counter_interval;
   for (Watched& watched : watched_) {
     if (state_due) {
       reader_.ReadState(&watched.mapped.port);
+      ApplyStateInjections(injections_, &watched.mapped.port);
       watched.judge.ObserveState(watched.mapped.port, now, policy_);
     }
     if (counters_due) {
       reader_.ReadCounters(&watched.mapped.port);
+      ApplyCounterInjections(injections_, &watched.mapped.port, &watched.counter_floors);
       watched.judge.ObserveCounters(watched.mapped.port, now, policy_);
     }
     if (state_due || counters_due) SayChanges(&watched);
@@ -148,7 +185,9 @@ std::vector<SourceReport> NetworkMonitor::Judge(absl::Time now) {
     const std::vector<uint32_t>& served = watched_[i].mapped.attachment.gpus;
     // A port that serves no GPU (a storage or management port, or one the config said `[]` of) is
     // the node's own.
-    for (SourceFinding& finding : watched_[i].judge.Findings(now, policy_, PeerRate(i))) {
+    std::vector<SourceFinding> findings = watched_[i].judge.Findings(now, policy_, PeerRate(i));
+    MarkInjected(&watched_[i], &findings);
+    for (SourceFinding& finding : findings) {
       finding.gpus = served;
       (served.empty() ? node : gpus).findings.push_back(std::move(finding));
     }
@@ -184,10 +223,12 @@ std::optional<SourceFinding> NetworkMonitor::AllDown(
   // As severe as the least severe of the ports' own down findings: FAIL once every port's grace
   // has passed.
   HealthStatus status = HealthStatus::kFail;
+  bool injected = false;  // some port's down is a drill's
   std::string ports;
   for (const Watched* watched : seen_up) {
     const std::string name = watched->mapped.port.Name();
     const std::string key = fmt::format("network.state.{}", name);
+    injected |= watched->injected_keys.contains(key);
     bool failed = false;
     for (const std::vector<SourceFinding>* list : findings) {
       for (const SourceFinding& finding : *list) {
@@ -211,7 +252,8 @@ std::optional<SourceFinding> NetworkMonitor::AllDown(
           "driver and firmware (ibstat; dmesg | grep mlx5) — and drain the node until a "
           "port is back",
       .recommended = RecommendedAction::kInspect,
-      .sticky = false};  // it ends as a port comes back (each GPU's own incident keeps its window)
+      .sticky = false,  // it ends as a port comes back (each GPU's own incident keeps its window)
+      .injected = injected};
 }
 
 std::vector<MappedPort> NetworkMonitor::Ports() const {
@@ -245,6 +287,7 @@ std::vector<NicPortEntity> NetworkMonitor::NicPorts() const {
       entity.speed = port.rate->speed;
     }
     entity.counters = port.counters;
+    entity.injected = port.injected;
   }
   return entities;
 }

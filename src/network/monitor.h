@@ -11,11 +11,16 @@
 // log's thread, and are judged at the next Judge() for the ports of their HCA (of their netdev,
 // for a netdev's line); a line about an HCA the node's ports do not name is logged once.
 //
-// Threading: Judge() on the tick thread only (HealthSource); Ports(), NicPorts() and
-// OnKernelLine() from any thread.
+// An operator's injections into a port's fields (port_injection.h) come in before each Judge():
+// one that starts or ends makes that Judge() read every port again, so it applies at once; a
+// finding that starts while its port is injected is flagged injected until it ends.
+//
+// Threading: Judge() and SetPortInjections() on the tick thread only (HealthSource); Ports(),
+// NicPorts(), CheckPortInjection() and OnKernelLine() from any thread.
 #pragma once
 
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -47,6 +52,8 @@ class NetworkMonitor final : public HealthSource {
   // The ports as last read (identity, GPUs, state), for discovery. Thread-safe.
   std::vector<MappedPort> Ports() const;
   std::vector<NicPortEntity> NicPorts() const override;
+  absl::Status CheckPortInjection(const PortFieldInjection& injection) const override;
+  void SetPortInjections(const std::vector<PortFieldInjection>& injections) override;
   // A kernel-log message (the record's text) logged at `time`: an mlx5 line is judged at the next
   // Judge() (true: taken); any other is not (false). Thread-safe; no I/O.
   bool OnKernelLine(std::string_view message, absl::Time time);
@@ -57,7 +64,13 @@ class NetworkMonitor final : public HealthSource {
     PortJudge judge;
     std::string said_state;     // the state last logged ("ACTIVE/LinkUp"), "" before any
     std::string said_problems;  // the read problems last logged, "" when none
+    // Counter -> the last value published while injected (port_injection.h).
+    std::map<std::string, uint64_t> counter_floors;
+    std::set<std::string> reported_keys;  // the findings' keys at the last Judge()
+    std::set<std::string> injected_keys;  // ... of those that started while the port was injected
   };
+  // Flags the port's findings that started while it was injected, and remembers which hold.
+  static void MarkInjected(Watched* watched, std::vector<SourceFinding>* findings);
   // Logs a port's state change and the start and end of its read problems, one line each.
   static void SayChanges(Watched* watched);
   // The node's finding when every port seen up since the start is down now; `findings`: this
@@ -74,6 +87,8 @@ class NetworkMonitor final : public HealthSource {
   std::vector<Watched> watched_;
   absl::Time next_state_ = absl::InfinitePast();
   absl::Time next_counters_ = absl::InfinitePast();
+  std::vector<PortFieldInjection> injections_;  // the active ones
+  bool injections_changed_ = false;             // since the last Judge()
 
   // Hands the queued kernel-log lines to the judges of their ports (tick thread).
   void JudgeLogLines();

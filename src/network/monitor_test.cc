@@ -243,6 +243,53 @@ TEST_F(MonitorTest, APortThatServesNoGpuIsJudgedForTheNode) {
   EXPECT_EQ(unread.unknown, std::vector<std::string>(8, ""));
 }
 
+TEST_F(MonitorTest, AnInjectedStateIsJudgedAtOnceFlaggedAndEndsWithTheInjection) {
+  JudgeGpus(kT0);
+  const PortFieldInjection down{.id = "inj-1", .port = "mlx5_3/1", .field = "state", .value = 1};
+  EXPECT_TRUE(monitor_->CheckPortInjection(down).ok());
+  monitor_->SetPortInjections({down});
+  const SourceReport report = JudgeGpus(kT0 + absl::Milliseconds(100));  // not a state read due
+  EXPECT_THAT(Findings(report), ElementsAre("GPU 3 FAIL network.state.mlx5_3/1"));
+  EXPECT_TRUE(report.findings.at(0).injected);
+  EXPECT_THAT(monitor_->NicPorts()[3].injected, ElementsAre("state"));
+  EXPECT_THAT(monitor_->NicPorts()[2].injected, IsEmpty());
+
+  monitor_->SetPortInjections({});
+  EXPECT_THAT(Findings(JudgeGpus(kT0 + absl::Milliseconds(200))),
+              ElementsAre("GPU 3 FAIL network.state.mlx5_3/1"))
+      << "the real state is back, and must stay up for the recovery window";
+  EXPECT_THAT(monitor_->NicPorts()[3].injected, IsEmpty());
+  EXPECT_THAT(Findings(JudgeGpus(kT0 + absl::Seconds(31))), IsEmpty());
+}
+
+TEST_F(MonitorTest, AnInjectedCounterIsAddedToTheRealOneAndHeldWhenItEnds) {
+  JudgeGpus(kT0);
+  sysfs_.Write(FakeSysfs::PortDir("mlx5_0", 1) + "/counters/link_downed", "1");
+  const PortFieldInjection add{.id = "inj-1", .port = "mlx5_0/1", .field = "link_downed", .add = 1};
+  monitor_->SetPortInjections({add});
+  EXPECT_THAT(Findings(JudgeGpus(kT0 + absl::Seconds(1))),
+              ElementsAre("GPU 0 WARN network.link_downed.mlx5_0/1"));
+  EXPECT_EQ(monitor_->NicPorts()[0].counters.at("link_downed"), 2u);
+  EXPECT_THAT(monitor_->NicPorts()[0].injected, ElementsAre("link_downed"));
+
+  monitor_->SetPortInjections({});
+  JudgeGpus(kT0 + absl::Seconds(2));
+  EXPECT_EQ(monitor_->NicPorts()[0].counters.at("link_downed"), 2u)
+      << "an ended injection is held, not a counter going backwards";
+  sysfs_.Write(FakeSysfs::PortDir("mlx5_0", 1) + "/counters/link_downed", "3");
+  JudgeGpus(kT0 + absl::Seconds(32));
+  EXPECT_EQ(monitor_->NicPorts()[0].counters.at("link_downed"), 3u);
+  EXPECT_THAT(monitor_->NicPorts()[0].injected, IsEmpty());
+}
+
+TEST_F(MonitorTest, APortInjectionIsCheckedAgainstThePort) {
+  JudgeGpus(kT0);
+  EXPECT_TRUE(absl::IsNotFound(monitor_->CheckPortInjection(
+      {.id = "inj-1", .port = "mlx5_9/1", .field = "state", .value = 1})));
+  EXPECT_TRUE(absl::IsInvalidArgument(monitor_->CheckPortInjection(
+      {.id = "inj-1", .port = "mlx5_0/1", .field = "nope", .value = 1})));
+}
+
 TEST_F(MonitorTest, PortsShowsEachPortWithItsGpusAndLastState) {
   JudgeGpus(kT0);
   const std::vector<MappedPort> ports = monitor_->Ports();

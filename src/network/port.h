@@ -91,6 +91,9 @@ struct NicPort {
   std::map<std::string, uint64_t> counters;
   std::vector<std::string> state_problems;    // of the last state read
   std::vector<std::string> counter_problems;  // of the last counters read
+  // The fields whose value is injected, not read ("state", "link_downed"; the monitor applies an
+  // operator's injections to what it reads), sorted.
+  std::vector<std::string> injected;
 
   // "mlx5_0/1": how logs, discovery and labels name the port.
   std::string Name() const;

@@ -185,6 +185,8 @@ v1::Injection ToProto(const InjectionRecord& record) {
                                                             : absl::ToUnixMicros(record.expire));
   out.set_scenario_id(record.scenario_id);
   out.set_allow_actions(record.allow_actions);
+  out.set_nic_port(record.nic_port);
+  out.set_port_field(record.port_field);
   return out;
 }
 

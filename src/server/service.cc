@@ -325,21 +325,41 @@ grpc::ServerUnaryReactor* EngineService::InjectField(grpc::CallbackServerContext
   if (request->duration_us() < 0) {
     return Finish(context, absl::InvalidArgumentError("the duration cannot be negative"));
   }
-  FieldInjectionRequest injection{.gpu = request->gpu(),
-                                  .field = request->field_id(),
-                                  .duration = absl::Microseconds(request->duration_us()),
-                                  .allow_actions = request->allow_actions()};
+  std::optional<double> value;
+  std::optional<int64_t> add;
   switch (request->change_case()) {
     case v1::InjectFieldRequest::kValue:
-      injection.value = request->value();
+      value = request->value();
       break;
     case v1::InjectFieldRequest::kAdd:
-      injection.add = request->add();
+      add = request->add();
       break;
     default:
       return Finish(context, absl::InvalidArgumentError("give a value or an amount to add"));
   }
-  auto record = engine_->InjectField(injection, *principal);
+  const absl::Duration duration = absl::Microseconds(request->duration_us());
+  absl::StatusOr<InjectionRecord> record;
+  if (!request->nic_port().empty() || !request->port_field().empty()) {
+    if (request->gpu() != 0 || request->field_id() != 0) {
+      return Finish(context, absl::InvalidArgumentError(
+                                 "name a GPU's field or a NIC port's field, not both"));
+    }
+    record = engine_->InjectPort({.port = request->nic_port(),
+                                  .field = request->port_field(),
+                                  .value = value,
+                                  .add = add,
+                                  .duration = duration,
+                                  .allow_actions = request->allow_actions()},
+                                 *principal);
+  } else {
+    record = engine_->InjectField({.gpu = request->gpu(),
+                                   .field = request->field_id(),
+                                   .value = value,
+                                   .add = add,
+                                   .duration = duration,
+                                   .allow_actions = request->allow_actions()},
+                                  *principal);
+  }
   if (!record.ok()) return Finish(context, record.status());
   *response = ToProto(*record);
   return Finish(context, absl::OkStatus());
