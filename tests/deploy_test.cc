@@ -390,6 +390,8 @@ TEST(DeployTest, TheRemediationOverlayAddsTheRemediatorAndTheNodesHandOff) {
   ASSERT_NE(engine, nullptr);
   EXPECT_THAT(Strings(Container(*engine)["args"]),
               Contains("--inject-token-file=/etc/vigil/inject/token"));
+  // Over plain TCP the engine takes the token only where the overlay says it accepts the risk.
+  EXPECT_THAT(Strings(Container(*engine)["args"]), Contains("--insecure-token-over-plaintext"));
   CheckRules(rendered, "vigil-remediation", "remediation_rules.yaml",
              "remediation_rules_test.yaml");
 }

@@ -62,7 +62,9 @@ TEST(InjectTest, TcpNeedsTheTokenAndTheUnixSocketNeedsRoot) {
   TempDir dir;
   const std::string token = WriteFile(dir, "token", "0123456789abcdef0123456789abcdef\n", 0600);
   const std::string wrong = WriteFile(dir, "wrong", "fedcba9876543210fedcba9876543210\n", 0600);
-  EngineProcess engine(dir.path(), "n1", 2, {"--inject-token-file", token});
+  // The token's checks; over plain TCP by the operator's choice (TLS: tests/tls_test.cc).
+  EngineProcess engine(dir.path(), "n1", 2,
+                       {"--inject-token-file", token, "--insecure-token-over-plaintext"});
   ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
   const std::vector<std::string> inject = {
       "inject", "field",   "--gpu", "0",        "--field",
@@ -70,7 +72,7 @@ TEST(InjectTest, TcpNeedsTheTokenAndTheUnixSocketNeedsRoot) {
 
   auto without = Vigil(inject);
   EXPECT_EQ(without.exit_code, 2);
-  EXPECT_THAT(without.err, HasSubstr("needs the engine's injection token: pass --token-file"));
+  EXPECT_THAT(without.err, HasSubstr("or the engine's injection token: pass --token-file"));
   std::vector<std::string> with_wrong = inject;
   with_wrong.insert(with_wrong.end(), {"--token-file", wrong});
   EXPECT_EQ(Vigil(with_wrong).exit_code, 2);
@@ -103,7 +105,7 @@ TEST(InjectTest, TcpInjectionIsOffWithoutATokenFile) {
   auto refused =
       Vigil({"inject", "xid", "--gpu", "0", "--xid", "79", "--engine", engine.tcp_address});
   EXPECT_EQ(refused.exit_code, 2);
-  EXPECT_THAT(refused.err, HasSubstr("injection over TCP is off on this engine"));
+  EXPECT_THAT(refused.err, HasSubstr("inject over TCP is off on this engine"));
 }
 
 TEST(InjectTest, ConfiguredUidsMayInjectOverTheUnixSocket) {

@@ -253,7 +253,20 @@ void AddEngineFlags(CLI::App* command, EngineFlags* flags) {
                    "Path of libnvidia-ml.so.1 (default: the loader's search path)")
       ->envname("VIGIL_NVML_LIBRARY");
   command->add_option("--inject-token-file", flags->inject_token_file,
-                      "Token that allows injection over TCP (off without it)");
+                      "Token that allows privileged acts over TCP with TLS (off without it)");
+  command->add_option("--tls-cert", flags->tls_cert,
+                      "PEM certificate chain of the TCP listener: serve TLS (with --tls-key)");
+  command->add_option("--tls-key", flags->tls_key, "PEM private key of --tls-cert");
+  command->add_option("--tls-client-ca", flags->tls_client_ca,
+                      "PEM CA bundle: require client certificates it signed (mutual TLS); what "
+                      "each may do is the config's tls_clients");
+  command
+      ->add_option("--tls-reload-interval", flags->tls_reload_interval,
+                   "How often the TLS files are re-read; new connections use changed ones")
+      ->capture_default_str();
+  command->add_flag("--insecure-token-over-plaintext", flags->insecure_token_over_plaintext,
+                    "Accept --inject-token-file's token over plain TCP, where anyone who can "
+                    "capture the node's traffic can read it (prefer --tls-cert)");
   command->add_option("--kmsg", flags->kmsg,
                       "Kernel log to read the driver's XIDs from: /dev/kmsg, or a file or FIFO in "
                       "its format; '' for none (default: /dev/kmsg with --backend nvml, none with "
@@ -287,6 +300,70 @@ void AddEngineFlags(CLI::App* command, EngineFlags* flags) {
       ->capture_default_str();
 }
 
+namespace {
+
+// The TCP listener's TLS from the flags, each mistake one line: a key or CA without a
+// certificate, TLS with no TCP listener, grants no certificate can reach. The files themselves
+// are checked as the listener starts.
+absl::StatusOr<tls::ServerTlsOptions> CheckTlsFlags(const EngineFlags& flags,
+                                                    const EngineConfig& config) {
+  tls::ServerTlsOptions tls{.cert_file = flags.tls_cert,
+                            .key_file = flags.tls_key,
+                            .client_ca_file = flags.tls_client_ca};
+  auto interval = ParseDuration(flags.tls_reload_interval);
+  if (!interval.ok()) return WithContext(interval.status(), "--tls-reload-interval");
+  if (*interval < absl::Seconds(1) || *interval > absl::Hours(24)) {
+    return absl::InvalidArgumentError("--tls-reload-interval must be between 1s and 24h");
+  }
+  tls.reload_interval = *interval;
+  if (flags.tls_cert.empty() && (!flags.tls_key.empty() || !flags.tls_client_ca.empty())) {
+    return absl::InvalidArgumentError(
+        "--tls-key and --tls-client-ca need --tls-cert: give the listener's certificate too");
+  }
+  if (!flags.tls_cert.empty() && flags.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert needs --tls-key, the certificate's private key");
+  }
+  if (tls.enabled() && flags.listen.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-cert secures the TCP listener, and --listen '' turns it off: give --listen "
+        "HOST:PORT, or drop the TLS flags (the Unix socket needs none)");
+  }
+  if (tls.enabled() && flags.insecure_token_over_plaintext) {
+    return absl::InvalidArgumentError(
+        "--insecure-token-over-plaintext with --tls-cert: the listener is TLS, so the token never "
+        "travels in plain text; drop the flag");
+  }
+  if (!config.tls_clients.empty() && tls.client_ca_file.empty()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: tls_clients grants client certificates, which the engine asks for only with "
+        "--tls-client-ca: give it (and --tls-cert, --tls-key)",
+        flags.config_path));
+  }
+  return tls;
+}
+
+// What the engine's log says of privileged acts over TCP.
+std::string TcpPrivilegesText(bool token, const tls::ServerTlsOptions& tls,
+                              const EngineConfig& config, bool token_over_plaintext) {
+  std::vector<std::string> ways;
+  if (!config.tls_clients.empty()) {
+    ways.push_back(fmt::format("for the {} client certificate(s) under tls_clients",
+                               config.tls_clients.size()));
+  }
+  if (token) {
+    ways.push_back(tls.enabled() ? "with the token over TLS"
+                   : token_over_plaintext
+                       ? "with the token over plain TCP (--insecure-token-over-plaintext)"
+                       : "not with the token (refused over plain TCP)");
+  }
+  if (ways.empty()) return "off (no --inject-token-file, no tls_clients)";
+  std::string text;
+  for (const std::string& way : ways) text += (text.empty() ? "" : " and ") + way;
+  return text;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const EngineFlags& flags) {
   const std::string node_name = flags.node_name.empty() ? DefaultNodeName() : flags.node_name;
   if (absl::Status status = CheckNodeName(node_name); !status.ok()) return status;
@@ -302,6 +379,16 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
   }
   if (absl::Status status = PrepareStateDir(flags.state_dir); !status.ok()) {
     return status;
+  }
+  auto tls = CheckTlsFlags(flags, config);
+  if (!tls.ok()) return tls.status();
+  if (!flags.inject_token_file.empty() && !flags.listen.empty() && !tls->enabled() &&
+      !flags.insecure_token_over_plaintext) {
+    // The Unix socket has no use for the token; over TCP the calls that carry it are refused.
+    spdlog::warn(
+        "--inject-token-file without TLS: calls that carry the token over plain TCP are refused, "
+        "since anyone who can capture the node's traffic could read it; give --tls-cert and "
+        "--tls-key, or --insecure-token-over-plaintext to accept that risk");
   }
   std::string inject_token;
   if (!flags.inject_token_file.empty()) {
@@ -336,9 +423,12 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
       kmsg_path.empty()
           ? nullptr
           : StartKernelLog(flags, kmsg_path, boot_id, config.health, engine->get(), network);
-  auto server = EngineServer::Start(engine->get(), {.unix_socket_path = flags.socket,
-                                                    .tcp_address = flags.listen,
-                                                    .inject_token = inject_token});
+  auto server = EngineServer::Start(engine->get(),
+                                    {.unix_socket_path = flags.socket,
+                                     .tcp_address = flags.listen,
+                                     .inject_token = inject_token,
+                                     .tls = *tls,
+                                     .token_over_plaintext = flags.insecure_token_over_plaintext});
   if (!server.ok()) return server.status();
   // The flight recorder follows the ticks from the first: before the loop starts.
   std::unique_ptr<FlightRecorder> recorder;
@@ -358,9 +448,13 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
       "engine ready: node={} instance_id={} backend={} gpus={} unix={} tcp={} tick={} "
       "history={} kmsg={} version={}{}",
       node_name, (*engine)->identity().instance_id, (*engine)->identity().backend, gpu_count,
-      flags.socket.empty() ? "off" : flags.socket, tcp, absl::FormatDuration(config.tick_interval),
-      absl::FormatDuration(config.history_max_age), kmsg_path.empty() ? "off" : kmsg_path,
-      (*engine)->identity().version,
+      flags.socket.empty() ? "off" : flags.socket,
+      tcp + (flags.listen.empty()          ? ""
+             : !tls->enabled()             ? " (plain)"
+             : tls->client_ca_file.empty() ? " (TLS)"
+                                           : " (mutual TLS)"),
+      absl::FormatDuration(config.tick_interval), absl::FormatDuration(config.history_max_age),
+      kmsg_path.empty() ? "off" : kmsg_path, (*engine)->identity().version,
       flags.backend == "nvml"
           ? " gpu_read_timeout=" + absl::FormatDuration(config.EffectiveGpuReadTimeout())
           : "");
@@ -371,7 +465,7 @@ absl::StatusOr<std::unique_ptr<RunningEngine>> RunningEngine::Start(const Engine
       config.injection_allowed_uids.empty()
           ? ""
           : fmt::format(" and {} more uid(s)", config.injection_allowed_uids.size()),
-      inject_token.empty() ? "off (no --inject-token-file)" : "with the token");
+      TcpPrivilegesText(!inject_token.empty(), *tls, config, flags.insecure_token_over_plaintext));
   std::unique_ptr<RunningEngine> running(new RunningEngine());
   running->node_name_ = node_name;
   running->engine_ = std::move(*engine);

@@ -16,6 +16,7 @@
 #include "kmsg/kernel_log_xids.h"
 #include "recorder/flight_recorder.h"
 #include "server/server.h"
+#include "tls/credentials.h"
 
 namespace vigil::cli {
 
@@ -30,6 +31,13 @@ struct EngineFlags {
   std::string config_path;
   std::string nvml_library;
   std::string inject_token_file;
+  // The TCP listener's TLS (tls/credentials.h): cert and key, and a client CA for mutual TLS.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  std::string tls_reload_interval = absl::FormatDuration(tls::kDefaultReloadInterval);
+  // Accept the injection token over plain TCP (server/authz.h).
+  bool insecure_token_over_plaintext = false;
   std::string log_level = "info";
   // The kernel log to read XIDs from; unset: /dev/kmsg with --backend nvml, none with sim.
   std::optional<std::string> kmsg;
@@ -53,9 +61,9 @@ struct EngineFlags {
 };
 
 // Registers the engine's flags (--backend, --gpus, --seed, --socket, --listen, --node-name,
-// --state-dir, --config, --nvml-library, --inject-token-file, --kmsg, --journal,
-// --gpu-reset-command,
-// --gpu-reset-timeout, --log-level) on `command`.
+// --state-dir, --config, --nvml-library, --inject-token-file, --tls-cert, --tls-key,
+// --tls-client-ca, --tls-reload-interval, --insecure-token-over-plaintext, --kmsg, --journal,
+// --gpu-reset-command, --gpu-reset-timeout, --sysfs-root, --sim-nics, --log-level) on `command`.
 void AddEngineFlags(CLI::App* command, EngineFlags* flags);
 
 // `vigil engine` and `vigil node`, the commands that host an engine in this process (see

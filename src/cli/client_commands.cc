@@ -17,14 +17,41 @@ namespace vigil::cli {
 void AddClientFlags(CLI::App* command, ClientFlags* flags) {
   flags->engine = std::string(kDefaultEngineAddress);
   command
-      ->add_option("--engine", flags->engine, "Engine address: unix:///path/to.sock or HOST:PORT")
+      ->add_option("--engine", flags->engine,
+                   "Engine address: unix:///path/to.sock, HOST:PORT or tls://HOST:PORT")
       ->envname("VIGIL_ENGINE")
       ->capture_default_str();
+  AddEngineTlsFlags(command, &flags->tls);
   command->add_flag("--json", flags->json, "Machine-readable JSON output");
   command->add_option("--timeout", flags->timeout, "Deadline for each call to the engine")
       ->capture_default_str();
   command->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
+}
+
+void AddEngineTlsFlags(CLI::App* command, EngineTlsFlags* flags) {
+  command
+      ->add_option("--tls-ca", flags->ca,
+                   "PEM CA bundle the engine's certificate must chain to (TLS to its TCP port)")
+      ->envname("VIGIL_TLS_CA");
+  command
+      ->add_option("--tls-cert", flags->cert,
+                   "PEM client certificate for mutual TLS with the engine (with --tls-key)")
+      ->envname("VIGIL_TLS_CERT");
+  command->add_option("--tls-key", flags->key, "PEM private key of --tls-cert")
+      ->envname("VIGIL_TLS_KEY");
+  command
+      ->add_option("--tls-server-name", flags->server_name,
+                   "The name the engine's certificate must carry (default: the host dialled)")
+      ->envname("VIGIL_TLS_SERVER_NAME");
+}
+
+tls::ClientTlsOptions TlsOptionsFromFlags(const EngineTlsFlags& flags) {
+  return {.enabled = !flags.ca.empty() || !flags.cert.empty() || !flags.key.empty(),
+          .ca_file = flags.ca,
+          .cert_file = flags.cert,
+          .key_file = flags.key,
+          .server_name = flags.server_name};
 }
 
 void AddTokenFileFlag(CLI::App* command, ClientFlags* flags) {
@@ -52,7 +79,9 @@ absl::StatusOr<std::unique_ptr<EngineClient>> ConnectFromFlags(const ClientFlags
   }
   auto token = ReadEngineToken(flags.token_file, "--token-file");
   if (!token.ok()) return token.status();
-  return EngineClient::Create(flags.engine, {.call_timeout = *timeout, .token = *token});
+  return EngineClient::Create(
+      flags.engine,
+      {.call_timeout = *timeout, .token = *token, .tls = TlsOptionsFromFlags(flags.tls)});
 }
 
 namespace {

@@ -14,6 +14,7 @@
 #include "api/node_condition.h"
 #include "client/engine_client.h"
 #include "kube/kube_api.h"
+#include "tls/credentials.h"
 
 namespace vigil::cli {
 
@@ -41,9 +42,22 @@ std::string EnvOrHostName(const char* variable);
 // Kubernetes node names are DNS subdomains; accept those (and underscores, seen on bare metal).
 absl::Status CheckNodeName(const std::string& name);
 
+// TLS to the engine's TCP listener, as every client takes it: --tls-ca, --tls-cert, --tls-key,
+// --tls-server-name (and VIGIL_TLS_CA, VIGIL_TLS_CERT, VIGIL_TLS_KEY, VIGIL_TLS_SERVER_NAME).
+struct EngineTlsFlags {
+  std::string ca;
+  std::string cert;
+  std::string key;
+  std::string server_name;
+};
+void AddEngineTlsFlags(CLI::App* command, EngineTlsFlags* flags);
+// TLS is on when any of the files is given (or, in EngineClient, for a tls:// address).
+tls::ClientTlsOptions TlsOptionsFromFlags(const EngineTlsFlags& flags);
+
 // Flags every client command shares.
 struct ClientFlags {
   std::string engine;
+  EngineTlsFlags tls;
   bool json = false;
   std::string timeout = "5s";
   std::string log_level = "warn";

@@ -22,6 +22,7 @@ namespace {
 
 struct ExporterFlags {
   std::string engine;
+  EngineTlsFlags engine_tls;
   std::string listen = ":9400";
   std::string collectors;
   std::string hostname_label = "Hostname";
@@ -94,7 +95,7 @@ int RunExporter(const ExporterFlags& flags) {
     }
     *targets[i] = *duration;
   }
-  auto client = EngineClient::Create(flags.engine);
+  auto client = EngineClient::Create(flags.engine, {.tls = TlsOptionsFromFlags(flags.engine_tls)});
   if (!client.ok()) return Fail("exporter", client.status());
   auto exporter = Exporter::Start(std::move(options), std::move(*client));
   if (!exporter.ok()) return Fail("exporter", exporter.status());
@@ -115,10 +116,11 @@ CommandRunner AddExporterCommand(CLI::App* parent) {
   flags->engine = std::string(kDefaultEngineAddress);
   command
       ->add_option("-r,--engine,--remote-hostengine-info", flags->engine,
-                   "Engine address: unix:///path or HOST:PORT (-r: dcgm-exporter's "
-                   "--remote-hostengine-info)")
+                   "Engine address: unix:///path, HOST:PORT or tls://HOST:PORT (-r: "
+                   "dcgm-exporter's --remote-hostengine-info)")
       ->envname("VIGIL_ENGINE")
       ->capture_default_str();
+  AddEngineTlsFlags(command, &flags->engine_tls);
   command->add_option("-a,--listen", flags->listen, "Address to serve /metrics on")
       ->capture_default_str();
   command->add_option("-f,--collectors", flags->collectors,

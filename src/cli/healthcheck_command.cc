@@ -27,6 +27,7 @@ struct HealthcheckFlags {
   KubeFlags kube;
   bool remediation = false;
   std::string engine_token_file;
+  EngineTlsFlags engine_tls;
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string reboot_sentinel;
   std::string dra_driver = std::string(dra::kNvidiaGpuDriver);
@@ -99,7 +100,9 @@ absl::StatusOr<HealthcheckOptions> OptionsFromFlags(const HealthcheckFlags& flag
     auto token = ReadEngineToken(flags.engine_token_file, "--engine-token-file");
     if (!token.ok()) return token.status();
     auto relay_engine =
-        EngineClient::Create(flags.engine, {.call_timeout = absl::Minutes(3), .token = *token});
+        EngineClient::Create(flags.engine, {.call_timeout = absl::Minutes(3),
+                                            .token = *token,
+                                            .tls = TlsOptionsFromFlags(flags.engine_tls)});
     if (!relay_engine.ok()) return relay_engine.status();
     options.relay_engine = std::move(*relay_engine);
   }
@@ -120,7 +123,7 @@ int RunHealthcheck(const HealthcheckFlags& flags) {
   if (!options.ok()) return Fail("healthcheck", options.status());
   const std::string node_name = options->node_name;
   const bool kubernetes = options->kube != nullptr;
-  auto client = EngineClient::Create(flags.engine);
+  auto client = EngineClient::Create(flags.engine, {.tls = TlsOptionsFromFlags(flags.engine_tls)});
   if (!client.ok()) return Fail("healthcheck", client.status());
   auto check = Healthcheck::Start(std::move(*options), std::move(*client));
   if (!check.ok()) return Fail("healthcheck", check.status());
@@ -143,9 +146,12 @@ CommandRunner AddHealthcheckCommand(CLI::App* parent) {
       "Passive health check fed by the engine: HTTP status, Kubernetes node condition and taint");
   auto flags = std::make_shared<HealthcheckFlags>();
   flags->engine = std::string(kDefaultEngineAddress);
-  command->add_option("--engine", flags->engine, "Engine address: unix:///path or HOST:PORT")
+  command
+      ->add_option("--engine", flags->engine,
+                   "Engine address: unix:///path, HOST:PORT or tls://HOST:PORT")
       ->envname("VIGIL_ENGINE")
       ->capture_default_str();
+  AddEngineTlsFlags(command, &flags->engine_tls);
   command->add_option("--listen", flags->listen, "Address to serve /status, /readyz, /metrics on")
       ->capture_default_str();
   command->add_option("--node-name", flags->node_name,

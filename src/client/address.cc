@@ -8,8 +8,10 @@ namespace vigil {
 namespace {
 
 absl::Status Invalid(std::string_view text, std::string_view why) {
-  return absl::InvalidArgumentError(fmt::format(
-      "--engine '{}' {}: use unix:///path/to.sock or HOST:PORT (e.g. 127.0.0.1:5555)", text, why));
+  return absl::InvalidArgumentError(
+      fmt::format("--engine '{}' {}: use unix:///path/to.sock, HOST:PORT (e.g. 127.0.0.1:5555) or "
+                  "tls://HOST:PORT",
+                  text, why));
 }
 
 }  // namespace
@@ -33,16 +35,21 @@ absl::StatusOr<EngineAddress> ParseEngineAddress(std::string_view text) {
     address.is_unix = true;
     return address;
   }
-  const size_t colon = trimmed.rfind(':');
+  std::string_view host_port = trimmed;
+  if (host_port.starts_with("tls://")) {
+    host_port.remove_prefix(6);
+    address.tls = true;
+  }
+  const size_t colon = host_port.rfind(':');
   if (colon == std::string_view::npos || colon == 0) return Invalid(text, "has no port");
-  const std::string_view host = trimmed.substr(0, colon);
+  const std::string_view host = host_port.substr(0, colon);
   if (host.find("://") != std::string_view::npos) return Invalid(text, "has an unknown scheme");
   if (host.find(':') != std::string_view::npos && !(host.front() == '[' && host.back() == ']')) {
     return Invalid(text, "has an IPv6 host without brackets");
   }
-  const std::optional<uint64_t> port = ParseUint64(trimmed.substr(colon + 1));
+  const std::optional<uint64_t> port = ParseUint64(host_port.substr(colon + 1));
   if (!port || *port == 0 || *port > 65535) return Invalid(text, "has no valid port (1-65535)");
-  address.target = std::string(trimmed);
+  address.target = std::string(host_port);
   return address;
 }
 

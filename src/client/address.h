@@ -1,5 +1,6 @@
 // Engine addresses as users write them (--engine, VIGIL_ENGINE): "unix:///path/to.sock",
-// "unix:/path", "/path/to.sock", "HOST:PORT", "[::1]:PORT". Pure functions; thread-safe.
+// "unix:/path", "/path/to.sock", "HOST:PORT", "[::1]:PORT", and "tls://HOST:PORT" (TLS to the
+// engine's TCP listener). Pure functions; thread-safe.
 #pragma once
 
 #include <string>
@@ -15,6 +16,7 @@ struct EngineAddress {
   std::string target;   // what gRPC dials: "unix:/path" or "host:port"
   std::string display;  // what messages show: the address as the user wrote it
   bool is_unix = false;
+  bool tls = false;  // tls://
 };
 
 // InvalidArgument with the accepted forms when `text` is none of them.

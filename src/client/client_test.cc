@@ -28,14 +28,24 @@ TEST(AddressTest, AcceptsUnixAndTcpForms) {
   EXPECT_EQ(ParseEngineAddress("[::1]:5555")->target, "[::1]:5555");
   EXPECT_EQ(ParseEngineAddress("vigil-engine.monitoring.svc:5555")->display,
             "vigil-engine.monitoring.svc:5555");
+  EXPECT_FALSE(ParseEngineAddress("127.0.0.1:5555")->tls);
+  const auto tls = ParseEngineAddress("tls://vigil-engine:5555");
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  EXPECT_EQ(tls->target, "vigil-engine:5555");
+  EXPECT_EQ(tls->display, "tls://vigil-engine:5555");
+  EXPECT_TRUE(tls->tls);
+  EXPECT_FALSE(tls->is_unix);
 }
 
 TEST(AddressTest, RejectsWithTheAcceptedForms) {
-  for (const char* bad : {"", "localhost", "localhost:0", "localhost:99999", "unix:relative.sock",
-                          "unix://", "http://x:1", "::1:5555", "host:port"}) {
+  for (const char* bad :
+       {"", "localhost", "localhost:0", "localhost:99999", "unix:relative.sock", "unix://",
+        "http://x:1", "::1:5555", "host:port", "tls://", "tls://host", "tls://unix:/a.sock"}) {
     auto address = ParseEngineAddress(bad);
     ASSERT_FALSE(address.ok()) << bad;
-    EXPECT_THAT(address.status().message(), HasSubstr("use unix:///path/to.sock or HOST:PORT"));
+    EXPECT_THAT(
+        address.status().message(),
+        HasSubstr("use unix:///path/to.sock, HOST:PORT (e.g. 127.0.0.1:5555) or tls://HOST:PORT"));
   }
 }
 

@@ -8,9 +8,43 @@
 
 namespace vigil {
 
+namespace {
+
+// What a failed TLS handshake means, from gRPC's words for it; "" when `detail` is no such failure.
+std::string TlsFailure(const std::string& detail, const std::string& address) {
+  if (detail.find("certificate verify failed") != std::string::npos) {
+    return fmt::format(
+        "the engine's certificate at {} is not signed by a CA this client trusts (--tls-ca, else "
+        "the system's roots), or has expired",
+        address);
+  }
+  if (detail.find("Hostname Verification") != std::string::npos) {
+    return fmt::format(
+        "the engine's certificate at {} does not name the host dialled: give --tls-server-name "
+        "with a name it carries (a DNS or IP subject alternative name)",
+        address);
+  }
+  if (detail.find("andshake") != std::string::npos ||
+      detail.find("Socket closed") != std::string::npos) {
+    return fmt::format(
+        "the engine at {} ended the TLS handshake: does it require a client certificate "
+        "(--tls-cert, --tls-key) signed by its --tls-client-ca? Is it listening with TLS?",
+        address);
+  }
+  return "";
+}
+
+}  // namespace
+
 absl::Status FromGrpc(const grpc::Status& status, const std::string& address) {
   if (status.ok()) return absl::OkStatus();
   const std::string detail = status.error_message();
+  if (address.starts_with("tls://") && (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                                        status.error_code() == grpc::StatusCode::UNKNOWN)) {
+    if (const std::string failure = TlsFailure(detail, address); !failure.empty()) {
+      return absl::UnavailableError(fmt::format("{} ({})", failure, detail));
+    }
+  }
   switch (status.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
       return absl::UnavailableError(fmt::format(
@@ -45,9 +79,28 @@ absl::StatusOr<std::unique_ptr<EngineClient>> EngineClient::Create(std::string_v
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options.reconnect_backoff_max)));
   args.SetMaxReceiveMessageSize(64 << 20);
-  auto channel =
-      grpc::CreateCustomChannel(parsed->target, grpc::InsecureChannelCredentials(), args);
-  return std::make_unique<EngineClient>(std::move(channel), parsed->display, options);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (parsed->tls || options.tls.enabled) {
+    if (parsed->is_unix) {
+      return absl::InvalidArgumentError(fmt::format(
+          "--tls-* flags are for the engine's TCP listener, not its Unix socket {}: drop them, or "
+          "give --engine tls://HOST:PORT",
+          parsed->display));
+    }
+    auto secure = tls::MakeChannelCredentials(options.tls, absl::Now());
+    if (!secure.ok()) return secure.status();
+    credentials = *std::move(secure);
+    if (!options.tls.server_name.empty()) {
+      args.SetSslTargetNameOverride(options.tls.server_name);
+    }
+  }
+  auto channel = grpc::CreateCustomChannel(parsed->target, credentials, args);
+  // Messages say tls:// whenever the channel is TLS, however the address was written.
+  std::string display = parsed->display;
+  if ((parsed->tls || options.tls.enabled) && !display.starts_with("tls://")) {
+    display = "tls://" + display;
+  }
+  return std::make_unique<EngineClient>(std::move(channel), std::move(display), options);
 }
 
 EngineClient::EngineClient(std::shared_ptr<grpc::Channel> channel, std::string display,

@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
+#include "tls/credentials.h"
 #include "vigil/v1/engine.grpc.pb.h"
 
 namespace vigil {
@@ -27,6 +28,8 @@ struct ClientOptions {
   absl::Duration call_timeout = absl::Seconds(5);
   // Sent as "authorization: Bearer TOKEN" for injection over TCP; empty: none.
   std::string token;
+  // TLS to the engine's TCP listener: used when enabled, or when the address is tls://.
+  tls::ClientTlsOptions tls;
   // The longest gRPC waits between attempts to reach an engine that is away. The engine is on
   // this node, so an attempt costs a connect() and a restarted engine should be found within
   // this much of its start (docs/architecture.md, "Coming back after a restart").

@@ -84,6 +84,53 @@ absl::Status ParseSampling(const YAML::Node& node, const yaml::Reader& reader,
   return absl::OkStatus();
 }
 
+// tls_clients: [{identity: NAME, may: [read, inject, reset, clear]}, ...]
+absl::Status ParseTlsClients(const YAML::Node& node, const yaml::Reader& reader,
+                             std::vector<TlsClientGrant>* grants) {
+  if (!node.IsSequence()) {
+    return reader.Error(node, "tls_clients",
+                        "expected a list of {identity: NAME, may: [read, inject, reset, clear]}");
+  }
+  for (size_t i = 0; i < node.size(); ++i) {
+    const std::string path = fmt::format("tls_clients[{}]", i);
+    if (auto status = reader.ExpectMap(node[i], path, {"identity", "may"}); !status.ok()) {
+      return status;
+    }
+    TlsClientGrant grant;
+    auto identity = reader.String(node[i]["identity"], path + ".identity");
+    if (!identity.ok()) return identity.status();
+    if (identity->empty()) {
+      return reader.Error(node[i], path + ".identity",
+                          "give the certificate's SAN (spiffe://..., a DNS name) or its CN");
+    }
+    grant.identity = *identity;
+    const YAML::Node may = node[i]["may"];
+    if (!may || !may.IsSequence() || may.size() == 0) {
+      return reader.Error(node[i], path + ".may",
+                          "expected a list of what it may do: read, inject, reset, clear");
+    }
+    for (size_t j = 0; j < may.size(); ++j) {
+      auto name = reader.String(may[j], fmt::format("{}.may[{}]", path, j));
+      if (!name.ok()) return name.status();
+      const std::optional<Permission> permission = ParsePermission(*name);
+      if (!permission) {
+        return reader.Error(
+            may[j], fmt::format("{}.may[{}]", path, j),
+            fmt::format("unknown permission '{}': use read, inject, reset or clear", *name));
+      }
+      grant.may.insert(*permission);
+    }
+    for (const TlsClientGrant& earlier : *grants) {
+      if (earlier.identity == grant.identity) {
+        return reader.Error(node[i], path + ".identity",
+                            fmt::format("{} is listed twice: give it one entry", grant.identity));
+      }
+    }
+    grants->push_back(std::move(grant));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseInjection(const YAML::Node& node, const yaml::Reader& reader,
                             EngineConfig* config) {
   if (auto status =
@@ -193,9 +240,9 @@ absl::StatusOr<EngineConfig> ParseEngineConfigUnguarded(std::string_view yaml_te
   EngineConfig config;
   if (document->IsNull()) return config;  // an empty file means all defaults
   const yaml::Reader reader{std::string(source)};
-  if (auto status = reader.ExpectMap(
-          *document, "(top level)",
-          {"sampling", "subscribers", "injection", "health", "network", "sim", "flight_recorder"});
+  if (auto status = reader.ExpectMap(*document, "(top level)",
+                                     {"sampling", "subscribers", "injection", "health", "network",
+                                      "sim", "flight_recorder", "tls_clients"});
       !status.ok()) {
     return status;
   }
@@ -235,6 +282,11 @@ absl::StatusOr<EngineConfig> ParseEngineConfigUnguarded(std::string_view yaml_te
   }
   if (const YAML::Node injection = (*document)["injection"]) {
     if (auto status = ParseInjection(injection, reader, &config); !status.ok()) return status;
+  }
+  if (const YAML::Node clients = (*document)["tls_clients"]) {
+    if (auto status = ParseTlsClients(clients, reader, &config.tls_clients); !status.ok()) {
+      return status;
+    }
   }
   if (const YAML::Node recorder = (*document)["flight_recorder"]) {
     if (auto status = ParseFlightRecorder(recorder, reader, &config.flight_recorder);

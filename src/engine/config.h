@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "backend/mig.h"
+#include "common/principal.h"
 #include "fields/value.h"
 #include "health/network_policy.h"
 #include "health/policy.h"
@@ -67,6 +68,8 @@ struct EngineConfig {
   }
   InjectionLimits injection;
   std::vector<uint32_t> injection_allowed_uids;
+  // tls_clients: what each client certificate may do over mutual TLS (server/authz.h).
+  std::vector<TlsClientGrant> tls_clients;
   HealthPolicy health = DefaultHealthPolicy();
   NetworkPolicy network = DefaultNetworkPolicy();
   // sim.mig: the simulated GPUs in MIG mode (as --mig; --backend sim only).

@@ -37,48 +37,99 @@ std::string UserName(uint32_t uid) {
   return "";
 }
 
-absl::StatusOr<Principal> Authorizer::Authorize(const Caller& caller) const {
+absl::StatusOr<Principal> Authorizer::Authorize(const Caller& caller, Permission permission) const {
+  const std::string_view act = PermissionName(permission);
   if (caller.transport == "unix") {
+    if (permission == Permission::kRead) return Principal{.transport = "unix"};
     if (!caller.credentials) {
-      return absl::PermissionDeniedError(
-          "the engine could not identify the caller on its Unix socket; injection refused");
+      return absl::PermissionDeniedError(fmt::format(
+          "the engine could not identify the caller on its Unix socket; {} refused", act));
     }
     const PeerCredentials& creds = *caller.credentials;
     const std::string name = UserName(creds.uid);
     const std::string who =
         fmt::format("uid {}{} pid {}", creds.uid, name.empty() ? "" : " (" + name + ")", creds.pid);
-    const bool allowed = creds.uid == 0 || std::find(allowed_uids_.begin(), allowed_uids_.end(),
-                                                     creds.uid) != allowed_uids_.end();
+    const bool allowed =
+        creds.uid == 0 || std::find(options_.allowed_uids.begin(), options_.allowed_uids.end(),
+                                    creds.uid) != options_.allowed_uids.end();
     if (!allowed) {
       return absl::PermissionDeniedError(fmt::format(
-          "injection is a privileged act: over the Unix socket it is allowed to root and to the "
-          "uids under injection.allowed_uids in the engine config; {} is neither (run as root, "
-          "or add uid {} to the config)",
-          who, creds.uid));
+          "{} is a privileged act: over the Unix socket it is allowed to root and to the uids "
+          "under injection.allowed_uids in the engine config; {} is neither (run as root, or add "
+          "uid {} to the config)",
+          act, who, creds.uid));
     }
     return Principal{.transport = "unix", .uid = creds.uid, .pid = creds.pid, .description = who};
   }
-  if (caller.transport == "tcp") {
-    if (token_.empty()) {
-      return absl::PermissionDeniedError(
-          "injection over TCP is off on this engine: start it with --inject-token-file FILE and "
-          "pass --token-file FILE to the client, or inject over the Unix socket as root");
-    }
-    if (!caller.bearer_token) {
-      return absl::PermissionDeniedError(
-          "injection over TCP needs the engine's injection token: pass --token-file FILE (the "
-          "file given to the engine's --inject-token-file)");
-    }
-    if (!TokensMatch(*caller.bearer_token, token_)) {
-      return absl::PermissionDeniedError(
-          "the injection token does not match the engine's --inject-token-file");
-    }
-    return Principal{.transport = "tcp", .description = "token from " + caller.peer};
-  }
+  if (caller.transport == "tcp") return AuthorizeTcp(caller, permission);
+  if (permission == Permission::kRead) return Principal{.transport = caller.transport};
   return absl::PermissionDeniedError(fmt::format(
-      "injection is not allowed over the {} transport: use the Unix socket as root, or TCP with "
-      "the injection token",
-      caller.transport));
+      "{} is not allowed over the {} transport: use the Unix socket as root, or TCP with TLS and "
+      "a client certificate or the injection token",
+      act, caller.transport));
+}
+
+const TlsClientGrant* Authorizer::GrantOf(const tls::PeerCertificate& certificate) const {
+  for (const TlsClientGrant& grant : options_.tls_clients) {
+    if (certificate.Names(grant.identity)) return &grant;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<Principal> Authorizer::AuthorizeTcp(const Caller& caller,
+                                                   Permission permission) const {
+  const std::string_view act = PermissionName(permission);
+  if (caller.certificate) {
+    const std::string identity = caller.certificate->Identity();
+    const TlsClientGrant* grant = GrantOf(*caller.certificate);
+    const bool listed = grant != nullptr;
+    if (listed && grant->may.contains(permission)) {
+      return Principal{.transport = "tls",
+                       .description = fmt::format("certificate {} from {}", identity, caller.peer)};
+    }
+    if (permission == Permission::kRead && options_.tls_clients.empty()) {
+      return Principal{.transport = "tls", .description = "certificate " + identity};
+    }
+    if (permission == Permission::kRead || !caller.bearer_token) {
+      return absl::PermissionDeniedError(fmt::format(
+          "the client certificate {} may not {} on this engine: {} (the engine config's "
+          "tls_clients)",
+          identity, act,
+          listed ? fmt::format("add {} to its `may`", act)
+                 : fmt::format(
+                       "list it with `- {{identity: {}, may: [{}]}}`", identity,
+                       permission == Permission::kRead ? "read" : fmt::format("read, {}", act))));
+    }
+    // A certificate without the grant may still carry the token: checked below.
+  }
+  if (permission == Permission::kRead) return Principal{.transport = "tcp"};
+  if (options_.token.empty()) {
+    return absl::PermissionDeniedError(fmt::format(
+        "{} over TCP is off on this engine: start it with --tls-cert, --tls-key and "
+        "--tls-client-ca and grant the client certificate `{}` under tls_clients in its config, "
+        "or give it --inject-token-file; or use the Unix socket as root",
+        act, act));
+  }
+  if (!caller.bearer_token) {
+    return absl::PermissionDeniedError(fmt::format(
+        "{} over TCP needs a client certificate the engine grants it, or the engine's injection "
+        "token: pass --token-file FILE (the file given to the engine's --inject-token-file)",
+        act));
+  }
+  if (!caller.tls && !options_.token_over_plaintext) {
+    return absl::PermissionDeniedError(
+        "the injection token is refused over plain TCP, where anyone who can capture the node's "
+        "traffic can read it: start the engine with --tls-cert and --tls-key and connect with "
+        "--tls-ca (or a tls:// address); or start it with --insecure-token-over-plaintext to "
+        "accept that risk");
+  }
+  if (!TokensMatch(*caller.bearer_token, options_.token)) {
+    return absl::PermissionDeniedError(
+        "the injection token does not match the engine's --inject-token-file");
+  }
+  return Principal{.transport = "tcp",
+                   .description = fmt::format("token from {}{}", caller.peer,
+                                              caller.tls ? " over TLS" : " over plain TCP")};
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {

@@ -142,6 +142,14 @@ absl::StatusOr<std::unique_ptr<EngineServer>> EngineServer::Start(Engine* engine
       return status;
     }
   }
+  // The TLS files are checked before anything listens: a bad one is the start's error.
+  std::shared_ptr<grpc::ServerCredentials> tcp_credentials = grpc::InsecureServerCredentials();
+  if (!options.tcp_address.empty() && options.tls.enabled()) {
+    // Certificates are valid in real time, whatever clock the engine runs on.
+    auto secure = tls::MakeServerCredentials(options.tls, absl::Now());
+    if (!secure.ok()) return secure.status();
+    tcp_credentials = *std::move(secure);
+  }
   std::unique_ptr<EngineServer> server(new EngineServer(engine, options));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -162,8 +170,7 @@ absl::StatusOr<std::unique_ptr<EngineServer>> EngineServer::Start(Engine* engine
     server->unix_listener_ = std::move(*listener);
   }
   if (!options.tcp_address.empty()) {
-    builder.AddListeningPort(options.tcp_address, grpc::InsecureServerCredentials(),
-                             &server->tcp_port_);
+    builder.AddListeningPort(options.tcp_address, tcp_credentials, &server->tcp_port_);
   }
   builder.RegisterService(&server->service_);
   server->server_ = builder.BuildAndStart();
@@ -193,6 +200,7 @@ void EngineServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
   if (unix_listener_ != nullptr) unix_listener_->Stop();  // no new clients; removes the file
+  if (server_ == nullptr) return;                         // Start() failed before it began
   server_->GetHealthCheckService()->SetServingStatus(false);
   const absl::Status stopping = absl::UnavailableError("the engine is shutting down");
   engine_->StopStreams(stopping);

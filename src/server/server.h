@@ -18,13 +18,16 @@
 #include "grpcpp/server.h"
 #include "server/service.h"
 #include "server/unix_listener.h"
+#include "tls/credentials.h"
 
 namespace vigil {
 
 struct ServerOptions {
-  std::string unix_socket_path;  // empty: no Unix socket
-  std::string tcp_address;       // "HOST:PORT"; port 0 picks a free port; empty: no TCP
-  std::string inject_token;      // empty: injection over TCP is off
+  std::string unix_socket_path;       // empty: no Unix socket
+  std::string tcp_address;            // "HOST:PORT"; port 0 picks a free port; empty: no TCP
+  std::string inject_token;           // empty: no token is accepted over TCP
+  tls::ServerTlsOptions tls;          // the TCP listener's TLS; not enabled: plain TCP
+  bool token_over_plaintext = false;  // --insecure-token-over-plaintext (authz.h)
 };
 
 class EngineServer {
@@ -47,7 +50,10 @@ class EngineServer {
       : engine_(engine),
         options_(std::move(options)),
         service_(engine, &peers_,
-                 Authorizer(engine->config().injection_allowed_uids, options_.inject_token)) {}
+                 Authorizer({.allowed_uids = engine->config().injection_allowed_uids,
+                             .token = options_.inject_token,
+                             .tls_clients = engine->config().tls_clients,
+                             .token_over_plaintext = options_.token_over_plaintext})) {}
 
   Engine* const engine_;
   const ServerOptions options_;

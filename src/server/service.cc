@@ -9,6 +9,7 @@
 #include "server/convert.h"
 #include "server/tick_encoder.h"
 #include "spdlog/spdlog.h"
+#include "tls/peer.h"
 
 namespace vigil {
 namespace {
@@ -144,6 +145,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 grpc::ServerUnaryReactor* EngineService::GetEngineInfo(grpc::CallbackServerContext* context,
                                                        const v1::GetEngineInfoRequest*,
                                                        v1::EngineInfo* response) {
+  if (absl::Status denied = PermitRead(context); !denied.ok()) return Finish(context, denied);
   const EngineIdentity& identity = engine_->identity();
   const auto latest = engine_->Latest();
   response->set_node_name(identity.node_name);
@@ -169,6 +171,7 @@ grpc::ServerUnaryReactor* EngineService::GetEngineInfo(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* EngineService::ListGpus(grpc::CallbackServerContext* context,
                                                   const v1::ListGpusRequest*,
                                                   v1::ListGpusResponse* response) {
+  if (absl::Status denied = PermitRead(context); !denied.ok()) return Finish(context, denied);
   response->set_instance_id(engine_->identity().instance_id);
   for (const NicPortEntity& port : engine_->NicPorts()) ToProto(port, response->add_nic_ports());
   const std::shared_ptr<const MigTable> mig = engine_->Mig();
@@ -202,6 +205,7 @@ grpc::ServerUnaryReactor* EngineService::ListGpus(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* EngineService::ListFields(grpc::CallbackServerContext* context,
                                                     const v1::ListFieldsRequest*,
                                                     v1::ListFieldsResponse* response) {
+  if (absl::Status denied = PermitRead(context); !denied.ok()) return Finish(context, denied);
   const FieldLayout& layout = engine_->layout();
   for (size_t i = 0; i < layout.size(); ++i) {
     const FieldInfo& field = layout.field(i);
@@ -223,6 +227,7 @@ grpc::ServerUnaryReactor* EngineService::ListFields(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* EngineService::GetLatestValues(grpc::CallbackServerContext* context,
                                                          const v1::GetLatestValuesRequest* request,
                                                          v1::GetLatestValuesResponse* response) {
+  if (absl::Status denied = PermitRead(context); !denied.ok()) return Finish(context, denied);
   auto gpus = engine_->ResolveGpus(Gpus(request->gpus()));
   if (!gpus.ok()) return Finish(context, gpus.status());
   auto fields = engine_->ResolveFields(Fields(request->field_ids()));
@@ -239,6 +244,7 @@ grpc::ServerUnaryReactor* EngineService::GetLatestValues(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* EngineService::GetHistory(grpc::CallbackServerContext* context,
                                                     const v1::GetHistoryRequest* request,
                                                     v1::GetHistoryResponse* response) {
+  if (absl::Status denied = PermitRead(context); !denied.ok()) return Finish(context, denied);
   if (request->start_time_us() < 0 || request->end_time_us() < 0) {
     return Finish(context, absl::InvalidArgumentError(
                                "history times are Unix microseconds and cannot be negative"));
@@ -285,6 +291,10 @@ Caller EngineService::IdentifyCaller(grpc::CallbackServerContext* context) const
     }
   } else if (peer.starts_with("ipv4:") || peer.starts_with("ipv6:")) {
     caller.transport = "tcp";
+    if (const std::shared_ptr<const grpc::AuthContext> auth = context->auth_context()) {
+      caller.tls = tls::IsTls(*auth);
+      caller.certificate = tls::PeerCertificateOf(*auth);
+    }
   } else if (peer == "unknown") {
     caller.transport = "inproc";  // Server::InProcessChannel
   } else {
@@ -298,19 +308,39 @@ Caller EngineService::IdentifyCaller(grpc::CallbackServerContext* context) const
   return caller;
 }
 
-absl::StatusOr<Principal> EngineService::Authorize(grpc::CallbackServerContext* context) const {
+absl::StatusOr<Principal> EngineService::Authorize(grpc::CallbackServerContext* context,
+                                                   Permission permission) const {
   const Caller caller = IdentifyCaller(context);
-  auto principal = authorizer_.Authorize(caller);
+  auto principal = authorizer_.Authorize(caller, permission);
   if (!principal.ok()) {
-    spdlog::warn("refused a privileged call from {} ({}): {}", context->peer(), caller.transport,
-                 MessageOf(principal.status()));
+    spdlog::warn("refused a call to {} from {} ({}): {}", PermissionName(permission),
+                 context->peer(), caller.transport, MessageOf(principal.status()));
   }
   return principal;
+}
+
+absl::Status EngineService::PermitRead(grpc::CallbackServerContext* context) {
+  const Caller caller = IdentifyCaller(context);
+  if (caller.transport != "tcp" || !caller.certificate) return absl::OkStatus();  // the cheap case
+  auto principal = authorizer_.Authorize(caller, Permission::kRead);
+  if (principal.ok()) return absl::OkStatus();
+  const std::string identity = caller.certificate->Identity();
+  bool first = false;
+  {
+    absl::MutexLock lock(&refused_readers_mutex_);
+    first = refused_readers_.insert(identity).second;
+  }
+  if (first) {  // a client refused reads retries: say it once per certificate
+    spdlog::warn("refused reads from {} ({}): {}", context->peer(), identity,
+                 MessageOf(principal.status()));
+  }
+  return principal.status();
 }
 
 grpc::ServerUnaryReactor* EngineService::ListEvents(grpc::CallbackServerContext* context,
                                                     const v1::ListEventsRequest* request,
                                                     v1::ListEventsResponse* response) {
+  if (absl::Status denied = PermitRead(context); !denied.ok()) return Finish(context, denied);
   for (const EventPtr& event : engine_->RecentEvents(request->recent())) {
     ToProto(*event, engine_->identity().instance_id, response->add_events());
   }
@@ -320,7 +350,7 @@ grpc::ServerUnaryReactor* EngineService::ListEvents(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* EngineService::InjectField(grpc::CallbackServerContext* context,
                                                      const v1::InjectFieldRequest* request,
                                                      v1::Injection* response) {
-  auto principal = Authorize(context);
+  auto principal = Authorize(context, Permission::kInject);
   if (!principal.ok()) return Finish(context, principal.status());
   if (request->duration_us() < 0) {
     return Finish(context, absl::InvalidArgumentError("the duration cannot be negative"));
@@ -368,7 +398,7 @@ grpc::ServerUnaryReactor* EngineService::InjectField(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* EngineService::InjectXid(grpc::CallbackServerContext* context,
                                                    const v1::InjectXidRequest* request,
                                                    v1::InjectXidResponse* response) {
-  auto principal = Authorize(context);
+  auto principal = Authorize(context, Permission::kInject);
   if (!principal.ok()) return Finish(context, principal.status());
   XidInjectionRequest injection{
       .gpu = request->gpu(), .xid = request->xid(), .allow_actions = request->allow_actions()};
@@ -382,7 +412,7 @@ grpc::ServerUnaryReactor* EngineService::InjectXid(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* EngineService::RunScenario(grpc::CallbackServerContext* context,
                                                      const v1::RunScenarioRequest* request,
                                                      v1::Scenario* response) {
-  auto principal = Authorize(context);
+  auto principal = Authorize(context, Permission::kInject);
   if (!principal.ok()) return Finish(context, principal.status());
   if (request->yaml().size() > (1 << 20)) {
     return Finish(context, absl::InvalidArgumentError("the scenario is over 1 MiB"));
@@ -397,7 +427,7 @@ grpc::ServerUnaryReactor* EngineService::RunScenario(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* EngineService::ClearInjections(grpc::CallbackServerContext* context,
                                                          const v1::ClearInjectionsRequest* request,
                                                          v1::ClearInjectionsResponse* response) {
-  auto principal = Authorize(context);
+  auto principal = Authorize(context, Permission::kInject);
   if (!principal.ok()) return Finish(context, principal.status());
   if (request->target_case() == v1::ClearInjectionsRequest::TARGET_NOT_SET ||
       (request->target_case() == v1::ClearInjectionsRequest::kAll && !request->all())) {
@@ -412,6 +442,7 @@ grpc::ServerUnaryReactor* EngineService::ClearInjections(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* EngineService::ListInjections(grpc::CallbackServerContext* context,
                                                         const v1::ListInjectionsRequest*,
                                                         v1::ListInjectionsResponse* response) {
+  if (absl::Status denied = PermitRead(context); !denied.ok()) return Finish(context, denied);
   for (const InjectionRecord& record : engine_->Injections()) {
     *response->add_injections() = ToProto(record);
   }
@@ -422,15 +453,20 @@ grpc::ServerUnaryReactor* EngineService::ListInjections(grpc::CallbackServerCont
 }
 
 grpc::ServerWriteReactor<v1::Event>* EngineService::WatchEvents(
-    grpc::CallbackServerContext*, const v1::WatchEventsRequest* request) {
+    grpc::CallbackServerContext* context, const v1::WatchEventsRequest* request) {
   auto* reactor = new EventsReactor(engine_);
-  reactor->Begin(std::min<size_t>(request->recent(), EventLog::kRecentCapacity));
+  if (absl::Status denied = PermitRead(context); !denied.ok()) {
+    reactor->Stop(denied);
+  } else {
+    reactor->Begin(std::min<size_t>(request->recent(), EventLog::kRecentCapacity));
+  }
   return reactor;
 }
 
 grpc::ServerUnaryReactor* EngineService::GetHealth(grpc::CallbackServerContext* context,
                                                    const v1::GetHealthRequest* request,
                                                    v1::HealthVerdict* response) {
+  if (absl::Status denied = PermitRead(context); !denied.ok()) return Finish(context, denied);
   auto gpus = engine_->ResolveGpus(Gpus(request->gpus()));
   if (!gpus.ok()) return Finish(context, gpus.status());
   ToProto(*engine_->Health(), engine_->identity().instance_id,
@@ -439,11 +475,13 @@ grpc::ServerUnaryReactor* EngineService::GetHealth(grpc::CallbackServerContext* 
 }
 
 grpc::ServerWriteReactor<v1::HealthUpdate>* EngineService::WatchHealth(
-    grpc::CallbackServerContext*, const v1::WatchHealthRequest* request) {
+    grpc::CallbackServerContext* context, const v1::WatchHealthRequest* request) {
   auto gpus = engine_->ResolveGpus(Gpus(request->gpus()));
   auto* reactor = new HealthReactor(
       engine_, gpus.ok() && !request->gpus().empty() ? *gpus : std::vector<uint32_t>{});
-  if (!gpus.ok()) {
+  if (absl::Status denied = PermitRead(context); !denied.ok()) {
+    reactor->Stop(denied);
+  } else if (!gpus.ok()) {
     reactor->Stop(gpus.status());
   } else {
     reactor->Begin();
@@ -454,7 +492,7 @@ grpc::ServerWriteReactor<v1::HealthUpdate>* EngineService::WatchHealth(
 grpc::ServerUnaryReactor* EngineService::ClearHealth(grpc::CallbackServerContext* context,
                                                      const v1::ClearHealthRequest* request,
                                                      v1::ClearHealthResponse* response) {
-  auto principal = Authorize(context);
+  auto principal = Authorize(context, Permission::kClear);
   if (!principal.ok()) return Finish(context, principal.status());
   std::optional<HealthSystem> system;
   if (!request->system().empty()) {
@@ -486,7 +524,7 @@ EngineService::~EngineService() {
 grpc::ServerUnaryReactor* EngineService::ResetGpu(grpc::CallbackServerContext* context,
                                                   const v1::ResetGpuRequest* request,
                                                   v1::ResetGpuResponse* response) {
-  auto principal = Authorize(context);
+  auto principal = Authorize(context, Permission::kReset);
   if (!principal.ok()) return Finish(context, principal.status());
   if (request->reason().size() > 1024) {
     return Finish(context, absl::InvalidArgumentError("the reason is over 1024 characters"));
@@ -521,7 +559,7 @@ grpc::ServerUnaryReactor* EngineService::ResetGpu(grpc::CallbackServerContext* c
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* EngineService::Subscribe(
-    grpc::CallbackServerContext*, const grpc::ByteBuffer* raw_request) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request) {
   v1::SubscribeRequest request;
   grpc::ByteBuffer copy(*raw_request);  // Deserialize takes a mutable buffer; this is a ref-copy
   const bool parsed =
@@ -532,7 +570,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* EngineService::Subscribe(
       engine_, &encoder_,
       {gpus.ok() ? *gpus : std::vector<uint32_t>{}, fields.ok() ? *fields : std::vector<size_t>{},
        request.include_health(), request.include_mig_instances()});
-  if (!parsed) {
+  if (absl::Status denied = PermitRead(context); !denied.ok()) {
+    reactor->Stop(denied);
+  } else if (!parsed) {
     reactor->Stop(absl::InvalidArgumentError("the SubscribeRequest could not be parsed"));
   } else if (!gpus.ok() || !fields.ok()) {
     reactor->Stop(!gpus.ok() ? gpus.status() : fields.status());

@@ -7,6 +7,8 @@
 // gRPC's: one at a time, joined by the next reset or the destructor.
 #pragma once
 
+#include <set>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -85,7 +87,12 @@ class EngineService final
  private:
   // Who is calling, from the transport (peer) and the authorization metadata.
   Caller IdentifyCaller(grpc::CallbackServerContext* context) const;
-  absl::StatusOr<Principal> Authorize(grpc::CallbackServerContext* context) const;
+  // Who the caller is if it may do `permission` (a refusal is logged).
+  absl::StatusOr<Principal> Authorize(grpc::CallbackServerContext* context,
+                                      Permission permission) const;
+  // OK where the caller may read: always but for a client certificate the engine config's
+  // tls_clients does not grant `read` (a refusal is logged once per certificate).
+  absl::Status PermitRead(grpc::CallbackServerContext* context);
 
   Engine* const engine_;
   const PeerRegistry* const peers_;
@@ -94,6 +101,9 @@ class EngineService final
   absl::Mutex reset_mutex_;
   std::thread reset_worker_ ABSL_GUARDED_BY(reset_mutex_);
   bool reset_running_ ABSL_GUARDED_BY(reset_mutex_) = false;
+  // A leaf: nothing else is locked under it, and nothing is logged while it is held.
+  absl::Mutex refused_readers_mutex_;
+  std::set<std::string> refused_readers_ ABSL_GUARDED_BY(refused_readers_mutex_);
 };
 
 }  // namespace vigil
