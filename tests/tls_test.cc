@@ -2,15 +2,18 @@
 // test CA: mutual TLS lets a granted client certificate inject and the audit trail names it; a
 // certificate without the grant, a client without a certificate, and one that trusts another CA
 // are refused; the token is refused over plain TCP with the line that says how to enable TLS and
-// accepted over TLS; each bad TLS flag or file is one line and exit 2.
+// accepted over TLS; a certificate rotated on disk serves new connections while the exporter's
+// open stream goes on; each bad TLS flag or file is one line and exit 2.
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "daemon.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "process.h"
+#include "testing/eventually.h"
 #include "testing/temp_dir.h"
 #include "testing/test_pki.h"
 
@@ -159,6 +162,56 @@ TEST_F(TlsTest, TheTokenIsRefusedOverPlainTcpAndAcceptedOverTls) {
   EXPECT_NE(wrong_ca.exit_code, 0);
   EXPECT_THAT(wrong_ca.err, HasSubstr("is not signed by a CA this client trusts"));
   EXPECT_THAT(wrong_name.err, HasSubstr("does not name the host dialled"));
+}
+
+// The subject of the certificate the TLS server at `address` presents to a new connection
+// (openssl s_client), "" when none.
+std::string ServedSubject(const std::string& address) {
+  return Shell("openssl s_client -connect " + address +
+               " </dev/null 2>/dev/null | openssl x509 -noout -subject")
+      .out;
+}
+
+// The value of the unlabelled series `name` in a scrape; -1 when absent.
+double Series(const std::string& scrape, const std::string& name) {
+  const size_t at = scrape.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(scrape.substr(at + name.size() + 2));
+}
+
+TEST_F(TlsTest, ARotatedCertificateServesNewConnectionsAndTheOpenStreamSurvives) {
+  EngineProcess engine(dir_.path().string(), "n1", 2,
+                       Concat(EngineTls(/*mutual=*/false), {"--tls-reload-interval", "1s"}));
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  HttpDaemon exporter("exporter", dir_.path().string(), "tls://" + engine.tcp_address,
+                      {"--tls-ca", pki_.ca_file()});
+  ASSERT_NE(exporter.port(), 0) << exporter.process().Stderr();
+  std::string scrape = exporter.GetUntil(
+      "/metrics", [](const std::string& body) { return Series(body, "vigil_engine_up") == 1; });
+  ASSERT_EQ(Series(scrape, "vigil_engine_up"), 1) << scrape << exporter.process().Stderr();
+  const double seq_before = Series(scrape, "vigil_engine_seq");
+  EXPECT_THAT(ServedSubject(engine.tcp_address), HasSubstr("CN = vigil-engine\n"));
+
+  // cert-manager's way: new files in place (the key, then the certificate).
+  pki_.Issue(
+      "engine",
+      {.common_name = "vigil-engine-rotated", .dns_names = {"localhost"}, .ip_localhost = true});
+  std::string served;
+  ASSERT_TRUE(Eventually([&] {
+    served = ServedSubject(engine.tcp_address);
+    return served.find("CN = vigil-engine-rotated") != std::string::npos;
+  })) << served
+      << engine.process->Stderr();
+  auto fresh = Vigil(
+      {"health", "--json", "--engine", "tls://" + engine.tcp_address, "--tls-ca", pki_.ca_file()});
+  EXPECT_THAT(fresh.out, HasSubstr("\"gpus\"")) << fresh.err;
+
+  // The exporter's stream, opened before, goes on: newer ticks, never a reconnect.
+  scrape = exporter.GetUntil("/metrics", [&](const std::string& body) {
+    return Series(body, "vigil_engine_seq") > seq_before + 2;
+  });
+  EXPECT_GT(Series(scrape, "vigil_engine_seq"), seq_before + 2) << scrape;
+  EXPECT_EQ(Series(scrape, "vigil_engine_up"), 1);
+  EXPECT_EQ(Series(scrape, "vigil_exporter_engine_reconnects_total"), 0) << scrape;
 }
 
 TEST_F(TlsTest, EachBadTlsFlagOrFileIsOneLineAndExit2) {
