@@ -42,6 +42,7 @@ const std::map<std::string, Modules>& Allowed() {
       {"recorder",
        {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api"}},
       {"tls", {"common"}},
+      {"webconfig", {"common", "tls"}},
       {"server",
        {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api", "tls"}},
       {"client", {"common", "fields", "api", "tls"}},
@@ -54,12 +55,13 @@ const std::map<std::string, Modules>& Allowed() {
       {"drill", {"common", "fields", "api", "client", "tls", "kube"}},
       {"remediator", {"common", "fields", "api", "kube", "dra"}},
       {"cli",
-       {"common", "fields", "api", "client", "tls", "exporter", "podresources", "healthcheck",
-        "kube", "dra", "drill", "remediator", "report"}},
-      {"app", {"common",   "fields", "backend",      "kmsg",     "network",     "nvswitch",
-               "sampling", "health", "inject",       "engine",   "api",         "server",
-               "client",   "kube",   "podresources", "exporter", "healthcheck", "remediator",
-               "drill",    "cli",    "recorder",     "report",   "dra",         "tls"}},
+       {"common", "fields", "api", "client", "tls", "webconfig", "exporter", "podresources",
+        "healthcheck", "kube", "dra", "drill", "remediator", "report"}},
+      {"app",
+       {"common",       "fields",   "backend",     "kmsg",       "network", "nvswitch", "sampling",
+        "health",       "inject",   "engine",      "api",        "server",  "client",   "kube",
+        "podresources", "exporter", "healthcheck", "remediator", "drill",   "cli",      "recorder",
+        "report",       "dra",      "tls",         "webconfig"}},
       {"testing", {"common"}},
   };
   return *allowed;
@@ -67,8 +69,9 @@ const std::map<std::string, Modules>& Allowed() {
 
 const Modules kEngineSide = {"backend", "kmsg",   "network", "nvswitch", "sampling",
                              "health",  "inject", "engine",  "recorder", "server"};
-const Modules kClients = {"client",     "kube",  "podresources", "exporter", "healthcheck",
-                          "remediator", "drill", "report",       "cli",      "dra"};
+const Modules kClients = {"client",      "kube",      "podresources", "exporter",
+                          "healthcheck", "webconfig", "remediator",   "drill",
+                          "report",      "cli",       "dra"};
 
 std::string Join(const Modules& modules) {
   std::string out;

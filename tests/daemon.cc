@@ -17,10 +17,11 @@ HttpDaemon::HttpDaemon(const std::string& command, const std::string& dir,
   }
   args.insert(args.end(), extra.begin(), extra.end());
   process_ = std::make_unique<Process>(args, dir);
-  if (!process_->WaitForStderr("listening on http://")) return;
+  if (!process_->WaitForStderr("listening on http")) return;  // http:// or https://
   std::smatch match;
   const std::string log = process_->Stderr();
-  if (std::regex_search(log, match, std::regex("listening on http://127\\.0\\.0\\.1:([0-9]+)/"))) {
+  if (std::regex_search(log, match,
+                        std::regex("listening on https?://127\\.0\\.0\\.1:([0-9]+)/"))) {
     port_ = std::stoi(match[1]);
   }
 }

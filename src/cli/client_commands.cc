@@ -11,6 +11,7 @@
 #include "common/strings.h"
 #include "fields/catalogue.h"
 #include "fmt/format.h"
+#include "spdlog/spdlog.h"
 
 namespace vigil::cli {
 
@@ -52,6 +53,25 @@ tls::ClientTlsOptions TlsOptionsFromFlags(const EngineTlsFlags& flags) {
           .cert_file = flags.cert,
           .key_file = flags.key,
           .server_name = flags.server_name};
+}
+
+void AddWebConfigFlag(CLI::App* command, std::string* path) {
+  command->add_option("--web-config-file", *path,
+                      "Web config of the HTTP endpoint in the Prometheus exporter-toolkit format: "
+                      "TLS, client certificates, basic auth, headers (docs/security.md)");
+}
+
+absl::StatusOr<std::unique_ptr<webconfig::WebConfigGuard>> LoadWebConfigFlag(
+    const std::string& path) {
+  if (path.empty()) return std::unique_ptr<webconfig::WebConfigGuard>();
+  auto guard = webconfig::WebConfigGuard::Load(path, Clock::Real());
+  if (!guard.ok()) return guard.status();
+  spdlog::info("web config {}: {}", path, (*guard)->Describe());
+  return guard;
+}
+
+std::string WebScheme(const webconfig::WebConfigGuard* guard) {
+  return guard != nullptr && guard->tls() ? "https" : "http";
 }
 
 void AddTokenFileFlag(CLI::App* command, ClientFlags* flags) {

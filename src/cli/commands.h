@@ -15,6 +15,7 @@
 #include "client/engine_client.h"
 #include "kube/kube_api.h"
 #include "tls/credentials.h"
+#include "webconfig/guard.h"
 
 namespace vigil::cli {
 
@@ -53,6 +54,14 @@ struct EngineTlsFlags {
 void AddEngineTlsFlags(CLI::App* command, EngineTlsFlags* flags);
 // TLS is on when any of the files is given (or, in EngineClient, for a tls:// address).
 tls::ClientTlsOptions TlsOptionsFromFlags(const EngineTlsFlags& flags);
+
+// --web-config-file on an HTTP endpoint's command (exporter, health check, remediator).
+void AddWebConfigFlag(CLI::App* command, std::string* path);
+// The web config of `path` in force ("" : none, plain HTTP); its one-line error otherwise.
+absl::StatusOr<std::unique_ptr<webconfig::WebConfigGuard>> LoadWebConfigFlag(
+    const std::string& path);
+// "http" or "https", for the line that says where an endpoint listens.
+std::string WebScheme(const webconfig::WebConfigGuard* guard);
 
 // Flags every client command shares.
 struct ClientFlags {

@@ -40,6 +40,7 @@ struct ExporterFlags {
   std::string xid_window = "5m";
   std::string clock_events_window = "5m";
   std::string log_level = "info";
+  std::string web_config_file;
 };
 
 int RunExporter(const ExporterFlags& flags) {
@@ -95,12 +96,16 @@ int RunExporter(const ExporterFlags& flags) {
     }
     *targets[i] = *duration;
   }
+  auto web = LoadWebConfigFlag(flags.web_config_file);
+  if (!web.ok()) return Fail("exporter", web.status());
+  options.http_guard = web->get();
   auto client = EngineClient::Create(flags.engine, {.tls = TlsOptionsFromFlags(flags.engine_tls)});
   if (!client.ok()) return Fail("exporter", client.status());
   auto exporter = Exporter::Start(std::move(options), std::move(*client));
   if (!exporter.ok()) return Fail("exporter", exporter.status());
-  spdlog::info("exporter listening on http://{}:{}/metrics, engine {}, counters {}",
-               flags.listen.substr(0, flags.listen.rfind(':')), (*exporter)->port(), flags.engine,
+  spdlog::info("exporter listening on {}://{}:{}/metrics, engine {}, counters {}",
+               WebScheme(web->get()), flags.listen.substr(0, flags.listen.rfind(':')),
+               (*exporter)->port(), flags.engine,
                flags.collectors.empty() ? "dcgm-exporter's defaults" : flags.collectors);
   signals.WaitForStop([&] { (void)(*exporter)->ReloadCounters(); }, "stopping the exporter");
   (*exporter)->Stop();
@@ -121,6 +126,7 @@ CommandRunner AddExporterCommand(CLI::App* parent) {
       ->envname("VIGIL_ENGINE")
       ->capture_default_str();
   AddEngineTlsFlags(command, &flags->engine_tls);
+  AddWebConfigFlag(command, &flags->web_config_file);
   command->add_option("-a,--listen", flags->listen, "Address to serve /metrics on")
       ->capture_default_str();
   command->add_option("-f,--collectors", flags->collectors,

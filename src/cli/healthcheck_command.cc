@@ -28,6 +28,7 @@ struct HealthcheckFlags {
   bool remediation = false;
   std::string engine_token_file;
   EngineTlsFlags engine_tls;
+  std::string web_config_file;
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string reboot_sentinel;
   std::string dra_driver = std::string(dra::kNvidiaGpuDriver);
@@ -125,13 +126,16 @@ int RunHealthcheck(const HealthcheckFlags& flags) {
   const bool kubernetes = options->kube != nullptr;
   auto client = EngineClient::Create(flags.engine, {.tls = TlsOptionsFromFlags(flags.engine_tls)});
   if (!client.ok()) return Fail("healthcheck", client.status());
+  auto web = LoadWebConfigFlag(flags.web_config_file);
+  if (!web.ok()) return Fail("healthcheck", web.status());
+  options->http_guard = web->get();
   auto check = Healthcheck::Start(std::move(*options), std::move(*client));
   if (!check.ok()) return Fail("healthcheck", check.status());
-  spdlog::info(
-      "healthcheck listening on http://{}:{}/status for node {}, engine {}; kubernetes {}{}",
-      flags.listen.substr(0, flags.listen.rfind(':')), (*check)->port(), node_name, flags.engine,
-      kubernetes ? "on (condition GpuProblem)" : "off",
-      flags.taint ? fmt::format(", taint {}:NoSchedule", flags.kube.taint_key) : "");
+  spdlog::info("healthcheck listening on {}://{}:{}/status for node {}, engine {}; kubernetes {}{}",
+               WebScheme(web->get()), flags.listen.substr(0, flags.listen.rfind(':')),
+               (*check)->port(), node_name, flags.engine,
+               kubernetes ? "on (condition GpuProblem)" : "off",
+               flags.taint ? fmt::format(", taint {}:NoSchedule", flags.kube.taint_key) : "");
   signals.WaitForStop([] { spdlog::info("SIGHUP: the health check has nothing to reload"); },
                       "stopping the health check");
   (*check)->Stop();
@@ -152,6 +156,7 @@ CommandRunner AddHealthcheckCommand(CLI::App* parent) {
       ->envname("VIGIL_ENGINE")
       ->capture_default_str();
   AddEngineTlsFlags(command, &flags->engine_tls);
+  AddWebConfigFlag(command, &flags->web_config_file);
   command->add_option("--listen", flags->listen, "Address to serve /status, /readyz, /metrics on")
       ->capture_default_str();
   command->add_option("--node-name", flags->node_name,

@@ -43,6 +43,7 @@ struct RemediatorFlags {
   std::string untaint_after = "5m";
   KubeFlags kube;
   std::string log_level = "info";
+  std::string web_config_file;
   // status
   std::string url = "http://127.0.0.1:9402";
   bool json = false;
@@ -158,14 +159,17 @@ int RunRemediator(const RemediatorFlags& flags) {
   auto kube = kube::InClusterKube::Create(flags.kube.service_account_dir, "remediator");
   if (!kube.ok()) return Fail("remediator", kube.status());
   const std::string identity = options->lease.identity;
+  auto web = LoadWebConfigFlag(flags.web_config_file);
+  if (!web.ok()) return Fail("remediator", web.status());
+  options->http_guard = web->get();
   auto runner = remediator::Runner::Start(*std::move(options), std::move(*kube));
   if (!runner.ok()) return Fail("remediator", runner.status());
   spdlog::info(
-      "remediator {} (mode {}) listening on http://{}:{}/status; Lease {}/{}; max {} attempt(s) "
+      "remediator {} (mode {}) listening on {}://{}:{}/status; Lease {}/{}; max {} attempt(s) "
       "per node in {}, {} node(s) at once; reboots via {}",
-      identity, flags.mode, flags.listen.substr(0, flags.listen.rfind(':')), (*runner)->port(),
-      flags.lease_namespace, flags.lease_name, flags.max_attempts, flags.attempt_window,
-      flags.max_concurrent, flags.reboot_via);
+      identity, flags.mode, WebScheme(web->get()), flags.listen.substr(0, flags.listen.rfind(':')),
+      (*runner)->port(), flags.lease_namespace, flags.lease_name, flags.max_attempts,
+      flags.attempt_window, flags.max_concurrent, flags.reboot_via);
   signals.WaitForStop([] { spdlog::info("SIGHUP: the remediator has nothing to reload"); },
                       "stopping the remediator");
   (*runner)->Stop();
@@ -218,6 +222,7 @@ CommandRunner AddRemediatorCommand(CLI::App* parent) {
       ->capture_default_str();
   command->add_option("--listen", flags->listen, "Address to serve /status and /metrics on")
       ->capture_default_str();
+  AddWebConfigFlag(command, &flags->web_config_file);
   command->add_option("--identity", flags->identity,
                       "This replica in the Lease and Events (default: $POD_NAME, else the host "
                       "name)");

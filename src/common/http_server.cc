@@ -6,6 +6,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -31,6 +33,27 @@ namespace {
 constexpr size_t kMaxRequestBytes = 16 * 1024;
 constexpr size_t kMaxConnections = 1024;
 constexpr absl::Duration kIdleTimeout = absl::Seconds(60);
+// A TLS record's worth: what one SSL_write is given at most.
+constexpr size_t kTlsChunk = 16 * 1024;
+
+// "10.0.0.3:51514", for log lines about a connection.
+std::string PeerOf(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "unknown";
+  char host[INET6_ADDRSTRLEN] = {};
+  int port = 0;
+  if (address.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&address);
+    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+    port = ntohs(in6->sin6_port);
+    return fmt::format("[{}]:{}", host, port);
+  }
+  const auto* in = reinterpret_cast<const sockaddr_in*>(&address);
+  inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+  port = ntohs(in->sin_port);
+  return fmt::format("{}:{}", host, port);
+}
 
 std::string_view Reason(int status) {
   switch (status) {
@@ -38,6 +61,8 @@ std::string_view Reason(int status) {
       return "OK";
     case 400:
       return "Bad Request";
+    case 401:
+      return "Unauthorized";
     case 404:
       return "Not Found";
     case 405:
@@ -56,7 +81,16 @@ std::string_view Reason(int status) {
 }  // namespace
 
 struct HttpServer::Connection {
+  ~Connection() {
+    if (ssl != nullptr) SSL_free(ssl);
+  }
   int fd = -1;
+  // TLS: the session (nullptr for plain HTTP) and the context it was made from.
+  SSL* ssl = nullptr;
+  std::shared_ptr<SSL_CTX> tls_context;
+  bool read_wants_write = false;  // SSL_read (a handshake) waits for the socket to take output
+  std::string file_chunk;         // TLS: the bytes of a shared file being written
+  size_t file_chunk_offset = 0;   // ... from this offset of it
   std::string input;
   // Pending output, in order: owned strings, shared bodies and shared files, each with a write
   // offset.
@@ -197,7 +231,9 @@ void HttpServer::Loop() {
       bool keep = true;
       if (events[i].events & (EPOLLERR | EPOLLHUP)) keep = false;
       if (keep && (events[i].events & EPOLLIN)) keep = OnReadable(connection);
-      if (keep && (events[i].events & EPOLLOUT)) keep = Flush(connection);
+      if (keep && (events[i].events & EPOLLOUT)) {
+        keep = connection.read_wants_write ? OnReadable(connection) : Flush(connection);
+      }
       if (!keep) Close(fd);
     }
     const absl::Time now = absl::Now();
@@ -225,6 +261,20 @@ void HttpServer::Accept() {
     auto connection = std::make_unique<Connection>();
     connection->fd = fd;
     connection->last_active = absl::Now();
+    if (guard_ != nullptr) connection->tls_context = guard_->TlsContext();
+    if (connection->tls_context != nullptr) {
+      connection->ssl = SSL_new(connection->tls_context.get());
+      if (connection->ssl == nullptr) {
+        spdlog::warn("HTTP server: cannot start TLS on a connection: {}",
+                     ERR_error_string(ERR_get_error(), nullptr));
+        close(fd);
+        continue;
+      }
+      SSL_set_fd(connection->ssl, fd);
+      SSL_set_accept_state(connection->ssl);
+      SSL_set_mode(connection->ssl,
+                   SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    }
     epoll_event event{};
     event.events = EPOLLIN;
     event.data.fd = fd;
@@ -252,6 +302,8 @@ std::optional<HttpRequestHead> ParseRequestHead(std::string_view head) {
     if (EqualsIgnoreCase(name, "connection")) {
       if (EqualsIgnoreCase(value, "close")) parsed.keep_alive = false;
       if (EqualsIgnoreCase(value, "keep-alive")) parsed.keep_alive = true;
+    } else if (EqualsIgnoreCase(name, "authorization")) {
+      parsed.request.authorization = std::string(value);
     } else if (EqualsIgnoreCase(name, "accept-encoding")) {
       parsed.request.accepts_gzip = AcceptsGzip(value);
     } else if ((EqualsIgnoreCase(name, "content-length") && value != "0") ||
@@ -266,10 +318,35 @@ std::optional<HttpRequestHead> ParseRequestHead(std::string_view head) {
   return parsed;
 }
 
+ssize_t HttpServer::Receive(Connection& connection, char* buffer, size_t size) {
+  if (connection.ssl == nullptr) return read(connection.fd, buffer, size);
+  ERR_clear_error();
+  const int n = SSL_read(connection.ssl, buffer, static_cast<int>(size));
+  if (n > 0) return n;
+  const int error = SSL_get_error(connection.ssl, n);
+  if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
+    connection.read_wants_write = error == SSL_ERROR_WANT_WRITE;
+    errno = EAGAIN;
+    return -1;
+  }
+  if (error == SSL_ERROR_ZERO_RETURN) return 0;
+  if (error == SSL_ERROR_SSL && !SSL_is_init_finished(connection.ssl)) {
+    // A refused handshake: a client without the certificate asked for, a wrong CA, plain HTTP.
+    spdlog::warn("TLS handshake from {} failed: {}", PeerOf(connection.fd),
+                 ERR_reason_error_string(ERR_peek_last_error()) != nullptr
+                     ? ERR_reason_error_string(ERR_peek_last_error())
+                     : "no detail");
+  }
+  ERR_clear_error();
+  errno = ECONNRESET;
+  return -1;
+}
+
 bool HttpServer::OnReadable(Connection& connection) {
   char buffer[8192];
+  connection.read_wants_write = false;
   while (true) {
-    const ssize_t n = read(connection.fd, buffer, sizeof(buffer));
+    const ssize_t n = Receive(connection, buffer, sizeof(buffer));
     if (n == 0) return false;  // the client closed
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -277,8 +354,9 @@ bool HttpServer::OnReadable(Connection& connection) {
       return false;
     }
     connection.input.append(buffer, static_cast<size_t>(n));
-    // A short read drained the socket: skip the read that would only say EAGAIN.
-    if (static_cast<size_t>(n) < sizeof(buffer)) break;
+    // A short read drained the socket: skip the read that would only say EAGAIN. (Not over TLS:
+    // a record may be buffered in the session, where epoll cannot see it.)
+    if (connection.ssl == nullptr && static_cast<size_t>(n) < sizeof(buffer)) break;
     if (connection.input.size() > kMaxRequestBytes + sizeof(buffer)) break;
   }
   connection.last_active = absl::Now();
@@ -320,6 +398,9 @@ HttpResponse HttpServer::Route(std::string_view method, const HttpRequest& reque
   if (method != "GET" && method != "HEAD") {
     return {.status = 405, .body = "only GET and HEAD are served here\n"};
   }
+  if (guard_ != nullptr) {
+    if (std::optional<HttpResponse> refused = guard_->Check(request)) return *std::move(refused);
+  }
   if (auto handler = handlers_.find(request.path); handler != handlers_.end()) {
     return handler->second(request);
   }
@@ -334,8 +415,10 @@ void HttpServer::Send(Connection& connection, HttpResponse response, bool keep_a
                         response.body.size();
   Connection::Piece head;
   head.owned = fmt::format(
-      "HTTP/1.1 {} {}\r\nContent-Type: {}\r\n{}{}Content-Length: {}\r\nConnection: {}\r\n\r\n",
+      "HTTP/1.1 {} {}\r\nContent-Type: {}\r\n{}{}{}{}Content-Length: {}\r\nConnection: "
+      "{}\r\n\r\n",
       response.status, Reason(response.status), response.content_type,
+      guard_ != nullptr ? guard_->ExtraHeaders() : "", response.extra_headers,
       response.content_encoding.empty() ? ""
                                         : "Content-Encoding: " + response.content_encoding + "\r\n",
       response.vary_accept_encoding ? "Vary: Accept-Encoding\r\n" : "", length,
@@ -354,7 +437,52 @@ void HttpServer::Send(Connection& connection, HttpResponse response, bool keep_a
   if (!response.body.empty()) connection.output.push_back({.owned = std::move(response.body)});
 }
 
+bool HttpServer::FlushTls(Connection& connection) {
+  while (!connection.output.empty()) {
+    Connection::Piece& front = connection.output.front();
+    std::string_view data;
+    if (front.file != nullptr) {
+      // A retry after WANT_WRITE must offer the same bytes: the chunk is kept until written.
+      if (connection.file_chunk.empty() || connection.file_chunk_offset != front.offset) {
+        connection.file_chunk.resize(std::min(kTlsChunk, front.file->size() - front.offset));
+        const ssize_t got = pread(front.file->fd(), connection.file_chunk.data(),
+                                  connection.file_chunk.size(), static_cast<off_t>(front.offset));
+        if (got <= 0) return false;
+        connection.file_chunk.resize(static_cast<size_t>(got));
+        connection.file_chunk_offset = front.offset;
+      }
+      data = connection.file_chunk;
+    } else {
+      data = front.view().substr(front.offset, kTlsChunk);
+    }
+    ERR_clear_error();
+    const int written = SSL_write(connection.ssl, data.data(), static_cast<int>(data.size()));
+    if (written <= 0) {
+      const int error = SSL_get_error(connection.ssl, written);
+      ERR_clear_error();
+      if (error == SSL_ERROR_WANT_WRITE || error == SSL_ERROR_WANT_READ) break;
+      return false;
+    }
+    front.offset += static_cast<size_t>(written);
+    if (front.file != nullptr) connection.file_chunk.clear();
+    if (front.offset >= front.size()) connection.output.pop_front();
+  }
+  WatchWritable(connection);
+  return !(connection.output.empty() && connection.close_after_write);
+}
+
+void HttpServer::WatchWritable(Connection& connection) {
+  const bool want = !connection.output.empty() || connection.read_wants_write;
+  if (connection.watching_writable == want) return;
+  connection.watching_writable = want;
+  epoll_event event{};
+  event.events = want ? uint32_t{EPOLLIN | EPOLLOUT} : uint32_t{EPOLLIN};
+  event.data.fd = connection.fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, connection.fd, &event);
+}
+
 bool HttpServer::Flush(Connection& connection) {
+  if (connection.ssl != nullptr) return FlushTls(connection);
   while (!connection.output.empty()) {
     Connection::Piece& front = connection.output.front();
     if (front.file != nullptr) {  // a shared file: sendfile, no copy through user space
@@ -409,13 +537,7 @@ bool HttpServer::Flush(Connection& connection) {
     }
   }
   // Only ask for EPOLLOUT while output is pending, and only touch epoll when that changes.
-  if (connection.watching_writable == connection.output.empty()) {
-    connection.watching_writable = !connection.output.empty();
-    epoll_event event{};
-    event.events = connection.watching_writable ? uint32_t{EPOLLIN | EPOLLOUT} : uint32_t{EPOLLIN};
-    event.data.fd = connection.fd;
-    epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, connection.fd, &event);
-  }
+  WatchWritable(connection);
   return !(connection.output.empty() && connection.close_after_write);
 }
 

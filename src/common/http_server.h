@@ -7,7 +7,9 @@
 // Contract: handlers run on the server's thread and must not block (take a lock, copy a pointer,
 // format a little). Requests are limited to 16 KiB of headers; bodies are refused; idle
 // connections close after 60 s; at most 1024 connections (more are accepted and closed).
-// Thread-safety: Get() before Start(); Start()/Stop() from the owner.
+// A guard (SetGuard) adds what a web config asks for: TLS on new connections, a check of each
+// request (basic auth), headers on every response (webconfig/ implements it).
+// Thread-safety: Get() and SetGuard() before Start(); Start()/Stop() from the owner.
 #pragma once
 
 #include <functional>
@@ -19,6 +21,8 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+
+typedef struct ssl_ctx_st SSL_CTX;
 
 namespace vigil {
 
@@ -46,6 +50,7 @@ class SharedFile {
 struct HttpRequest {
   std::string path;           // without the query string
   bool accepts_gzip = false;  // its Accept-Encoding allows gzip
+  std::string authorization;  // the Authorization header's value; "" without one
 };
 
 // What the server reads from a request's head (the request line and headers, up to the blank
@@ -65,12 +70,27 @@ struct HttpResponse {
   std::string content_encoding;  // "gzip" when the body is; "" none
   // The body depends on Accept-Encoding (caches must keep one per coding): `Vary`.
   bool vary_accept_encoding = false;
+  std::string extra_headers;  // more header lines, "Name: value\r\n" each (WWW-Authenticate)
   // Sent as `shared_prefix`, `file_body`, `shared_body`, then `body`; any may be empty. The
   // shared parts are not copied.
   std::shared_ptr<const std::string> shared_prefix;
   std::shared_ptr<const SharedFile> file_body;
   std::shared_ptr<const std::string> shared_body;
   std::string body;
+};
+
+// What a server's owner may ask of every connection and request beyond the routes. Called on the
+// server's thread only: implementations must not block for long (a bcrypt check is the most).
+class HttpGuard {
+ public:
+  virtual ~HttpGuard() = default;
+  // The TLS context for a connection accepted now; nullptr for plain HTTP. The server holds the
+  // context for as long as the connection lives.
+  virtual std::shared_ptr<SSL_CTX> TlsContext() = 0;
+  // nullopt when `request` may be answered; otherwise the response instead (401).
+  virtual std::optional<HttpResponse> Check(const HttpRequest& request) = 0;
+  // Header lines ("Name: value\r\n" each) added to every response.
+  virtual std::string ExtraHeaders() = 0;
 };
 
 class HttpServer {
@@ -86,6 +106,8 @@ class HttpServer {
   // Registers the handler of `path` (exact match; a query string is ignored).
   void Get(const std::string& path, Handler handler);
   void Get(const std::string& path, RequestHandler handler);
+  // Not owned; must outlive the server. nullptr (the default): plain HTTP, every request served.
+  void SetGuard(HttpGuard* guard) { guard_ = guard; }
   // Binds `address` ("[HOST]:PORT"; port 0 picks one) and starts serving. InvalidArgument for a
   // bad address, AlreadyExists when the port is taken.
   absl::Status Start(const std::string& address);
@@ -105,7 +127,16 @@ class HttpServer {
   void Send(Connection& connection, HttpResponse response, bool keep_alive, bool head_only);
   void Close(int fd);
 
+  // Reads into `buffer`: bytes read, 0 at the end, -1 with errno EAGAIN when nothing more now,
+  // -1 with another errno on an error.
+  ssize_t Receive(Connection& connection, char* buffer, size_t size);
+  // Writes the TLS connection's pending output; false when it must close.
+  bool FlushTls(Connection& connection);
+  // Asks epoll for EPOLLOUT exactly while the connection has output (or a TLS read) waiting on it.
+  void WatchWritable(Connection& connection);
+
   std::map<std::string, RequestHandler> handlers_;
+  HttpGuard* guard_ = nullptr;
   std::map<int, std::unique_ptr<Connection>> connections_;  // owned by the loop thread
   int listen_fd_ = -1, epoll_fd_ = -1, wake_fd_ = -1;
   int port_ = 0;

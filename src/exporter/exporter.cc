@@ -57,6 +57,7 @@ absl::StatusOr<std::unique_ptr<Exporter>> Exporter::Start(ExporterOptions option
             "<p><a href=\"./metrics\">Metrics</a> · <a href=\"./readyz\">Ready</a> · "
             "<a href=\"./healthz\">Alive</a></p></body></html>\n"};
   });
+  self->http_.SetGuard(self->options_.http_guard);
   if (absl::Status started = self->http_.Start(self->options_.listen); !started.ok()) {
     return started;
   }

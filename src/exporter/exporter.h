@@ -36,6 +36,9 @@ namespace vigil {
 
 struct ExporterOptions {
   std::string listen = ":9400";
+  // The web config in force on --listen (TLS, basic auth, headers); nullptr: plain HTTP. Not
+  // owned; outlives the exporter.
+  HttpGuard* http_guard = nullptr;
   std::string collectors_path;              // empty: dcgm-exporter's default list
   std::string hostname_label = "Hostname";  // or "hostname"
   std::string hostname;                     // the label's value; empty: no label

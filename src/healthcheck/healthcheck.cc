@@ -68,6 +68,7 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
                                                         self->quarantine_->Wake();
                                                     });
   check->Route();
+  check->http_.SetGuard(check->options_.http_guard);
   if (absl::Status started = check->http_.Start(check->options_.listen); !started.ok()) {
     return started;
   }

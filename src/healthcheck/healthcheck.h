@@ -28,6 +28,8 @@ namespace vigil {
 
 struct HealthcheckOptions {
   std::string listen = ":9401";
+  // The web config in force on --listen; nullptr: plain HTTP. Not owned; outlives the check.
+  HttpGuard* http_guard = nullptr;
   std::string node_name;
   // Kubernetes: null for none. Owned.
   std::unique_ptr<kube::KubeApi> kube;

@@ -40,6 +40,7 @@ absl::StatusOr<std::unique_ptr<Runner>> Runner::Start(RunnerOptions options,
   self->http_.Get("/metrics", [self] {
     return HttpResponse{.content_type = kMetricsType, .body = self->Metrics()};
   });
+  self->http_.SetGuard(self->options_.http_guard);
   if (absl::Status started = self->http_.Start(self->options_.listen); !started.ok()) {
     return started;
   }

@@ -27,6 +27,8 @@ struct RunnerOptions {
   RemediatorOptions remediator;
   kube::LeaseOptions lease;
   std::string listen = ":9402";
+  // The web config in force on --listen; nullptr: plain HTTP. Not owned; outlives the runner.
+  HttpGuard* http_guard = nullptr;
   absl::Duration pass_every = absl::Seconds(1);
 };
 
