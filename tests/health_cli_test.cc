@@ -82,7 +82,7 @@ TEST(HealthCliTest, Xid79FailsGpu2SurvivesKillAndClears) {
   // Clearing is privileged: over TCP without a token it is refused.
   auto refused = Vigil({"health", "clear", "--gpu", "2", "--engine", engine->tcp_address});
   EXPECT_EQ(refused.exit_code, 2);
-  EXPECT_THAT(refused.err, HasSubstr("injection over TCP is off"));
+  EXPECT_THAT(refused.err, HasSubstr("clear over TCP is off"));
   auto cleared = Vigil({"health", "clear", "--gpu", "2", "--engine", engine->unix_address});
   ASSERT_EQ(cleared.exit_code, 0) << cleared.err;
   EXPECT_THAT(cleared.out, HasSubstr("Cleared 1 incident(s) on GPU 2"));
@@ -148,7 +148,7 @@ TEST(HealthCliTest, AGpuResetEndsAStickyFailureAndIsPrivilegedAndAudited) {
 
   auto refused = Vigil({"reset-gpu", "--gpu", "1", "--engine", engine.tcp_address});
   EXPECT_EQ(refused.exit_code, 2);
-  EXPECT_THAT(refused.err, HasSubstr("injection over TCP is off"));
+  EXPECT_THAT(refused.err, HasSubstr("reset over TCP is off"));
   auto wrong = Vigil(
       {"reset-gpu", "--gpu", "1", "--uuid", "GPU-not-this-one", "--engine", engine.unix_address});
   EXPECT_EQ(wrong.exit_code, 1);

@@ -157,6 +157,73 @@ absl::Status CheckPair(const std::string& cert_pem, const std::string& key_pem,
   return absl::OkStatus();
 }
 
+// min_version, max_version, cipher_suites, prefer_server_cipher_suites, curve_preferences.
+absl::Status ParseProtocols(const YAML::Node& node, const yaml::Reader& reader,
+                            TlsServerConfig* out) {
+  TlsServerConfig& tls = *out;
+  tls.min_version = TLS1_2_VERSION;
+  tls.max_version = TLS1_3_VERSION;
+  for (const auto& [key_name, target] :
+       {std::pair<const char*, int*>{"min_version", &tls.min_version},
+        std::pair<const char*, int*>{"max_version", &tls.max_version}}) {
+    if (!node[key_name]) continue;
+    const std::string where = fmt::format("tls_server_config.{}", key_name);
+    auto name = reader.String(node[key_name], where);
+    if (!name.ok()) return name.status();
+    bool known = false;
+    for (const auto& [text, value] : kVersions) {
+      if (text == *name) {
+        *target = value;
+        known = true;
+      }
+    }
+    if (!known) {
+      return reader.Error(node[key_name], where,
+                          fmt::format("unknown '{}': use one of {}", *name, Names(kVersions)));
+    }
+  }
+  if (tls.min_version > tls.max_version) {
+    return reader.Error(node, "tls_server_config.min_version", "is above max_version");
+  }
+  auto suites = StringList(node["cipher_suites"], reader, "tls_server_config.cipher_suites");
+  if (!suites.ok()) return suites.status();
+  for (size_t i = 0; i < suites->size(); ++i) {
+    const std::string name = OpenSslCipher((*suites)[i]);
+    if (name.empty()) {
+      return reader.Error(node["cipher_suites"][i],
+                          fmt::format("tls_server_config.cipher_suites[{}]", i),
+                          fmt::format("unknown suite '{}': use Go's names (crypto/tls "
+                                      "CipherSuites, e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)",
+                                      (*suites)[i]));
+    }
+    if (name != "-") tls.ciphers += (tls.ciphers.empty() ? "" : ":") + name;
+  }
+  if (node["prefer_server_cipher_suites"]) {
+    const YAML::Node value = node["prefer_server_cipher_suites"];
+    if (!value.IsScalar() || (value.Scalar() != "true" && value.Scalar() != "false")) {
+      return reader.Error(value, "tls_server_config.prefer_server_cipher_suites",
+                          "expected true or false");
+    }
+    tls.prefer_server_cipher_suites = value.Scalar() == "true";
+  }
+  auto curves =
+      StringList(node["curve_preferences"], reader, "tls_server_config.curve_preferences");
+  if (!curves.ok()) return curves.status();
+  for (size_t i = 0; i < curves->size(); ++i) {
+    std::string_view openssl;
+    for (const auto& [go, name] : kCurves) {
+      if (go == (*curves)[i]) openssl = name;
+    }
+    if (openssl.empty()) {
+      return reader.Error(
+          node["curve_preferences"][i], fmt::format("tls_server_config.curve_preferences[{}]", i),
+          fmt::format("unknown curve '{}': use one of {}", (*curves)[i], Names(kCurves)));
+    }
+    tls.groups += (tls.groups.empty() ? "" : ":") + std::string(openssl);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TlsServerConfig> ParseTls(const YAML::Node& node, const yaml::Reader& reader,
                                          const std::string& path, absl::Time now) {
   if (auto status = reader.ExpectMap(
@@ -223,66 +290,7 @@ absl::StatusOr<TlsServerConfig> ParseTls(const YAML::Node& node, const yaml::Rea
                         "RequireAnyClientCert): otherwise a client may send no certificate");
   }
   tls.client_allowed_sans = *sans;
-  tls.min_version = TLS1_2_VERSION;
-  tls.max_version = TLS1_3_VERSION;
-  for (const auto& [key_name, target] :
-       {std::pair<const char*, int*>{"min_version", &tls.min_version},
-        std::pair<const char*, int*>{"max_version", &tls.max_version}}) {
-    if (!node[key_name]) continue;
-    const std::string where = fmt::format("tls_server_config.{}", key_name);
-    auto name = reader.String(node[key_name], where);
-    if (!name.ok()) return name.status();
-    bool known = false;
-    for (const auto& [text, value] : kVersions) {
-      if (text == *name) {
-        *target = value;
-        known = true;
-      }
-    }
-    if (!known) {
-      return reader.Error(node[key_name], where,
-                          fmt::format("unknown '{}': use one of {}", *name, Names(kVersions)));
-    }
-  }
-  if (tls.min_version > tls.max_version) {
-    return reader.Error(node, "tls_server_config.min_version", "is above max_version");
-  }
-  auto suites = StringList(node["cipher_suites"], reader, "tls_server_config.cipher_suites");
-  if (!suites.ok()) return suites.status();
-  for (size_t i = 0; i < suites->size(); ++i) {
-    const std::string name = OpenSslCipher((*suites)[i]);
-    if (name.empty()) {
-      return reader.Error(node["cipher_suites"][i],
-                          fmt::format("tls_server_config.cipher_suites[{}]", i),
-                          fmt::format("unknown suite '{}': use Go's names (crypto/tls "
-                                      "CipherSuites, e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)",
-                                      (*suites)[i]));
-    }
-    if (name != "-") tls.ciphers += (tls.ciphers.empty() ? "" : ":") + name;
-  }
-  if (node["prefer_server_cipher_suites"]) {
-    const YAML::Node value = node["prefer_server_cipher_suites"];
-    if (!value.IsScalar() || (value.Scalar() != "true" && value.Scalar() != "false")) {
-      return reader.Error(value, "tls_server_config.prefer_server_cipher_suites",
-                          "expected true or false");
-    }
-    tls.prefer_server_cipher_suites = value.Scalar() == "true";
-  }
-  auto curves =
-      StringList(node["curve_preferences"], reader, "tls_server_config.curve_preferences");
-  if (!curves.ok()) return curves.status();
-  for (size_t i = 0; i < curves->size(); ++i) {
-    std::string_view openssl;
-    for (const auto& [go, name] : kCurves) {
-      if (go == (*curves)[i]) openssl = name;
-    }
-    if (openssl.empty()) {
-      return reader.Error(
-          node["curve_preferences"][i], fmt::format("tls_server_config.curve_preferences[{}]", i),
-          fmt::format("unknown curve '{}': use one of {}", (*curves)[i], Names(kCurves)));
-    }
-    tls.groups += (tls.groups.empty() ? "" : ":") + std::string(openssl);
-  }
+  if (auto status = ParseProtocols(node, reader, &tls); !status.ok()) return status;
   return tls;
 }
 
