@@ -3,8 +3,6 @@
 // basic_auth, refuses plain HTTP and answers a wrong password 401; the health check with
 // RequireAndVerifyClientCert serves a client certificate its CA signed and refuses none, another
 // CA's and an expired one, each with one line in its log; a bad web config is one line and exit 2.
-#include <crypt.h>
-
 #include <fstream>
 #include <string>
 
@@ -15,6 +13,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "process.h"
+#include "testing/bcrypt.h"
 #include "testing/eventually.h"
 #include "testing/temp_dir.h"
 #include "testing/test_pki.h"
@@ -23,13 +22,6 @@ namespace vigil::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string Bcrypt(const std::string& password) {
-  char salt[CRYPT_GENSALT_OUTPUT_SIZE];
-  EXPECT_NE(crypt_gensalt_rn("$2y$", 4, nullptr, 0, salt, sizeof(salt)), nullptr);
-  crypt_data data{};
-  return crypt_r(password.c_str(), salt, &data);
-}
 
 // curl's answer: the HTTP status ("000" when there was none) and its exit code.
 struct Curl {
@@ -63,7 +55,7 @@ TEST_F(WebConfigTest, PrometheusScrapesTheExporterOverTlsWithBasicAuth) {
             "tls_server_config:\n  cert_file: " + server_.cert + "\n  key_file: " + server_.key +
                 "\nhttp_server_config:\n  headers:\n"
                 "    X-Content-Type-Options: nosniff\nbasic_auth_users:\n  prometheus: '" +
-                Bcrypt("s3cret") + "'\n");
+                BcryptForTest("s3cret") + "'\n");
   EngineProcess engine(dir_.path(), "n1", 2);
   HttpDaemon exporter("exporter", dir_.path(), engine.unix_address, {"--web-config-file", web});
   ASSERT_GT(exporter.port(), 0) << exporter.process().Stderr();

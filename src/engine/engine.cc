@@ -788,16 +788,21 @@ absl::StatusOr<InjectionRecord> Engine::InjectField(const FieldInjectionRequest&
   }
   std::optional<InjectionRecord> superseded;
   auto record = injections_.AddField(request, real, principal, options_.clock->Now(), &superseded);
-  if (!record.ok()) return record.status();
-  if (superseded) RecordCleared({*superseded}, principal, "superseded by " + record->id);
-  Record({.kind = EventKind::kInjectionStarted,
-          .gpu = static_cast<int>(record->gpu),
-          .injected = true,
-          .injection = *record,
-          .principal = principal,
-          .message = fmt::format("{}: {}{}", record->id, record->Describe(),
-                                 record->scenario_id.empty() ? "" : " in " + record->scenario_id)});
+  if (record.ok()) RecordStarted(*record, superseded, principal);
   return record;
+}
+
+void Engine::RecordStarted(const InjectionRecord& record,
+                           const std::optional<InjectionRecord>& superseded,
+                           const Principal& principal) {
+  if (superseded) RecordCleared({*superseded}, principal, "superseded by " + record.id);
+  Record({.kind = EventKind::kInjectionStarted,
+          .gpu = record.EventGpu(),
+          .injected = true,
+          .injection = record,
+          .principal = principal,
+          .message = fmt::format("{}: {}{}", record.id, record.Describe(),
+                                 record.scenario_id.empty() ? "" : " in " + record.scenario_id)});
 }
 
 absl::Status Engine::CheckPortInjection(const PortInjectionRequest& request) const {
@@ -824,14 +829,7 @@ absl::StatusOr<InjectionRecord> Engine::InjectPort(const PortInjectionRequest& r
   if (absl::Status checked = CheckPortInjection(request); !checked.ok()) return checked;
   std::optional<InjectionRecord> superseded;
   auto record = injections_.AddPort(request, principal, options_.clock->Now(), &superseded);
-  if (!record.ok()) return record.status();
-  if (superseded) RecordCleared({*superseded}, principal, "superseded by " + record->id);
-  Record({.kind = EventKind::kInjectionStarted,
-          .injected = true,
-          .injection = *record,
-          .principal = principal,
-          .message = fmt::format("{}: {}{}", record->id, record->Describe(),
-                                 record->scenario_id.empty() ? "" : " in " + record->scenario_id)});
+  if (record.ok()) RecordStarted(*record, superseded, principal);
   return record;
 }
 

@@ -406,6 +406,9 @@ class Engine : public EventSink, private ScenarioTarget {
   std::vector<PortFieldInjection> PortInjections() const;
   void AuditScenario(ScenarioTarget::Audit what, const Principal& who,
                      std::string message) override;
+  // Audits an injection that started, and the one it superseded (if any).
+  void RecordStarted(const InjectionRecord& record,
+                     const std::optional<InjectionRecord>& superseded, const Principal& principal);
   // Audits each cleared injection; returns their ids.
   std::vector<std::string> RecordCleared(const std::vector<InjectionRecord>& cleared,
                                          const Principal& who, std::string_view why);

@@ -1,13 +1,12 @@
 // Tests of the web config: a full file loads, each mistake is one line naming the file and the
 // key, and the guard answers basic auth (401 without or with wrong credentials, /healthz open)
 // and adds the configured headers.
-#include <crypt.h>
-
 #include <fstream>
 
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/bcrypt.h"
 #include "testing/temp_dir.h"
 #include "testing/test_pki.h"
 #include "webconfig/guard.h"
@@ -20,12 +19,6 @@ using vigil::testing::TempDir;
 using vigil::testing::TestPki;
 
 // A bcrypt hash of `password` at the lowest cost (fast in tests).
-std::string Bcrypt(const std::string& password) {
-  char salt[CRYPT_GENSALT_OUTPUT_SIZE];
-  EXPECT_NE(crypt_gensalt_rn("$2y$", 4, nullptr, 0, salt, sizeof(salt)), nullptr);
-  crypt_data data{};
-  return crypt_r(password.c_str(), salt, &data);
-}
 
 std::string Basic(const std::string& credentials) {
   static const char kAlphabet[] =
@@ -63,7 +56,7 @@ class WebConfigTest : public ::testing::Test {
 };
 
 TEST_F(WebConfigTest, AFullFileLoads) {
-  const std::string hash = Bcrypt("secret");
+  const std::string hash = testing::BcryptForTest("secret");
   const std::string path = Write("web.yml",
                                  "tls_server_config:\n"
                                  "  cert_file: server.pem\n"  // relative to the file
@@ -141,10 +134,10 @@ TEST_F(WebConfigTest, EachMistakeIsOneLineNamingTheFileAndTheKey) {
 }
 
 TEST_F(WebConfigTest, TheGuardAsksForBasicAuthButNotOnHealthz) {
-  const std::string path =
-      Write("web.yml", "basic_auth_users:\n  prometheus: '" + Bcrypt("s3cret:with colon") +
-                           "'\nhttp_server_config:\n  headers:\n"
-                           "    X-Content-Type-Options: nosniff\n");
+  const std::string path = Write("web.yml", "basic_auth_users:\n  prometheus: '" +
+                                                testing::BcryptForTest("s3cret:with colon") +
+                                                "'\nhttp_server_config:\n  headers:\n"
+                                                "    X-Content-Type-Options: nosniff\n");
   auto guard = WebConfigGuard::Load(path, Clock::Real());
   ASSERT_TRUE(guard.ok()) << guard.status();
   EXPECT_EQ((*guard)->TlsContext(), nullptr);
