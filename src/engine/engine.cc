@@ -452,9 +452,11 @@ std::shared_ptr<Snapshot> Engine::NextSnapshot(const Snapshot& previous,
   if (!injections_.Empty() || !port_injections.empty()) {
     next->injection_allows_actions = injections_.ActionGpus(static_cast<uint32_t>(gpus().size()));
     // A port's drill lets actions follow on the GPUs the port serves.
+    const std::vector<NicPortEntity> ports =
+        port_injections.empty() ? std::vector<NicPortEntity>() : NicPorts();
     for (const InjectionRecord& record : port_injections) {
       if (!record.allow_actions) continue;
-      for (const NicPortEntity& port : NicPorts()) {
+      for (const NicPortEntity& port : ports) {
         if (port.name != record.nic_port) continue;
         for (uint32_t gpu : port.gpus) {
           if (gpu < next->injection_allows_actions.size()) {

@@ -54,17 +54,12 @@ absl::StatusOr<InjectionRecord> InjectionTable::AddField(
   if (request.value.has_value() == request.add.has_value()) {
     return absl::InvalidArgumentError("give exactly one of a value and an amount to add");
   }
-  absl::StatusOr<absl::Duration> duration = Duration(request.duration);
-  if (!duration.ok()) return duration.status();
-
-  InjectionRecord record;
+  absl::StatusOr<InjectionRecord> started =
+      Start(request.duration, principal, now, request.scenario_id, request.allow_actions);
+  if (!started.ok()) return started.status();
+  InjectionRecord& record = *started;
   record.gpu = request.gpu;
   record.field = request.field;
-  record.principal = principal;
-  record.start = now;
-  record.expire = now + *duration;
-  record.scenario_id = request.scenario_id;
-  record.allow_actions = request.allow_actions;
   if (request.add) {
     if (!field.cumulative) {
       return absl::InvalidArgumentError(fmt::format(
@@ -111,16 +106,12 @@ absl::StatusOr<InjectionRecord> InjectionTable::AddPort(
   if (request.value.has_value() == request.add.has_value()) {
     return absl::InvalidArgumentError("give exactly one of a value and an amount to add");
   }
-  absl::StatusOr<absl::Duration> duration = Duration(request.duration);
-  if (!duration.ok()) return duration.status();
-  InjectionRecord record;
+  absl::StatusOr<InjectionRecord> started =
+      Start(request.duration, principal, now, request.scenario_id, request.allow_actions);
+  if (!started.ok()) return started.status();
+  InjectionRecord& record = *started;
   record.nic_port = request.port;
   record.port_field = request.field;
-  record.principal = principal;
-  record.start = now;
-  record.expire = now + *duration;
-  record.scenario_id = request.scenario_id;
-  record.allow_actions = request.allow_actions;
   if (request.add.has_value()) {
     if (*request.add <= 0) {
       return absl::InvalidArgumentError("--add needs a positive amount: counters only grow");
@@ -140,7 +131,10 @@ absl::StatusOr<InjectionRecord> InjectionTable::AddPort(
   return Insert({.port = request.port, .port_field = request.field}, std::move(record), superseded);
 }
 
-absl::StatusOr<absl::Duration> InjectionTable::Duration(absl::Duration requested) const {
+absl::StatusOr<InjectionRecord> InjectionTable::Start(absl::Duration requested,
+                                                      const Principal& principal, absl::Time now,
+                                                      const std::string& scenario_id,
+                                                      bool allow_actions) const {
   if (requested < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("the duration cannot be negative");
   }
@@ -151,7 +145,13 @@ absl::StatusOr<absl::Duration> InjectionTable::Duration(absl::Duration requested
         "{} is longer than this engine's maximum injection of {} (injection.max_duration)",
         absl::FormatDuration(duration), absl::FormatDuration(limits_.max_duration)));
   }
-  return duration;
+  InjectionRecord record;
+  record.principal = principal;
+  record.start = now;
+  record.expire = now + duration;
+  record.scenario_id = scenario_id;
+  record.allow_actions = allow_actions;
+  return record;
 }
 
 absl::StatusOr<InjectionRecord> InjectionTable::Insert(const Key& key, InjectionRecord record,

@@ -165,8 +165,11 @@ class InjectionTable {
     std::string port_field;
     auto operator<=>(const Key&) const = default;
   };
-  // Checks the duration against the limits; the default where it is 0.
-  absl::StatusOr<absl::Duration> Duration(absl::Duration requested) const;
+  // A record begun at `now` for `requested` (the default where 0), checked against the limits;
+  // the caller fills in what is injected.
+  absl::StatusOr<InjectionRecord> Start(absl::Duration requested, const Principal& principal,
+                                        absl::Time now, const std::string& scenario_id,
+                                        bool allow_actions) const;
   // Records `record` under `key` with a new id, superseding what is there; ResourceExhausted at
   // the limit.
   absl::StatusOr<InjectionRecord> Insert(const Key& key, InjectionRecord record,
