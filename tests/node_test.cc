@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <fstream>
 #include <regex>
 
 #include "absl/time/clock.h"
@@ -11,7 +13,9 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "process.h"
+#include "testing/bcrypt.h"
 #include "testing/temp_dir.h"
+#include "testing/test_pki.h"
 
 namespace vigil::testing {
 namespace {
@@ -29,7 +33,7 @@ std::string Get(int port, const std::string& path) {
 int PortFromLog(const std::string& log, const std::string& what) {
   std::smatch match;
   if (!std::regex_search(log, match,
-                         std::regex(what + " listening on http://127\\.0\\.0\\.1:([0-9]+)/"))) {
+                         std::regex(what + " listening on https?://127\\.0\\.0\\.1:([0-9]+)/"))) {
     return 0;
   }
   return std::stoi(match[1]);
@@ -84,6 +88,63 @@ TEST(NodeTest, OneProcessServesEngineExporterAndHealthcheckThatAgree) {
   EXPECT_EQ(node.Wait(), 0) << node.Stderr();
   struct stat info_buffer;
   EXPECT_NE(stat(socket.c_str(), &info_buffer), 0) << "the socket file is removed";
+}
+
+// One web config serves both endpoints: TLS with the certificate it names and basic auth, /healthz
+// open for probes; a mistake in it is one line before any GPU is opened.
+TEST(NodeTest, TheWebConfigSecuresBothEndpoints) {
+  TempDir dir;
+  TestPki pki(dir.path().string(), "node");
+  const TestPki::Issued server =
+      pki.Issue("server", {.common_name = "localhost", .dns_names = {"localhost"}});
+  const std::string web = dir.File("web.yml");
+  std::ofstream(web) << "tls_server_config:\n  cert_file: " << server.cert
+                     << "\n  key_file: " << server.key << "\nbasic_auth_users:\n  prometheus: '"
+                     << BcryptForTest("s3cret") << "'\n";
+  const std::vector<std::string> args = {VigilBinary(),
+                                         "node",
+                                         "--backend",
+                                         "sim",
+                                         "--gpus",
+                                         "2",
+                                         "--socket",
+                                         dir.File("vigil.sock"),
+                                         "--listen",
+                                         "",
+                                         "--state-dir",
+                                         dir.File("state"),
+                                         "--node-name",
+                                         "n1",
+                                         "--exporter-listen",
+                                         "127.0.0.1:0",
+                                         "--healthcheck-listen",
+                                         "127.0.0.1:0",
+                                         "--web-config-file",
+                                         web};
+  Process node(args, dir.path());
+  ASSERT_TRUE(node.WaitForStderr("healthcheck listening on")) << node.Stderr();
+  EXPECT_THAT(node.Stderr(), HasSubstr("exporter listening on https://"));
+  for (const auto& [what, path] : std::vector<std::pair<std::string, std::string>>{
+           {"exporter", "/metrics"}, {"healthcheck", "/status"}}) {
+    SCOPED_TRACE(what);
+    const std::string url =
+        "https://localhost:" + std::to_string(PortFromLog(node.Stderr(), what)) + path;
+    const std::string curl =
+        "curl -sS -o /dev/null --max-time 5 -w '%{http_code}' --cacert " + pki.ca_file() + " ";
+    EXPECT_EQ(Shell(curl + "-u prometheus:s3cret " + url).out, "200");
+    EXPECT_EQ(Shell(curl + "-u prometheus:wrong " + url).out, "401");
+    EXPECT_EQ(Shell(curl + url.substr(0, url.rfind('/')) + "/healthz").out, "200");
+    EXPECT_NE(Shell(curl + "http" + url.substr(5)).out, "200") << "plain HTTP";
+  }
+
+  std::ofstream(web) << "tls_server_config:\n  cert_file: " << server.cert
+                     << "\n  key_file: " << server.key << "\n  client_auth_type: RequireSomeCert\n";
+  std::vector<std::string> bad = args;
+  bad[bad.size() - 1] = web;
+  const CommandResult refused = RunCommand(bad);
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err, HasSubstr("client_auth_type"));
+  EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
 }
 
 TEST(NodeTest, BadFlagsAreRefused) {

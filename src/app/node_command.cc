@@ -22,13 +22,14 @@ struct NodeFlags {
   std::string collectors;
   std::string hostname_label = "Hostname";
   std::string healthcheck_listen = ":9401";
+  std::string web_config_file;
 };
 
-// "http://HOST:PORT" for a listen address and the port it got ("" host: this machine's name).
-std::string Url(const std::string& listen, int port) {
+// "SCHEME://HOST:PORT" for a listen address and the port it got ("" host: this machine's name).
+std::string Url(const std::string& scheme, const std::string& listen, int port) {
   std::string host = listen.substr(0, listen.rfind(':'));
   if (host.empty() || host == "0.0.0.0" || host == "[::]") host = "localhost";
-  return fmt::format("http://{}:{}", host, port);
+  return fmt::format("{}://{}:{}", scheme, host, port);
 }
 
 int RunNode(const NodeFlags& flags) {
@@ -41,6 +42,10 @@ int RunNode(const NodeFlags& flags) {
                 "--exporter-listen '' and --healthcheck-listen '' leave only the engine: run "
                 "`vigil engine` instead");
   }
+  // Checked before the engine starts: a mistake there is one line, and no GPU is opened.
+  auto web = LoadWebConfigFlag(flags.web_config_file);
+  if (!web.ok()) return Fail("node", web.status());
+  const std::string scheme = WebScheme(web->get());
   auto engine = RunningEngine::Start(flags.engine);
   if (!engine.ok()) return Fail("node", engine.status());
   auto client = [&engine] {
@@ -49,22 +54,26 @@ int RunNode(const NodeFlags& flags) {
   std::unique_ptr<Exporter> exporter;
   if (!flags.exporter_listen.empty()) {
     auto started = Exporter::Start({.listen = flags.exporter_listen,
+                                    .http_guard = web->get(),
                                     .collectors_path = flags.collectors,
                                     .hostname_label = flags.hostname_label,
                                     .hostname = (*engine)->node_name()},
                                    client());
     if (!started.ok()) return Fail("node", WithContext(started.status(), "--exporter-listen"));
     exporter = std::move(*started);
-    spdlog::info("exporter listening on {}/metrics", Url(flags.exporter_listen, exporter->port()));
+    spdlog::info("exporter listening on {}/metrics",
+                 Url(scheme, flags.exporter_listen, exporter->port()));
   }
   std::unique_ptr<Healthcheck> check;
   if (!flags.healthcheck_listen.empty()) {
-    auto started = Healthcheck::Start(
-        {.listen = flags.healthcheck_listen, .node_name = (*engine)->node_name()}, client());
+    auto started = Healthcheck::Start({.listen = flags.healthcheck_listen,
+                                       .http_guard = web->get(),
+                                       .node_name = (*engine)->node_name()},
+                                      client());
     if (!started.ok()) return Fail("node", WithContext(started.status(), "--healthcheck-listen"));
     check = std::move(*started);
     spdlog::info("healthcheck listening on {}/status",
-                 Url(flags.healthcheck_listen, check->port()));
+                 Url(scheme, flags.healthcheck_listen, check->port()));
   }
   signals.WaitForStop(
       [&] {
@@ -102,6 +111,8 @@ CommandRunner AddNodeCommand(CLI::App* parent) {
       ->add_option("--healthcheck-listen", flags->healthcheck_listen,
                    "Address of the health check's /status ('' disables the health check)")
       ->capture_default_str();
+  // One web config for both endpoints: one process, one certificate and one set of users.
+  AddWebConfigFlag(command, &flags->web_config_file);
   return [flags] { return RunNode(*flags); };
 }
 
