@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/strings.h"
 #include "fmt/format.h"
 
 namespace vigil {
@@ -16,7 +17,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int error = errno;
-    const std::string message = fmt::format("cannot read {}: {}", path, std::strerror(error));
+    const std::string message =
+        fmt::format("cannot read {}: {}", Printable(path), std::strerror(error));
     if (error == ENOENT) return absl::NotFoundError(message);
     if (error == EACCES) return absl::PermissionDeniedError(message);
     return absl::InternalError(message);
@@ -32,7 +34,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
     } else if (errno != EINTR) {
       const int error = errno;
       close(fd);
-      return absl::InternalError(fmt::format("cannot read {}: {}", path, std::strerror(error)));
+      return absl::InternalError(
+          fmt::format("cannot read {}: {}", Printable(path), std::strerror(error)));
     }
   }
   close(fd);

@@ -57,4 +57,23 @@ std::optional<uint64_t> ParseUint64(std::string_view text) {
   return ParseWhole<uint64_t>(text);
 }
 
+std::string Printable(std::string_view text, size_t max_bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string shown;
+  const std::string_view head = text.substr(0, max_bytes);
+  shown.reserve(head.size());
+  for (char c : head) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f) {
+      shown += c;
+    } else {
+      shown += "\\x";
+      shown += kHex[byte >> 4];
+      shown += kHex[byte & 15];
+    }
+  }
+  if (head.size() < text.size()) shown += "...";
+  return shown;
+}
+
 }  // namespace vigil

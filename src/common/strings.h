@@ -21,5 +21,9 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 // overflow).
 std::optional<int64_t> ParseInt64(std::string_view text);
 std::optional<uint64_t> ParseUint64(std::string_view text);
+// `text` for a log line or an error message: printable ASCII as it is, any other byte as \xNN, so
+// that the line stays one clean line whatever a file or a request held. With `max_bytes`, at most
+// that many bytes of `text`, then "..." where it went on.
+std::string Printable(std::string_view text, size_t max_bytes = std::string_view::npos);
 
 }  // namespace vigil

@@ -17,6 +17,14 @@ TEST(StringsTest, TrimSplitUpper) {
   EXPECT_EQ(ToUpper("dcgm_Fi"), "DCGM_FI");
 }
 
+TEST(StringsTest, PrintableEscapesEveryByteALineCannotShow) {
+  EXPECT_EQ(Printable("key_file: a.pem"), "key_file: a.pem");
+  EXPECT_EQ(Printable(std::string("a\nb\x01\x7f\xc3\xa9", 7)), "a\\x0ab\\x01\\x7f\\xc3\\xa9");
+  EXPECT_EQ(Printable("abcdef", 3), "abc...");
+  EXPECT_EQ(Printable("abc", 3), "abc");
+  EXPECT_EQ(Printable(""), "");
+}
+
 TEST(StringsTest, ParsesWholeIntegersOnly) {
   EXPECT_EQ(ParseInt64("-12"), -12);
   EXPECT_EQ(ParseUint64("18446744073709551615"), UINT64_MAX);
@@ -42,3 +50,4 @@ TEST(Crc32Test, MatchesTheStandardCheckValue) {
 
 }  // namespace
 }  // namespace vigil
+

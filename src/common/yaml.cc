@@ -17,7 +17,7 @@ absl::StatusOr<YAML::Node> Parse(std::string_view text, std::string_view source)
     return YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
-        fmt::format("{}:{}: YAML syntax error: {}", source, e.mark.line + 1, e.msg));
+        Printable(fmt::format("{}:{}: YAML syntax error: {}", source, e.mark.line + 1, e.msg)));
   }
 }
 
@@ -31,9 +31,10 @@ absl::Status Reader::Error(const YAML::Node& node, std::string_view path,
                            std::string_view message) const {
   const int line = node.IsDefined() ? node.Mark().line + 1 : 0;
   if (line > 0) {
-    return absl::InvalidArgumentError(fmt::format("{}:{}: {}: {}", source_, line, path, message));
+    return absl::InvalidArgumentError(
+        Printable(fmt::format("{}:{}: {}: {}", source_, line, path, message)));
   }
-  return absl::InvalidArgumentError(fmt::format("{}: {}: {}", source_, path, message));
+  return absl::InvalidArgumentError(Printable(fmt::format("{}: {}: {}", source_, path, message)));
 }
 
 absl::Status Reader::ExpectMap(const YAML::Node& node, std::string_view path,

@@ -16,14 +16,7 @@ int HexDigit(char c) {
   return -1;
 }
 
-std::string Shown(std::string_view text) {
-  std::string shown;
-  for (char c : text.substr(0, 60)) {
-    const auto byte = static_cast<unsigned char>(c);
-    shown += byte >= 0x20 && byte < 0x7f ? std::string(1, c) : fmt::format("\\x{:02x}", byte);
-  }
-  return shown;
-}
+std::string Shown(std::string_view text) { return Printable(text.substr(0, 60)); }
 
 }  // namespace
 

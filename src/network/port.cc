@@ -49,19 +49,7 @@ std::optional<uint32_t> SmallNumber(std::string_view text, uint32_t max) {
 }
 
 // Where `text` is not printable, the error must not copy it raw into a log line.
-std::string Quoted(std::string_view text) {
-  constexpr size_t kMax = 64;
-  std::string quoted;
-  for (char c : text.substr(0, kMax)) {
-    if (absl::ascii_isprint(static_cast<unsigned char>(c))) {
-      quoted += c;
-    } else {
-      quoted += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
-    }
-  }
-  if (text.size() > kMax) quoted += "...";
-  return "'" + quoted + "'";
-}
+std::string Quoted(std::string_view text) { return "'" + Printable(text, 64) + "'"; }
 
 // "N: NAME" where names[N] == NAME.
 absl::StatusOr<uint32_t> ParseNumberedName(std::string_view text, const auto& names,

@@ -18,8 +18,6 @@ using ::testing::HasSubstr;
 using vigil::testing::TempDir;
 using vigil::testing::TestPki;
 
-// A bcrypt hash of `password` at the lowest cost (fast in tests).
-
 std::string Basic(const std::string& credentials) {
   static const char kAlphabet[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -121,6 +119,11 @@ TEST_F(WebConfigTest, EachMistakeIsOneLineNamingTheFileAndTheKey) {
       {"http_server_config:\n  headers:\n    X-Frame-Options: always\n", "'always' is not one of"},
       {"basic_auth_users:\n  alice: plaintext\n", "basic_auth_users.alice: not a bcrypt hash"},
       {"basic_auth_users:\n  alice: '$2y$10$short'\n", "not a bcrypt hash"},
+      // A cost no login could wait for is refused at once, without computing it.
+      {"basic_auth_users:\n  alice: '$2y$30$" + std::string(53, 'a') + "'\n",
+       "bcrypt cost 30 is above 17"},
+      {"basic_auth_users:\n  alice: '$2y$03$" + std::string(53, 'a') + "'\n", "not a bcrypt hash"},
+      {"basic_auth_users:\n  alice: '$2y$10$" + std::string(52, 'a') + "!'\n", "not a bcrypt hash"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string path = Write("bad.yml", cases[i].first);
