@@ -43,25 +43,28 @@ const std::map<std::string, Modules>& Allowed() {
        {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api"}},
       {"tls", {"common"}},
       {"webconfig", {"common", "tls"}},
+      {"procmetrics", {"common"}},
       {"server",
        {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api", "tls"}},
       {"client", {"common", "fields", "api", "tls"}},
-      {"exporter", {"common", "fields", "api", "client", "tls", "podresources", "kube", "dra"}},
+      {"exporter",
+       {"common", "fields", "api", "client", "tls", "podresources", "kube", "dra", "procmetrics"}},
       {"podresources", {"common"}},
       {"kube", {"common"}},
       {"dra", {"common", "fields", "api", "kube"}},
       {"report", {"common", "fields", "api"}},
-      {"healthcheck", {"common", "fields", "api", "client", "tls", "kube", "podresources", "dra"}},
+      {"healthcheck",
+       {"common", "fields", "api", "client", "tls", "kube", "podresources", "dra", "procmetrics"}},
       {"drill", {"common", "fields", "api", "client", "tls", "kube"}},
-      {"remediator", {"common", "fields", "api", "kube", "dra"}},
+      {"remediator", {"common", "fields", "api", "kube", "dra", "procmetrics"}},
       {"cli",
        {"common", "fields", "api", "client", "tls", "webconfig", "exporter", "podresources",
-        "healthcheck", "kube", "dra", "drill", "remediator", "report"}},
-      {"app",
-       {"common",       "fields",   "backend",     "kmsg",       "network", "nvswitch", "sampling",
-        "health",       "inject",   "engine",      "api",        "server",  "client",   "kube",
-        "podresources", "exporter", "healthcheck", "remediator", "drill",   "cli",      "recorder",
-        "report",       "dra",      "tls",         "webconfig"}},
+        "healthcheck", "kube", "dra", "drill", "remediator", "report", "procmetrics"}},
+      {"app", {"common",    "fields",     "backend",      "kmsg",     "network",     "nvswitch",
+               "sampling",  "health",     "inject",       "engine",   "api",         "server",
+               "client",    "kube",       "podresources", "exporter", "healthcheck", "remediator",
+               "drill",     "cli",        "recorder",     "report",   "dra",         "tls",
+               "webconfig", "procmetrics"}},
       {"testing", {"common"}},
   };
   return *allowed;
@@ -71,7 +74,7 @@ const Modules kEngineSide = {"backend", "kmsg",   "network", "nvswitch", "sampli
                              "health",  "inject", "engine",  "recorder", "server"};
 const Modules kClients = {"client",      "kube",      "podresources", "exporter",
                           "healthcheck", "webconfig", "remediator",   "drill",
-                          "report",      "cli",       "dra"};
+                          "report",      "cli",       "dra",          "procmetrics"};
 
 std::string Join(const Modules& modules) {
   std::string out;

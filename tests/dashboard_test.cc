@@ -1,7 +1,8 @@
 // End-to-end test of the Grafana dashboard (deploy/grafana/vigil.json): a real Prometheus scrapes
 // the real exporter on simulated GPUs, and every query of the dashboard — its variables', then
 // each panel's with the variables filled in as Grafana would — runs against it and must return
-// data without error. A panel that errors or shows "No data" on a healthy node fails here.
+// data without error, and each legend names every series. A panel that errors, shows "No data"
+// on a healthy node or a blank legend fails here; two exporters, one per --compat release, feed it.
 #include <fstream>
 #include <regex>
 
@@ -54,6 +55,18 @@ std::string Fill(std::string expr, const std::map<std::string, std::string>& val
   return expr;
 }
 
+// Whether every {{name}} of `legend` is a label the series has: Grafana writes a missing or empty
+// label as its bare name ("hostname GPU 0"), which no one reading the legend should see.
+bool LegendNamesEverything(const std::string& legend, const json& labels) {
+  static const std::regex kName(R"(\{\{\s*([^{}]+?)\s*\}\})");
+  for (auto name = std::sregex_iterator(legend.begin(), legend.end(), kName);
+       name != std::sregex_iterator(); ++name) {
+    const std::string label = (*name)[1].str();
+    if (!labels.contains(label) || labels[label].get<std::string>().empty()) return false;
+  }
+  return true;
+}
+
 TEST(DashboardTest, EveryPanelQueryReturnsDataFromARealPrometheus) {
   std::ifstream file(SourceDir() + "/deploy/grafana/vigil.json");
   ASSERT_TRUE(file.good());
@@ -65,14 +78,20 @@ TEST(DashboardTest, EveryPanelQueryReturnsDataFromARealPrometheus) {
   FakeSysfs sysfs(dir.File("sys"));
   LayOutDgx(&sysfs);
   EngineProcess engine(dir.path(), "n1", 2, {"--sysfs-root", sysfs.root()});
-  HttpDaemon exporter("exporter", dir.path(), engine.unix_address, {"--node-name", "node-a"});
+  // Two exporters, one for each release --compat matches: the panels and their legends must work
+  // with either spelling of the node label.
+  HttpDaemon exporter("exporter", dir.path(), engine.unix_address,
+                      {"--node-name", "node-a", "--compat", "4.8.2"});
   ASSERT_GT(exporter.port(), 0) << exporter.process().Stderr();
+  HttpDaemon newer("exporter", dir.path(), engine.unix_address,
+                   {"--node-name", "node-b", "--compat", "4.8.3"});
+  ASSERT_GT(newer.port(), 0) << newer.process().Stderr();
   const int port = FreePort();
   const std::string config = dir.File("prometheus.yml");
   std::ofstream(config) << fmt::format(
       "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: vigil\n"
-      "    static_configs:\n      - targets: ['127.0.0.1:{}']\n",
-      exporter.port());
+      "    static_configs:\n      - targets: ['127.0.0.1:{}', '127.0.0.1:{}']\n",
+      exporter.port(), newer.port());
   Process prometheus(
       {"/usr/bin/prometheus", "--config.file=" + config, "--storage.tsdb.path=" + dir.File("tsdb"),
        fmt::format("--web.listen-address=127.0.0.1:{}", port)},
@@ -81,10 +100,12 @@ TEST(DashboardTest, EveryPanelQueryReturnsDataFromARealPrometheus) {
   // Enough scrapes for the rate panels' windows to hold two samples.
   ASSERT_TRUE(Eventually(
       [&] {
-        return Query(client, "count_over_time(vigil_engine_up[30s])").result.size() == 1 &&
-               std::stoi(Query(client, "count_over_time(vigil_engine_up[30s])")
-                             .result[0]["value"][1]
-                             .get<std::string>()) >= 4;
+        const QueryResult counts = Query(client, "count_over_time(vigil_engine_up[30s])");
+        if (counts.result.size() != 2) return false;
+        for (const json& series : counts.result) {
+          if (std::stoi(series["value"][1].get<std::string>()) < 4) return false;
+        }
+        return true;
       },
       absl::Seconds(40)))
       << prometheus.Stderr();
@@ -124,6 +145,12 @@ TEST(DashboardTest, EveryPanelQueryReturnsDataFromARealPrometheus) {
         ++queries;
         EXPECT_TRUE(answer.error.empty()) << panel["title"] << ": " << expr << ": " << answer.error;
         EXPECT_FALSE(answer.result.empty()) << panel["title"] << ": no data for " << expr;
+        if (!target.contains("legendFormat")) continue;
+        for (const json& series : answer.result) {
+          EXPECT_TRUE(LegendNamesEverything(target["legendFormat"], series["metric"]))
+              << panel["title"] << ": legend " << target["legendFormat"] << " of "
+              << series["metric"].dump();
+        }
       }
     }
   };

@@ -4,7 +4,9 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 
@@ -521,6 +523,89 @@ TEST(ExporterTest, DcgmExportersShippedCountersFilesServeEverySeriesTheSimulator
     }
     EXPECT_GT(names, 15);
   }
+}
+
+// --enable-exporter-metrics (dcgm-exporter 4.8.4): the process collector's series after the
+// others, named, typed and helped as client_golang writes them, lint-clean for promtool, in the
+// gzip scrape too, and moving as the process works; without the flag, none.
+TEST(ExporterTest, ExporterMetricsAreTheProcessCollectorsSeriesAndMoveAsItWorks) {
+  TempDir dir;
+  EngineProcess engine(dir.path(), "n1", 2);
+  const double started = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  ExporterProcess exporter(dir.path(), engine.unix_address, {"--enable-exporter-metrics"});
+  ASSERT_GT(exporter.port(), 0) << exporter.process().Stderr();
+  const std::string body = exporter.ScrapeUntil(
+      [](const std::string& b) { return b.find("DCGM_FI_DEV_GPU_TEMP{") != std::string::npos; });
+  const std::map<std::string, std::string> families = {
+      {"process_cpu_seconds_total", "counter"},
+      {"process_max_fds", "gauge"},
+      {"process_network_receive_bytes_total", "counter"},
+      {"process_network_transmit_bytes_total", "counter"},
+      {"process_open_fds", "gauge"},
+      {"process_resident_memory_bytes", "gauge"},
+      {"process_start_time_seconds", "gauge"},
+      {"process_virtual_memory_bytes", "gauge"},
+      {"process_virtual_memory_max_bytes", "gauge"}};
+  for (const auto& [name, type] : families) {
+    EXPECT_THAT(body, HasSubstr("\n# TYPE " + name + " " + type + "\n" + name + " ")) << name;
+    EXPECT_GT(body.find("# HELP " + name), body.rfind("DCGM_FI_")) << name << " after the GPUs'";
+  }
+  const auto value = [](const std::string& text, const std::string& name) {
+    std::smatch match;
+    return std::regex_search(text, match, std::regex("\n" + name + " ([0-9.e+]+)\n"))
+               ? std::stod(match[1])
+               : -1.0;
+  };
+  EXPECT_NEAR(value(body, "process_start_time_seconds"), started, 30);
+  EXPECT_GT(value(body, "process_open_fds"), 3);
+  EXPECT_GT(value(body, "process_resident_memory_bytes"), 1e6);
+  const CommandResult promtool =
+      Shell("promtool check metrics < " + WriteFile(dir, "own.txt", body));
+  std::istringstream lints(promtool.err + promtool.out);
+  for (std::string line; std::getline(lints, line);) {
+    EXPECT_TRUE(line.empty() || line.rfind("DCGM_", 0) == 0) << "lint: " << line;
+  }
+  // Work moves the counters: scrapes cost the exporter CPU time and send bytes.
+  const double cpu = value(body, "process_cpu_seconds_total");
+  const std::string later = exporter.ScrapeUntil(
+      [&](const std::string& b) { return value(b, "process_cpu_seconds_total") > cpu; },
+      absl::Seconds(30));
+  EXPECT_GT(value(later, "process_cpu_seconds_total"), cpu);
+  // The gzip scrape carries them too (curl decompresses it).
+  const CommandResult gzip =
+      Shell(fmt::format("curl -sS --compressed http://127.0.0.1:{}/metrics", exporter.port()));
+  EXPECT_THAT(gzip.out, HasSubstr("\nprocess_open_fds "));
+  EXPECT_THAT(gzip.out, HasSubstr("DCGM_FI_DEV_GPU_TEMP{"));
+
+  ExporterProcess plain(dir.path(), engine.unix_address);
+  EXPECT_THAT(plain.ScrapeUntil([](const std::string& b) {
+    return b.find("DCGM_FI_DEV_GPU_TEMP{") != std::string::npos;
+  }),
+              Not(HasSubstr("process_")));
+}
+
+// --compat picks the dcgm-exporter release whose output to match: 4.8.3 spells the node label
+// `hostname`, --hostname-label overrides the release, and an unknown release is one line, exit 2.
+TEST(ExporterTest, CompatPicksTheReleasesSpellingOfTheNodeLabel) {
+  TempDir dir;
+  EngineProcess engine(dir.path(), "n1", 1);
+  const auto scrape = [&](const std::vector<std::string>& flags) {
+    ExporterProcess exporter(dir.path(), engine.unix_address, flags);
+    EXPECT_GT(exporter.port(), 0) << exporter.process().Stderr();
+    return exporter.ScrapeUntil(
+        [](const std::string& b) { return b.find("DCGM_FI_DEV_GPU_TEMP{") != std::string::npos; });
+  };
+  const std::string newer = scrape({"--compat", "4.8.3"});
+  EXPECT_THAT(newer, HasSubstr(",hostname=\"node-a\""));
+  EXPECT_THAT(newer, Not(HasSubstr("Hostname=")));
+  EXPECT_THAT(scrape({"--compat", "4.5.3-4.8.2"}), HasSubstr(",Hostname=\"node-a\""));
+  EXPECT_THAT(scrape({"--compat", "4.8.3", "--hostname-label", "Hostname"}),
+              HasSubstr(",Hostname=\"node-a\""));
+  const CommandResult unknown =
+      Vigil({"exporter", "--engine", engine.unix_address, "--compat", "4.9.0"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("--compat 4.9.0: not a dcgm-exporter release Vigil matches"));
+  EXPECT_EQ(std::count(unknown.err.begin(), unknown.err.end(), '\n'), 1) << unknown.err;
 }
 
 // The flags users type from dcgm-exporter habit: -r for the engine (its remote host engine),

@@ -70,7 +70,9 @@ TEST(HealthcheckTest, AgreesWithTheExporterOnVerdictAndSeqAfterXid79) {
   EngineProcess engine(dir.path(), "n1", 4);
   ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
   HttpDaemon exporter("exporter", dir.path(), engine.unix_address);
-  HttpDaemon check = StartHealthcheck(dir.path(), engine.unix_address, "n1");
+  // With its own process_* series (--enable-exporter-metrics), which must lint clean too.
+  HttpDaemon check("healthcheck", dir.path(), engine.unix_address,
+                   {"--node-name", "n1", "--enable-exporter-metrics"});
   ASSERT_GT(exporter.port(), 0) << exporter.process().Stderr();
   ASSERT_GT(check.port(), 0) << check.process().Stderr();
   check.GetUntil("/readyz", [](const std::string& body) { return body.starts_with("ready"); });
@@ -115,6 +117,8 @@ TEST(HealthcheckTest, AgreesWithTheExporterOnVerdictAndSeqAfterXid79) {
   EXPECT_TRUE(std::regex_search(
       metrics, std::regex("vigil_healthcheck_gpu_status\\{gpu=\"3\",[^}]*\\} 20")));
   EXPECT_TRUE(std::regex_search(metrics, std::regex("vigil_healthcheck_verdict_age_seconds 0\\.")));
+  EXPECT_TRUE(std::regex_search(metrics, std::regex("\nprocess_open_fds [1-9][0-9]*\n")));
+  EXPECT_THAT(metrics, HasSubstr("\n# TYPE process_cpu_seconds_total counter\n"));
   // The health check's own metrics pass promtool's lint.
   const std::string metrics_file = dir.File("healthcheck.prom");
   std::ofstream(metrics_file) << metrics;

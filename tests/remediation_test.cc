@@ -434,7 +434,8 @@ TEST_F(RemediationTest, TheBreakerRefusesATaintBeyondTheShareWithAndWithoutTheRe
   EXPECT_EQ(breaker["source"], "own-count") << breaker.dump();
 
   // The remediator comes: it publishes the breaker open, and the check follows its decision.
-  auto remediator = StartRemediator("r1", {"--mode", "off"});
+  // (With its process_* series: --enable-exporter-metrics.)
+  auto remediator = StartRemediator("r1", {"--mode", "off", "--enable-exporter-metrics"});
   ASSERT_TRUE(Eventually([&] {
     breaker = Json::parse(check_->Get("/status"))["kubernetes"]["circuit_breaker"];
     return breaker.value("source", "") == "remediator";
@@ -449,8 +450,10 @@ TEST_F(RemediationTest, TheBreakerRefusesATaintBeyondTheShareWithAndWithoutTheRe
   ASSERT_TRUE(Eventually([&] { return Tainted(); }, absl::Seconds(20))) << Logs(remediator.get());
   breaker = Json::parse(check_->Get("/status"))["kubernetes"]["circuit_breaker"];
   EXPECT_EQ(breaker["source"], "remediator");
-  EXPECT_THAT(remediator->Get("/metrics"),
-              HasSubstr("vigil_remediator_taint_breaker_writes_total"));
+  const std::string metrics = remediator->Get("/metrics");
+  EXPECT_THAT(metrics, HasSubstr("vigil_remediator_taint_breaker_writes_total"));
+  EXPECT_THAT(metrics, HasSubstr("\n# TYPE process_resident_memory_bytes gauge\n"));
+  EXPECT_GT(metrics.find("\nprocess_open_fds "), metrics.rfind("\nvigil_")) << "after the others";
 }
 
 TEST_F(RemediationTest, Xid79RequestsARebootThroughTheSentinelAndANewBootClearsIt) {

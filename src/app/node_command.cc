@@ -20,9 +20,10 @@ struct NodeFlags {
   EngineFlags engine;
   std::string exporter_listen = ":9400";
   std::string collectors;
-  std::string hostname_label = "Hostname";
+  CompatFlags compat;
   std::string healthcheck_listen = ":9401";
   std::string web_config_file;
+  bool exporter_metrics = false;
 };
 
 // "SCHEME://HOST:PORT" for a listen address and the port it got ("" host: this machine's name).
@@ -43,6 +44,8 @@ int RunNode(const NodeFlags& flags) {
                 "`vigil engine` instead");
   }
   // Checked before the engine starts: a mistake there is one line, and no GPU is opened.
+  auto hostname_label = HostnameLabelFromFlags(flags.compat);
+  if (!hostname_label.ok()) return Fail("node", hostname_label.status());
   auto web = LoadWebConfigFlag(flags.web_config_file);
   if (!web.ok()) return Fail("node", web.status());
   const std::string scheme = WebScheme(web->get());
@@ -56,8 +59,9 @@ int RunNode(const NodeFlags& flags) {
     auto started = Exporter::Start({.listen = flags.exporter_listen,
                                     .http_guard = web->get(),
                                     .collectors_path = flags.collectors,
-                                    .hostname_label = flags.hostname_label,
-                                    .hostname = (*engine)->node_name()},
+                                    .hostname_label = *hostname_label,
+                                    .hostname = (*engine)->node_name(),
+                                    .exporter_metrics = flags.exporter_metrics},
                                    client());
     if (!started.ok()) return Fail("node", WithContext(started.status(), "--exporter-listen"));
     exporter = std::move(*started);
@@ -68,7 +72,8 @@ int RunNode(const NodeFlags& flags) {
   if (!flags.healthcheck_listen.empty()) {
     auto started = Healthcheck::Start({.listen = flags.healthcheck_listen,
                                        .http_guard = web->get(),
-                                       .node_name = (*engine)->node_name()},
+                                       .node_name = (*engine)->node_name(),
+                                       .exporter_metrics = flags.exporter_metrics},
                                       client());
     if (!started.ok()) return Fail("node", WithContext(started.status(), "--healthcheck-listen"));
     check = std::move(*started);
@@ -102,17 +107,14 @@ CommandRunner AddNodeCommand(CLI::App* parent) {
   command->add_option("-f,--collectors", flags->collectors,
                       "Exporter counters file in dcgm-exporter's CSV format (default: its "
                       "default list)");
-  command
-      ->add_option("--hostname-label", flags->hostname_label,
-                   "Spelling of the exporter's node label: Hostname or hostname")
-      ->check(CLI::IsMember({"Hostname", "hostname"}))
-      ->capture_default_str();
+  AddCompatFlags(command, &flags->compat);
   command
       ->add_option("--healthcheck-listen", flags->healthcheck_listen,
                    "Address of the health check's /status ('' disables the health check)")
       ->capture_default_str();
   // One web config for both endpoints: one process, one certificate and one set of users.
   AddWebConfigFlag(command, &flags->web_config_file);
+  AddExporterMetricsFlag(command, &flags->exporter_metrics);
   return [flags] { return RunNode(*flags); };
 }
 

@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "exporter/compat.h"
 #include "fields/catalogue.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
@@ -72,6 +73,34 @@ absl::StatusOr<std::unique_ptr<webconfig::WebConfigGuard>> LoadWebConfigFlag(
 
 std::string WebScheme(const webconfig::WebConfigGuard* guard) {
   return guard != nullptr && guard->tls() ? "https" : "http";
+}
+
+void AddExporterMetricsFlag(CLI::App* command, bool* enabled) {
+  command
+      ->add_flag("--enable-exporter-metrics", *enabled,
+                 "Serve the process's own process_* series (CPU, memory, file descriptors, start "
+                 "time, network bytes) on /metrics, after the others")
+      ->envname("DCGM_EXPORTER_ENABLE_EXPORTER_METRICS");
+}
+
+void AddCompatFlags(CLI::App* command, CompatFlags* flags) {
+  command
+      ->add_option("--compat", flags->release,
+                   "The dcgm-exporter release whose output to match: 4.8.2 (the Hostname label, "
+                   "as every release up to it) or 4.8.3 (hostname)")
+      ->envname("VIGIL_COMPAT")
+      ->capture_default_str();
+  command
+      ->add_option("--hostname-label", flags->hostname_label,
+                   "Spelling of the node label, whatever --compat says: Hostname or hostname")
+      ->check(CLI::IsMember({"Hostname", "hostname"}));
+}
+
+absl::StatusOr<std::string> HostnameLabelFromFlags(const CompatFlags& flags) {
+  auto release = ParseDcgmExporterRelease(flags.release);
+  if (!release.ok()) return release.status();
+  if (!flags.hostname_label.empty()) return flags.hostname_label;
+  return std::string(HostnameLabelOf(*release));
 }
 
 void AddTokenFileFlag(CLI::App* command, ClientFlags* flags) {

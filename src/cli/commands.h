@@ -63,6 +63,20 @@ absl::StatusOr<std::unique_ptr<webconfig::WebConfigGuard>> LoadWebConfigFlag(
 // "http" or "https", for the line that says where an endpoint listens.
 std::string WebScheme(const webconfig::WebConfigGuard* guard);
 
+// --enable-exporter-metrics on an HTTP endpoint's command (dcgm-exporter 4.8.4's flag, and its
+// DCGM_EXPORTER_ENABLE_EXPORTER_METRICS): the process's own process_* series on /metrics.
+void AddExporterMetricsFlag(CLI::App* command, bool* enabled);
+
+// The exporter's output as a dcgm-exporter release writes it (exporter and node): --compat
+// 4.8.2|4.8.3 and --hostname-label, which overrides the release's spelling of the node label.
+struct CompatFlags {
+  std::string release = "4.8.2";
+  std::string hostname_label;  // "": the release's
+};
+void AddCompatFlags(CLI::App* command, CompatFlags* flags);
+// The node label's spelling; the one-line error of an unknown release.
+absl::StatusOr<std::string> HostnameLabelFromFlags(const CompatFlags& flags);
+
 // Flags every client command shares.
 struct ClientFlags {
   std::string engine;

@@ -25,7 +25,7 @@ struct ExporterFlags {
   EngineTlsFlags engine_tls;
   std::string listen = ":9400";
   std::string collectors;
-  std::string hostname_label = "Hostname";
+  CompatFlags compat;
   std::string node_name;
   bool kubernetes = false;
   bool pod_uid = false;
@@ -41,6 +41,7 @@ struct ExporterFlags {
   std::string clock_events_window = "5m";
   std::string log_level = "info";
   std::string web_config_file;
+  bool exporter_metrics = false;
 };
 
 int RunExporter(const ExporterFlags& flags) {
@@ -48,10 +49,12 @@ int RunExporter(const ExporterFlags& flags) {
   if (absl::Status status = InitLogging(flags.log_level); !status.ok()) {
     return Fail("exporter", WithContext(status, "--log-level"));
   }
+  auto hostname_label = HostnameLabelFromFlags(flags.compat);
+  if (!hostname_label.ok()) return Fail("exporter", hostname_label.status());
   ExporterOptions options{
       .listen = flags.listen,
       .collectors_path = flags.collectors,
-      .hostname_label = flags.hostname_label,
+      .hostname_label = *hostname_label,
       .hostname = flags.node_name.empty() ? DefaultNodeName() : flags.node_name,
       .kubernetes = flags.kubernetes,
       .gpu_id_type = flags.gpu_id_type == "device-name" ? GpuIdType::kDeviceName : GpuIdType::kUid,
@@ -99,6 +102,7 @@ int RunExporter(const ExporterFlags& flags) {
   auto web = LoadWebConfigFlag(flags.web_config_file);
   if (!web.ok()) return Fail("exporter", web.status());
   options.http_guard = web->get();
+  options.exporter_metrics = flags.exporter_metrics;
   auto client = EngineClient::Create(flags.engine, {.tls = TlsOptionsFromFlags(flags.engine_tls)});
   if (!client.ok()) return Fail("exporter", client.status());
   auto exporter = Exporter::Start(std::move(options), std::move(*client));
@@ -127,15 +131,12 @@ CommandRunner AddExporterCommand(CLI::App* parent) {
       ->capture_default_str();
   AddEngineTlsFlags(command, &flags->engine_tls);
   AddWebConfigFlag(command, &flags->web_config_file);
+  AddExporterMetricsFlag(command, &flags->exporter_metrics);
   command->add_option("-a,--listen", flags->listen, "Address to serve /metrics on")
       ->capture_default_str();
   command->add_option("-f,--collectors", flags->collectors,
                       "Counters file in dcgm-exporter's CSV format (default: its default list)");
-  command
-      ->add_option("--hostname-label", flags->hostname_label,
-                   "Spelling of the node label: Hostname (dcgm-exporter <= 4.8.2) or hostname")
-      ->check(CLI::IsMember({"Hostname", "hostname"}))
-      ->capture_default_str();
+  AddCompatFlags(command, &flags->compat);
   command->add_option("--node-name", flags->node_name,
                       "Value of the Hostname label (default: $NODE_NAME, else the host name)");
   command

@@ -29,6 +29,7 @@ struct HealthcheckFlags {
   std::string engine_token_file;
   EngineTlsFlags engine_tls;
   std::string web_config_file;
+  bool exporter_metrics = false;
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string reboot_sentinel;
   std::string dra_driver = std::string(dra::kNvidiaGpuDriver);
@@ -129,6 +130,7 @@ int RunHealthcheck(const HealthcheckFlags& flags) {
   auto web = LoadWebConfigFlag(flags.web_config_file);
   if (!web.ok()) return Fail("healthcheck", web.status());
   options->http_guard = web->get();
+  options->exporter_metrics = flags.exporter_metrics;
   auto check = Healthcheck::Start(std::move(*options), std::move(*client));
   if (!check.ok()) return Fail("healthcheck", check.status());
   spdlog::info("healthcheck listening on {}://{}:{}/status for node {}, engine {}; kubernetes {}{}",
@@ -157,6 +159,7 @@ CommandRunner AddHealthcheckCommand(CLI::App* parent) {
       ->capture_default_str();
   AddEngineTlsFlags(command, &flags->engine_tls);
   AddWebConfigFlag(command, &flags->web_config_file);
+  AddExporterMetricsFlag(command, &flags->exporter_metrics);
   command->add_option("--listen", flags->listen, "Address to serve /status, /readyz, /metrics on")
       ->capture_default_str();
   command->add_option("--node-name", flags->node_name,

@@ -44,6 +44,7 @@ struct RemediatorFlags {
   KubeFlags kube;
   std::string log_level = "info";
   std::string web_config_file;
+  bool exporter_metrics = false;
   // status
   std::string url = "http://127.0.0.1:9402";
   bool json = false;
@@ -162,6 +163,7 @@ int RunRemediator(const RemediatorFlags& flags) {
   auto web = LoadWebConfigFlag(flags.web_config_file);
   if (!web.ok()) return Fail("remediator", web.status());
   options->http_guard = web->get();
+  options->exporter_metrics = flags.exporter_metrics;
   auto runner = remediator::Runner::Start(*std::move(options), std::move(*kube));
   if (!runner.ok()) return Fail("remediator", runner.status());
   spdlog::info(
@@ -223,6 +225,7 @@ CommandRunner AddRemediatorCommand(CLI::App* parent) {
   command->add_option("--listen", flags->listen, "Address to serve /status and /metrics on")
       ->capture_default_str();
   AddWebConfigFlag(command, &flags->web_config_file);
+  AddExporterMetricsFlag(command, &flags->exporter_metrics);
   command->add_option("--identity", flags->identity,
                       "This replica in the Lease and Events (default: $POD_NAME, else the host "
                       "name)");

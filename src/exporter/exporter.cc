@@ -34,11 +34,25 @@ absl::StatusOr<std::unique_ptr<Exporter>> Exporter::Start(ExporterOptions option
   self->http_.Get("/metrics", [self](const HttpRequest& request) {
     const absl::Time started = absl::Now();
     HttpResponse response{.content_type = kMetricsType, .vary_accept_encoding = true};
-    if (request.accepts_gzip) response.shared_body = self->ScrapeGzip();
-    if (response.shared_body != nullptr) {
-      response.content_encoding = "gzip";
+    if (self->process_ != nullptr) {
+      // The process's series come last, as dcgm-exporter appends them. A gzip scrape is
+      // compressed whole (one gzip member, which every client reads) at each scrape.
+      std::string own;
+      self->process_->Append(&own);
+      if (request.accepts_gzip) {
+        response.body = Gzip(self->ScrapeText() + own, 1);
+        response.content_encoding = "gzip";
+      } else {
+        self->ScrapeFile(&response);
+        response.body = std::move(own);
+      }
     } else {
-      self->ScrapeFile(&response);
+      if (request.accepts_gzip) response.shared_body = self->ScrapeGzip();
+      if (response.shared_body != nullptr) {
+        response.content_encoding = "gzip";
+      } else {
+        self->ScrapeFile(&response);
+      }
     }
     self->last_scrape_ns_.store(absl::ToInt64Nanoseconds(absl::Now() - started));
     return response;
@@ -71,6 +85,7 @@ absl::StatusOr<std::unique_ptr<Exporter>> Exporter::Start(ExporterOptions option
 
 Exporter::Exporter(ExporterOptions options, std::unique_ptr<EngineClient> client, Counters counters)
     : options_(std::move(options)), client_(std::move(client)) {
+  if (options_.exporter_metrics) process_ = std::make_unique<procmetrics::ProcessCollector>();
   if (options_.kubernetes) {
     PodMapperOptions pods = options_.pods;
     pods.clock = options_.clock;
@@ -347,6 +362,16 @@ void Exporter::ScrapeFile(HttpResponse* response) {
   } else {
     response->shared_body = body_;
   }
+}
+
+std::string Exporter::ScrapeText() {
+  scrapes_.fetch_add(1, std::memory_order_relaxed);
+  gzip_scrapes_.fetch_add(1, std::memory_order_relaxed);
+  absl::MutexLock lock(&mutex_);
+  CheckFreshnessLocked();
+  std::string text = tail_ != nullptr ? *tail_ : "";
+  if (body_ != nullptr) text += *body_;
+  return text;
 }
 
 std::shared_ptr<const std::string> Exporter::ScrapeGzip() {

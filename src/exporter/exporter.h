@@ -31,6 +31,7 @@
 #include "kube/kube_api.h"
 #include "kube/pod_uids.h"
 #include "podresources/pod_mapper.h"
+#include "procmetrics/process_metrics.h"
 
 namespace vigil {
 
@@ -63,6 +64,9 @@ struct ExporterOptions {
   absl::Duration clock_events_window = absl::Minutes(5);
   // The time the exporter judges freshness and windows by, and waits on; not owned.
   Clock* clock = Clock::Real();
+  // dcgm-exporter 4.8.4's --enable-exporter-metrics: the process's own process_* series after
+  // the others, read at each scrape.
+  bool exporter_metrics = false;
 };
 
 class Exporter {
@@ -95,6 +99,9 @@ class Exporter {
   // Compresses the latest render for gzip scrapes, outside the lock (a scrape never waits for
   // it): called by the threads that render, after they let go of the lock.
   void CompressLatest() ABSL_LOCKS_EXCLUDED(mutex_);
+  // The text of a plain scrape (own metrics, then the body), copied; for a gzip scrape that
+  // adds the process's series to it.
+  std::string ScrapeText() ABSL_LOCKS_EXCLUDED(mutex_);
   // Marks the engine down if no tick arrived for too long (caller holds mutex_).
   void CheckFreshnessLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   std::string ProcessMetrics();
@@ -107,6 +114,8 @@ class Exporter {
   HttpServer http_;
   std::thread ticks_thread_, events_thread_;
 
+  // Set when options_.exporter_metrics; used on the HTTP thread.
+  std::unique_ptr<procmetrics::ProcessCollector> process_;
   std::atomic<uint64_t> scrapes_{0}, gzip_scrapes_{0}, reconnects_{0}, dropped_ticks_{0},
       reloads_failed_{0};
   std::atomic<int64_t> last_scrape_ns_{0}, last_render_ns_{0};

@@ -1,6 +1,7 @@
 // Golden tests of the exporter's text output and tests of the counters file parser.
 #include "exporter/render.h"
 
+#include "exporter/compat.h"
 #include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -68,102 +69,118 @@ ExporterView TwoGpus() {
   return view;
 }
 
+// The golden output of each dcgm-exporter release Vigil matches (--compat): 4.8.2's is what Vigil
+// has always written; 4.8.3's differs from it in the node label's spelling alone (commit d5e5f51).
 TEST(RenderTest, GoldenOutputInDcgmExportersShape) {
-  const Counters counters = Parse(R"(# comment
+  for (const DcgmExporterRelease release :
+       {DcgmExporterRelease::k4_8_2, DcgmExporterRelease::k4_8_3}) {
+    const std::string label(HostnameLabelOf(release));
+    SCOPED_TRACE(label);
+    const Counters counters = Parse(R"(# comment
 DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).
 DCGM_FI_DEV_GPU_TEMP,    gauge, GPU temperature (in C).
 DCGM_FI_DEV_FAN_SPEED, gauge, Fan speed.
 DCGM_FI_DRIVER_VERSION, label, Driver Version
 DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error encountered.
 )");
-  ExporterView view = TwoGpus();
-  for (uint32_t gpu = 0; gpu < 2; ++gpu) {
-    *view.tick.add_values() = Int(gpu, 150, 38 + gpu);
-    *view.tick.add_values() = Double(gpu, 155, 75.5 + gpu);
-    *view.tick.add_values() = Unsupported(gpu, 191);
-    *view.tick.add_values() = String(gpu, 1, "580.82.07");
-    *view.tick.add_values() = Int(gpu, 230, gpu == 1 ? 79 : 0);
+    ExporterView view = TwoGpus();
+    for (uint32_t gpu = 0; gpu < 2; ++gpu) {
+      *view.tick.add_values() = Int(gpu, 150, 38 + gpu);
+      *view.tick.add_values() = Double(gpu, 155, 75.5 + gpu);
+      *view.tick.add_values() = Unsupported(gpu, 191);
+      *view.tick.add_values() = String(gpu, 1, "580.82.07");
+      *view.tick.add_values() = Int(gpu, 230, gpu == 1 ? 79 : 0);
+    }
+    RenderOptions options{.hostname_label = label, .hostname = "node-1"};
+    const std::string text = RenderMetrics(counters, view, options);
+    const std::string labels0 =
+        "gpu=\"0\",UUID=\"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd\",pci_bus_id=\"00000000:18:00."
+        "0\","
+        "device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\"," +
+        label +
+        "=\"node-1\","
+        "DCGM_FI_DRIVER_VERSION=\"580.82.07\"";
+    const std::string labels1 =
+        "gpu=\"1\",UUID=\"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd\",pci_bus_id=\"00000000:2A:00."
+        "0\","
+        "device=\"nvidia1\",modelName=\"NVIDIA H100 80GB HBM3\"," +
+        label +
+        "=\"node-1\","
+        "DCGM_FI_DRIVER_VERSION=\"580.82.07\"";
+    const std::string expected =
+        // Ordered by field ID (150, 155, 191, 230), whatever the file's order; the unsupported fan
+        // speed has no samples, so no HELP/TYPE either.
+        "# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n"
+        "# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n"
+        "DCGM_FI_DEV_GPU_TEMP{" +
+        labels0 +
+        "} 38\n"
+        "DCGM_FI_DEV_GPU_TEMP{" +
+        labels1 +
+        "} 39\n"
+        "# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).\n"
+        "# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n"
+        "DCGM_FI_DEV_POWER_USAGE{" +
+        labels0 +
+        "} 75.500000\n"
+        "DCGM_FI_DEV_POWER_USAGE{" +
+        labels1 +
+        "} 76.500000\n"
+        "# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.\n"
+        "# TYPE DCGM_FI_DEV_XID_ERRORS gauge\n"
+        "DCGM_FI_DEV_XID_ERRORS{" +
+        labels0 +
+        ",err_code=\"0\",err_msg=\"No Error\"} 0\n"
+        "DCGM_FI_DEV_XID_ERRORS{" +
+        labels1 +
+        ",err_code=\"79\",err_msg=\"GPU has fallen off the bus\"} 79\n"
+        "# HELP vigil_engine_up Whether the exporter holds fresh data from its engine (1) or not "
+        "(0).\n"
+        "# TYPE vigil_engine_up gauge\n"
+        "vigil_engine_up 1\n"
+        "# HELP vigil_engine_info The engine this exporter reads from.\n"
+        "# TYPE vigil_engine_info gauge\n"
+        "vigil_engine_info{node=\"n1\",instance_id=\"abc123\",version=\"0.1.0\",backend=\"sim\"} "
+        "1\n"
+        "# HELP vigil_engine_seq The engine tick these values come from (with instance_id, "
+        "identifies the state).\n"
+        "# TYPE vigil_engine_seq gauge\n"
+        "vigil_engine_seq 42\n"
+        "# HELP vigil_engine_gpu_read_failures_total Reads of a whole GPU that failed in the "
+        "engine "
+        "(lost, hung, ...).\n"
+        "# TYPE vigil_engine_gpu_read_failures_total counter\n"
+        "vigil_engine_gpu_read_failures_total 5\n"
+        "# HELP vigil_engine_gpu_read_timeouts_total GPU reads in the engine that the driver did "
+        "not "
+        "answer in time.\n"
+        "# TYPE vigil_engine_gpu_read_timeouts_total counter\n"
+        "vigil_engine_gpu_read_timeouts_total 2\n"
+        "# HELP vigil_engine_xid_events_total XIDs the engine received (injected ones included).\n"
+        "# TYPE vigil_engine_xid_events_total counter\n"
+        "vigil_engine_xid_events_total 1\n"
+        "# HELP vigil_engine_xid_duplicates_total Real XIDs that both NVML's events and the kernel "
+        "log reported, counted once.\n"
+        "# TYPE vigil_engine_xid_duplicates_total counter\n"
+        "vigil_engine_xid_duplicates_total 0\n"
+        "# HELP vigil_engine_persistence_pending_records Health state records (FAIL incidents) not "
+        "yet durable in the engine's state dir.\n"
+        "# TYPE vigil_engine_persistence_pending_records gauge\n"
+        "vigil_engine_persistence_pending_records 3\n"
+        "# HELP vigil_engine_persistence_lag_seconds How long the oldest health state record not "
+        "yet durable has waited.\n"
+        "# TYPE vigil_engine_persistence_lag_seconds gauge\n"
+        "vigil_engine_persistence_lag_seconds 1.500\n"
+        "# HELP vigil_engine_persistence_failures_total Failed attempts to persist health state (a "
+        "full or failing disk).\n"
+        "# TYPE vigil_engine_persistence_failures_total counter\n"
+        "vigil_engine_persistence_failures_total 4\n"
+        "# HELP vigil_gpu_health_status The engine's health verdict per GPU and system: 0 pass, 10 "
+        "warn, 20 fail, -1 unknown (no fresh data); injected=\"true\" while an injected fault (a "
+        "drill) drives it.\n"
+        "# TYPE vigil_gpu_health_status gauge\n";
+    EXPECT_EQ(text, expected);
   }
-  RenderOptions options{.hostname = "node-1"};
-  const std::string text = RenderMetrics(counters, view, options);
-  const std::string labels0 =
-      "gpu=\"0\",UUID=\"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd\",pci_bus_id=\"00000000:18:00.0\","
-      "device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-1\","
-      "DCGM_FI_DRIVER_VERSION=\"580.82.07\"";
-  const std::string labels1 =
-      "gpu=\"1\",UUID=\"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd\",pci_bus_id=\"00000000:2A:00.0\","
-      "device=\"nvidia1\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-1\","
-      "DCGM_FI_DRIVER_VERSION=\"580.82.07\"";
-  const std::string expected =
-      // Ordered by field ID (150, 155, 191, 230), whatever the file's order; the unsupported fan
-      // speed has no samples, so no HELP/TYPE either.
-      "# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n"
-      "# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n"
-      "DCGM_FI_DEV_GPU_TEMP{" +
-      labels0 +
-      "} 38\n"
-      "DCGM_FI_DEV_GPU_TEMP{" +
-      labels1 +
-      "} 39\n"
-      "# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).\n"
-      "# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n"
-      "DCGM_FI_DEV_POWER_USAGE{" +
-      labels0 +
-      "} 75.500000\n"
-      "DCGM_FI_DEV_POWER_USAGE{" +
-      labels1 +
-      "} 76.500000\n"
-      "# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.\n"
-      "# TYPE DCGM_FI_DEV_XID_ERRORS gauge\n"
-      "DCGM_FI_DEV_XID_ERRORS{" +
-      labels0 +
-      ",err_code=\"0\",err_msg=\"No Error\"} 0\n"
-      "DCGM_FI_DEV_XID_ERRORS{" +
-      labels1 +
-      ",err_code=\"79\",err_msg=\"GPU has fallen off the bus\"} 79\n"
-      "# HELP vigil_engine_up Whether the exporter holds fresh data from its engine (1) or not "
-      "(0).\n"
-      "# TYPE vigil_engine_up gauge\n"
-      "vigil_engine_up 1\n"
-      "# HELP vigil_engine_info The engine this exporter reads from.\n"
-      "# TYPE vigil_engine_info gauge\n"
-      "vigil_engine_info{node=\"n1\",instance_id=\"abc123\",version=\"0.1.0\",backend=\"sim\"} 1\n"
-      "# HELP vigil_engine_seq The engine tick these values come from (with instance_id, "
-      "identifies the state).\n"
-      "# TYPE vigil_engine_seq gauge\n"
-      "vigil_engine_seq 42\n"
-      "# HELP vigil_engine_gpu_read_failures_total Reads of a whole GPU that failed in the engine "
-      "(lost, hung, ...).\n"
-      "# TYPE vigil_engine_gpu_read_failures_total counter\n"
-      "vigil_engine_gpu_read_failures_total 5\n"
-      "# HELP vigil_engine_gpu_read_timeouts_total GPU reads in the engine that the driver did not "
-      "answer in time.\n"
-      "# TYPE vigil_engine_gpu_read_timeouts_total counter\n"
-      "vigil_engine_gpu_read_timeouts_total 2\n"
-      "# HELP vigil_engine_xid_events_total XIDs the engine received (injected ones included).\n"
-      "# TYPE vigil_engine_xid_events_total counter\n"
-      "vigil_engine_xid_events_total 1\n"
-      "# HELP vigil_engine_xid_duplicates_total Real XIDs that both NVML's events and the kernel "
-      "log reported, counted once.\n"
-      "# TYPE vigil_engine_xid_duplicates_total counter\n"
-      "vigil_engine_xid_duplicates_total 0\n"
-      "# HELP vigil_engine_persistence_pending_records Health state records (FAIL incidents) not "
-      "yet durable in the engine's state dir.\n"
-      "# TYPE vigil_engine_persistence_pending_records gauge\n"
-      "vigil_engine_persistence_pending_records 3\n"
-      "# HELP vigil_engine_persistence_lag_seconds How long the oldest health state record not "
-      "yet durable has waited.\n"
-      "# TYPE vigil_engine_persistence_lag_seconds gauge\n"
-      "vigil_engine_persistence_lag_seconds 1.500\n"
-      "# HELP vigil_engine_persistence_failures_total Failed attempts to persist health state (a "
-      "full or failing disk).\n"
-      "# TYPE vigil_engine_persistence_failures_total counter\n"
-      "vigil_engine_persistence_failures_total 4\n"
-      "# HELP vigil_gpu_health_status The engine's health verdict per GPU and system: 0 pass, 10 "
-      "warn, 20 fail, -1 unknown (no fresh data); injected=\"true\" while an injected fault (a "
-      "drill) drives it.\n"
-      "# TYPE vigil_gpu_health_status gauge\n";
-  EXPECT_EQ(text, expected);
 }
 
 TEST(RenderTest, LabelValuesAreEscapedAndHostnameSpellingSwitches) {

@@ -35,7 +35,9 @@ bool NodeTaintNeeded(const HealthView& view, const DeviceQuarantine& quarantine)
 }  // namespace
 
 Healthcheck::Healthcheck(HealthcheckOptions options)
-    : options_(std::move(options)), started_(options_.clock->Now()) {}
+    : options_(std::move(options)), started_(options_.clock->Now()) {
+  if (options_.exporter_metrics) process_ = std::make_unique<procmetrics::ProcessCollector>();
+}
 
 absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
     HealthcheckOptions options, std::unique_ptr<EngineClient> client) {
@@ -160,8 +162,11 @@ void Healthcheck::Route() {
   http_.Get("/status", [this] {
     return HttpResponse{.content_type = "application/json", .body = StatusJson().dump(2) + "\n"};
   });
-  http_.Get("/metrics",
-            [this] { return HttpResponse{.content_type = kMetricsType, .body = Metrics()}; });
+  http_.Get("/metrics", [this] {
+    HttpResponse response{.content_type = kMetricsType, .body = Metrics()};
+    if (process_ != nullptr) process_->Append(&response.body);
+    return response;
+  });
   http_.Get("/", [] {
     return HttpResponse{
         .content_type = "text/html; charset=utf-8",

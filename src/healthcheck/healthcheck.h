@@ -23,6 +23,7 @@
 #include "healthcheck/node_reporter.h"
 #include "healthcheck/remediation_relay.h"
 #include "podresources/pod_mapper.h"
+#include "procmetrics/process_metrics.h"
 
 namespace vigil {
 
@@ -31,6 +32,8 @@ struct HealthcheckOptions {
   // The web config in force on --listen; nullptr: plain HTTP. Not owned; outlives the check.
   HttpGuard* http_guard = nullptr;
   std::string node_name;
+  // --enable-exporter-metrics: the process's own process_* series after the others.
+  bool exporter_metrics = false;
   // Kubernetes: null for none. Owned.
   std::unique_ptr<kube::KubeApi> kube;
   NodeReporterOptions reporter;
@@ -89,6 +92,8 @@ class Healthcheck {
   std::unique_ptr<DraDevices> dra_;
   std::unique_ptr<DeviceQuarantine> quarantine_;
   std::unique_ptr<HealthMonitor> monitor_;
+  // Set when options_.exporter_metrics; used on the HTTP thread.
+  std::unique_ptr<procmetrics::ProcessCollector> process_;
   HttpServer http_;
 };
 

@@ -18,7 +18,9 @@ Runner::Runner(RunnerOptions options, std::unique_ptr<kube::KubeApi> api)
     : options_(std::move(options)),
       api_(std::move(api)),
       remediator_(std::make_unique<Remediator>(options_.remediator, api_.get())),
-      lease_(api_.get(), options_.remediator.clock, options_.lease) {}
+      lease_(api_.get(), options_.remediator.clock, options_.lease) {
+  if (options_.exporter_metrics) process_ = std::make_unique<procmetrics::ProcessCollector>();
+}
 
 absl::StatusOr<std::unique_ptr<Runner>> Runner::Start(RunnerOptions options,
                                                       std::unique_ptr<kube::KubeApi> api) {
@@ -38,7 +40,9 @@ absl::StatusOr<std::unique_ptr<Runner>> Runner::Start(RunnerOptions options,
     return HttpResponse{.content_type = "application/json", .body = status.dump(2) + "\n"};
   });
   self->http_.Get("/metrics", [self] {
-    return HttpResponse{.content_type = kMetricsType, .body = self->Metrics()};
+    HttpResponse response{.content_type = kMetricsType, .body = self->Metrics()};
+    if (self->process_ != nullptr) self->process_->Append(&response.body);
+    return response;
   });
   self->http_.SetGuard(self->options_.http_guard);
   if (absl::Status started = self->http_.Start(self->options_.listen); !started.ok()) {

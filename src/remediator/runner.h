@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/http_server.h"
 #include "kube/lease.h"
+#include "procmetrics/process_metrics.h"
 #include "remediator/remediator.h"
 
 namespace vigil::remediator {
@@ -30,6 +31,8 @@ struct RunnerOptions {
   // The web config in force on --listen; nullptr: plain HTTP. Not owned; outlives the runner.
   HttpGuard* http_guard = nullptr;
   absl::Duration pass_every = absl::Seconds(1);
+  // --enable-exporter-metrics: the process's own process_* series after the others.
+  bool exporter_metrics = false;
 };
 
 class Runner {
@@ -56,6 +59,8 @@ class Runner {
   kube::LeaseLock lease_;  // the loop's only
   std::atomic<bool> leading_{false};
   std::atomic<uint64_t> lease_errors_{0};
+  // Set when options_.exporter_metrics; used on the HTTP thread.
+  std::unique_ptr<procmetrics::ProcessCollector> process_;
   HttpServer http_;
   std::thread thread_;
   absl::Mutex mutex_;
