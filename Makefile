@@ -62,7 +62,7 @@ bench: build
 # of each).
 FUZZ_ITERATIONS ?= 1000000
 FUZZ_TESTS ?= common_test api_test engine_test inject_test exporter_test kube_test \
-  podresources_test dra_test kmsg_test network_test webconfig_test
+  podresources_test dra_test kmsg_test network_test webconfig_test pidmap_test
 fuzz: asan-build
 	@for test in $(FUZZ_TESTS); do \
 	  VIGIL_FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \

@@ -44,11 +44,13 @@ const std::map<std::string, Modules>& Allowed() {
       {"tls", {"common"}},
       {"webconfig", {"common", "tls"}},
       {"procmetrics", {"common"}},
+      {"pidmap", {"common"}},
       {"server",
        {"common", "fields", "backend", "sampling", "health", "inject", "engine", "api", "tls"}},
       {"client", {"common", "fields", "api", "tls"}},
       {"exporter",
-       {"common", "fields", "api", "client", "tls", "podresources", "kube", "dra", "procmetrics"}},
+       {"common", "fields", "api", "client", "tls", "podresources", "kube", "dra", "procmetrics",
+        "pidmap"}},
       {"podresources", {"common"}},
       {"kube", {"common"}},
       {"dra", {"common", "fields", "api", "kube"}},
@@ -74,7 +76,8 @@ const Modules kEngineSide = {"backend", "kmsg",   "network", "nvswitch", "sampli
                              "health",  "inject", "engine",  "recorder", "server"};
 const Modules kClients = {"client",      "kube",      "podresources", "exporter",
                           "healthcheck", "webconfig", "remediator",   "drill",
-                          "report",      "cli",       "dra",          "procmetrics"};
+                          "report",      "cli",       "dra",          "procmetrics",
+                          "pidmap"};
 
 std::string Join(const Modules& modules) {
   std::string out;
