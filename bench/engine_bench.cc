@@ -68,8 +68,8 @@ class ConstantBackend : public Backend {
   }
   void StartEvents(EventSink*) override {}
   void StopEvents() override {}
-  absl::StatusOr<std::vector<uint32_t>> ComputeProcesses(uint32_t) override {
-    return std::vector<uint32_t>{};
+  absl::StatusOr<std::vector<GpuProcess>> ReadProcesses(uint32_t) override {
+    return std::vector<GpuProcess>{};
   }
   absl::StatusOr<std::string> ResetGpu(uint32_t) override {
     return absl::UnimplementedError("the benchmark's backend does not reset");

@@ -88,5 +88,59 @@ TEST_F(NvmlBackendTest, AGpuLostToAResetIsReadAgainOnceNvmlOpensIt) {
   EXPECT_EQ(*Temperature(0), 40);
 }
 
+// A GPU's compute processes with what the driver says of each: the memory it holds (or nothing,
+// where NVML cannot say), its SM share in its latest sample (0 for a process the driver sampled
+// none of; nothing where the driver cannot say), and on a MIG GPU the instance it runs on.
+TEST_F(NvmlBackendTest, ProcessesComeWithTheirMemoryAndSmShare) {
+  script_.gpu(0)["processes"] = {
+      {{"pid", 4242}, {"memory", 3ull << 30}, {"sm_util", 55}},
+      {{"pid", 4343}, {"memory", 1ull << 29}, {"sm_util", 20}},
+      {{"pid", 4444}, {"memory", nullptr}},  // NVML_VALUE_NOT_AVAILABLE, no sample
+  };
+  script_.gpu(1)["processes"] = {{{"pid", 5151}, {"sm_util", 70}}};
+  script_.gpu(1)["no_process_utilization"] = true;
+  Start();
+  auto processes = backend_->ReadProcesses(0);
+  ASSERT_TRUE(processes.ok()) << processes.status();
+  EXPECT_THAT(*processes,
+              ::testing::ElementsAre(
+                  GpuProcess{.pid = 4242, .used_memory_bytes = 3ull << 30, .sm_util = 55},
+                  GpuProcess{.pid = 4343, .used_memory_bytes = 1ull << 29, .sm_util = 20},
+                  GpuProcess{.pid = 4444, .sm_util = 0}));
+  processes = backend_->ReadProcesses(1);
+  ASSERT_TRUE(processes.ok()) << processes.status();
+  EXPECT_THAT(*processes,
+              ::testing::ElementsAre(GpuProcess{.pid = 5151, .used_memory_bytes = 1ull << 30}))
+      << "a driver without per-process utilisation: the list, without a share";
+}
+
+TEST_F(NvmlBackendTest, AMigGpusProcessesNameTheirInstance) {
+  script_.gpu(0)["mig"] = {{"mode", 1},
+                           {"instances",
+                            {{{"gpu_instance", 1},
+                              {"compute_instance", 0},
+                              {"profile", "3g.40gb"},
+                              {"uuid", "MIG-11111111-2222-3333-4444-555555555555"},
+                              {"placement", {0, 4}},
+                              {"processes", {{{"pid", 7001}, {"memory", 5ull << 30}}, 7002}}},
+                             {{"gpu_instance", 2},
+                              {"compute_instance", 0},
+                              {"profile", "3g.40gb"},
+                              {"uuid", "MIG-66666666-2222-3333-4444-555555555555"},
+                              {"placement", {4, 4}},
+                              {"processes", {{{"pid", 7003}, {"memory", 1ull << 30}}}}}}}};
+  Start();
+  auto mig = backend_->ReadMig(0);
+  ASSERT_TRUE(mig.ok()) << mig.status();
+  auto processes = backend_->ReadProcesses(0);
+  ASSERT_TRUE(processes.ok()) << processes.status();
+  EXPECT_THAT(*processes,
+              ::testing::ElementsAre(
+                  GpuProcess{.pid = 7001, .used_memory_bytes = 5ull << 30, .gpu_instance = 1},
+                  GpuProcess{.pid = 7002, .used_memory_bytes = 1ull << 30, .gpu_instance = 1},
+                  GpuProcess{.pid = 7003, .used_memory_bytes = 1ull << 30, .gpu_instance = 2}))
+      << "no SM share on MIG: the driver gives it for whole GPUs only";
+}
+
 }  // namespace
 }  // namespace vigil::testing

@@ -5,7 +5,7 @@
 // A backend must also allow Read() to run concurrently for different GPUs (DeadlineBackend reads
 // every GPU on a worker of its own), never twice at once for the same GPU. A backend delivers
 // asynchronous events (XIDs) to its EventSink from a thread of its own, between StartEvents()
-// and StopEvents(). ComputeProcesses() and ResetGpu() come from one other thread (the engine's
+// and StopEvents(). ReadProcesses() and ResetGpu() come from one other thread (the engine's
 // reset worker), concurrently with reads.
 #pragma once
 
@@ -23,6 +23,20 @@
 #include "fields/value.h"
 
 namespace vigil {
+
+// A compute process on a GPU, as the driver lists it (nvmlProcessInfo_t, and its sample of
+// nvmlProcessUtilizationSample_t).
+struct GpuProcess {
+  uint32_t pid = 0;  // in the host's PID namespace
+  // The GPU (or instance) memory it holds; nullopt where the driver does not say
+  // (NVML_VALUE_NOT_AVAILABLE: a process in another container without the rights to see it).
+  std::optional<uint64_t> used_memory_bytes;
+  int32_t gpu_instance = -1;  // the MIG GPU instance it runs on; -1: the whole GPU
+  // Percent of the SMs' time it used over the driver's last sample; nullopt where the driver does
+  // not say (MIG instances, drivers without per-process utilisation).
+  std::optional<uint32_t> sm_util;
+  bool operator==(const GpuProcess&) const = default;
+};
 
 // What a GPU is, as discovered when the backend starts. Stable for the backend's lifetime, but
 // for its MIG layout.
@@ -184,10 +198,12 @@ class Backend {
   // Stops delivering events; when it returns, no call into the sink is in progress or will come.
   virtual void StopEvents() = 0;
 
-  // The process ids of the compute processes on GPU `gpu`: a reset needs there to be none.
-  // kUnavailable when the GPU is lost (a GPU off the bus cannot say, nor be reset).
+  // The compute processes on GPU `gpu` and its MIG instances, as the driver lists them: a reset
+  // needs there to be none, and the per-process series give each one's memory and SM share to
+  // its pod. kUnavailable when the GPU is lost (a GPU off the bus cannot say, nor be reset);
+  // a driver that cannot say a process's utilisation leaves its sm_util out, never fails the list.
   // Precondition: gpu < gpus().size().
-  virtual absl::StatusOr<std::vector<uint32_t>> ComputeProcesses(uint32_t gpu) = 0;
+  virtual absl::StatusOr<std::vector<GpuProcess>> ReadProcesses(uint32_t gpu) = 0;
 
   // Resets GPU `gpu` as `nvidia-smi --gpu-reset` does: its volatile counters and its faults end,
   // and the engine sees the reset in them. Returns what the reset printed. Blocks until done (a

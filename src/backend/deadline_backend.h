@@ -40,8 +40,8 @@ class DeadlineBackend : public Backend {
   void StopEvents() override { inner_->StopEvents(); }
   // Passed through, unbounded: a reset is bounded by its own command's limit, and the engine's
   // reset worker, not the sampling thread, waits for it.
-  absl::StatusOr<std::vector<uint32_t>> ComputeProcesses(uint32_t gpu) override {
-    return inner_->ComputeProcesses(gpu);
+  absl::StatusOr<std::vector<GpuProcess>> ReadProcesses(uint32_t gpu) override {
+    return inner_->ReadProcesses(gpu);
   }
   absl::StatusOr<std::string> ResetGpu(uint32_t gpu) override { return inner_->ResetGpu(gpu); }
   // MIG calls run on the GPUs' workers, every GPU at once, bounded by one deadline as a read is

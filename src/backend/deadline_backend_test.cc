@@ -52,8 +52,8 @@ class HangingBackend : public Backend {
   }
   void StartEvents(EventSink*) override {}
   void StopEvents() override {}
-  absl::StatusOr<std::vector<uint32_t>> ComputeProcesses(uint32_t gpu) override {
-    return std::vector<uint32_t>{gpu + 100};
+  absl::StatusOr<std::vector<GpuProcess>> ReadProcesses(uint32_t gpu) override {
+    return std::vector<GpuProcess>{{.pid = gpu + 100}};
   }
   absl::StatusOr<std::string> ResetGpu(uint32_t gpu) override {
     return "reset " + std::to_string(gpu);
@@ -126,7 +126,7 @@ TEST_F(DeadlineBackendTest, ReadsEveryGpuInPlace) {
 }
 
 TEST_F(DeadlineBackendTest, ResetsAndProcessListsGoToTheInnerBackend) {
-  EXPECT_THAT(*backend_->ComputeProcesses(2), ::testing::ElementsAre(102u));
+  EXPECT_THAT(*backend_->ReadProcesses(2), ::testing::ElementsAre(GpuProcess{.pid = 102}));
   EXPECT_EQ(*backend_->ResetGpu(1), "reset 1");
 }
 

@@ -83,6 +83,7 @@ void ResolveApi(void* library, Api* api) {
           {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"});
   api->compute_running_processes_v3 =
       dlsym(library, "nvmlDeviceGetComputeRunningProcesses_v3") != nullptr;
+  Resolve(library, &api->DeviceGetProcessUtilization, {"nvmlDeviceGetProcessUtilization"});
   Resolve(library, &api->EventSetCreate, {"nvmlEventSetCreate"});
   Resolve(library, &api->DeviceGetSupportedEventTypes, {"nvmlDeviceGetSupportedEventTypes"});
   Resolve(library, &api->DeviceRegisterEvents, {"nvmlDeviceRegisterEvents"});

@@ -275,6 +275,19 @@ struct ProcessInfo {  // nvmlProcessInfo_t (_v2 and _v3 of the running-processes
   unsigned int compute_instance_id;
 };
 static_assert(sizeof(ProcessInfo) == 24);
+// nvmlProcessUtilizationSample_t: one process's utilisation over one of the driver's sample
+// periods, stamped with the CPU time in microseconds.
+struct ProcessUtilizationSample {
+  unsigned int pid;
+  unsigned long long time_stamp;
+  unsigned int sm_util;  // percent
+  unsigned int mem_util;
+  unsigned int enc_util;
+  unsigned int dec_util;
+};
+static_assert(sizeof(ProcessUtilizationSample) == 32);
+// usedGpuMemory when the driver does not say (NVML_VALUE_NOT_AVAILABLE).
+inline constexpr unsigned long long kValueNotAvailable = ~0ull;
 // What drivers 535.43.02 up to 535.86.x write instead from _v3: nvmlProcessInfo_v3_t, with
 // usedGpuCcProtectedMemory after the fields above, 32 bytes an entry, with no version to say so
 // (nvidia-settings' nvml.h of 535.43.02; 535.98 removed the _v3 query, 535.104.05 brought it
@@ -334,6 +347,10 @@ struct Api {
   // ProcessInfoSize() for the drivers that write bigger ones.
   Return (*DeviceGetComputeRunningProcesses)(Device, unsigned int*, ProcessInfo*) = nullptr;
   bool compute_running_processes_v3 = false;  // the query above is _v3
+  // nvmlDeviceGetProcessUtilization: the samples since lastSeenTimeStamp (0: all the driver
+  // holds); NOT_FOUND when there are none, INSUFFICIENT_SIZE with the count needed.
+  Return (*DeviceGetProcessUtilization)(Device, ProcessUtilizationSample*, unsigned int*,
+                                        unsigned long long) = nullptr;
   Return (*EventSetCreate)(EventSet*) = nullptr;
   Return (*DeviceGetSupportedEventTypes)(Device, unsigned long long*) = nullptr;
   Return (*DeviceRegisterEvents)(Device, unsigned long long, EventSet) = nullptr;

@@ -1133,7 +1133,7 @@ absl::Status ValidateResetCommand(const std::string& command) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<uint32_t>> NvmlBackend::ComputeProcesses(uint32_t gpu) {
+absl::StatusOr<std::vector<GpuProcess>> NvmlBackend::ReadProcesses(uint32_t gpu) {
   DriverUse use(this);
   if (!use.status().ok()) return use.status();
   GpuState& state = *gpu_state_[gpu];
@@ -1147,24 +1147,69 @@ absl::StatusOr<std::vector<uint32_t>> NvmlBackend::ComputeProcesses(uint32_t gpu
   }
   // In MIG mode the GPU's handle answers for every instance only to a privileged caller
   // (nvml.h): each MIG device's handle is asked too, so a busy instance is never missed.
-  std::vector<nvml::Device> devices = {state.device};
-  for (const auto& [id, instance] : state.mig_instances) devices.push_back(instance->device);
-  std::vector<uint32_t> pids;
-  for (nvml::Device device : devices) {
-    absl::StatusOr<std::vector<uint32_t>> listed = ProcessesOf(device);
+  std::vector<std::pair<nvml::Device, int32_t>> devices = {{state.device, -1}};
+  for (const auto& [id, instance] : state.mig_instances) {
+    devices.emplace_back(instance->device, static_cast<int32_t>(id));
+  }
+  std::map<uint32_t, GpuProcess> by_pid;
+  for (const auto& [device, gpu_instance] : devices) {
+    absl::StatusOr<std::vector<GpuProcess>> listed = ProcessesOf(device);
     if (!listed.ok() && listed.status().code() == absl::StatusCode::kPermissionDenied &&
         device == state.device && devices.size() > 1) {
       continue;  // unprivileged, in MIG mode: the instances' handles answer for themselves
     }
     if (!listed.ok()) return listed.status();
-    pids.insert(pids.end(), listed->begin(), listed->end());
+    for (GpuProcess& process : *listed) {
+      if (gpu_instance >= 0) process.gpu_instance = gpu_instance;  // the handle's instance
+      // A process the GPU's handle and its instance's both list: the entry that names the
+      // instance wins.
+      auto [it, added] = by_pid.try_emplace(process.pid, process);
+      if (!added && it->second.gpu_instance < 0) it->second = process;
+    }
   }
-  std::sort(pids.begin(), pids.end());
-  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
-  return pids;
+  // Per-process utilisation is the whole GPU's to say (not a MIG instance's, nvml.h).
+  if (state.mig_instances.empty()) {
+    if (const auto util = SmUtilOf(state.device)) {
+      for (auto& [pid, process] : by_pid) {
+        const auto sampled = util->find(pid);
+        // A process with no sample in the driver's window did not run on the SMs: 0.
+        process.sm_util = sampled != util->end() ? sampled->second : 0;
+      }
+    }
+  }
+  std::vector<GpuProcess> processes;
+  for (auto& [pid, process] : by_pid) processes.push_back(process);
+  return processes;
 }
 
-absl::StatusOr<std::vector<uint32_t>> NvmlBackend::ProcessesOf(nvml::Device device) {
+std::optional<std::map<uint32_t, uint32_t>> NvmlBackend::SmUtilOf(nvml::Device device) {
+  if (api_.DeviceGetProcessUtilization == nullptr) return std::nullopt;
+  std::vector<nvml::ProcessUtilizationSample> samples(16);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    unsigned int count = static_cast<unsigned int>(samples.size());
+    const nvml::Return code = api_.DeviceGetProcessUtilization(device, samples.data(), &count, 0);
+    if (code == nvml::kErrorInsufficientSize) {
+      samples.resize(std::max<size_t>(count + 8, samples.size() * 2));
+      continue;
+    }
+    if (code == nvml::kErrorNotFound) return std::map<uint32_t, uint32_t>();  // no samples
+    if (code != nvml::kSuccess) return std::nullopt;
+    std::map<uint32_t, std::pair<unsigned long long, uint32_t>> latest;  // pid -> (stamp, util)
+    for (size_t i = 0; i < count && i < samples.size(); ++i) {
+      auto& [stamp, util] = latest[samples[i].pid];
+      if (samples[i].time_stamp >= stamp) {
+        stamp = samples[i].time_stamp;
+        util = samples[i].sm_util;
+      }
+    }
+    std::map<uint32_t, uint32_t> util;
+    for (const auto& [pid, sample] : latest) util[pid] = sample.second;
+    return util;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<std::vector<GpuProcess>> NvmlBackend::ProcessesOf(nvml::Device device) {
   // The list can grow between the two calls: ask again with the size NVML reported. Room for
   // the larger entry whatever the driver: a driver that writes more than nvml.h says can
   // misplace fields, never write past the buffer.
@@ -1191,14 +1236,21 @@ absl::StatusOr<std::vector<uint32_t>> NvmlBackend::ProcessesOf(nvml::Device devi
       return absl::InternalError(fmt::format("NVML cannot list the GPU's compute processes: {}",
                                              library_->ErrorString(code)));
     }
-    std::vector<uint32_t> pids;
+    std::vector<GpuProcess> processes;
     const auto* bytes = reinterpret_cast<const unsigned char*>(buffer.data());
     for (size_t i = 0; i < count && i < capacity; ++i) {
       nvml::ProcessInfo entry;  // the fields nvml.h names lead either entry
       std::memcpy(&entry, bytes + i * process_info_size_, sizeof(entry));
-      pids.push_back(entry.pid);
+      GpuProcess& process = processes.emplace_back(GpuProcess{.pid = entry.pid});
+      if (entry.used_gpu_memory != nvml::kValueNotAvailable) {
+        process.used_memory_bytes = entry.used_gpu_memory;
+      }
+      // 0xFFFFFFFF: not in a MIG instance (nvml.h's "invalid" id).
+      if (entry.gpu_instance_id != 0xFFFFFFFFu) {
+        process.gpu_instance = static_cast<int32_t>(entry.gpu_instance_id);
+      }
     }
-    return pids;
+    return processes;
   }
   return absl::InternalError("NVML's list of compute processes kept growing; try again");
 }

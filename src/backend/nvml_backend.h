@@ -66,7 +66,7 @@ class NvmlBackend : public Backend {
                     absl::Span<FieldValue> out) override;
   void StartEvents(EventSink* sink) override;
   void StopEvents() override;
-  absl::StatusOr<std::vector<uint32_t>> ComputeProcesses(uint32_t gpu) override;
+  absl::StatusOr<std::vector<GpuProcess>> ReadProcesses(uint32_t gpu) override;
   absl::StatusOr<std::string> ResetGpu(uint32_t gpu) override;
   // MIG through NVML: the mode, then each MIG device handle with its GPU and compute instance
   // ids, UUID, profile (from the MIG device's name, "… MIG 1g.10gb", as the device plugin reads
@@ -131,9 +131,12 @@ class NvmlBackend : public Backend {
   // (its identity unknown since start) cannot be taken on while running: its error says to
   // restart the engine. True when it is open now. On the GPU's reading thread.
   bool TryReopen(uint32_t gpu);
-  // The pids of the compute processes NVML lists for one device handle (a GPU's or a MIG
-  // device's).
-  absl::StatusOr<std::vector<uint32_t>> ProcessesOf(nvml::Device device);
+  // The compute processes NVML lists for one device handle (a GPU's or a MIG device's), with
+  // their memory and MIG instance.
+  absl::StatusOr<std::vector<GpuProcess>> ProcessesOf(nvml::Device device);
+  // Each process's SM utilisation in its latest sample on `device` (a whole GPU's handle): empty
+  // where the driver has none, nullopt where it cannot say (no such query, not supported).
+  std::optional<std::map<uint32_t, uint32_t>> SmUtilOf(nvml::Device device);
   // The event thread's loop on `set` (`registered` GPUs in it); owns and frees the set.
   void RunEvents(nvml::EventSet set, size_t registered);
   // A new event set with every GPU that registers for XID events (a GPU whose registration

@@ -51,7 +51,7 @@ SimBackend::SimBackend(const SimOptions& options) : mig_change_events_(options.m
     identities_.push_back(models_.back().identity());
   }
   lost_.assign(options.gpu_count, false);
-  compute_processes_.resize(options.gpu_count);
+  processes_.resize(options.gpu_count);
 }
 
 absl::Status SimBackend::Read(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
@@ -103,10 +103,10 @@ void SimBackend::RaiseXid(uint32_t gpu, uint32_t xid, absl::Time time) {
   --deliveries_in_progress_;
 }
 
-void SimBackend::SetComputeProcesses(uint32_t gpu, std::vector<uint32_t> pids) {
+void SimBackend::SetProcesses(uint32_t gpu, std::vector<GpuProcess> processes) {
   VIGIL_CHECK(gpu < identities_.size());
   absl::MutexLock lock(&mutex_);
-  compute_processes_[gpu] = std::move(pids);
+  processes_[gpu] = std::move(processes);
 }
 
 int SimBackend::resets() const {
@@ -160,21 +160,21 @@ bool SimBackend::TakeMigChangeNotice() {
   return std::exchange(mig_change_noticed_, false);
 }
 
-absl::StatusOr<std::vector<uint32_t>> SimBackend::ComputeProcesses(uint32_t gpu) {
+absl::StatusOr<std::vector<GpuProcess>> SimBackend::ReadProcesses(uint32_t gpu) {
   VIGIL_CHECK(gpu < identities_.size());
   absl::MutexLock lock(&mutex_);
   if (lost_[gpu]) {
     return absl::UnavailableError(fmt::format(
         "GPU {} ({}) is lost: it stopped answering (simulated)", gpu, identities_[gpu].uuid));
   }
-  return compute_processes_[gpu];
+  return processes_[gpu];
 }
 
 absl::StatusOr<std::string> SimBackend::ResetGpu(uint32_t gpu) {
   VIGIL_CHECK(gpu < identities_.size());
   absl::MutexLock lock(&mutex_);
   lost_[gpu] = false;
-  compute_processes_[gpu].clear();
+  processes_[gpu].clear();
   models_[gpu].Reset();
   ++resets_;
   return fmt::format("GPU {} ({}) was reset (simulated)", gpu, identities_[gpu].uuid);

@@ -43,7 +43,7 @@ class SimBackend : public Backend {
                     absl::Span<FieldValue> out) override;
   void StartEvents(EventSink* sink) override;
   void StopEvents() override;
-  absl::StatusOr<std::vector<uint32_t>> ComputeProcesses(uint32_t gpu) override;
+  absl::StatusOr<std::vector<GpuProcess>> ReadProcesses(uint32_t gpu) override;
   absl::StatusOr<std::string> ResetGpu(uint32_t gpu) override;
   absl::StatusOr<MigState> ReadMig(uint32_t gpu) override;
   bool TakeMigChangeNotice() override;
@@ -62,8 +62,8 @@ class SimBackend : public Backend {
   // and without this backend's lock (StopEvents waits for the delivery to end, so the sink must
   // not call StopEvents from OnXid).
   void RaiseXid(uint32_t gpu, uint32_t xid, absl::Time time);
-  // Compute processes simulated on a GPU: a reset is refused while there are any.
-  void SetComputeProcesses(uint32_t gpu, std::vector<uint32_t> pids);
+  // Compute processes simulated on a GPU (a reset ends them, and is refused while there are any).
+  void SetProcesses(uint32_t gpu, std::vector<GpuProcess> processes);
   // Resets done, for tests.
   int resets() const;
 
@@ -78,7 +78,7 @@ class SimBackend : public Backend {
   uint32_t mig_changes_ ABSL_GUARDED_BY(mutex_) = 0;   // seeds the UUIDs of new instances
   const bool mig_change_events_;
   bool mig_change_noticed_ ABSL_GUARDED_BY(mutex_) = false;  // since TakeMigChangeNotice
-  std::vector<std::vector<uint32_t>> compute_processes_ ABSL_GUARDED_BY(mutex_);
+  std::vector<std::vector<GpuProcess>> processes_ ABSL_GUARDED_BY(mutex_);
   int resets_ ABSL_GUARDED_BY(mutex_) = 0;
   bool NoDeliveryInProgress() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return deliveries_in_progress_ == 0;

@@ -194,9 +194,10 @@ TEST(SimBackendTest, AResetZeroesTheVolatileCountersAndEndsWhatWasSimulated) {
   ASSERT_TRUE(sim->Read(0, fields, later, absl::MakeSpan(before)).ok());
   ASSERT_GT(before[0].as_int(), 0);
   sim->SetGpuLost(0, true);
-  sim->SetComputeProcesses(1, {4242});
-  ASSERT_EQ(sim->ComputeProcesses(0).status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(*sim->ComputeProcesses(1), ::testing::ElementsAre(4242u));
+  const GpuProcess trainer{.pid = 4242, .used_memory_bytes = 1ull << 30, .sm_util = 40};
+  sim->SetProcesses(1, {trainer});
+  ASSERT_EQ(sim->ReadProcesses(0).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(*sim->ReadProcesses(1), ::testing::ElementsAre(trainer));
 
   auto said = sim->ResetGpu(0);
   ASSERT_TRUE(said.ok()) << said.status();
@@ -205,7 +206,7 @@ TEST(SimBackendTest, AResetZeroesTheVolatileCountersAndEndsWhatWasSimulated) {
   EXPECT_LT(after[0].as_int(), before[0].as_int()) << "energy went back";
   EXPECT_EQ(after[1].as_int(), 0) << "volatile ECC zeroed";
   EXPECT_EQ(after[2].as_int(), before[2].as_int()) << "aggregate ECC kept (InfoROM)";
-  EXPECT_THAT(*sim->ComputeProcesses(1), ::testing::ElementsAre(4242u)) << "GPU 1 untouched";
+  EXPECT_THAT(*sim->ReadProcesses(1), ::testing::ElementsAre(trainer)) << "GPU 1 untouched";
   EXPECT_EQ(sim->resets(), 1);
 }
 

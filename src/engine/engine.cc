@@ -16,6 +16,16 @@
 namespace vigil {
 namespace {
 
+// The process ids of a GPU's processes, each once (a process is listed on its instance too).
+absl::StatusOr<std::vector<uint32_t>> Pids(absl::StatusOr<std::vector<GpuProcess>> processes) {
+  if (!processes.ok()) return processes.status();
+  std::vector<uint32_t> pids;
+  for (const GpuProcess& process : *processes) pids.push_back(process.pid);
+  std::sort(pids.begin(), pids.end());
+  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  return pids;
+}
+
 std::shared_ptr<const FieldLayout> MakeLayout() {
   std::vector<const FieldInfo*> fields;
   for (const FieldInfo& field : AllFields()) fields.push_back(&field);
@@ -1018,7 +1028,7 @@ absl::StatusOr<GpuResetResult> Engine::ResetGpu(uint32_t gpu, std::string_view u
       engine->sampling_paused_ = false;
     }
   } resume{this};
-  auto processes = backend_->ComputeProcesses(gpu);
+  absl::StatusOr<std::vector<uint32_t>> processes = Pids(backend_->ReadProcesses(gpu));
   if (!processes.ok() && processes.status().code() == absl::StatusCode::kFailedPrecondition) {
     // A GPU that needs a reset answers nothing, its processes included: the reset is what it
     // needs, and the driver itself refuses one while any process still holds the GPU.

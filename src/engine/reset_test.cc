@@ -56,7 +56,7 @@ TEST_F(ResetGpuTest, AResetEndsTheInjectionsOnThatGpuOnly) {
 }
 
 TEST_F(ResetGpuTest, AGpuInUseIsNotReset) {
-  sim_->SetComputeProcesses(1, {4242, 4343});
+  sim_->SetProcesses(1, {{.pid = 4242}, {.pid = 4343, .gpu_instance = 1}});
   auto reset = engine_->ResetGpu(1, "", "", kRoot);
   EXPECT_EQ(reset.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(reset.status().message(),

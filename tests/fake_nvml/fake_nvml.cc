@@ -24,12 +24,17 @@
 //              "zero_timestamps": false, // field values stamped 0, as some drivers leave them
 //              "unknown_field_ids": [230],  // answered per value with INVALID_ARGUMENT (the
 //                                            // old driver: 230 by default)
-//              "processes": [4242],     // compute processes' pids (_v3; _v2 on the old driver;
-//                                            // _v3 of a driver_version 535.43 to 535.97 writes
-//                                            // 32-byte entries, as those drivers did);
+//              "processes": [4242,      // compute processes' pids (_v3; _v2 on the old driver;
+//                {"pid": 4343, "memory": B,    // _v3 of a driver_version 535.43 to 535.97 writes
+//                 "sm_util": 40}],             // 32-byte entries, as those drivers did), 1 GiB
+//                                            // each unless "memory" says (null: NOT_AVAILABLE);
 //                                            // a MIG instance's own in its entry. With
 //                                            // "unprivileged": true at the top, a GPU in MIG
-//                                            // mode answers NO_PERMISSION for its processes
+//                                            // mode answers NO_PERMISSION for its processes.
+//                                            // nvmlDeviceGetProcessUtilization samples those
+//                                            // with "sm_util" (NOT_FOUND without any;
+//                                            // NOT_SUPPORTED on a MIG device, or with
+//                                            // "no_process_utilization": true)
 //              "xids": [79, {"xid": 94, "gpu_instance": 5}],  // delivered once each, in
 //                                            // order (a MIG XID with its instance: never to
 //                                            // an unprivileged caller, as nvml.h says)
@@ -684,10 +689,19 @@ static nv::Return ComputeProcesses(const char* name, nv::Device device, unsigned
     *count = have;
     const bool cc = v3 && WritesCcEntries();
     for (unsigned int i = 0; i < have; ++i) {
-      const nv::ProcessInfo info{.pid = processes[i].get<unsigned int>(),
-                                 .used_gpu_memory = 1ull << 30,
-                                 .gpu_instance_id = 0xFFFFFFFFu,
-                                 .compute_instance_id = 0xFFFFFFFFu};
+      const json& process = processes[i];
+      const bool object = process.is_object();
+      unsigned long long memory = 1ull << 30;
+      if (object && process.contains("memory")) {
+        memory = process["memory"].is_null() ? ~0ull : process["memory"].get<unsigned long long>();
+      }
+      const nv::ProcessInfo info{
+          .pid = object ? process["pid"].get<unsigned int>() : process.get<unsigned int>(),
+          .used_gpu_memory = memory,
+          .gpu_instance_id = instance != nullptr
+                                 ? static_cast<unsigned int>(instance->value("gpu_instance", 0))
+                                 : 0xFFFFFFFFu,
+          .compute_instance_id = 0xFFFFFFFFu};
       if (cc) {
         // 0: no protected memory, so a reader that takes entries of 24 bytes sees pid 0.
         reinterpret_cast<ProcessInfoCc*>(infos)[i] = {info, 0};
@@ -710,6 +724,35 @@ nv::Return nvmlDeviceGetComputeRunningProcesses_v2(nv::Device device, unsigned i
   return ComputeProcesses(__func__, device, count, infos, /*v3=*/false);
 }
 #endif
+
+// The processes of the script with "sm_util", one sample each, stamped after lastSeenTimeStamp.
+nv::Return nvmlDeviceGetProcessUtilization(nv::Device device, nv::ProcessUtilizationSample* samples,
+                                           unsigned int* count, unsigned long long last_seen) {
+  Timed timed;
+  return DeviceCall(__func__, device, [&](const json& gpu) {
+    if (InstanceOf(gpu, device) != nullptr || gpu.value("no_process_utilization", false)) {
+      return nv::kErrorNotSupported;
+    }
+    std::vector<nv::ProcessUtilizationSample> have;
+    for (const json& process : gpu.value("processes", json::array())) {
+      if (!process.is_object() || !process.contains("sm_util")) continue;
+      have.push_back({.pid = process["pid"].get<unsigned int>(),
+                      .time_stamp = last_seen + 1,
+                      .sm_util = process["sm_util"].get<unsigned int>()});
+    }
+    if (have.empty()) {
+      *count = 0;
+      return nv::kErrorNotFound;
+    }
+    if (samples == nullptr || *count < have.size()) {
+      *count = static_cast<unsigned int>(have.size());
+      return nv::kErrorInsufficientSize;
+    }
+    *count = static_cast<unsigned int>(have.size());
+    std::copy(have.begin(), have.end(), samples);
+    return nv::kSuccess;
+  });
+}
 
 // A GPU's MIG layout as the event registrations remember it: its instances' ids and UUIDs.
 static std::string MigLayout(const json& gpu) {
