@@ -205,6 +205,16 @@ class Backend {
   // Precondition: gpu < gpus().size().
   virtual absl::StatusOr<std::vector<GpuProcess>> ReadProcesses(uint32_t gpu) = 0;
 
+  // ReadProcesses of every GPU g with read[g], into out[g] (the others' entries untouched). The
+  // default asks one GPU after another; DeadlineBackend asks them all at once, under one
+  // deadline. Preconditions: read.size() == out.size() == gpus().size().
+  virtual void ReadProcessesAll(const std::vector<bool>& read,
+                                absl::Span<absl::StatusOr<std::vector<GpuProcess>>> out) {
+    for (uint32_t gpu = 0; gpu < read.size(); ++gpu) {
+      if (read[gpu]) out[gpu] = ReadProcesses(gpu);
+    }
+  }
+
   // Resets GPU `gpu` as `nvidia-smi --gpu-reset` does: its volatile counters and its faults end,
   // and the engine sees the reset in them. Returns what the reset printed. Blocks until done (a
   // real reset runs a configured command for up to a minute); never called twice at once.

@@ -66,7 +66,7 @@ void DeadlineBackend::RunWorker(std::shared_ptr<Backend> inner, std::shared_ptr<
     if (read) {
       values.assign(fields.size(), FieldValue{});
       status = inner->Read(gpu, fields, now, absl::MakeSpan(values));
-    } else {  // a MIG call (RunOnWorker): it keeps its own results
+    } else {  // a MIG or process call (CallEach): it keeps its own results
       job(*inner);
       job = nullptr;
     }
@@ -128,7 +128,7 @@ absl::Status DeadlineBackend::AwaitJob(uint32_t gpu, absl::Time deadline) {
   Worker& worker = *workers_[gpu];
   absl::MutexLock lock(&worker.mutex);
   if (AwaitLocked(worker, deadline)) return absl::OkStatus();
-  return absl::DeadlineExceededError(fmt::format("the driver did not answer a MIG call within {}",
+  return absl::DeadlineExceededError(fmt::format("the driver did not answer a MIG or process call within {}",
                                                  absl::FormatDuration(timeout_)));
 }
 
@@ -140,15 +140,16 @@ absl::StatusOr<MigState> DeadlineBackend::ReadMig(uint32_t gpu) {
   return std::move(out[gpu]);
 }
 
-void DeadlineBackend::ReadMigAll(const std::vector<bool>& poll,
-                                 absl::Span<absl::StatusOr<MigState>> out) {
+template <typename T>
+void DeadlineBackend::CallEach(const std::vector<bool>& which, absl::Span<absl::StatusOr<T>> out,
+                               std::function<absl::StatusOr<T>(Backend&, uint32_t)> call) {
   // Each job owns its result (shared): after a missed deadline it may still run.
-  std::vector<std::shared_ptr<absl::StatusOr<MigState>>> results(workers_.size());
+  std::vector<std::shared_ptr<absl::StatusOr<T>>> results(workers_.size());
   for (uint32_t gpu = 0; gpu < workers_.size(); ++gpu) {
-    if (!poll[gpu]) continue;
-    auto result = std::make_shared<absl::StatusOr<MigState>>(absl::UnknownError("not read"));
+    if (!which[gpu]) continue;
+    auto result = std::make_shared<absl::StatusOr<T>>(absl::UnknownError("not read"));
     const absl::Status started =
-        StartJob(gpu, [result, gpu](Backend& inner) { *result = inner.ReadMig(gpu); });
+        StartJob(gpu, [result, gpu, call](Backend& inner) { *result = call(inner, gpu); });
     if (started.ok()) {
       results[gpu] = std::move(result);
     } else {
@@ -160,8 +161,28 @@ void DeadlineBackend::ReadMigAll(const std::vector<bool>& poll,
     if (results[gpu] == nullptr) continue;
     const absl::Status answered = AwaitJob(gpu, deadline);
     // Written before the worker went idle (under its mutex).
-    out[gpu] = answered.ok() ? std::move(*results[gpu]) : absl::StatusOr<MigState>(answered);
+    out[gpu] = answered.ok() ? std::move(*results[gpu]) : absl::StatusOr<T>(answered);
   }
+}
+
+void DeadlineBackend::ReadMigAll(const std::vector<bool>& poll,
+                                 absl::Span<absl::StatusOr<MigState>> out) {
+  CallEach<MigState>(poll, out, [](Backend& inner, uint32_t gpu) { return inner.ReadMig(gpu); });
+}
+
+absl::StatusOr<std::vector<GpuProcess>> DeadlineBackend::ReadProcesses(uint32_t gpu) {
+  std::vector<bool> read(workers_.size(), false);
+  read[gpu] = true;
+  std::vector<absl::StatusOr<std::vector<GpuProcess>>> out(workers_.size(),
+                                                           absl::UnknownError("not read"));
+  ReadProcessesAll(read, absl::MakeSpan(out));
+  return std::move(out[gpu]);
+}
+
+void DeadlineBackend::ReadProcessesAll(const std::vector<bool>& read,
+                                       absl::Span<absl::StatusOr<std::vector<GpuProcess>>> out) {
+  CallEach<std::vector<GpuProcess>>(
+      read, out, [](Backend& inner, uint32_t gpu) { return inner.ReadProcesses(gpu); });
 }
 
 absl::Status DeadlineBackend::ReadInstance(uint32_t gpu, const MigInstance& instance,

@@ -8,7 +8,8 @@
 // worker is detached with shared ownership of the inner backend, so nothing it touches is freed
 // under it; the process is normally exiting by then.
 //
-// Thread-safety: ReadAll()/Read() from one sampling thread at a time (Backend's contract);
+// Thread-safety: ReadAll()/Read() from one sampling thread at a time (Backend's contract; the
+// reset worker's ReadProcesses runs while sampling is paused);
 // StartEvents/StopEvents are passed through; timeouts() from any thread.
 #pragma once
 
@@ -38,11 +39,13 @@ class DeadlineBackend : public Backend {
                absl::Span<absl::Status> statuses) override;
   void StartEvents(EventSink* sink) override { inner_->StartEvents(sink); }
   void StopEvents() override { inner_->StopEvents(); }
+  // On the GPUs' workers under one deadline, as a read: a listing that hangs in the driver costs
+  // one deadline (DeadlineExceeded), and the GPU's worker stays busy until it returns.
+  absl::StatusOr<std::vector<GpuProcess>> ReadProcesses(uint32_t gpu) override;
+  void ReadProcessesAll(const std::vector<bool>& read,
+                        absl::Span<absl::StatusOr<std::vector<GpuProcess>>> out) override;
   // Passed through, unbounded: a reset is bounded by its own command's limit, and the engine's
   // reset worker, not the sampling thread, waits for it.
-  absl::StatusOr<std::vector<GpuProcess>> ReadProcesses(uint32_t gpu) override {
-    return inner_->ReadProcesses(gpu);
-  }
   absl::StatusOr<std::string> ResetGpu(uint32_t gpu) override { return inner_->ResetGpu(gpu); }
   // MIG calls run on the GPUs' workers, every GPU at once, bounded by one deadline as a read is
   // (a MIG call that hangs in the driver costs one deadline, and the GPU reads as stuck until it
@@ -87,6 +90,11 @@ class DeadlineBackend : public Backend {
   // Hands `job` to gpu's worker: DeadlineExceeded, changing nothing, while its last call is still
   // stuck. The job must own what it writes: after a missed deadline it may still run.
   absl::Status StartJob(uint32_t gpu, std::function<void(Backend&)> job);
+  // `call` of every GPU g with which[g] on its worker, all at once, into out[g] under one
+  // deadline: what ReadMigAll and ReadProcessesAll share.
+  template <typename T>
+  void CallEach(const std::vector<bool>& which, absl::Span<absl::StatusOr<T>> out,
+                std::function<absl::StatusOr<T>(Backend&, uint32_t)> call);
   // Waits for gpu's worker to finish its job until `deadline`: OK when it ran, DeadlineExceeded
   // when it missed the deadline.
   absl::Status AwaitJob(uint32_t gpu, absl::Time deadline);

@@ -53,6 +53,8 @@ class HangingBackend : public Backend {
   void StartEvents(EventSink*) override {}
   void StopEvents() override {}
   absl::StatusOr<std::vector<GpuProcess>> ReadProcesses(uint32_t gpu) override {
+    absl::MutexLock lock(&mutex_);
+    while (hung_[gpu]) changed_.Wait(&mutex_);
     return std::vector<GpuProcess>{{.pid = gpu + 100}};
   }
   absl::StatusOr<std::string> ResetGpu(uint32_t gpu) override {
@@ -128,6 +130,23 @@ TEST_F(DeadlineBackendTest, ReadsEveryGpuInPlace) {
 TEST_F(DeadlineBackendTest, ResetsAndProcessListsGoToTheInnerBackend) {
   EXPECT_THAT(*backend_->ReadProcesses(2), ::testing::ElementsAre(GpuProcess{.pid = 102}));
   EXPECT_EQ(*backend_->ResetGpu(1), "reset 1");
+}
+
+// Process lists are read on the workers under the deadline, as reads: a GPU whose listing hangs
+// costs one deadline and reads as stuck, the others' lists come.
+TEST_F(DeadlineBackendTest, ProcessListsOfAHungGpuTimeOutAndTheOthersCome) {
+  inner_->SetHung(1, true);
+  std::vector<absl::StatusOr<std::vector<GpuProcess>>> out(3, absl::UnknownError("unread"));
+  backend_->ReadProcessesAll({true, true, false}, absl::MakeSpan(out));
+  EXPECT_THAT(*out[0], ::testing::ElementsAre(GpuProcess{.pid = 100}));
+  EXPECT_EQ(out[1].status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(out[2].status().code(), absl::StatusCode::kUnknown) << "not asked: untouched";
+  EXPECT_EQ(backend_->timeouts(), 1u);
+  ReadAll();
+  EXPECT_EQ(statuses_[1].code(), absl::StatusCode::kDeadlineExceeded) << "stuck, for reads too";
+  inner_->SetHung(1, false);
+  ASSERT_TRUE(backend_->AwaitIdle(1, absl::InfiniteFuture()));
+  EXPECT_THAT(*backend_->ReadProcesses(1), ::testing::ElementsAre(GpuProcess{.pid = 101}));
 }
 
 TEST_F(DeadlineBackendTest, AHungGpuTimesOutOnceAndTheOthersKeepAnswering) {
