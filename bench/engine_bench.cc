@@ -39,7 +39,8 @@ namespace {
 // tick's measured cost is the engine's own.
 class ConstantBackend : public Backend {
  public:
-  explicit ConstantBackend(uint32_t gpus) {
+  // `processes`: the compute processes each GPU lists (with memory and SM share).
+  explicit ConstantBackend(uint32_t gpus, uint32_t processes = 0) : processes_(processes) {
     for (uint32_t i = 0; i < gpus; ++i) {
       gpus_.push_back({.index = i,
                        .uuid = "GPU-00000000-0000-0000-0000-00000000000" + std::to_string(i),
@@ -68,8 +69,13 @@ class ConstantBackend : public Backend {
   }
   void StartEvents(EventSink*) override {}
   void StopEvents() override {}
-  absl::StatusOr<std::vector<GpuProcess>> ReadProcesses(uint32_t) override {
-    return std::vector<GpuProcess>{};
+  absl::StatusOr<std::vector<GpuProcess>> ReadProcesses(uint32_t gpu) override {
+    std::vector<GpuProcess> processes;
+    for (uint32_t i = 0; i < processes_; ++i) {
+      processes.push_back(
+          {.pid = gpu * 1000 + i, .used_memory_bytes = (i + 1ull) << 28, .sm_util = i * 5 % 100});
+    }
+    return processes;
   }
   absl::StatusOr<std::string> ResetGpu(uint32_t) override {
     return absl::UnimplementedError("the benchmark's backend does not reset");
@@ -77,6 +83,7 @@ class ConstantBackend : public Backend {
 
  private:
   std::vector<GpuIdentity> gpus_;
+  uint32_t processes_ = 0;
 };
 
 EngineConfig EveryFieldEvery(absl::Duration interval) {
@@ -199,14 +206,16 @@ void BM_HistoryReadHourOfOneGpu(benchmark::State& state) {
 }
 BENCHMARK(BM_HistoryReadHourOfOneGpu)->Unit(benchmark::kMillisecond);
 
-// One tick of 8 GPUs with every field due; Arg: the NIC ports the engine also reads (a fake sysfs
+// One tick of 8 GPUs with every field due; Args: the NIC ports the engine also reads (a fake sysfs
 // tree of 8 InfiniBand rails and a dual-port RoCE HCA on a tmpfs-like temp dir), their state every
-// tick and their counters every 30th, as the network policy's defaults do (0: no network source).
+// tick and their counters every 30th, as the network policy's defaults do (0: no network source);
+// and the compute processes each GPU lists (read with GPU utilisation, every tick here).
 void BM_EngineTick(benchmark::State& state) {
   FakeClock clock;
   const EngineConfig config = EveryFieldEvery(absl::Seconds(1));
-  auto engine = Engine::Create({.node_name = "bench", .config = config, .clock = &clock},
-                               std::make_unique<ConstantBackend>(8));
+  auto engine =
+      Engine::Create({.node_name = "bench", .config = config, .clock = &clock},
+                     std::make_unique<ConstantBackend>(8, static_cast<uint32_t>(state.range(1))));
   testing::TempDir dir;
   const int ports = static_cast<int>(state.range(0));
   if (ports > 0) {
@@ -235,8 +244,9 @@ void BM_EngineTick(benchmark::State& state) {
   state.counters["fields"] = static_cast<double>(AllFields().size());
   state.counters["gpus"] = 8;
   state.counters["nic_ports"] = ports;
+  state.counters["processes_per_gpu"] = static_cast<double>(state.range(1));
 }
-BENCHMARK(BM_EngineTick)->Arg(0)->Arg(10)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_EngineTick)->Args({0, 0})->Args({10, 0})->Args({0, 16})->Unit(benchmark::kMicrosecond);
 
 #ifdef VIGIL_BENCH_NVML
 double ProcessCpuSeconds() {

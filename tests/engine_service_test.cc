@@ -86,6 +86,46 @@ TEST(EngineServiceTest, LatestValuesAndHistory) {
   }
 }
 
+// A GPU's compute processes come with its latest values and in every tick of a subscription,
+// over the real gRPC channel; unknown memory and SM share are -1; a process that ends is gone
+// from the next tick's list.
+TEST(EngineServiceTest, ProcessesComeWithTheLatestValuesAndEachTick) {
+  EngineFixture fixture;
+  ASSERT_TRUE(fixture.started());
+  fixture.sim().SetProcesses(1, {{.pid = 4242, .used_memory_bytes = 3ull << 30, .sm_util = 55},
+                                 {.pid = 4343, .gpu_instance = 2}});
+  auto client = fixture.Client(fixture.unix_address());
+  auto subscription = client->Subscribe({});
+  ReadUntil(*subscription, 3);
+  v1::GetLatestValuesRequest request;
+  request.add_gpus(1);
+  request.add_field_ids(203);
+  auto latest = client->GetLatestValues(request);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  ASSERT_EQ(latest->processes_size(), 1) << "the requested GPU's";
+  const v1::GpuProcesses& gpu1 = latest->processes(0);
+  EXPECT_EQ(gpu1.gpu(), 1u);
+  EXPECT_TRUE(gpu1.known());
+  ASSERT_EQ(gpu1.processes_size(), 2);
+  EXPECT_EQ(gpu1.processes(0).pid(), 4242u);
+  EXPECT_EQ(gpu1.processes(0).used_memory_bytes(), 3ll << 30);
+  EXPECT_EQ(gpu1.processes(0).sm_util(), 55);
+  EXPECT_EQ(gpu1.processes(0).gpu_instance(), -1);
+  EXPECT_EQ(gpu1.processes(1).used_memory_bytes(), -1) << "not said";
+  EXPECT_EQ(gpu1.processes(1).sm_util(), -1);
+  EXPECT_EQ(gpu1.processes(1).gpu_instance(), 2);
+
+  fixture.sim().SetProcesses(1, {});
+  bool gone = false;
+  for (int tick = 0; tick < 20 && !gone; ++tick) {
+    auto event = subscription->Next();
+    ASSERT_EQ(event.kind, TickSubscription::Event::kMessage) << event.error;
+    ASSERT_EQ(event.message->processes_size(), 4) << "every GPU's, for a subscription to all";
+    gone = event.message->processes(1).known() && event.message->processes(1).processes().empty();
+  }
+  EXPECT_TRUE(gone);
+}
+
 TEST(EngineServiceTest, BadRequestsGetInvalidArgumentWithAClearMessage) {
   EngineFixture fixture;
   ASSERT_TRUE(fixture.started());

@@ -170,6 +170,19 @@ std::string_view XidSeverityText(v1::XidSeverity severity) {
   }
 }
 
+void ToProto(uint32_t gpu, const GpuProcessList& list, v1::GpuProcesses* out) {
+  out->set_gpu(gpu);
+  out->set_known(list.known);
+  for (const GpuProcess& process : list.processes) {
+    v1::GpuProcess* entry = out->add_processes();
+    entry->set_pid(process.pid);
+    entry->set_gpu_instance(process.gpu_instance);
+    entry->set_used_memory_bytes(
+        process.used_memory_bytes ? static_cast<int64_t>(*process.used_memory_bytes) : -1);
+    entry->set_sm_util(process.sm_util ? static_cast<int32_t>(*process.sm_util) : -1);
+  }
+}
+
 void ToProto(const NicPortEntity& port, v1::NicPort* out) {
   out->set_name(port.name);
   out->set_pci_bus_id(port.pci_bus_id);

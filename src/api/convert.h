@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "fields/gpu_process.h"
 #include "fields/nic_port_entity.h"
 #include "fields/value.h"
 #include "vigil/v1/engine.pb.h"
@@ -14,6 +15,8 @@ namespace vigil {
 
 v1::ValueStatus ToProto(ValueStatus status);
 void ToProto(const NicPortEntity& port, v1::NicPort* out);
+// GPU `gpu`'s process list; unknown values (memory, SM share) as -1.
+void ToProto(uint32_t gpu, const GpuProcessList& list, v1::GpuProcesses* out);
 // The inverse; an unknown wire value (a newer engine) reads as kReadError.
 ValueStatus FromProto(v1::ValueStatus status);
 v1::FieldType ToProto(FieldType type);

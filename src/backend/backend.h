@@ -20,23 +20,10 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "backend/mig.h"
+#include "fields/gpu_process.h"
 #include "fields/value.h"
 
 namespace vigil {
-
-// A compute process on a GPU, as the driver lists it (nvmlProcessInfo_t, and its sample of
-// nvmlProcessUtilizationSample_t).
-struct GpuProcess {
-  uint32_t pid = 0;  // in the host's PID namespace
-  // The GPU (or instance) memory it holds; nullopt where the driver does not say
-  // (NVML_VALUE_NOT_AVAILABLE: a process in another container without the rights to see it).
-  std::optional<uint64_t> used_memory_bytes;
-  int32_t gpu_instance = -1;  // the MIG GPU instance it runs on; -1: the whole GPU
-  // Percent of the SMs' time it used over the driver's last sample; nullopt where the driver does
-  // not say (MIG instances, drivers without per-process utilisation).
-  std::optional<uint32_t> sm_util;
-  bool operator==(const GpuProcess&) const = default;
-};
 
 // What a GPU is, as discovered when the backend starts. Stable for the backend's lifetime, but
 // for its MIG layout.

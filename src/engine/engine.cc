@@ -333,12 +333,15 @@ void Engine::RunTick() {
   const MigTable& mig = changed_mig != nullptr ? *changed_mig : *previous->mig;
   PlanInstanceReads(changed_mig != nullptr);
   ReadInstances(mig, now);
+  std::shared_ptr<const std::vector<GpuProcessList>> processes =
+      reading ? ReadProcesses() : nullptr;
   if (reading) {
     absl::MutexLock lock(&sampling_mutex_);
     reads_in_flight_ = false;
   }
   KeepRealValues();
   std::shared_ptr<Snapshot> next = NextSnapshot(*previous, changed_mig, seq, now);
+  if (processes != nullptr) next->processes = std::move(processes);
   StoreTick(next.get(), last_xid, mig, changed_mig != nullptr);
   stats_.ticks.fetch_add(1, std::memory_order_relaxed);
   next->counters = Counters();  // before health: the kernel log's state is an input
@@ -403,6 +406,40 @@ void Engine::ReadGpus(absl::Time now) {
   if (width == 0) return;
   backend_->ReadAll(due_ids_, now, absl::MakeSpan(read_buffer_), absl::MakeSpan(read_statuses_));
   for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) NoteGpuRead(gpu, read_statuses_[gpu]);
+}
+
+std::shared_ptr<const std::vector<GpuProcessList>> Engine::ReadProcesses() {
+  if (std::find(due_ids_.begin(), due_ids_.end(), fid::kGpuUtil) == due_ids_.end()) {
+    return nullptr;
+  }
+  const uint32_t gpu_count = static_cast<uint32_t>(gpus().size());
+  std::vector<bool> read(gpu_count);
+  for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) read[gpu] = gpu_read_[gpu] == ValueStatus::kOk;
+  std::vector<absl::StatusOr<std::vector<GpuProcess>>> out(gpu_count,
+                                                           absl::UnknownError("not read"));
+  backend_->ReadProcessesAll(read, absl::MakeSpan(out));
+  process_read_failing_.resize(gpu_count, false);
+  auto lists = std::make_shared<std::vector<GpuProcessList>>(gpu_count);
+  for (uint32_t gpu = 0; gpu < gpu_count; ++gpu) {
+    if (!read[gpu]) continue;  // the GPU's read failed: said once by NoteGpuRead
+    if (out[gpu].ok()) {
+      (*lists)[gpu] = {.known = true, .processes = *std::move(out[gpu])};
+      if (process_read_failing_[gpu]) {
+        spdlog::info("GPU {} ({}): its compute processes are listed again", gpu, gpus()[gpu].uuid);
+      }
+      process_read_failing_[gpu] = false;
+      continue;
+    }
+    stats_.process_read_failures.fetch_add(1, std::memory_order_relaxed);
+    if (!process_read_failing_[gpu]) {  // once per failure, not every tick
+      spdlog::warn(
+          "GPU {} ({}): its compute processes cannot be listed ({}); per-process "
+          "series are left out until they can",
+          gpu, gpus()[gpu].uuid, MessageOf(out[gpu].status()));
+    }
+    process_read_failing_[gpu] = true;
+  }
+  return lists;
 }
 
 void Engine::PlanInstanceReads(bool mig_changed) {

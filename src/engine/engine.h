@@ -117,8 +117,9 @@ inline constexpr absl::Duration kMigPollInterval = absl::Seconds(5);
 // Counters for the engine's own health; read with relaxed ordering.
 struct EngineStats {
   std::atomic<uint64_t> ticks{0};
-  std::atomic<uint64_t> gpu_read_failures{0};  // GPU reads that failed as a whole
-  std::atomic<uint64_t> gpu_read_timeouts{0};  // ... of which the driver did not answer in time
+  std::atomic<uint64_t> gpu_read_failures{0};      // GPU reads that failed as a whole
+  std::atomic<uint64_t> gpu_read_timeouts{0};      // ... of which the driver did not answer in time
+  std::atomic<uint64_t> process_read_failures{0};  // GPU process lists that could not be read
   std::atomic<uint64_t> xid_events{0};
   std::atomic<uint64_t> xid_duplicates{0};  // a real XID from the second source, not counted
   std::atomic<uint64_t> last_tick_duration_ns{0};
@@ -266,6 +267,10 @@ class Engine : public EventSink, private ScenarioTarget {
   bool PlanReads(absl::Time now);
   // Reads due_ids_ of every GPU into read_buffer_ and notes how each read went.
   void ReadGpus(absl::Time now);
+  // Tick thread: every GPU's compute processes when GPU utilisation is due this tick (the
+  // per-process SM share belongs with it), else null (the last lists stay). A GPU whose read
+  // failed this tick, or whose list cannot be read, is unknown; each failure is logged once.
+  std::shared_ptr<const std::vector<GpuProcessList>> ReadProcesses();
   // The per-instance fields due: all of them after a MIG change, else the due ones.
   void PlanInstanceReads(bool mig_changed);
   // Keeps the real (pre-injection) readings, for validating counter injections.
@@ -295,8 +300,9 @@ class Engine : public EventSink, private ScenarioTarget {
   // Owned by the tick thread (RunTick).
   SamplingSchedule schedule_;
   uint64_t last_seq_ = 0;
-  std::vector<ValueStatus> gpu_read_;  // per GPU, see Snapshot::gpu_read
-  std::vector<size_t> due_;            // scratch
+  std::vector<ValueStatus> gpu_read_;       // per GPU, see Snapshot::gpu_read
+  std::vector<bool> process_read_failing_;  // per GPU: its process list failed last time
+  std::vector<size_t> due_;                 // scratch
   std::vector<FieldId> due_ids_;
   std::vector<size_t> due_index_;
   std::vector<FieldValue> read_buffer_;      // gpu-major: due_ids_.size() values per GPU

@@ -12,6 +12,7 @@
 
 #include "absl/time/time.h"
 #include "fields/catalogue.h"
+#include "fields/gpu_process.h"
 #include "fields/mig_entity.h"
 #include "fields/nic_port_entity.h"
 #include "fields/value.h"
@@ -105,6 +106,9 @@ struct Snapshot {
   ValueStatus gpu_read_status(uint32_t gpu) const {
     return gpu < gpu_read.size() ? gpu_read[gpu] : ValueStatus::kOk;
   }
+  // Per GPU, its compute processes as last read (when GPU utilisation was due); null before the
+  // first read.
+  std::shared_ptr<const std::vector<GpuProcessList>> processes;
   // The NIC ports the engine's sources read, as of this tick (null where it reads none).
   std::shared_ptr<const std::vector<NicPortEntity>> nic_ports;
   // The health verdict computed from this snapshot (same seq), and what changed at this tick.

@@ -94,6 +94,19 @@ void ToProto(const HealthTransition& transition, v1::HealthTransition* out) {
   out->set_node(transition.node_level);
 }
 
+void AppendProcesses(const Snapshot& snapshot, const std::vector<uint32_t>& gpus,
+                     google::protobuf::RepeatedPtrField<v1::GpuProcesses>* out) {
+  if (snapshot.processes == nullptr) return;
+  const auto add = [&](uint32_t gpu) {
+    if (gpu < snapshot.processes->size()) ToProto(gpu, (*snapshot.processes)[gpu], out->Add());
+  };
+  if (gpus.empty()) {
+    for (uint32_t gpu = 0; gpu < snapshot.processes->size(); ++gpu) add(gpu);
+  } else {
+    for (uint32_t gpu : gpus) add(gpu);
+  }
+}
+
 void AppendValues(const Snapshot& snapshot, const std::vector<uint32_t>& gpus,
                   const std::vector<size_t>& fields, bool include_mig_instances,
                   google::protobuf::RepeatedPtrField<v1::FieldValue>* out) {

@@ -27,6 +27,10 @@ void ToProto(const Snapshot::Counters& counters, v1::EngineCounters* out);
 // Appends the latest value of each (gpu, field index), GPU-major, to `out`; with
 // include_mig_instances, each GPU's values are followed by those of its MIG GPU instances (the
 // fields sampled per instance, gpu_instance set).
+// The compute processes of `gpus` (all when empty) as `snapshot` last read them; nothing before
+// the engine's first read.
+void AppendProcesses(const Snapshot& snapshot, const std::vector<uint32_t>& gpus,
+                     google::protobuf::RepeatedPtrField<v1::GpuProcesses>* out);
 void AppendValues(const Snapshot& snapshot, const std::vector<uint32_t>& gpus,
                   const std::vector<size_t>& fields, bool include_mig_instances,
                   google::protobuf::RepeatedPtrField<v1::FieldValue>* out);

@@ -238,6 +238,7 @@ grpc::ServerUnaryReactor* EngineService::GetLatestValues(grpc::CallbackServerCon
   response->set_timestamp_us(latest->seq == 0 ? 0 : absl::ToUnixMicros(latest->time));
   AppendValues(*latest, *gpus, *fields, request->include_mig_instances(),
                response->mutable_values());
+  AppendProcesses(*latest, *gpus, response->mutable_processes());
   return Finish(context, absl::OkStatus());
 }
 

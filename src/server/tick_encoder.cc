@@ -50,6 +50,7 @@ std::shared_ptr<const std::string> TickEncoder::Encode(const Snapshot& snapshot,
   if (snapshot.nic_ports != nullptr) {
     for (const NicPortEntity& port : *snapshot.nic_ports) ToProto(port, update.add_nic_ports());
   }
+  AppendProcesses(snapshot, filter.gpus, update.mutable_processes());
   if (filter.include_health && snapshot.health != nullptr) {
     ToProto(*snapshot.health, instance_id_, filter.gpus, update.mutable_health());
   }
