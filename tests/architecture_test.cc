@@ -74,10 +74,9 @@ const std::map<std::string, Modules>& Allowed() {
 
 const Modules kEngineSide = {"backend", "kmsg",   "network", "nvswitch", "sampling",
                              "health",  "inject", "engine",  "recorder", "server"};
-const Modules kClients = {"client",      "kube",      "podresources", "exporter",
-                          "healthcheck", "webconfig", "remediator",   "drill",
-                          "report",      "cli",       "dra",          "procmetrics",
-                          "pidmap"};
+const Modules kClients = {"client",    "kube",        "podresources", "exporter", "healthcheck",
+                          "webconfig", "remediator",  "drill",        "report",   "cli",
+                          "dra",       "procmetrics", "pidmap"};
 
 std::string Join(const Modules& modules) {
   std::string out;

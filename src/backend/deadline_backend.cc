@@ -128,8 +128,8 @@ absl::Status DeadlineBackend::AwaitJob(uint32_t gpu, absl::Time deadline) {
   Worker& worker = *workers_[gpu];
   absl::MutexLock lock(&worker.mutex);
   if (AwaitLocked(worker, deadline)) return absl::OkStatus();
-  return absl::DeadlineExceededError(fmt::format("the driver did not answer a MIG or process call within {}",
-                                                 absl::FormatDuration(timeout_)));
+  return absl::DeadlineExceededError(fmt::format(
+      "the driver did not answer a MIG or process call within {}", absl::FormatDuration(timeout_)));
 }
 
 absl::StatusOr<MigState> DeadlineBackend::ReadMig(uint32_t gpu) {

@@ -19,14 +19,21 @@ absl::Status Malformed(const std::string& path, std::string_view what) {
   return absl::DataLossError(fmt::format("{}: {}", path, what));
 }
 
-// stat: the fields after the command name, which is in parentheses and may hold anything.
-void ReadStat(const std::string& proc_root, int64_t ticks, int64_t page_size, ProcessStats* stats) {
-  const std::string path = proc_root + "/self/stat";
+// The text of `path`; nullopt, with the reason noted in `stats`, when it cannot be read.
+std::optional<std::string> ReadOrNote(const std::string& path, ProcessStats* stats) {
   auto text = ReadFile(path);
   if (!text.ok()) {
     stats->errors.push_back(text.status());
-    return;
+    return std::nullopt;
   }
+  return *std::move(text);
+}
+
+// stat: the fields after the command name, which is in parentheses and may hold anything.
+void ReadStat(const std::string& proc_root, int64_t ticks, int64_t page_size, ProcessStats* stats) {
+  const std::string path = proc_root + "/self/stat";
+  const std::optional<std::string> text = ReadOrNote(path, stats);
+  if (!text) return;
   const size_t close = text->rfind(')');
   if (close == std::string::npos) {
     stats->errors.push_back(Malformed(path, "no ')' after the command name"));
@@ -52,11 +59,8 @@ void ReadStat(const std::string& proc_root, int64_t ticks, int64_t page_size, Pr
   stats->resident_memory_bytes = *rss * static_cast<uint64_t>(page_size);
   // The start time is in ticks since boot: the epoch's needs the boot time (/proc/stat btime).
   const std::string boot_path = proc_root + "/stat";
-  auto boot = ReadFile(boot_path);
-  if (!boot.ok()) {
-    stats->errors.push_back(boot.status());
-    return;
-  }
+  const std::optional<std::string> boot = ReadOrNote(boot_path, stats);
+  if (!boot) return;
   for (std::string_view line : Split(*boot, '\n')) {
     if (!line.starts_with("btime ")) continue;
     if (auto btime = ParseUint64(Trim(line.substr(6)))) {
@@ -71,11 +75,8 @@ void ReadStat(const std::string& proc_root, int64_t ticks, int64_t page_size, Pr
 // limits: "Max open files  1048576  1048576  files" (the soft limit first; "unlimited").
 void ReadLimits(const std::string& proc_root, ProcessStats* stats) {
   const std::string path = proc_root + "/self/limits";
-  auto text = ReadFile(path);
-  if (!text.ok()) {
-    stats->errors.push_back(text.status());
-    return;
-  }
+  const std::optional<std::string> text = ReadOrNote(path, stats);
+  if (!text) return;
   const auto soft = [](std::string_view rest) -> std::optional<uint64_t> {
     rest = Trim(rest);
     const std::string_view value = rest.substr(0, rest.find(' '));
@@ -114,11 +115,8 @@ void CountFds(const std::string& proc_root, ProcessStats* stats) {
 // net/netstat: a header line and a value line per group; IpExt's InOctets and OutOctets.
 void ReadNetstat(const std::string& proc_root, ProcessStats* stats) {
   const std::string path = proc_root + "/self/net/netstat";
-  auto text = ReadFile(path);
-  if (!text.ok()) {
-    stats->errors.push_back(text.status());
-    return;
-  }
+  const std::optional<std::string> text = ReadOrNote(path, stats);
+  if (!text) return;
   std::vector<std::string_view> names;
   for (std::string_view line : Split(*text, '\n')) {
     if (!line.starts_with("IpExt:")) continue;
