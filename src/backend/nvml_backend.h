@@ -111,8 +111,9 @@ class NvmlBackend : public Backend {
     nvml::Device gpm_parent = nullptr;
     unsigned int gpm_gpu_instance = 0;
     std::string mig_uuid;  // the MIG device's UUID when this state was made
-    // The GPU's MIG GPU instances as ReadMig last found them, by GPU instance id (touched only
-    // by the sampling thread, which also reads them).
+    // The GPU's MIG GPU instances as ReadMig last found them, by GPU instance id: written by
+    // ReadMig, read by the instance reads and ReadProcesses, all on the GPU's reading thread
+    // (DeadlineBackend's worker for it; the reset worker only while sampling is paused).
     std::map<uint32_t, std::unique_ptr<GpuState>> mig_instances;
   };
   class Reader;

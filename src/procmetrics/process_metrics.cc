@@ -172,8 +172,9 @@ ProcessStats ReadOwnProcessStats() {
 
 void AppendProcessMetrics(const ProcessStats& stats, std::string* out) {
   PrometheusText text(out);
-  const auto seconds = [&](std::string_view name, std::string_view help,
-                           const std::optional<double>& value, MetricType type) {
+  // One family of one sample, in the same argument order for seconds and whole numbers.
+  const auto seconds = [&](std::string_view name, MetricType type, std::string_view help,
+                           const std::optional<double>& value) {
     if (!value) return;
     text.Family(name, type, help);
     text.Sample(name, {}, *value, 2);
@@ -184,8 +185,8 @@ void AppendProcessMetrics(const ProcessStats& stats, std::string* out) {
     text.Family(name, type, help);
     text.Sample(name, {}, *value);
   };
-  seconds("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
-          stats.cpu_seconds, MetricType::kCounter);
+  seconds("process_cpu_seconds_total", MetricType::kCounter,
+          "Total user and system CPU time spent in seconds.", stats.cpu_seconds);
   whole("process_max_fds", MetricType::kGauge, "Maximum number of open file descriptors.",
         stats.max_fds);
   whole("process_network_receive_bytes_total", MetricType::kCounter,
@@ -195,8 +196,8 @@ void AppendProcessMetrics(const ProcessStats& stats, std::string* out) {
   whole("process_open_fds", MetricType::kGauge, "Number of open file descriptors.", stats.open_fds);
   whole("process_resident_memory_bytes", MetricType::kGauge, "Resident memory size in bytes.",
         stats.resident_memory_bytes);
-  seconds("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
-          stats.start_time_seconds, MetricType::kGauge);
+  seconds("process_start_time_seconds", MetricType::kGauge,
+          "Start time of the process since unix epoch in seconds.", stats.start_time_seconds);
   whole("process_virtual_memory_bytes", MetricType::kGauge, "Virtual memory size in bytes.",
         stats.virtual_memory_bytes);
   whole("process_virtual_memory_max_bytes", MetricType::kGauge,
