@@ -60,9 +60,17 @@ std::optional<PodCgroup> PodOfPath(std::string_view path) {
     bool under_kubepods = false;
     if (segment.starts_with("pod")) {
       uid = PodUid(segment.substr(3));  // cgroupfs: .../kubepods[/QOS]/pod<uid>/<container>
+      // Read from a pod with a cgroup namespace of its own, the path is relative to the reader's
+      // container, which is under kubepods: "/../../[QOS/]pod<uid>/<container>".
+      bool climbs_out_of_a_pod = i > 0 && segments[1] == "..";
       for (size_t j = 0; j < i; ++j) {
         under_kubepods |= segments[j].find("kubepods") != std::string_view::npos;
+        if (j > 0 && segments[j] != ".." && segments[j] != "besteffort" &&
+            segments[j] != "burstable") {
+          climbs_out_of_a_pod = false;
+        }
       }
+      under_kubepods |= climbs_out_of_a_pod;
     } else if (segment.ends_with(".slice")) {
       // systemd: [kubelet-]kubepods[-QOS]-pod<uid>.slice (the slice names its parents)
       const size_t pod = segment.rfind("-pod");
@@ -120,6 +128,16 @@ absl::StatusOr<PodCgroup> PodOfPid(const std::string& proc_root, uint32_t pid) {
   auto pod = ParseProcCgroup(*text);
   if (!pod.ok()) return WithContext(pod.status(), path);
   return pod;
+}
+
+absl::Status CheckHostProcRoot(const std::string& proc_root) {
+  auto comm = ReadFile(proc_root + "/2/comm");
+  if (comm.ok() && Trim(*comm) == "kthreadd") return absl::OkStatus();
+  return absl::FailedPreconditionError(fmt::format(
+      "{} does not show the host's processes (its pid 2 is not kthreadd), and the pids NVML "
+      "gives are the host's: mount the host's /proc read-only (e.g. at /host/proc) and pass "
+      "--proc-root /host/proc, or run the pod with hostPID",
+      proc_root));
 }
 
 }  // namespace vigil::pidmap

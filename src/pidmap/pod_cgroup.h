@@ -29,4 +29,10 @@ absl::StatusOr<PodCgroup> ParseProcCgroup(std::string_view text);
 // NotFound also when the process is gone (it may exit between the GPU's list and this read).
 absl::StatusOr<PodCgroup> PodOfPid(const std::string& proc_root, uint32_t pid);
 
+// OK when PROC_ROOT shows the host's processes, as the pids NVML gives are the host's whatever
+// the caller's PID namespace (the driver knows no namespaces): only there is pid 2 the kernel's
+// kthreadd. FailedPrecondition, saying what to mount, when it is a container's own /proc — where
+// a GPU process's pid is absent or another process's, and every lookup would be wrong.
+absl::Status CheckHostProcRoot(const std::string& proc_root);
+
 }  // namespace vigil::pidmap

@@ -46,6 +46,13 @@ TEST(PodCgroupTest, EachLayoutTheKubeletWritesNamesItsPodAndContainer) {
        {"0123456789abcdef0123456789abcdef", kId}},
       // The pod's own cgroup (its sandbox's processes, or a path cut short): no container.
       {"0::/kubepods/besteffort/pod" + kUid + "\n", {kUid, ""}},
+      // Read by a pod in a cgroup namespace of its own (containerd's default on v2), the path is
+      // relative to the reader's container and climbs out of it: systemd and cgroupfs drivers.
+      {"0::/../../../kubepods-besteffort.slice/kubepods-besteffort-pod" + kSystemdUid +
+           ".slice/cri-containerd-" + kId + ".scope\n",
+       {kUid, kId}},
+      {"0::/../../../besteffort/pod" + kUid + "/" + kId + "\n", {kUid, kId}},
+      {"0::/../../pod" + kUid + "/" + kId + "\n", {kUid, kId}},
   };
   for (const auto& [text, want] : cases) {
     auto pod = ParseProcCgroup(text);
@@ -90,6 +97,20 @@ TEST(PodCgroupTest, AProcessIsReadFromTheProcRootAndOneThatIsGoneIsNotFound) {
   std::ofstream(dir.File("4242/cgroup")) << "garbage\n";
   auto bad = PodOfPid(dir.path().string(), 4242);
   EXPECT_THAT(bad.status().message(), HasSubstr("4242/cgroup: not a cgroup line"));
+}
+
+// Only the host's /proc can look NVML's pids up: a container's own is refused with what to mount.
+TEST(PodCgroupTest, OnlyAProcRootOfTheHostsPidNamespaceIsAccepted) {
+  testing::TempDir dir;
+  const std::string root = dir.path().string();
+  auto none = CheckHostProcRoot(root);
+  EXPECT_TRUE(absl::IsFailedPrecondition(none)) << none;
+  EXPECT_THAT(none.message(), HasSubstr("--proc-root /host/proc"));
+  std::filesystem::create_directories(dir.File("2"));
+  std::ofstream(dir.File("2/comm")) << "sleep\n";  // a container's pid 2
+  EXPECT_TRUE(absl::IsFailedPrecondition(CheckHostProcRoot(root)));
+  std::ofstream(dir.File("2/comm")) << "kthreadd\n";
+  EXPECT_TRUE(CheckHostProcRoot(root).ok());
 }
 
 TEST(PidmapFuzzTest, AnyFileGivesAWellFormedPodOrOneCleanLine) {

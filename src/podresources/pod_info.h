@@ -24,6 +24,10 @@ struct PodInfo {
   std::string pod, namespace_name, container;
   std::string uid;  // not in the kubelet's answer: from the API server (kube/pod_uids.h), or ""
   std::optional<DraAllocation> dra;  // held through a ResourceClaim (not a device plugin)
+  // The replica of a time-sliced or shared GPU the device plugin gave: "3" of the NVIDIA plugin's
+  // "GPU-…::3" or of GKE's "nvidia0/vgpu3"; "" for a whole device. dcgm-exporter's vgpu label
+  // (with --kubernetes-virtual-gpus).
+  std::string vgpu;
 };
 // Device (a GPU's UUID, or a MIG device's id) -> the containers the kubelet gave it to (several
 // when the GPU is time-sliced or shared), in the kubelet's order.

@@ -21,15 +21,24 @@ GpuPodMap MapPods(const ::v1::ListPodResourcesResponse& response, size_t* mig_de
         const bool mig_resource = resource.starts_with("nvidia.com/mig-");
         if (!mig_resource && !resource.starts_with("nvidia.com/gpu")) continue;
         for (std::string id : devices.device_ids()) {
-          if (const size_t replica = id.find("::"); replica != std::string::npos)
-            id.resize(replica);
+          // A shared GPU's replica: the device is the GPU (or MIG device) before the suffix.
+          std::string vgpu;
+          for (const std::string_view separator : {"::", "/vgpu"}) {
+            if (const size_t replica = id.find(separator); replica != std::string::npos) {
+              vgpu = id.substr(replica + separator.size());
+              id.resize(replica);
+            }
+          }
           // Device plugins name devices by UUID ("GPU-…", "MIG-…"); some (GKE's) by device name
           // ("nvidia0", "nvidia0/gi3"), which --kubernetes-gpu-id-type device-name matches.
           if (!id.starts_with("GPU-") && !id.starts_with("MIG-") && !id.starts_with("nvidia")) {
             continue;
           }
           if (id.starts_with("MIG-") || id.find("/gi") != std::string::npos) ++*mig_devices;
-          pods[id].push_back(PodInfo{pod.name(), pod.namespace_(), container.name()});
+          pods[id].push_back(PodInfo{.pod = pod.name(),
+                                     .namespace_name = pod.namespace_(),
+                                     .container = container.name(),
+                                     .vgpu = std::move(vgpu)});
         }
       }
       // DRA: every device of every claim, under its driver/pool/device until the caller knows

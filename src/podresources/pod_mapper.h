@@ -34,11 +34,11 @@ struct PodMapperOptions {
 
 // Maps one List response to device -> containers: whole GPUs by UUID ("GPU-…", the NVIDIA
 // device plugin's device IDs for nvidia.com/gpu and nvidia.com/gpu.shared, also with a
-// time-slicing replica suffix "::N"), MIG devices by their id (the MIG device UUID "MIG-…", or
-// "MIG-GPU-<uuid>/<gi>/<ci>" from drivers before R470), under nvidia.com/mig-<profile> (the
-// device plugin's "mixed" strategy) or nvidia.com/gpu ("single"); device plugins that name devices
-// by device name (GKE's "nvidia0", "nvidia0/gi3") keep those ids. *mig_devices: how many MIG
-// devices are held.
+// time-slicing replica suffix "::N" or GKE's "/vgpuN", kept in PodInfo::vgpu), MIG devices by their
+// id (the MIG device UUID "MIG-…", or "MIG-GPU-<uuid>/<gi>/<ci>" from drivers before R470), under
+// nvidia.com/mig-<profile> (the device plugin's "mixed" strategy) or nvidia.com/gpu ("single");
+// device plugins that name devices by device name (GKE's "nvidia0", "nvidia0/gi3") keep those ids.
+// *mig_devices: how many MIG devices are held.
 GpuPodMap MapPods(const ::v1::ListPodResourcesResponse& response, size_t* mig_devices);
 // The parent GPU's UUID of a MIG device id in the old "MIG-GPU-<uuid>/<gi>/<ci>" form; "" for
 // any other id (a MIG UUID names no parent: ListGpus does).

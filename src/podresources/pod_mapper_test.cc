@@ -50,6 +50,29 @@ TEST(MapPodsTest, WholeGpusSharedGpusAndMigDevicesInEveryIdForm) {
   EXPECT_EQ(MigParentUuid("MIG-1111"), "");
 }
 
+// A shared GPU's replicas are the GPU, each pod with the replica it holds (dcgm-exporter's vgpu
+// label): the NVIDIA device plugin's "::N" (also on EKS's MIG ids) and GKE's "/vgpuN".
+TEST(MapPodsTest, SharedGpuReplicasAreTheGpuWithTheirReplica) {
+  ::v1::ListPodResourcesResponse response;
+  Add(&response, "slice-3", "nvidia.com/gpu", {"GPU-bbbb::3"});
+  Add(&response, "gke", "nvidia.com/gpu", {"nvidia0/vgpu5"});
+  Add(&response, "gke-mig", "nvidia.com/gpu", {"nvidia1/gi2/vgpu0"});
+  Add(&response, "eks-mig", "nvidia.com/mig-1g.10gb", {"MIG-5555::7"});
+  Add(&response, "whole", "nvidia.com/gpu", {"GPU-aaaa"});
+  size_t mig = 0;
+  const GpuPodMap pods = MapPods(response, &mig);
+  const auto vgpu_of = [&](const std::string& device) {
+    auto it = pods.find(device);
+    return it == pods.end() || it->second.size() != 1 ? "<not one pod>" : it->second[0].vgpu;
+  };
+  EXPECT_EQ(vgpu_of("GPU-bbbb"), "3");
+  EXPECT_EQ(vgpu_of("nvidia0"), "5");
+  EXPECT_EQ(vgpu_of("nvidia1/gi2"), "0");
+  EXPECT_EQ(vgpu_of("MIG-5555"), "7");
+  EXPECT_EQ(vgpu_of("GPU-aaaa"), "");
+  EXPECT_EQ(mig, 2u);
+}
+
 // A pod holding a device through a ResourceClaim (pod-resources' dynamic_resources).
 void AddClaim(::v1::ListPodResourcesResponse* response, const std::string& name,
               const std::string& claim, const std::string& driver, const std::string& device) {
