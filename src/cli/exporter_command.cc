@@ -30,6 +30,8 @@ struct ExporterFlags {
   bool kubernetes = false;
   bool pod_uid = false;
   bool dra = false;
+  bool virtual_gpus = false;
+  std::string proc_root = "/proc";
   std::string service_account_dir = std::string(kube::InClusterKube::kServiceAccountDir);
   std::string gpu_id_type = "uid";
   bool no_hostname = false;
@@ -64,6 +66,7 @@ int RunExporter(const ExporterFlags& flags) {
   // The options that read the API server: pod UIDs, and the DRA driver's ResourceSlices.
   for (const auto& [wanted, flag, reads] :
        {std::tuple{flags.pod_uid, "--kubernetes-enable-pod-uid", "pod UIDs"},
+        std::tuple{flags.virtual_gpus, "--kubernetes-virtual-gpus", "pod UIDs"},
         std::tuple{flags.dra, "--kubernetes-enable-dra", "this node's ResourceSlices"}}) {
     if (!wanted) continue;
     if (!flags.kubernetes) {
@@ -84,6 +87,8 @@ int RunExporter(const ExporterFlags& flags) {
   }
   options.pod_uid = flags.pod_uid;
   options.dra = flags.dra;
+  options.virtual_gpus = flags.virtual_gpus;
+  options.proc_root = flags.proc_root;
   options.pods.socket_path = flags.pod_resources_socket;
   const std::pair<const char*, const std::string*> durations[] = {
       {"--pod-refresh", &flags.pod_refresh},
@@ -169,9 +174,22 @@ CommandRunner AddExporterCommand(CLI::App* parent) {
                  "resourceslices list and watch)")
       ->envname("KUBERNETES_ENABLE_DRA");
   command
+      ->add_flag("--kubernetes-virtual-gpus", flags->virtual_gpus,
+                 "For GPUs and MIG instances several containers share (time-slicing, MPS): "
+                 "each series once per container, and DCGM_FI_DEV_FB_USED and "
+                 "DCGM_FI_DEV_GPU_UTIL per pod from its processes (with -k; reads --proc-root "
+                 "and this node's pod UIDs from the API server: pods list and watch)")
+      ->envname("KUBERNETES_VIRTUAL_GPUS");
+  command
+      ->add_option("--proc-root", flags->proc_root,
+                   "The host's /proc (mounted read-only in a container), where the GPUs' "
+                   "processes are looked up for --kubernetes-virtual-gpus")
+      ->capture_default_str();
+  command
       ->add_option("--service-account-dir", flags->service_account_dir,
                    "Where the pod's service account token and CA are mounted (for "
-                   "--kubernetes-enable-pod-uid and --kubernetes-enable-dra)")
+                   "--kubernetes-enable-pod-uid, --kubernetes-virtual-gpus and "
+                   "--kubernetes-enable-dra)")
       ->capture_default_str();
   command
       ->add_option("--kubernetes-gpu-id-type", flags->gpu_id_type,

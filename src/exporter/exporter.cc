@@ -7,6 +7,7 @@
 #include "common/status.h"
 #include "common/thread.h"
 #include "fmt/format.h"
+#include "pidmap/pod_cgroup.h"
 #include "spdlog/spdlog.h"
 
 namespace vigil {
@@ -25,6 +26,12 @@ constexpr char kMetricsType[] = "text/plain; version=0.0.4; charset=utf-8";
 
 absl::StatusOr<std::unique_ptr<Exporter>> Exporter::Start(ExporterOptions options,
                                                           std::unique_ptr<EngineClient> client) {
+  if (options.kubernetes && options.virtual_gpus) {
+    // Processes looked up in a container's own /proc would be absent or someone else's.
+    if (absl::Status host = pidmap::CheckHostProcRoot(options.proc_root); !host.ok()) {
+      return WithContext(host, "--kubernetes-virtual-gpus");
+    }
+  }
   auto counters = LoadCounters(options.collectors_path);
   if (!counters.ok()) return counters.status();
   for (const std::string& warning : counters->warnings) spdlog::warn("{}", warning);
@@ -90,7 +97,8 @@ Exporter::Exporter(ExporterOptions options, std::unique_ptr<EngineClient> client
     PodMapperOptions pods = options_.pods;
     pods.clock = options_.clock;
     pods_ = std::make_unique<PodMapper>(pods);
-    if (options_.pod_uid && options_.kube != nullptr) {
+    // The per-pod usage of shared GPUs joins processes to pods by UID, as cgroups name them.
+    if ((options_.pod_uid || options_.virtual_gpus) && options_.kube != nullptr) {
       pod_uids_ =
           std::make_unique<kube::PodUids>(options_.kube, options_.node_name, options_.clock);
     }
@@ -206,8 +214,12 @@ void Exporter::FollowTicks() {
         dropped_ticks_.fetch_add(tick.dropped_ticks() - stream_dropped, std::memory_order_relaxed);
         stream_dropped = tick.dropped_ticks();
       }
+      // The pods of the GPUs' processes, read from /proc before taking the lock.
+      ProcessPods process_pods;
+      if (options_.virtual_gpus) process_pods = LookUpProcessPodsOf(tick);
       {
         absl::MutexLock lock(&mutex_);
+        view_.process_pods = std::move(process_pods);
         if (info) {
           const bool new_instance = view_.info.instance_id() != info->instance_id();
           view_.info = std::move(*info);
@@ -282,6 +294,24 @@ void Exporter::FollowEvents() {
   events_ = nullptr;
 }
 
+ProcessPods Exporter::LookUpProcessPodsOf(const v1::TickUpdate& tick) {
+  std::string error;
+  ProcessPods pods = LookUpProcessPods(options_.proc_root, tick.processes(), &error);
+  if (!pods.untold.empty()) {
+    process_lookup_errors_.fetch_add(pods.untold.size(), std::memory_order_relaxed);
+  }
+  if (!error.empty() && !lookup_failing_) {
+    spdlog::warn(
+        "exporter: cannot tell the pod of {} GPU process(es) ({}); the per-pod usage of the GPUs "
+        "they run on is not served until it can be told",
+        pods.untold.size(), error);
+  } else if (error.empty() && lookup_failing_) {
+    spdlog::info("exporter: the pods of the GPUs' processes can be told again");
+  }
+  lookup_failing_ = !error.empty();
+  return pods;
+}
+
 void Exporter::CheckFreshnessLocked() {
   const absl::Time now = options_.clock->Now();
   if (view_.engine_up && now - last_tick_ > stale_after_) {
@@ -327,11 +357,12 @@ void Exporter::RenderLocked() {
           },
           &current);
     }
-    for (const auto& [device, pods] : current) {
-      if (pods.empty()) continue;
-      PodInfo& pod = view_.pods[device] = pods.back();
-      if (pod_uids_ != nullptr) pod.uid = pod_uids_->UidOf(pod.namespace_name, pod.pod);
+    if (pod_uids_ != nullptr) {
+      for (auto& [device, pods] : current) {
+        for (PodInfo& pod : pods) pod.uid = pod_uids_->UidOf(pod.namespace_name, pod.pod);
+      }
     }
+    view_.pods = std::move(current);
   }
   RenderOptions render{
       .hostname_label = options_.hostname_label,
@@ -340,7 +371,8 @@ void Exporter::RenderLocked() {
       .clock_events_window_ms = absl::ToInt64Milliseconds(options_.clock_events_window),
       .gpu_id_type = options_.gpu_id_type,
       .old_namespace = options_.old_namespace,
-      .pod_uid = options_.kubernetes && options_.pod_uid};
+      .pod_uid = options_.kubernetes && options_.pod_uid,
+      .virtual_gpus = options_.kubernetes && options_.virtual_gpus};
   body_ = std::make_shared<const std::string>(RenderMetrics(*counters_, view_, render));
   // The same bytes in a memory file, for sendfile; without one (out of descriptors) scrapes send
   // the string.
@@ -461,6 +493,12 @@ std::string Exporter::ProcessMetrics() {
   if (pods_ != nullptr) {
     text.Single("vigil_exporter_pod_mapping_errors_total", MetricType::kCounter,
                 "Failed refreshes of pod attribution from the kubelet.", pods_->errors());
+  }
+  if (options_.virtual_gpus) {
+    text.Single("vigil_exporter_process_pod_lookup_errors_total", MetricType::kCounter,
+                "GPU processes whose pod could not be told from /proc (their GPU's per-pod usage "
+                "was not served), counted per engine tick.",
+                process_lookup_errors_.load(std::memory_order_relaxed));
   }
   if (pod_uids_ != nullptr) {
     text.Single("vigil_exporter_pod_uid_errors_total", MetricType::kCounter,

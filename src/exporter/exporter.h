@@ -5,8 +5,10 @@
 // longer than three ticks, vigil_engine_up is 0, no GPU series are served, /readyz answers 503,
 // and the exporter reconnects by itself (picking up a new engine instance without a restart).
 //
-// Threads: one follows ticks, one follows events, one refreshes pod attribution (--kubernetes),
-// one follows the node's pods on the API server (--kubernetes-enable-pod-uid),
+// Threads: one follows ticks (and, with --kubernetes-virtual-gpus, reads the pods of the GPUs'
+// processes from /proc before it locks), one follows events, one refreshes pod attribution
+// (--kubernetes), one follows the node's pods on the API server (--kubernetes-enable-pod-uid,
+// --kubernetes-virtual-gpus),
 // the HTTP thread (vigil-http) serves scrapes. `mutex_` guards the view and the rendered body;
 // rendering happens on the tick thread (or on a scrape that finds the data stale), never while
 // holding gRPC calls.
@@ -67,6 +69,11 @@ struct ExporterOptions {
   // dcgm-exporter 4.8.4's --enable-exporter-metrics: the process's own process_* series after
   // the others, read at each scrape.
   bool exporter_metrics = false;
+  // dcgm-exporter's --kubernetes-virtual-gpus (RenderOptions::virtual_gpus, with `kubernetes`):
+  // each GPU process's pod read from `proc_root` (the host's /proc: pidmap::CheckHostProcRoot),
+  // the pods' UIDs from the API server `kube` as with pod_uid.
+  bool virtual_gpus = false;
+  std::string proc_root = "/proc";
 };
 
 class Exporter {
@@ -105,6 +112,9 @@ class Exporter {
   // Marks the engine down if no tick arrived for too long (caller holds mutex_).
   void CheckFreshnessLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   std::string ProcessMetrics();
+  // The pods of the processes in `tick` (--kubernetes-virtual-gpus), counting and logging once
+  // per failure streak those that cannot be told. Reads /proc: on the tick thread, unlocked.
+  ProcessPods LookUpProcessPodsOf(const v1::TickUpdate& tick) ABSL_LOCKS_EXCLUDED(mutex_);
 
   const ExporterOptions options_;
   std::unique_ptr<EngineClient> client_;
@@ -119,6 +129,8 @@ class Exporter {
   std::atomic<uint64_t> scrapes_{0}, gzip_scrapes_{0}, reconnects_{0}, dropped_ticks_{0},
       reloads_failed_{0};
   std::atomic<int64_t> last_scrape_ns_{0}, last_render_ns_{0};
+  std::atomic<uint64_t> process_lookup_errors_{0};
+  bool lookup_failing_ = false;  // the tick thread's: log once per failure streak
 
   absl::Mutex mutex_;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "api/convert.h"
@@ -91,14 +93,16 @@ std::vector<Entity> Entities(const ExporterView& view) {
   return entities;
 }
 
-// The container an entity is allocated to, as dcgm-exporter matches the kubelet's devices: a
+// The containers an entity is allocated to, as dcgm-exporter matches the kubelet's devices: a
 // whole GPU by its UUID (or, with --kubernetes-gpu-id-type device-name, its device name
 // "nvidia0"); a GPU instance by its MIG device's id whatever the id type — the MIG UUID, the old
-// "MIG-GPU-<uuid>/<gi>/<ci>", or "nvidia0/gi3" as some device plugins (GKE's) name it.
-const PodInfo* PodOf(const ExporterView& view, const Entity& entity, GpuIdType id_type) {
-  const auto find = [&](const std::string& key) -> const PodInfo* {
+// "MIG-GPU-<uuid>/<gi>/<ci>", or "nvidia0/gi3" as some device plugins (GKE's) name it. Null:
+// none.
+const std::vector<PodInfo>* PodsOf(const ExporterView& view, const Entity& entity,
+                                   GpuIdType id_type) {
+  const auto find = [&](const std::string& key) -> const std::vector<PodInfo>* {
     auto it = view.pods.find(key);
-    return it != view.pods.end() ? &it->second : nullptr;
+    return it != view.pods.end() && !it->second.empty() ? &it->second : nullptr;
   };
   if (entity.instance == nullptr) {
     return find(id_type == GpuIdType::kDeviceName ? entity.gpu->device() : entity.gpu->uuid());
@@ -107,7 +111,7 @@ const PodInfo* PodOf(const ExporterView& view, const Entity& entity, GpuIdType i
   for (const std::string& id :
        MigDeviceIds(entity.gpu->uuid(), entity.gpu->device(), instance.gpu_instance_id(),
                     instance.compute_instance_id(), instance.uuid())) {
-    if (const PodInfo* pod = find(id)) return pod;
+    if (const std::vector<PodInfo>* pods = find(id)) return pods;
   }
   return nullptr;
 }
@@ -181,17 +185,18 @@ ValueTable TableOf(const Counters& counters, const ExporterView& view) {
 }
 
 // The pod's labels of an entity held by a container: the container (and a ResourceClaim's DRA
-// labels) before err_*, the namespace and pod after.
-void AppendPodLabels(const PodInfo& pod, const Entity& entity, const RenderOptions& options,
-                     GpuLabels* labels) {
+// labels) before err_*, the namespace and pod after; pod_uid with --kubernetes-enable-pod-uid or
+// `with_uid`, then vgpu (a shared GPU's replica, with --kubernetes-virtual-gpus).
+GpuLabels WithPod(GpuLabels labels, const PodInfo& pod, const Entity& entity,
+                  const RenderOptions& options, bool with_uid) {
   // Sorted by name either way: container < err_* < namespace < pod, and container_name <
   // err_* < pod_name < pod_namespace with dcgm-exporter 1.x's names.
-  AppendLabel(&labels->container, options.old_namespace ? "container_name" : "container",
+  AppendLabel(&labels.container, options.old_namespace ? "container_name" : "container",
               pod.container);
   // Held through a ResourceClaim: dcgm-exporter 4.8.3's DRA labels (sorted by name, between
   // container and err_*), the MIG pair on a MIG instance's series.
   if (pod.dra.has_value()) {
-    std::string& dra = labels->container;
+    std::string& dra = labels.container;
     AppendLabel(&dra, "dra_claim_name", pod.dra->claim_name);
     AppendLabel(&dra, "dra_claim_namespace", pod.dra->claim_namespace);
     AppendLabel(&dra, "dra_device_name", pod.dra->device);
@@ -203,18 +208,22 @@ void AppendPodLabels(const PodInfo& pod, const Entity& entity, const RenderOptio
     AppendLabel(&dra, "dra_pool_name", pod.dra->pool);
   }
   if (options.old_namespace) {
-    AppendLabel(&labels->namespace_and_pod, "pod_name", pod.pod);
-    AppendLabel(&labels->namespace_and_pod, "pod_namespace", pod.namespace_name);
+    AppendLabel(&labels.namespace_and_pod, "pod_name", pod.pod);
+    AppendLabel(&labels.namespace_and_pod, "pod_namespace", pod.namespace_name);
   } else {
-    AppendLabel(&labels->namespace_and_pod, "namespace", pod.namespace_name);
-    AppendLabel(&labels->namespace_and_pod, "pod", pod.pod);
+    AppendLabel(&labels.namespace_and_pod, "namespace", pod.namespace_name);
+    AppendLabel(&labels.namespace_and_pod, "pod", pod.pod);
   }
-  if (options.pod_uid) AppendLabel(&labels->namespace_and_pod, "pod_uid", pod.uid);
+  if (options.pod_uid || with_uid) AppendLabel(&labels.namespace_and_pod, "pod_uid", pod.uid);
+  if (options.virtual_gpus && !pod.vgpu.empty()) {
+    AppendLabel(&labels.namespace_and_pod, "vgpu", pod.vgpu);
+  }
+  return labels;
 }
 
-// The label text of entity `e`: its identity, its label fields, its pod.
-GpuLabels LabelsOf(const ValueTable& table, size_t e, const Counters& counters,
-                   const ExporterView& view, const RenderOptions& options) {
+// The label text of entity `e` without a pod: its identity, its label fields.
+GpuLabels IdentityOf(const ValueTable& table, size_t e, const Counters& counters,
+                     const RenderOptions& options) {
   const Entity& entity = table.entities[e];
   const v1::Gpu& gpu = *entity.gpu;
   GpuLabels labels;
@@ -238,16 +247,95 @@ GpuLabels LabelsOf(const ValueTable& table, size_t e, const Counters& counters,
     if (!text.empty()) label_fields[counter.name] = std::move(text);
   }
   for (const auto& [name, text] : label_fields) AppendLabel(&head, name, text);
-  if (const PodInfo* pod = PodOf(view, entity, options.gpu_id_type)) {
-    AppendPodLabels(*pod, entity, options, &labels);
-  }
   return labels;
+}
+
+// The label sets of one entity's rows, and (--kubernetes-virtual-gpus) its pods' usage.
+struct EntityRows {
+  GpuLabels identity;  // no pod: the device's own series
+  // Each row of a series is written once per label set: the identity with the container the
+  // entity is allocated to (the last the kubelet lists), or with --kubernetes-virtual-gpus with
+  // each container (its identity alone when it has none).
+  std::vector<GpuLabels> rows;
+  // --kubernetes-virtual-gpus, held by containers: the label sets of the per-pod rows of
+  // DCGM_FI_DEV_FB_USED and DCGM_FI_DEV_GPU_UTIL (pod_uid always, as dcgm-exporter's), their
+  // pods' UIDs, and each pod's usage (nullopt: not known, so only the device's own row).
+  std::vector<GpuLabels> usage_rows;
+  std::vector<std::string> usage_uids;
+  std::optional<std::map<std::string, PodUsage>> usage;
+};
+
+// The engine's process list of GPU `gpu` in the tick; an unread one when the tick has none.
+const v1::GpuProcesses& ProcessesOf(const ExporterView& view, uint32_t gpu) {
+  for (const v1::GpuProcesses& list : view.tick.processes()) {
+    if (list.gpu() == gpu) return list;
+  }
+  return v1::GpuProcesses::default_instance();  // known=false
+}
+
+EntityRows RowsOf(const ValueTable& table, size_t e, const Counters& counters,
+                  const ExporterView& view, const RenderOptions& options) {
+  const Entity& entity = table.entities[e];
+  EntityRows rows{.identity = IdentityOf(table, e, counters, options)};
+  const std::vector<PodInfo>* pods = PodsOf(view, entity, options.gpu_id_type);
+  if (pods == nullptr) {
+    rows.rows.push_back(rows.identity);
+    return rows;
+  }
+  if (!options.virtual_gpus) {
+    rows.rows.push_back(WithPod(rows.identity, pods->back(), entity, options, false));
+    return rows;
+  }
+  // Each container once: a container listing the device twice would make duplicate series.
+  std::set<std::tuple<std::string_view, std::string_view, std::string_view, std::string_view>> seen;
+  for (const PodInfo& pod : *pods) {
+    if (!seen.emplace(pod.namespace_name, pod.pod, pod.container, pod.vgpu).second) continue;
+    rows.rows.push_back(WithPod(rows.identity, pod, entity, options, false));
+    rows.usage_rows.push_back(WithPod(rows.identity, pod, entity, options, true));
+    rows.usage_uids.push_back(pod.uid);
+  }
+  rows.usage = PodUsageOf(
+      ProcessesOf(view, entity.gpu->index()),
+      entity.instance != nullptr ? static_cast<int32_t>(entity.instance->gpu_instance_id()) : -1,
+      view.process_pods, rows.usage_uids);
+  return rows;
+}
+
+// A row of entity `entity` per label set of its rows.
+void AppendRows(std::string* out, std::string_view name, const EntityRows& entity,
+                std::string_view extra_labels, std::string_view extra_attributes,
+                std::string_view value) {
+  for (const GpuLabels& labels : entity.rows) {
+    AppendSample(out, name, labels, extra_labels, extra_attributes, value);
+  }
+}
+
+// --kubernetes-virtual-gpus on an entity containers hold: the device's own row of a per-process
+// field (DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_GPU_UTIL), then a row per container with its pod's
+// usage where it is known. False for any other field or entity: its rows are the usual ones.
+bool AppendUsageRows(std::string* out, std::string_view name, FieldId field,
+                     const EntityRows& entity, std::string_view value) {
+  if ((field != fid::kFbUsed && field != fid::kGpuUtil) || entity.usage_rows.empty()) {
+    return false;
+  }
+  AppendSample(out, name, entity.identity, "", "", value);
+  if (!entity.usage.has_value()) return true;
+  for (size_t i = 0; i < entity.usage_rows.size(); ++i) {
+    auto pod = entity.usage->find(entity.usage_uids[i]);
+    if (pod == entity.usage->end()) continue;  // its UID is not known yet
+    const std::optional<int64_t>& used =
+        field == fid::kFbUsed ? pod->second.fb_used_mib : pod->second.gpu_util_percent;
+    if (used.has_value()) {
+      AppendSample(out, name, entity.usage_rows[i], "", "", std::to_string(*used));
+    }
+  }
+  return true;
 }
 
 // What one counter's rows are drawn from.
 struct RowContext {
   const ValueTable& table;
-  const std::vector<GpuLabels>& labels;
+  const std::vector<EntityRows>& entities;
   const ExporterView& view;
   const RenderOptions& options;
 };
@@ -263,12 +351,15 @@ void AppendFieldRows(const RowContext& context, size_t c, const Counter& counter
     if (value == nullptr) continue;
     const std::string text = FormatValue(*value);
     if (text.empty()) continue;
+    if (AppendUsageRows(rows, counter.name, counter.field->id, context.entities[g], text)) {
+      continue;
+    }
     attributes.clear();
     if (xid_field) {
       AppendLabel(&attributes, "err_code", text);
       AppendLabel(&attributes, "err_msg", DcgmExporterXidText(value->int_value()));
     }
-    AppendSample(rows, counter.name, context.labels[g], "", attributes, text);
+    AppendRows(rows, counter.name, context.entities[g], "", attributes, text);
   }
 }
 
@@ -279,13 +370,13 @@ void AppendXidCountRows(const RowContext& context, const Counter& counter, std::
   for (size_t g = 0; g < context.table.entities.size(); ++g) {
     auto counts = context.view.xid_counts.find(context.table.entities[g].gpu->index());
     if (counts == context.view.xid_counts.end() || counts->second.empty()) {
-      AppendSample(rows, counter.name, context.labels[g], window, "", "0");
+      AppendRows(rows, counter.name, context.entities[g], window, "", "0");
       continue;
     }
     for (const auto& [xid, count] : counts->second) {
       extra = window;
       AppendLabel(&extra, "xid", std::to_string(xid));
-      AppendSample(rows, counter.name, context.labels[g], extra, "", std::to_string(count));
+      AppendRows(rows, counter.name, context.entities[g], extra, "", std::to_string(count));
     }
   }
 }
@@ -303,7 +394,7 @@ void AppendClockEventRows(const RowContext& context, const Counter& counter, std
       extra.clear();
       AppendLabel(&extra, "clock_event", name);
       extra += window;
-      AppendSample(rows, counter.name, context.labels[g], extra, "", std::to_string(count->second));
+      AppendRows(rows, counter.name, context.entities[g], extra, "", std::to_string(count->second));
     }
   }
 }
@@ -320,8 +411,8 @@ void AppendHealthRows(const RowContext& context, const Counter& counter, std::st
         extra.clear();
         AppendLabel(&extra, "health_error_code", code);
         AppendLabel(&extra, "health_watch", watch);
-        AppendSample(rows, counter.name, context.labels[g], extra, "",
-                     std::to_string(HealthStatusNumber(status)));
+        AppendRows(rows, counter.name, context.entities[g], extra, "",
+                   std::to_string(HealthStatusNumber(status)));
       };
       std::string overall_code = "DCGM_FR_OK";
       for (const v1::SystemHealth& system : gpu.systems()) {
@@ -345,12 +436,12 @@ void AppendHealthRows(const RowContext& context, const Counter& counter, std::st
 void AppendGpuSeries(const Counters& counters, const ExporterView& view,
                      const RenderOptions& options, std::string* out) {
   const ValueTable table = TableOf(counters, view);
-  std::vector<GpuLabels> labels;
-  labels.reserve(table.entities.size());
+  std::vector<EntityRows> entities;
+  entities.reserve(table.entities.size());
   for (size_t e = 0; e < table.entities.size(); ++e) {
-    labels.push_back(LabelsOf(table, e, counters, view, options));
+    entities.push_back(RowsOf(table, e, counters, view, options));
   }
-  const RowContext context{table, labels, view, options};
+  const RowContext context{table, entities, view, options};
   std::string rows;
   for (size_t c = 0; c < table.width; ++c) {
     const Counter& counter = counters.counters[c];

@@ -13,6 +13,7 @@
 
 #include "common/prometheus_text.h"  // EscapeLabelValue, for the exporter's callers
 #include "exporter/counters.h"
+#include "exporter/pod_usage.h"
 #include "podresources/pod_info.h"
 #include "vigil/v1/engine.pb.h"
 
@@ -40,8 +41,10 @@ struct ExporterView {
   std::map<SxidKey, uint64_t> sxid_counts;
   // The gpus' MIG instances have series of their own (GPU_I_PROFILE, GPU_I_ID) instead of the
   // GPU's; the tick has their values (FieldValue.gpu_instance).
-  // By the kubelet's device id (GPU UUID, "nvidia0", MIG UUID, ...): the last container it lists.
-  std::map<std::string, PodInfo> pods;
+  // By the kubelet's device id (GPU UUID, "nvidia0", MIG UUID, ...): the containers it lists.
+  GpuPodMap pods;
+  // --kubernetes-virtual-gpus: the pod of each process in tick.processes.
+  ProcessPods process_pods;
 };
 
 // dcgm-exporter's --kubernetes-gpu-id-type: how the kubelet's device plugin names whole GPUs.
@@ -59,6 +62,12 @@ struct RenderOptions {
   // dcgm-exporter's --kubernetes-enable-pod-uid: pod-attributed series carry pod_uid (last of
   // the pod labels, sorted after pod / pod_namespace), "" when the UID is not known.
   bool pod_uid = false;
+  // dcgm-exporter's --kubernetes-virtual-gpus (#594): a device the kubelet gave several
+  // containers (a time-sliced or shared GPU, a shared MIG instance) has each series once per
+  // container (with vgpu, the replica), where without it the last container's labels are the
+  // device's; and DCGM_FI_DEV_FB_USED and DCGM_FI_DEV_GPU_UTIL keep the device's own series and
+  // add one per container with its pod's usage (pod_uid always): exporter/pod_usage.h.
+  bool virtual_gpus = false;
 };
 
 // The GPU series and the engine metrics (everything that changes once per tick).

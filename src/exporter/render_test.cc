@@ -1,6 +1,8 @@
 // Golden tests of the exporter's text output and tests of the counters file parser.
 #include "exporter/render.h"
 
+#include <sstream>
+
 #include "exporter/compat.h"
 #include "fmt/format.h"
 #include "gmock/gmock.h"
@@ -359,7 +361,7 @@ TEST(RenderTest, PodLabelsAreAttributes) {
   ExporterView view = TwoGpus();
   *view.tick.add_values() = Int(0, 150, 40);
   *view.tick.add_values() = Int(1, 150, 41);
-  view.pods[view.gpus[1].uuid()] = {"train-0", "ml", "trainer"};
+  view.pods[view.gpus[1].uuid()] = {PodInfo{"train-0", "ml", "trainer"}};
   const std::string text = RenderMetrics(counters, view, {});
   EXPECT_THAT(text, HasSubstr("modelName=\"NVIDIA H100 80GB HBM3\",container=\"trainer\","
                               "namespace=\"ml\",pod=\"train-0\"} 41\n"));
@@ -374,9 +376,9 @@ TEST(RenderTest, PodUidIsTheLastAttributeWhenAsked) {
   ExporterView view = TwoGpus();
   *view.tick.add_values() = Int(0, 230, 79);
   *view.tick.add_values() = Int(1, 230, 0);
-  view.pods[view.gpus[0].uuid()] = {"train-0", "ml", "trainer",
-                                    "6f1e0c3a-1b2c-4d5e-8f90-a1b2c3d4e5f6"};
-  view.pods[view.gpus[1].uuid()] = {"web", "default", "web", ""};
+  view.pods[view.gpus[0].uuid()] = {
+      PodInfo{"train-0", "ml", "trainer", "6f1e0c3a-1b2c-4d5e-8f90-a1b2c3d4e5f6"}};
+  view.pods[view.gpus[1].uuid()] = {PodInfo{"web", "default", "web", ""}};
   const std::string text = RenderMetrics(counters, view, {.hostname = "node-1", .pod_uid = true});
   EXPECT_THAT(text,
               HasSubstr("Hostname=\"node-1\",container=\"trainer\",err_code=\"79\","
@@ -507,14 +509,14 @@ TEST(RenderTest, DraClaimLabelsInDcgmExportersShape) {
   ExporterView view = TwoGpus();
   *view.tick.add_values() = Int(0, 230, 0);
   *view.tick.add_values() = Int(1, 230, 48);
-  view.pods[view.gpus[1].uuid()] = {.pod = "train-0",
-                                    .namespace_name = "ml",
-                                    .container = "trainer",
-                                    .dra = DraAllocation{.claim_name = "train-0-gpu-x7k2p",
-                                                         .claim_namespace = "ml",
-                                                         .driver = "gpu.nvidia.com",
-                                                         .pool = "node-1",
-                                                         .device = "gpu-5"}};
+  view.pods[view.gpus[1].uuid()] = {PodInfo{.pod = "train-0",
+                                            .namespace_name = "ml",
+                                            .container = "trainer",
+                                            .dra = DraAllocation{.claim_name = "train-0-gpu-x7k2p",
+                                                                 .claim_namespace = "ml",
+                                                                 .driver = "gpu.nvidia.com",
+                                                                 .pool = "node-1",
+                                                                 .device = "gpu-5"}}};
   const std::string text = RenderMetrics(counters, view, {.hostname = "node-1"});
   EXPECT_THAT(
       text,
@@ -529,14 +531,14 @@ TEST(RenderTest, DraClaimLabelsInDcgmExportersShape) {
 
   ExporterView mig = MigGpus();
   const v1::MigInstance& instance = mig.gpus[0].mig_instances(1);
-  mig.pods[instance.uuid()] = {.pod = "infer-0",
-                               .namespace_name = "serve",
-                               .container = "triton",
-                               .dra = DraAllocation{.claim_name = "infer-0-mig",
-                                                    .claim_namespace = "serve",
-                                                    .driver = "gpu.nvidia.com",
-                                                    .pool = "node-1",
-                                                    .device = "gpu-0-mig-1g10gb-19-6"}};
+  mig.pods[instance.uuid()] = {PodInfo{.pod = "infer-0",
+                                       .namespace_name = "serve",
+                                       .container = "triton",
+                                       .dra = DraAllocation{.claim_name = "infer-0-mig",
+                                                            .claim_namespace = "serve",
+                                                            .driver = "gpu.nvidia.com",
+                                                            .pool = "node-1",
+                                                            .device = "gpu-0-mig-1g10gb-19-6"}}};
   const Counters fb = Parse("DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).\n");
   EXPECT_THAT(
       RenderMetrics(fb, mig, {.hostname = "node-1"}),
@@ -547,6 +549,238 @@ TEST(RenderTest, DraClaimLabelsInDcgmExportersShape) {
                 "dra_driver_name=\"gpu.nvidia.com\",dra_mig_device_uuid=\"" +
                 instance.uuid() + "\",dra_mig_profile=\"" + instance.profile() +
                 "\",dra_pool_name=\"node-1\",namespace=\"serve\",pod=\"infer-0\"} 2000\n"));
+}
+
+int CountOf(const std::string& text, const std::string& what) {
+  int count = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++count;
+  return count;
+}
+
+// The GPU series alone: the text before Vigil's own metrics.
+std::string GpuSeries(const std::string& text) {
+  return text.substr(0, text.find("# HELP vigil_"));
+}
+
+v1::GpuProcess* AddProcess(v1::GpuProcesses* list, uint32_t pid, int64_t memory, int32_t sm_util,
+                           int32_t gpu_instance = -1) {
+  v1::GpuProcess* process = list->add_processes();
+  process->set_pid(pid);
+  process->set_used_memory_bytes(memory);
+  process->set_sm_util(sm_util);
+  process->set_gpu_instance(gpu_instance);
+  return process;
+}
+
+constexpr int64_t kMiB = 1024 * 1024;
+
+// --kubernetes-virtual-gpus on a GPU two pods share by time-slicing, as dcgm-exporter's #594
+// writes it (internal/pkg/transformation/kubernetes.go: Process, createPerProcessMetrics,
+// buildPodValueMap, buildIdlePodValues; process_metrics.go, at fb5e3dc): every series once per
+// container with vgpu, the replica; DCGM_FI_DEV_FB_USED and DCGM_FI_DEV_GPU_UTIL keep the GPU's own
+// series and add one per container with its pod's sum (MiB floored per process; SM percent) and
+// pod_uid; a GPU no pod holds keeps its series as they are.
+TEST(RenderTest, GoldenSharedGpuPerPodSeriesInDcgmExportersShape) {
+  const Counters counters = Parse(R"(DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).
+DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).
+DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).
+)");
+  ExporterView view = TwoGpus();
+  for (uint32_t gpu = 0; gpu < 2; ++gpu) {
+    *view.tick.add_values() = Int(gpu, 150, 40 + gpu);
+    *view.tick.add_values() = Int(gpu, 203, gpu == 0 ? 5 : 85);
+    *view.tick.add_values() = Int(gpu, 252, gpu == 0 ? 0 : 2848);
+    v1::GpuProcesses* list = view.tick.add_processes();
+    list->set_gpu(gpu);
+    list->set_known(true);
+  }
+  v1::GpuProcesses* gpu1 = view.tick.mutable_processes(1);
+  AddProcess(gpu1, 100, 500 * kMiB + 900 * 1024, 30);  // pod a: 500 MiB floored
+  AddProcess(gpu1, 101, 300 * kMiB, 45);               // pod a
+  AddProcess(gpu1, 200, 1024 * kMiB, 10);              // pod b
+  AddProcess(gpu1, 7, 1024 * kMiB, 0);                 // a host process: in the GPU's own only
+  view.process_pods.uid_of = {{100, "uid-a"}, {101, "uid-a"}, {200, "uid-b"}};
+  view.pods[view.gpus[1].uuid()] = {PodInfo{.pod = "train-a",
+                                            .namespace_name = "ml",
+                                            .container = "trainer",
+                                            .uid = "uid-a",
+                                            .vgpu = "0"},
+                                    PodInfo{.pod = "serve-b",
+                                            .namespace_name = "web",
+                                            .container = "server",
+                                            .uid = "uid-b",
+                                            .vgpu = "1"}};
+  const std::string l0 =
+      "gpu=\"0\",UUID=\"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd\",pci_bus_id=\"00000000:18:00.0\","
+      "device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-1\"";
+  const std::string l1 =
+      "gpu=\"1\",UUID=\"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd\",pci_bus_id=\"00000000:2A:00.0\","
+      "device=\"nvidia1\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-1\"";
+  const std::string a = ",container=\"trainer\",namespace=\"ml\",pod=\"train-a\"";
+  const std::string b = ",container=\"server\",namespace=\"web\",pod=\"serve-b\"";
+  const std::string expected =
+      "# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n"
+      "# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n"
+      "DCGM_FI_DEV_GPU_TEMP{" +
+      l0 +
+      "} 40\n"
+      "DCGM_FI_DEV_GPU_TEMP{" +
+      l1 + a +
+      ",vgpu=\"0\"} 41\n"
+      "DCGM_FI_DEV_GPU_TEMP{" +
+      l1 + b +
+      ",vgpu=\"1\"} 41\n"
+      "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n"
+      "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
+      "DCGM_FI_DEV_GPU_UTIL{" +
+      l0 +
+      "} 5\n"
+      "DCGM_FI_DEV_GPU_UTIL{" +
+      l1 +
+      "} 85\n"
+      "DCGM_FI_DEV_GPU_UTIL{" +
+      l1 + a +
+      ",pod_uid=\"uid-a\",vgpu=\"0\"} 75\n"
+      "DCGM_FI_DEV_GPU_UTIL{" +
+      l1 + b +
+      ",pod_uid=\"uid-b\",vgpu=\"1\"} 10\n"
+      "# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).\n"
+      "# TYPE DCGM_FI_DEV_FB_USED gauge\n"
+      "DCGM_FI_DEV_FB_USED{" +
+      l0 +
+      "} 0\n"
+      "DCGM_FI_DEV_FB_USED{" +
+      l1 +
+      "} 2848\n"
+      "DCGM_FI_DEV_FB_USED{" +
+      l1 + a +
+      ",pod_uid=\"uid-a\",vgpu=\"0\"} 800\n"
+      "DCGM_FI_DEV_FB_USED{" +
+      l1 + b + ",pod_uid=\"uid-b\",vgpu=\"1\"} 1024\n";
+  const RenderOptions options{.hostname = "node-1", .virtual_gpus = true};
+  EXPECT_EQ(GpuSeries(RenderMetrics(counters, view, options)), expected);
+
+  // Pod b's process ends: pod b still holds its replica and uses nothing (dcgm-exporter's idle
+  // value, buildIdlePodValues).
+  gpu1->mutable_processes()->DeleteSubrange(2, 1);
+  std::string text = RenderMetrics(counters, view, options);
+  EXPECT_THAT(text,
+              HasSubstr("DCGM_FI_DEV_FB_USED{" + l1 + b + ",pod_uid=\"uid-b\",vgpu=\"1\"} 0\n"));
+  EXPECT_THAT(text,
+              HasSubstr("DCGM_FI_DEV_GPU_UTIL{" + l1 + b + ",pod_uid=\"uid-b\",vgpu=\"1\"} 0\n"));
+  // Pod b ends: the kubelet lists it no more, and its series go.
+  view.pods[view.gpus[1].uuid()].pop_back();
+  text = RenderMetrics(counters, view, options);
+  EXPECT_THAT(text, Not(HasSubstr("serve-b")));
+  EXPECT_THAT(text,
+              HasSubstr("DCGM_FI_DEV_FB_USED{" + l1 + a + ",pod_uid=\"uid-a\",vgpu=\"0\"} 800\n"));
+
+  // Without --kubernetes-virtual-gpus: the last container's labels on the GPU's series, as
+  // dcgm-exporter's default; no per-pod usage.
+  view.pods[view.gpus[1].uuid()].push_back(
+      PodInfo{.pod = "serve-b", .namespace_name = "web", .container = "server", .vgpu = "1"});
+  text = GpuSeries(RenderMetrics(counters, view, {.hostname = "node-1"}));
+  EXPECT_THAT(text, HasSubstr("DCGM_FI_DEV_FB_USED{" + l1 + b + "} 2848\n"));
+  EXPECT_THAT(text, Not(HasSubstr("train-a")));
+  EXPECT_THAT(text, Not(HasSubstr("vgpu")));
+}
+
+// What is not known is not served per pod — the GPU's own series stay, the pods' copies of the
+// other fields stay — never a made-up value: a list the engine could not read (a dcgm-exporter
+// would write 0 for every pod), a process whose pod cannot be told (any pod could be its), a
+// driver that samples no per-process utilisation, a pod whose UID is not known yet.
+TEST(RenderTest, SharedGpuUsageThatIsNotKnownIsNotServedPerPod) {
+  const Counters counters = Parse(R"(DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).
+DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).
+DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).
+)");
+  ExporterView base = TwoGpus();
+  *base.tick.add_values() = Int(1, 150, 41);
+  *base.tick.add_values() = Int(1, 203, 85);
+  *base.tick.add_values() = Int(1, 252, 2848);
+  v1::GpuProcesses* list = base.tick.add_processes();
+  list->set_gpu(1);
+  list->set_known(true);
+  AddProcess(list, 100, 800 * kMiB, 75);
+  AddProcess(list, 200, 1024 * kMiB, 10);
+  base.process_pods.uid_of = {{100, "uid-a"}, {200, "uid-b"}};
+  base.pods[base.gpus[1].uuid()] = {
+      PodInfo{.pod = "train-a", .namespace_name = "ml", .container = "trainer", .uid = "uid-a"},
+      PodInfo{.pod = "serve-b", .namespace_name = "web", .container = "server", .uid = "uid-b"}};
+  const RenderOptions options{.hostname = "node-1", .virtual_gpus = true};
+  const auto per_pod = [&](const ExporterView& view) {
+    std::vector<std::string> lines;
+    std::istringstream text(GpuSeries(RenderMetrics(counters, view, options)));
+    for (std::string line; std::getline(text, line);) {
+      if (line.find("pod_uid=") != std::string::npos)
+        lines.push_back(line.substr(0, line.find('{')) + " " + line.substr(line.find("pod=")));
+    }
+    return lines;
+  };
+  ASSERT_EQ(per_pod(base).size(), 4u);
+
+  ExporterView unread = base;
+  unread.tick.mutable_processes(0)->set_known(false);
+  EXPECT_THAT(per_pod(unread), ::testing::IsEmpty());
+  const std::string text = RenderMetrics(counters, unread, options);
+  EXPECT_THAT(text, HasSubstr("DCGM_FI_DEV_FB_USED{gpu=\"1\","));
+  EXPECT_THAT(text, HasSubstr("pod=\"train-a\"} 41\n"));  // the temperature's copies stay
+
+  ExporterView untold = base;
+  untold.process_pods.uid_of.erase(200);
+  untold.process_pods.untold.insert(200);
+  EXPECT_THAT(per_pod(untold), ::testing::IsEmpty());
+
+  ExporterView gone = base;  // pid 200 ended before it was looked up: nobody's
+  gone.process_pods.uid_of.erase(200);
+  EXPECT_THAT(per_pod(gone),
+              ::testing::ElementsAre("DCGM_FI_DEV_GPU_UTIL pod=\"train-a\",pod_uid=\"uid-a\"} 75",
+                                     "DCGM_FI_DEV_GPU_UTIL pod=\"serve-b\",pod_uid=\"uid-b\"} 0",
+                                     "DCGM_FI_DEV_FB_USED pod=\"train-a\",pod_uid=\"uid-a\"} 800",
+                                     "DCGM_FI_DEV_FB_USED pod=\"serve-b\",pod_uid=\"uid-b\"} 0"));
+
+  ExporterView no_sampling = base;  // a driver without nvmlDeviceGetProcessUtilization
+  for (v1::GpuProcess& process : *no_sampling.tick.mutable_processes(0)->mutable_processes()) {
+    process.set_sm_util(-1);
+  }
+  EXPECT_THAT(
+      per_pod(no_sampling),
+      ::testing::ElementsAre("DCGM_FI_DEV_FB_USED pod=\"train-a\",pod_uid=\"uid-a\"} 800",
+                             "DCGM_FI_DEV_FB_USED pod=\"serve-b\",pod_uid=\"uid-b\"} 1024"));
+
+  ExporterView no_uid = base;  // the API server has not told serve-b's UID yet
+  no_uid.pods[no_uid.gpus[1].uuid()][1].uid.clear();
+  EXPECT_THAT(per_pod(no_uid),
+              ::testing::ElementsAre("DCGM_FI_DEV_GPU_UTIL pod=\"train-a\",pod_uid=\"uid-a\"} 75",
+                                     "DCGM_FI_DEV_FB_USED pod=\"train-a\",pod_uid=\"uid-a\"} 800"));
+}
+
+// A MIG instance two pods share: the instance's framebuffer per pod from the processes on that
+// instance; no per-pod utilisation (NVML samples whole GPUs only; dcgm-exporter writes 0 there).
+TEST(RenderTest, SharedMigInstancePerPodFramebuffer) {
+  const Counters counters =
+      Parse("DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).\n");
+  ExporterView view = MigGpus();
+  v1::GpuProcesses* list = view.tick.add_processes();
+  list->set_gpu(0);
+  list->set_known(true);
+  AddProcess(list, 100, 1200 * kMiB, -1, 2);
+  AddProcess(list, 200, 700 * kMiB, -1, 2);
+  AddProcess(list, 300, 900 * kMiB, -1, 1);  // instance 1's
+  view.process_pods.uid_of = {{100, "uid-a"}, {200, "uid-b"}, {300, "uid-b"}};
+  const v1::MigInstance& instance = view.gpus[0].mig_instances(1);  // GPU instance 2
+  view.pods[instance.uuid()] = {
+      PodInfo{.pod = "infer-a", .namespace_name = "ml", .container = "triton", .uid = "uid-a"},
+      PodInfo{.pod = "infer-b", .namespace_name = "ml", .container = "triton", .uid = "uid-b"}};
+  const std::string text =
+      GpuSeries(RenderMetrics(counters, view, {.hostname = "node-1", .virtual_gpus = true}));
+  const std::string head = "GPU_I_PROFILE=\"1g.10gb\",GPU_I_ID=\"2\",Hostname=\"node-1\"";
+  EXPECT_THAT(text, HasSubstr(head + "} 2000\n"));
+  EXPECT_THAT(text, HasSubstr(head + ",container=\"triton\",namespace=\"ml\",pod=\"infer-a\","
+                                     "pod_uid=\"uid-a\"} 1200\n"));
+  EXPECT_THAT(text, HasSubstr(head + ",container=\"triton\",namespace=\"ml\",pod=\"infer-b\","
+                                     "pod_uid=\"uid-b\"} 700\n"));
+  EXPECT_EQ(CountOf(text, "pod_uid="), 2);
 }
 
 TEST(RenderTest, MigGpuInstancesHaveSeriesOfTheirOwnInDcgmExportersShape) {
@@ -609,10 +843,10 @@ TEST(RenderTest, MigPodsAreMatchedByTheirMigDeviceIdsWhateverTheGpuIdType) {
   for (const GpuIdType id_type : {GpuIdType::kUid, GpuIdType::kDeviceName}) {
     ExporterView view = MigGpus();
     // The mixed strategy's nvidia.com/mig-1g.10gb device: the MIG UUID of GPU instance 2.
-    view.pods["MIG-00000002-1111-2222-3333-444444444444"] = {"infer-0", "ml", "triton"};
+    view.pods["MIG-00000002-1111-2222-3333-444444444444"] = {PodInfo{"infer-0", "ml", "triton"}};
     // GPU 1, whole: by UUID, or by device name as GKE's plugin names it.
     view.pods[id_type == GpuIdType::kUid ? "GPU-00000001-aaaa-bbbb-cccc-dddddddddddd" : "nvidia1"] =
-        {"train-0", "ml", "trainer"};
+        {PodInfo{"train-0", "ml", "trainer"}};
     const std::string text =
         RenderMetrics(counters, view, {.hostname = "node-1", .gpu_id_type = id_type});
     EXPECT_THAT(text, HasSubstr("GPU_I_PROFILE=\"1g.10gb\",GPU_I_ID=\"2\",Hostname=\"node-1\","
@@ -626,7 +860,7 @@ TEST(RenderTest, MigPodsAreMatchedByTheirMigDeviceIdsWhateverTheGpuIdType) {
   // The old MIG-GPU-<uuid>/<gi>/<ci> ids and GKE's nvidia0/gi1 name the same instance.
   for (const std::string id : {"MIG-GPU-00000000-aaaa-bbbb-cccc-dddddddddddd/1/0", "nvidia0/gi1"}) {
     ExporterView view = MigGpus();
-    view.pods[id] = {"p", "ns", "c"};
+    view.pods[id] = {PodInfo{"p", "ns", "c"}};
     EXPECT_THAT(RenderMetrics(counters, view, {.hostname = "node-1"}),
                 HasSubstr("GPU_I_ID=\"1\",Hostname=\"node-1\",container=\"c\",namespace=\"ns\","
                           "pod=\"p\"} 1000\n"))
@@ -648,7 +882,7 @@ TEST(RenderTest, OldNamespaceLabelsAndNoHostname) {
   const Counters counters = Parse("DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n");
   ExporterView view = TwoGpus();
   *view.tick.add_values() = Int(1, 150, 41);
-  view.pods[view.gpus[1].uuid()] = {"train-0", "ml", "trainer"};
+  view.pods[view.gpus[1].uuid()] = {PodInfo{"train-0", "ml", "trainer"}};
   EXPECT_THAT(
       RenderMetrics(counters, view, {.old_namespace = true}),
       HasSubstr("DCGM_FI_DEV_GPU_TEMP{gpu=\"1\",uuid=\"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd\","
