@@ -1,10 +1,12 @@
 // A kubelet's pod-resources API (v1 List) for end-to-end tests: serves a fixed answer on a Unix
 // socket, as the real kubelet serves /var/lib/kubelet/pod-resources/kubelet.sock.
-// Thread-safety: List() runs on gRPC's threads; set the answer before Serve().
+// Thread-safety: List() runs on gRPC's threads; set the answer before Serve(), except through
+// RemovePod(), which takes the answer's lock.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -18,8 +20,19 @@ class FakeKubelet final : public ::v1::PodResourcesLister::Service {
   grpc::Status List(grpc::ServerContext*, const ::v1::ListPodResourcesRequest*,
                     ::v1::ListPodResourcesResponse* response) override {
     ++calls;
+    std::lock_guard lock(mutex_);
     *response = answer;
     return grpc::Status::OK;
+  }
+
+  // Pod `ns`/`name` is gone (it ended): the kubelet lists it no more. Safe while serving.
+  void RemovePod(const std::string& ns, const std::string& name) {
+    std::lock_guard lock(mutex_);
+    auto* pods = answer.mutable_pod_resources();
+    for (int i = pods->size() - 1; i >= 0; --i) {
+      if (pods->Get(i).namespace_() == ns && pods->Get(i).name() == name)
+        pods->DeleteSubrange(i, 1);
+    }
   }
 
   // Container `container` of pod `ns`/`name` holds the GPUs `uuids` (nvidia.com/gpu).
@@ -83,6 +96,7 @@ class FakeKubelet final : public ::v1::PodResourcesLister::Service {
 
  private:
   std::unique_ptr<grpc::Server> server_;
+  std::mutex mutex_;  // guards `answer` once serving
 };
 
 }  // namespace vigil::testing

@@ -841,7 +841,8 @@ void FakeKubeApi::AddPod(const Json& pod) {
   // A pod of that name is deleted first: its replacement is a new object (a new uid).
   if (auto old = pods_.find(key); old != pods_.end()) ErasePod(old);
   Json stored = pod;
-  stored["metadata"]["uid"] = fmt::format("pod-uid-{}", ++resource_version_);
+  // A UUID, as the API server's (the kubelet writes it into the pod's cgroup path).
+  stored["metadata"]["uid"] = fmt::format("6f1e0c3a-1b2c-4d5e-8f90-{:012x}", ++resource_version_);
   stored["metadata"]["resourceVersion"] = std::to_string(resource_version_);
   Record(Kind::kPod, Json(), stored);
   pods_[key] = std::move(stored);

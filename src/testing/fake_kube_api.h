@@ -95,7 +95,7 @@ class FakeKubeApi {
   // Pods, as the drain and the exporter's pod_uid see them: `pod` is the object
   // (metadata.namespace and .name, spec.nodeName, containers with their resources,
   // ownerReferences, the mirror annotation, labels, matched by labelSelector); the fake gives it a
-  // uid ("pod-uid-N") and a resourceVersion (a pod added again under its name is deleted and added
+  // UUID for its uid and a resourceVersion (a pod added again under its name is deleted and added
   // anew, with a new uid, as a StatefulSet recreates one). Listed and watched with fieldSelector
   // spec.nodeName=NODE (the only field selector the fake serves, for pods); evicted through POST
   // .../pods/NAME/eviction with a policy/v1 Eviction: 201 and the pod gone, 404 when it is gone
