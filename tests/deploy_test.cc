@@ -181,6 +181,39 @@ TEST(DeployTest, TheDraOverlayLetsTheExporterReadResourceSlicesAndNothingMore) {
                            {"resourceslices:get", "resourceslices:list", "resourceslices:watch"});
 }
 
+// Per-pod usage of shared GPUs: the pod-uid overlay's rights, the flag, and the host's /proc
+// mounted read-only for the exporter alone — not hostPID, which would move the pod into the host's
+// PID namespace (deploy/kubernetes/overlays/virtual-gpus/exporter.yaml says why).
+TEST(DeployTest, TheVirtualGpusOverlayMountsTheHostsProcReadOnlyWithoutHostPid) {
+  CheckExporterReadsTheApi("virtual-gpus", "--kubernetes-virtual-gpus",
+                           {"pods:get", "pods:list", "pods:watch"});
+  const Rendered rendered = Render(kDeploy + "/overlays/virtual-gpus");
+  const YAML::Node* exporter = rendered.Find("DaemonSet", "vigil-exporter");
+  ASSERT_NE(exporter, nullptr);
+  const YAML::Node pod = (*exporter)["spec"]["template"]["spec"];
+  EXPECT_FALSE(pod["hostPID"].IsDefined() && pod["hostPID"].as<bool>());
+  const std::vector<std::string> args = Strings(Container(*exporter)["args"]);
+  EXPECT_THAT(args, Contains("--proc-root=/host/proc"));
+  std::string proc_volume;
+  for (const YAML::Node& volume : pod["volumes"]) {
+    if (volume["hostPath"] && volume["hostPath"]["path"].as<std::string>() == "/proc") {
+      proc_volume = volume["name"].as<std::string>();
+    }
+  }
+  ASSERT_FALSE(proc_volume.empty());
+  bool mounted = false;
+  for (const YAML::Node& mount : Container(*exporter)["volumeMounts"]) {
+    if (mount["name"].as<std::string>() != proc_volume) continue;
+    mounted = true;
+    EXPECT_EQ(mount["mountPath"].as<std::string>(), "/host/proc");
+    EXPECT_TRUE(mount["readOnly"].as<bool>());
+  }
+  EXPECT_TRUE(mounted);
+  // The other volumes (the kubelet's socket) are kept.
+  EXPECT_THAT(args, Contains("--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock"));
+  EXPECT_EQ(pod["volumes"].size(), 2u);
+}
+
 // The device plugin's restart is opt-in: the remediator's flags, and the right to delete Pods in
 // the plugin's namespace only — never cluster-wide.
 TEST(DeployTest, TheDevicePluginRestartOverlayMayDeletePodsInThePluginsNamespaceOnly) {
