@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <optional>
@@ -20,6 +21,7 @@
 #include "client/engine_client.h"
 #include "engine/engine.h"
 #include "engine/tick_loop.h"
+#include "exporter/pod_usage.h"
 #include "exporter/render.h"
 #include "fields/catalogue.h"
 #include "network/fake_sysfs.h"
@@ -532,10 +534,14 @@ BENCHMARK(BM_Xid79ToHealthFail)->Iterations(1)->Unit(benchmark::kSecond);
 
 // One render of /metrics. Arg: GPUs; the second arg picks the counters: 0 = dcgm-exporter's
 // default list, 1 = 40 numeric fields (the larger deployment the issue sizes); the third: MIG
-// GPU instances per GPU (each GPU exported as its instances, as dcgm-exporter does).
+// GPU instances per GPU (each GPU exported as its instances, as dcgm-exporter does); the fourth:
+// compute processes per GPU, with --kubernetes-virtual-gpus and each GPU time-sliced by four pods
+// (0: neither).
 void BM_ExporterRender(benchmark::State& state) {
   const uint32_t gpu_count = static_cast<uint32_t>(state.range(0));
   const uint32_t mig_instances = static_cast<uint32_t>(state.range(2));
+  const uint32_t processes = static_cast<uint32_t>(state.range(3));
+  constexpr uint32_t kPodsPerGpu = 4;
   std::string csv(DefaultCountersCsv());
   if (state.range(1) == 1) {
     csv.clear();
@@ -592,10 +598,32 @@ void BM_ExporterRender(benchmark::State& state) {
         if (SampledPerMigInstance(id)) add(id, gi);
       }
     }
+    // Shared: the pods the kubelet gave the GPU's replicas, and their processes.
+    if (processes == 0) continue;
+    v1::GpuProcesses* list = view.tick.add_processes();
+    list->set_gpu(i);
+    list->set_known(true);
+    for (uint32_t pod = 0; pod < kPodsPerGpu; ++pod) {
+      view.pods[gpu.uuid()].push_back(
+          PodInfo{.pod = fmt::format("train-{}-{}", i, pod),
+                  .namespace_name = "ml",
+                  .container = "trainer",
+                  .uid = fmt::format("6f1e0c3a-1b2c-4d5e-8f90-{:06x}{:06x}", i, pod),
+                  .vgpu = std::to_string(pod)});
+    }
+    for (uint32_t p = 0; p < processes; ++p) {
+      v1::GpuProcess* process = list->add_processes();
+      process->set_pid(10'000 * (i + 1) + p);
+      process->set_gpu_instance(-1);
+      process->set_used_memory_bytes((1ll + p) << 30);
+      process->set_sm_util(static_cast<int32_t>(p % 7));
+      view.process_pods.uid_of[process->pid()] = view.pods[gpu.uuid()][p % kPodsPerGpu].uid;
+    }
   }
   size_t bytes = 0;
   for (auto _ : state) {
-    std::string text = RenderMetrics(*counters, view, {.hostname = "node-1"});
+    std::string text =
+        RenderMetrics(*counters, view, {.hostname = "node-1", .virtual_gpus = processes > 0});
     bytes = text.size();
     benchmark::DoNotOptimize(text);
   }
@@ -605,11 +633,44 @@ void BM_ExporterRender(benchmark::State& state) {
 }
 // GPUs, counters (0: dcgm-exporter's defaults, 1: 40 fields), MIG instances per GPU.
 BENCHMARK(BM_ExporterRender)
-    ->Args({8, 0, 0})
-    ->Args({64, 1, 0})
-    ->Args({8, 0, 7})
-    ->Args({8, 1, 7})
+    ->Args({8, 0, 0, 0})
+    ->Args({64, 1, 0, 0})
+    ->Args({8, 0, 7, 0})
+    ->Args({8, 1, 7, 0})
+    ->Args({8, 0, 0, 16})
     ->Unit(benchmark::kMicrosecond);
+
+// The exporter's lookup of the GPU processes' pods (--kubernetes-virtual-gpus) in a /proc tree,
+// once per engine tick: 8 GPUs with Arg processes each, every one in a pod's cgroup (cgroup v2,
+// systemd driver). On tmpfs or the page cache, as /proc is memory too.
+void BM_ProcessPodLookup(benchmark::State& state) {
+  const uint32_t per_gpu = static_cast<uint32_t>(state.range(0));
+  testing::TempDir dir;
+  google::protobuf::RepeatedPtrField<v1::GpuProcesses> lists;
+  for (uint32_t gpu = 0; gpu < 8; ++gpu) {
+    v1::GpuProcesses* list = lists.Add();
+    list->set_gpu(gpu);
+    list->set_known(true);
+    for (uint32_t p = 0; p < per_gpu; ++p) {
+      const uint32_t pid = 10'000 * (gpu + 1) + p;
+      list->add_processes()->set_pid(pid);
+      std::filesystem::create_directories(dir.File(std::to_string(pid)));
+      std::ofstream(dir.File(fmt::format("{}/cgroup", pid))) << fmt::format(
+          "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
+          "6f1e0c3a_1b2c_4d5e_8f90_{:06x}{:06x}.slice/cri-containerd-{:064x}.scope\n",
+          gpu, p % 4, pid);
+    }
+  }
+  std::string error;
+  size_t found = 0;
+  for (auto _ : state) {
+    ProcessPods pods = LookUpProcessPods(dir.path().string(), lists, &error);
+    found = pods.uid_of.size();
+    benchmark::DoNotOptimize(pods);
+  }
+  state.counters["processes"] = static_cast<double>(found);
+}
+BENCHMARK(BM_ProcessPodLookup)->Arg(16)->Unit(benchmark::kMicrosecond);
 
 double RssMiB() {
   std::ifstream status("/proc/self/status");
