@@ -61,12 +61,12 @@ const std::map<std::string, Modules>& Allowed() {
       {"remediator", {"common", "fields", "api", "kube", "dra", "procmetrics"}},
       {"cli",
        {"common", "fields", "api", "client", "tls", "webconfig", "exporter", "podresources",
-        "healthcheck", "kube", "dra", "drill", "remediator", "report", "procmetrics"}},
-      {"app", {"common",    "fields",     "backend",      "kmsg",     "network",     "nvswitch",
-               "sampling",  "health",     "inject",       "engine",   "api",         "server",
-               "client",    "kube",       "podresources", "exporter", "healthcheck", "remediator",
-               "drill",     "cli",        "recorder",     "report",   "dra",         "tls",
-               "webconfig", "procmetrics"}},
+        "healthcheck", "kube", "dra", "drill", "remediator", "report", "procmetrics", "pidmap"}},
+      {"app", {"common",    "fields",      "backend",      "kmsg",     "network",     "nvswitch",
+               "sampling",  "health",      "inject",       "engine",   "api",         "server",
+               "client",    "kube",        "podresources", "exporter", "healthcheck", "remediator",
+               "drill",     "cli",         "recorder",     "report",   "dra",         "tls",
+               "webconfig", "procmetrics", "pidmap"}},
       {"testing", {"common"}},
   };
   return *allowed;

@@ -247,6 +247,11 @@ TEST(CliTest, BadInputGetsOneLineAndExitTwo) {
       {{"engine", "--backend", "sim", "--socket", "", "--listen", ""}, "no way to reach"},
       {{"engine", "--backend", "sim", "--config", dir.File("missing.yaml")}, "cannot read"},
       {{"engine", "--backend", "sim", "--state-dir", "/proc/nope"}, "state dir"},
+      {{"engine", "--backend", "sim", "--sim-process", "1:4001", "--socket", dir.File("p.sock")},
+       "--sim-process '1:4001': not GPU:PID:MEMORY_MIB"},
+      {{"engine", "--backend", "sim", "--gpus", "2", "--sim-process", "5:4001:10", "--socket",
+        dir.File("p.sock")},
+       "there is no GPU 5"},
   };
   for (const auto& [args, expected] : cases) {
     std::vector<std::string> argv = {VigilBinary()};

@@ -51,14 +51,21 @@ absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const EngineFlags& flags,
       if (!layout.ok()) return layout.status();
       options.mig.push_back(*std::move(layout));
     }
+    for (const std::string& text : flags.sim_processes) {
+      auto workload = ParseSimWorkload(text);
+      if (!workload.ok()) return workload.status();
+      options.workloads.push_back(*std::move(workload));
+    }
     auto sim = SimBackend::Create(options);
     if (!sim.ok()) return sim.status();
     return std::unique_ptr<Backend>(std::move(*sim));
   }
   if (flags.gpus_option->count() > 0 || flags.seed_option->count() > 0 ||
-      flags.mig_option->count() > 0 || !config.sim_mig.empty() || flags.sim_nics > 0) {
+      flags.mig_option->count() > 0 || !config.sim_mig.empty() || flags.sim_nics > 0 ||
+      !flags.sim_processes.empty()) {
     return absl::InvalidArgumentError(
-        "--gpus, --seed, --mig (sim.mig in the config) and --sim-nics apply to --backend sim only "
+        "--gpus, --seed, --mig (sim.mig in the config), --sim-nics and --sim-process apply to "
+        "--backend sim only "
         "(real GPUs are partitioned with nvidia-smi mig; real NICs are read from --sysfs-root)");
   }
   // Checked before NVML is opened, so a bad command is refused on any machine.
@@ -289,6 +296,11 @@ void AddEngineFlags(CLI::App* command, EngineFlags* flags) {
                       "The sysfs mount the node's InfiniBand and RoCE NIC ports are read from "
                       "(the host's /sys where a container mounts it elsewhere; a fake tree in "
                       "tests); '' for none (default: /sys with --backend nvml, none with sim)");
+  command->add_option(
+      "--sim-process", flags->sim_processes,
+      "A compute process of the simulated node, as a pod's workload: GPU[/GI]:PID:MEMORY_MIB"
+      "[:SM_PERCENT][@START[-END]], e.g. 2:4001:3072:30@10s-70s — from 10 s to 70 s after the "
+      "engine starts (repeatable, --backend sim)");
   command
       ->add_option("--sim-nics", flags->sim_nics,
                    "NIC rails of the simulated node, one per GPU from GPU 0 behind its PCIe switch "

@@ -55,6 +55,8 @@ struct EngineFlags {
   // --backend sim: the MIG layouts, "GPU:PROFILE[,PROFILE…]" each.
   std::vector<std::string> mig;
   CLI::Option* mig_option = nullptr;
+  // --backend sim: compute processes that start and end, "GPU[/GI]:PID:MIB[:SM][@START[-END]]".
+  std::vector<std::string> sim_processes;
   // Set by CLI11 when given, to refuse sim-only flags with --backend nvml.
   CLI::Option* gpus_option = nullptr;
   CLI::Option* seed_option = nullptr;

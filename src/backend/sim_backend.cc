@@ -2,10 +2,13 @@
 #include "backend/sim_backend.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "common/check.h"
+#include "common/duration.h"
 #include "common/status.h"
+#include "common/strings.h"
 #include "fmt/format.h"
 
 namespace vigil {
@@ -38,6 +41,29 @@ absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(const SimOptions&
     }
     gpu.mig = {.mode = true, .instances = *std::move(instances)};
   }
+  std::set<std::pair<uint32_t, uint32_t>> pids;  // (GPU, pid)
+  for (const SimWorkload& workload : options.workloads) {
+    const std::string what = fmt::format("--sim-process {}:{}", workload.gpu, workload.process.pid);
+    if (workload.gpu >= options.gpu_count) {
+      return absl::InvalidArgumentError(fmt::format("{}: there is no GPU {} (--gpus {}: 0-{})",
+                                                    what, workload.gpu, options.gpu_count,
+                                                    options.gpu_count - 1));
+    }
+    const std::vector<MigInstance>& instances = sim->identities_[workload.gpu].mig.instances;
+    const int32_t gi = workload.process.gpu_instance;
+    if (gi >= 0 && std::none_of(instances.begin(), instances.end(), [&](const MigInstance& i) {
+          return static_cast<int32_t>(i.gpu_instance_id) == gi;
+        })) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: GPU {} has no GPU instance {} (give its instances with --mig)", what,
+                      workload.gpu, gi));
+    }
+    if (!pids.emplace(workload.gpu, workload.process.pid).second) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: pid {} is given twice on GPU {}; a process is listed once per GPU", what,
+                      workload.process.pid, workload.gpu));
+    }
+  }
   {
     absl::MutexLock lock(&sim->mutex_);  // no other thread has it yet: for the analysis
     for (const GpuIdentity& gpu : sim->identities_) sim->mig_.push_back(gpu.mig);
@@ -45,13 +71,15 @@ absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(const SimOptions&
   return sim;
 }
 
-SimBackend::SimBackend(const SimOptions& options) : mig_change_events_(options.mig_change_events) {
+SimBackend::SimBackend(const SimOptions& options)
+    : mig_change_events_(options.mig_change_events), workloads_(options.workloads) {
   for (uint32_t i = 0; i < options.gpu_count; ++i) {
     models_.emplace_back(i, options.seed, options.driver_version);
     identities_.push_back(models_.back().identity());
   }
   lost_.assign(options.gpu_count, false);
   processes_.resize(options.gpu_count);
+  last_read_.assign(options.gpu_count, absl::InfinitePast());
 }
 
 absl::Status SimBackend::Read(uint32_t gpu, absl::Span<const FieldId> fields, absl::Time now,
@@ -61,6 +89,8 @@ absl::Status SimBackend::Read(uint32_t gpu, absl::Span<const FieldId> fields, ab
   absl::MutexLock lock(&mutex_);
   // The model keeps running while the GPU is "lost", so that it comes back with plausible values.
   models_[gpu].AdvanceTo(now);
+  first_read_ = std::min(first_read_, now);
+  last_read_[gpu] = now;
   if (lost_[gpu]) {
     return absl::UnavailableError(fmt::format(
         "GPU {} ({}) is lost: it stopped answering (simulated)", gpu, identities_[gpu].uuid));
@@ -167,7 +197,68 @@ absl::StatusOr<std::vector<GpuProcess>> SimBackend::ReadProcesses(uint32_t gpu) 
     return absl::UnavailableError(fmt::format(
         "GPU {} ({}) is lost: it stopped answering (simulated)", gpu, identities_[gpu].uuid));
   }
-  return processes_[gpu];
+  std::vector<GpuProcess> processes = processes_[gpu];
+  const absl::Duration since_start = last_read_[gpu] - first_read_;
+  for (const SimWorkload& workload : workloads_) {
+    if (workload.gpu == gpu && since_start >= workload.start && since_start < workload.end) {
+      processes.push_back(workload.process);
+    }
+  }
+  return processes;
+}
+
+absl::StatusOr<SimWorkload> ParseSimWorkload(std::string_view text) {
+  const auto invalid = [&](std::string_view why) {
+    return absl::InvalidArgumentError(
+        fmt::format("--sim-process '{}': {}; give GPU[/GI]:PID:MEMORY_MIB[:SM_PERCENT]"
+                    "[@START[-END]], e.g. 2:4001:3072:30@10s-70s",
+                    Printable(text, 80), why));
+  };
+  SimWorkload workload;
+  std::string_view spec = text;
+  if (const size_t at = spec.find('@'); at != std::string_view::npos) {
+    const std::string_view when = spec.substr(at + 1);
+    spec = spec.substr(0, at);
+    const size_t dash = when.find('-');
+    auto start = ParseDuration(when.substr(0, dash));
+    if (!start.ok() || *start < absl::ZeroDuration()) return invalid("the start is not a duration");
+    workload.start = *start;
+    if (dash != std::string_view::npos && dash + 1 < when.size()) {
+      auto end = ParseDuration(when.substr(dash + 1));
+      if (!end.ok()) return invalid("the end is not a duration");
+      if (*end <= *start) return invalid("it ends before it starts");
+      workload.end = *end;
+    }
+  }
+  const std::vector<std::string_view> parts = Split(spec, ':');
+  if (parts.size() < 3 || parts.size() > 4) return invalid("not GPU:PID:MEMORY_MIB[:SM_PERCENT]");
+  std::string_view gpu = parts[0];
+  if (const size_t slash = gpu.find('/'); slash != std::string_view::npos) {
+    const std::optional<uint64_t> gi = ParseUint64(gpu.substr(slash + 1));
+    if (!gi || *gi > 1023) return invalid("the GPU instance is not an id");
+    workload.process.gpu_instance = static_cast<int32_t>(*gi);
+    gpu = gpu.substr(0, slash);
+  }
+  const std::optional<uint64_t> index = ParseUint64(gpu);
+  const std::optional<uint64_t> pid = ParseUint64(parts[1]);
+  const std::optional<uint64_t> mib = ParseUint64(parts[2]);
+  if (!index || *index > 1023) return invalid("the GPU is not an index");
+  if (!pid || *pid == 0 || *pid > 4'194'304) return invalid("the pid is not one (1 to 4194304)");
+  if (!mib || *mib > 1'048'576) return invalid("the memory is not a number of MiB");
+  workload.gpu = static_cast<uint32_t>(*index);
+  workload.process.pid = static_cast<uint32_t>(*pid);
+  workload.process.used_memory_bytes = *mib << 20;
+  if (parts.size() == 4) {
+    const std::optional<uint64_t> sm = ParseUint64(parts[3]);
+    if (!sm || *sm > 100) return invalid("the SM share is not a percentage");
+    if (workload.process.gpu_instance >= 0) {
+      return invalid("NVML samples no SM share on a GPU instance: leave it out there");
+    }
+    workload.process.sm_util = static_cast<uint32_t>(*sm);
+  } else if (workload.process.gpu_instance < 0) {
+    workload.process.sm_util = 0;  // a process with no sample, as NVML reads it
+  }
+  return workload;
 }
 
 absl::StatusOr<std::string> SimBackend::ResetGpu(uint32_t gpu) {

@@ -18,6 +18,22 @@
 
 namespace vigil {
 
+// A compute process the simulated node runs (--sim-process), as a pod's workload: on a GPU or one
+// of its MIG GPU instances, from `start` to `end` after the engine's first read (sim time: the
+// engine's clock as its reads give it), with constant memory and SM share (nullopt on an
+// instance, where NVML samples none).
+struct SimWorkload {
+  uint32_t gpu = 0;
+  GpuProcess process;
+  absl::Duration start = absl::ZeroDuration();
+  absl::Duration end = absl::InfiniteDuration();
+};
+
+// GPU[/GI]:PID:MEMORY_MIB[:SM_PERCENT][@START[-END]], e.g. "2:4001:3072:30@10s-70s" (a 3 GiB
+// process using 30% of GPU 2's SMs from 10 s to 70 s) or "0/3:5001:2048" (on GPU instance 3, from
+// the start, for good). InvalidArgument, saying the form, for anything else.
+absl::StatusOr<SimWorkload> ParseSimWorkload(std::string_view text);
+
 struct SimOptions {
   uint32_t gpu_count = 8;
   uint64_t seed = 1;
@@ -27,14 +43,17 @@ struct SimOptions {
   // SetMig tells the engine at once, as a current driver's MIG-change event does; false: an older
   // driver, whose reconfigurations only the engine's periodic poll finds.
   bool mig_change_events = true;
+  // Processes that start and end (--sim-process), besides SetProcesses'.
+  std::vector<SimWorkload> workloads;
 };
 
 class SimBackend : public Backend {
  public:
   static constexpr uint32_t kMaxGpus = 64;
 
-  // InvalidArgument when gpu_count is 0 or above kMaxGpus, or for a MIG layout of a GPU that does
-  // not exist, given twice, or that the GPU could not hold.
+  // InvalidArgument when gpu_count is 0 or above kMaxGpus, for a MIG layout of a GPU that does
+  // not exist, given twice, or that the GPU could not hold, or for a workload on a GPU or GPU
+  // instance that does not exist or a pid given twice on one GPU.
   static absl::StatusOr<std::unique_ptr<SimBackend>> Create(const SimOptions& options);
 
   std::string_view name() const override { return "sim"; }
@@ -62,7 +81,8 @@ class SimBackend : public Backend {
   // and without this backend's lock (StopEvents waits for the delivery to end, so the sink must
   // not call StopEvents from OnXid).
   void RaiseXid(uint32_t gpu, uint32_t xid, absl::Time time);
-  // Compute processes simulated on a GPU (a reset ends them, and is refused while there are any).
+  // Compute processes simulated on a GPU (a reset ends them, and is refused while there are any);
+  // ReadProcesses adds the workloads running at the GPU's last read.
   void SetProcesses(uint32_t gpu, std::vector<GpuProcess> processes);
   // Resets done, for tests.
   int resets() const;
@@ -79,6 +99,10 @@ class SimBackend : public Backend {
   const bool mig_change_events_;
   bool mig_change_noticed_ ABSL_GUARDED_BY(mutex_) = false;  // since TakeMigChangeNotice
   std::vector<std::vector<GpuProcess>> processes_ ABSL_GUARDED_BY(mutex_);
+  const std::vector<SimWorkload> workloads_;
+  // The first read's time (the workloads' zero), and each GPU's last read's.
+  absl::Time first_read_ ABSL_GUARDED_BY(mutex_) = absl::InfiniteFuture();
+  std::vector<absl::Time> last_read_ ABSL_GUARDED_BY(mutex_);
   int resets_ ABSL_GUARDED_BY(mutex_) = 0;
   bool NoDeliveryInProgress() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return deliveries_in_progress_ == 0;

@@ -210,6 +210,69 @@ TEST(SimBackendTest, AResetZeroesTheVolatileCountersAndEndsWhatWasSimulated) {
   EXPECT_EQ(sim->resets(), 1);
 }
 
+// --sim-process: a pod's workload that starts and ends in sim time (the engine's clock as its
+// reads give it), on a whole GPU with its SM share or on a MIG instance without one.
+TEST(SimBackendTest, WorkloadsStartAndEndInSimTime) {
+  auto trainer = ParseSimWorkload("1:4001:3072:30@10s-70s");
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  auto server = ParseSimWorkload("1:4101:1024");
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto inference = ParseSimWorkload("0/1:5001:2048@5s");
+  ASSERT_TRUE(inference.ok()) << inference.status();
+  EXPECT_EQ(inference->process.gpu_instance, 1);
+  EXPECT_EQ(inference->process.sm_util, std::nullopt) << "NVML samples none on an instance";
+  auto sim = SimBackend::Create({.gpu_count = 2,
+                                 .mig = {{.gpu = 0, .profiles = {"3g.40gb"}}},
+                                 .workloads = {*trainer, *server, *inference}});
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  const std::vector<FieldId> fields = {fid::kGpuTemp};
+  const auto at = [&](absl::Duration since) {
+    for (uint32_t gpu = 0; gpu < 2; ++gpu) ReadAll(**sim, gpu, kStart + since, fields);
+    std::vector<uint32_t> pids;
+    for (uint32_t gpu = 0; gpu < 2; ++gpu) {
+      const auto processes = (*sim)->ReadProcesses(gpu);
+      EXPECT_TRUE(processes.ok()) << processes.status();
+      for (const GpuProcess& process : processes.value_or(std::vector<GpuProcess>())) {
+        pids.push_back(process.pid);
+      }
+    }
+    return pids;
+  };
+  EXPECT_THAT(at(absl::ZeroDuration()), ::testing::ElementsAre(4101u));
+  EXPECT_THAT(at(absl::Seconds(10)), ::testing::ElementsAre(5001u, 4001u, 4101u));
+  auto processes = (*sim)->ReadProcesses(1);
+  ASSERT_EQ(processes->size(), 2u);
+  EXPECT_EQ((*processes)[0],
+            (GpuProcess{.pid = 4001, .used_memory_bytes = 3072ull << 20, .sm_util = 30}));
+  EXPECT_EQ((*processes)[1].sm_util, 0u) << "no share given: a process with no sample";
+  EXPECT_THAT(at(absl::Seconds(70)), ::testing::ElementsAre(5001u, 4101u)) << "the trainer ended";
+}
+
+TEST(SimBackendTest, BadWorkloadsAreRefusedWithTheForm) {
+  for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
+           {"1:4001", "not GPU:PID:MEMORY_MIB"},
+           {"x:4001:10", "the GPU is not an index"},
+           {"1:0:10", "the pid is not one"},
+           {"1:4001:lots", "the memory is not a number of MiB"},
+           {"1:4001:10:101", "not a percentage"},
+           {"0/1:4001:10:30", "no SM share on a GPU instance"},
+           {"1:4001:10@later", "the start is not a duration"},
+           {"1:4001:10@70s-10s", "it ends before it starts"}}) {
+    auto workload = ParseSimWorkload(text);
+    ASSERT_FALSE(workload.ok()) << text;
+    EXPECT_THAT(workload.status().message(), ::testing::HasSubstr(why)) << text;
+    EXPECT_THAT(workload.status().message(), ::testing::HasSubstr("e.g. 2:4001:3072:30@10s-70s"));
+  }
+  const auto create = [](const std::string& text) {
+    return SimBackend::Create({.gpu_count = 2, .workloads = {*ParseSimWorkload(text)}}).status();
+  };
+  EXPECT_THAT(create("2:4001:10").message(), ::testing::HasSubstr("there is no GPU 2"));
+  EXPECT_THAT(create("0/3:4001:10").message(), ::testing::HasSubstr("GPU 0 has no GPU instance 3"));
+  auto twice = SimBackend::Create(
+      {.gpu_count = 2, .workloads = {*ParseSimWorkload("1:7:1"), *ParseSimWorkload("1:7:2")}});
+  EXPECT_THAT(twice.status().message(), ::testing::HasSubstr("pid 7 is given twice on GPU 1"));
+}
+
 class RecordingSink : public EventSink {
  public:
   void OnXid(const XidEvent& event) override { events.push_back(event); }

@@ -171,6 +171,7 @@ int RunInfo(const ClientFlags& flags, bool list_fields) {
           {"gpu_read_timeouts", info->counters().gpu_read_timeouts()},
           {"xid_events", info->counters().xid_events()},
           {"xid_duplicates", info->counters().xid_duplicates()},
+          {"process_read_failures", info->counters().process_read_failures()},
           {"kernel_log", std::string(KernelLogStateText(info->counters().kernel_log()))},
           {"kernel_log_xids", info->counters().kernel_log_xids()},
           {"kernel_log_unknown_gpu", info->counters().kernel_log_unknown_gpu()},

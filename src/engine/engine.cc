@@ -647,7 +647,8 @@ Snapshot::Counters Engine::Counters() const {
       .gpu_read_failures = stats_.gpu_read_failures.load(std::memory_order_relaxed),
       .gpu_read_timeouts = stats_.gpu_read_timeouts.load(std::memory_order_relaxed),
       .xid_events = stats_.xid_events.load(std::memory_order_relaxed),
-      .xid_duplicates = stats_.xid_duplicates.load(std::memory_order_relaxed)};
+      .xid_duplicates = stats_.xid_duplicates.load(std::memory_order_relaxed),
+      .process_read_failures = stats_.process_read_failures.load(std::memory_order_relaxed)};
   if (incident_store_ != nullptr) {
     const IncidentStore::Stats persisted = incident_store_->stats();
     counters.persistence_pending = persisted.pending;

@@ -44,9 +44,11 @@ TEST_F(ProcessesTest, ALostGpusProcessesAreUnknownNotNone) {
   sim_->SetProcesses(1, {{.pid = 7}});
   Tick(2);
   ASSERT_TRUE(Lists()[1].known);
+  EXPECT_EQ(latest_->counters.process_read_failures, 0u);
   sim_->SetGpuLost(1, true);
   Tick(2);
   EXPECT_FALSE(Lists()[1].known);
+  EXPECT_GT(latest_->counters.process_read_failures, 0u) << "counted, for the exporter's rate";
   EXPECT_TRUE(Lists()[1].processes.empty());
   EXPECT_TRUE(Lists()[0].known) << "the others are read";
 }

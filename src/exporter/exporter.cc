@@ -217,44 +217,47 @@ void Exporter::FollowTicks() {
       // The pods of the GPUs' processes, read from /proc before taking the lock.
       ProcessPods process_pods;
       if (options_.virtual_gpus) process_pods = LookUpProcessPodsOf(tick);
-      {
-        absl::MutexLock lock(&mutex_);
-        view_.process_pods = std::move(process_pods);
-        if (info) {
-          const bool new_instance = view_.info.instance_id() != info->instance_id();
-          view_.info = std::move(*info);
-          view_.gpus.assign(gpus->gpus().begin(), gpus->gpus().end());
-          mig_generation_ = gpus->mig_generation();
-          stale_after_ =
-              std::max(absl::Seconds(3), absl::Microseconds(view_.info.tick_interval_us()) * 3);
-          // A new engine instance's clock events start afresh (not a MIG layout change's). (The
-          // XID counts are the event thread's: it resets them when it sees the new instance.)
-          if (new_instance) clock_events_.clear();
-        }
-        const bool up_before = view_.engine_up, new_identity = info.has_value();
-        view_.tick = tick;
-        view_.engine_up = true;
-        last_tick_ = options_.clock->Now();
-        for (const v1::FieldValue& value : tick.values()) {
-          if (value.field_id() == fid::kClocksEventReasons && value.sample_seq() == tick.seq() &&
-              value.status() == v1::VALUE_STATUS_OK) {
-            clock_events_[value.gpu()].emplace_back(absl::FromUnixMicros(value.timestamp_us()),
-                                                    value.int_value());
-          }
-        }
-        // With --collect-interval, the served values change at most that often (in engine time);
-        // an engine that comes back, or a new one, is served at once.
-        const absl::Time tick_time = absl::FromUnixMicros(tick.timestamp_us());
-        if (!up_before || new_identity || tick_time - rendered_tick_ >= options_.collect_interval) {
-          rendered_tick_ = tick_time;
-          RenderLocked();
-        }
-      }
+      ApplyTick(tick, std::move(info), std::move(gpus), std::move(process_pods));
       CompressLatest();  // outside the lock: scrapes never wait for the compression
     }
     absl::MutexLock lock(&mutex_);
     ticks_ = nullptr;
     if (stopping_) return;
+  }
+}
+
+void Exporter::ApplyTick(const v1::TickUpdate& tick, std::optional<v1::EngineInfo> info,
+                         std::optional<v1::ListGpusResponse> gpus, ProcessPods process_pods) {
+  absl::MutexLock lock(&mutex_);
+  view_.process_pods = std::move(process_pods);
+  if (info) {
+    const bool new_instance = view_.info.instance_id() != info->instance_id();
+    view_.info = std::move(*info);
+    view_.gpus.assign(gpus->gpus().begin(), gpus->gpus().end());
+    mig_generation_ = gpus->mig_generation();
+    stale_after_ =
+        std::max(absl::Seconds(3), absl::Microseconds(view_.info.tick_interval_us()) * 3);
+    // A new engine instance's clock events start afresh (not a MIG layout change's). (The
+    // XID counts are the event thread's: it resets them when it sees the new instance.)
+    if (new_instance) clock_events_.clear();
+  }
+  const bool up_before = view_.engine_up, new_identity = info.has_value();
+  view_.tick = tick;
+  view_.engine_up = true;
+  last_tick_ = options_.clock->Now();
+  for (const v1::FieldValue& value : tick.values()) {
+    if (value.field_id() == fid::kClocksEventReasons && value.sample_seq() == tick.seq() &&
+        value.status() == v1::VALUE_STATUS_OK) {
+      clock_events_[value.gpu()].emplace_back(absl::FromUnixMicros(value.timestamp_us()),
+                                              value.int_value());
+    }
+  }
+  // With --collect-interval, the served values change at most that often (in engine time);
+  // an engine that comes back, or a new one, is served at once.
+  const absl::Time tick_time = absl::FromUnixMicros(tick.timestamp_us());
+  if (!up_before || new_identity || tick_time - rendered_tick_ >= options_.collect_interval) {
+    rendered_tick_ = tick_time;
+    RenderLocked();
   }
 }
 

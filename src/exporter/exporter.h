@@ -18,6 +18,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -101,6 +102,11 @@ class Exporter {
   Exporter(ExporterOptions options, std::unique_ptr<EngineClient> client, Counters counters);
   void FollowTicks();
   void FollowEvents();
+  // Takes `tick` (with the engine's identity and GPUs when they were fetched anew, and the pods
+  // of its processes) into the view and renders when due.
+  void ApplyTick(const v1::TickUpdate& tick, std::optional<v1::EngineInfo> info,
+                 std::optional<v1::ListGpusResponse> gpus, ProcessPods process_pods)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   // Rebuilds the rendered body from the view (caller holds mutex_).
   void RenderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Compresses the latest render for gzip scrapes, outside the lock (a scrape never waits for

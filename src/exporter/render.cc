@@ -488,6 +488,9 @@ void AppendEngineMetrics(const ExporterView& view, PrometheusText* text) {
   text->Single("vigil_engine_xid_duplicates_total", MetricType::kCounter,
                "Real XIDs that both NVML's events and the kernel log reported, counted once.",
                counters.xid_duplicates());
+  text->Single("vigil_engine_process_read_failures_total", MetricType::kCounter,
+               "Compute process lists of a GPU that the engine could not read (per GPU and read).",
+               counters.process_read_failures());
   if (counters.kernel_log() != v1::KERNEL_LOG_OFF) {
     text->Single("vigil_engine_kernel_log_up", MetricType::kGauge,
                  "Whether the engine reads the kernel log for the driver's XIDs (1) or cannot (0: "

@@ -150,6 +150,7 @@ void ToProto(const Snapshot::Counters& counters, v1::EngineCounters* out) {
   out->set_gpu_read_timeouts(counters.gpu_read_timeouts);
   out->set_xid_events(counters.xid_events);
   out->set_xid_duplicates(counters.xid_duplicates);
+  out->set_process_read_failures(counters.process_read_failures);
   using KernelLog = Snapshot::Counters::KernelLog;
   switch (counters.kernel_log) {
     case KernelLog::kOff:
