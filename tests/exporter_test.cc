@@ -581,7 +581,7 @@ TEST(ExporterTest, ExporterMetricsAreTheProcessCollectorsSeriesAndMoveAsItWorks)
   EXPECT_THAT(plain.ScrapeUntil([](const std::string& b) {
     return b.find("DCGM_FI_DEV_GPU_TEMP{") != std::string::npos;
   }),
-              Not(HasSubstr("process_")));
+              Not(HasSubstr("\nprocess_")));
 }
 
 // --compat picks the dcgm-exporter release whose output to match: 4.8.3 spells the node label

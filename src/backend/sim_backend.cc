@@ -79,6 +79,7 @@ SimBackend::SimBackend(const SimOptions& options)
   }
   lost_.assign(options.gpu_count, false);
   processes_.resize(options.gpu_count);
+  process_list_errors_.resize(options.gpu_count);
   last_read_.assign(options.gpu_count, absl::InfinitePast());
 }
 
@@ -139,6 +140,12 @@ void SimBackend::SetProcesses(uint32_t gpu, std::vector<GpuProcess> processes) {
   processes_[gpu] = std::move(processes);
 }
 
+void SimBackend::FailProcessLists(uint32_t gpu, absl::Status error) {
+  VIGIL_CHECK(gpu < identities_.size());
+  absl::MutexLock lock(&mutex_);
+  process_list_errors_[gpu] = std::move(error);
+}
+
 int SimBackend::resets() const {
   absl::MutexLock lock(&mutex_);
   return resets_;
@@ -197,6 +204,7 @@ absl::StatusOr<std::vector<GpuProcess>> SimBackend::ReadProcesses(uint32_t gpu) 
     return absl::UnavailableError(fmt::format(
         "GPU {} ({}) is lost: it stopped answering (simulated)", gpu, identities_[gpu].uuid));
   }
+  if (!process_list_errors_[gpu].ok()) return process_list_errors_[gpu];
   std::vector<GpuProcess> processes = processes_[gpu];
   const absl::Duration since_start = last_read_[gpu] - first_read_;
   for (const SimWorkload& workload : workloads_) {

@@ -84,6 +84,10 @@ class SimBackend : public Backend {
   // Compute processes simulated on a GPU (a reset ends them, and is refused while there are any);
   // ReadProcesses adds the workloads running at the GPU's last read.
   void SetProcesses(uint32_t gpu, std::vector<GpuProcess> processes);
+  // Makes GPU `gpu`'s process lists fail with `error` while its fields still answer (OK: they
+  // answer again), as NVML's process list can be refused alone (NO_PERMISSION on a GPU in MIG
+  // mode for an unprivileged caller).
+  void FailProcessLists(uint32_t gpu, absl::Status error);
   // Resets done, for tests.
   int resets() const;
 
@@ -99,6 +103,7 @@ class SimBackend : public Backend {
   const bool mig_change_events_;
   bool mig_change_noticed_ ABSL_GUARDED_BY(mutex_) = false;  // since TakeMigChangeNotice
   std::vector<std::vector<GpuProcess>> processes_ ABSL_GUARDED_BY(mutex_);
+  std::vector<absl::Status> process_list_errors_ ABSL_GUARDED_BY(mutex_);
   const std::vector<SimWorkload> workloads_;
   // The first read's time (the workloads' zero), and each GPU's last read's.
   absl::Time first_read_ ABSL_GUARDED_BY(mutex_) = absl::InfiniteFuture();

@@ -44,13 +44,32 @@ TEST_F(ProcessesTest, ALostGpusProcessesAreUnknownNotNone) {
   sim_->SetProcesses(1, {{.pid = 7}});
   Tick(2);
   ASSERT_TRUE(Lists()[1].known);
-  EXPECT_EQ(latest_->counters.process_read_failures, 0u);
   sim_->SetGpuLost(1, true);
   Tick(2);
   EXPECT_FALSE(Lists()[1].known);
-  EXPECT_GT(latest_->counters.process_read_failures, 0u) << "counted, for the exporter's rate";
+  EXPECT_EQ(latest_->counters.process_read_failures, 0u) << "the GPU's read failure says it";
   EXPECT_TRUE(Lists()[1].processes.empty());
   EXPECT_TRUE(Lists()[0].known) << "the others are read";
+}
+
+// A list refused while the GPU's fields answer (NO_PERMISSION, as NVML refuses an unprivileged
+// caller a MIG GPU's processes): unknown, counted per read, and known again once it answers.
+TEST_F(ProcessesTest, AListRefusedAloneIsUnknownAndCounted) {
+  sim_->SetProcesses(1, {{.pid = 7}});
+  Tick(2);
+  ASSERT_TRUE(Lists()[1].known);
+  EXPECT_EQ(latest_->counters.process_read_failures, 0u);
+  sim_->FailProcessLists(1, absl::PermissionDeniedError("NVML: insufficient permissions"));
+  Tick(2);
+  EXPECT_FALSE(Lists()[1].known);
+  EXPECT_TRUE(Lists()[0].known);
+  const uint64_t failures = latest_->counters.process_read_failures;
+  EXPECT_GT(failures, 0u) << "counted, for the exporter's rate";
+  sim_->FailProcessLists(1, absl::OkStatus());
+  Tick(2);
+  EXPECT_TRUE(Lists()[1].known);
+  EXPECT_THAT(Lists()[1].processes, ElementsAre(GpuProcess{.pid = 7}));
+  EXPECT_EQ(latest_->counters.process_read_failures, failures) << "no more once it answers";
 }
 
 }  // namespace

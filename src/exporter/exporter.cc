@@ -216,7 +216,7 @@ void Exporter::FollowTicks() {
       }
       // The pods of the GPUs' processes, read from /proc before taking the lock.
       ProcessPods process_pods;
-      if (options_.virtual_gpus) process_pods = LookUpProcessPodsOf(tick);
+      if (options_.kubernetes && options_.virtual_gpus) process_pods = LookUpProcessPodsOf(tick);
       ApplyTick(tick, std::move(info), std::move(gpus), std::move(process_pods));
       CompressLatest();  // outside the lock: scrapes never wait for the compression
     }

@@ -83,8 +83,8 @@ struct Snapshot {
     uint64_t xid_events = 0;
     // Real XIDs seen by both sources (NVML's events and the kernel log) and counted once.
     uint64_t xid_duplicates = 0;
-    // Per GPU and read: compute process lists that could not be read (the per-pod usage of a
-    // shared GPU is unknown meanwhile).
+    // Per GPU and read: compute process lists that could not be read while the GPU's fields
+    // could (the per-pod usage of a shared GPU is unknown meanwhile).
     uint64_t process_read_failures = 0;
     // The kernel log (--kmsg): whether it is read, XIDs taken from it, XIDs for a bus id of no
     // GPU, records the ring buffer overwrote before they were read.
