@@ -208,7 +208,7 @@ TEST_F(SharedGpuTest, TwoPodsTimeSlicingAGpuEachHaveTheirOwnUsage) {
 
 // A MIG instance two pods share: each pod's framebuffer on that instance, from the processes
 // NVML lists on the instance's MIG device; no per-pod utilisation (NVML samples whole GPUs
-// only).
+// only). A pod whose process ends uses 0; a pod that ends has no series.
 TEST_F(SharedGpuTest, TwoPodsSharingAMigInstanceEachHaveTheirOwnFramebuffer) {
   const std::string uid_c = AddPod("ml", "infer-c"), uid_d = AddPod("ml", "infer-d");
   FakeNvmlScript fake(dir.File("fake-nvml.json"), 2);
@@ -248,7 +248,7 @@ TEST_F(SharedGpuTest, TwoPodsSharingAMigInstanceEachHaveTheirOwnFramebuffer) {
   auto exporter = StartExporter(engine.unix_address, socket);
   ASSERT_GT(exporter->port(), 0) << exporter->process().Stderr();
 
-  const std::string body = exporter->GetUntil("/metrics", [&](const std::string& b) {
+  std::string body = exporter->GetUntil("/metrics", [&](const std::string& b) {
     return LinesOf(b, "DCGM_FI_DEV_FB_USED", "pod_uid=").size() == 2;
   });
   const std::string instance = "GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"3\"";
@@ -261,6 +261,23 @@ TEST_F(SharedGpuTest, TwoPodsSharingAMigInstanceEachHaveTheirOwnFramebuffer) {
   EXPECT_THAT(LinesOf(body, "DCGM_FI_DEV_GPU_UTIL", "pod_uid="), ::testing::IsEmpty());
   // The instance's own framebuffer series stays, without a pod.
   EXPECT_EQ(LinesOf(body, "DCGM_FI_DEV_FB_USED", instance).size(), 3u);
+  ExpectPromtoolAccepts(body);
+
+  // Pod d's process ends: d holds its share and uses nothing; then pod d ends: its series go.
+  fake.gpu(0)["mig"]["instances"][0]["processes"].erase(1);
+  fake.Write();
+  EndProcess(5101);
+  const std::string idle = "pod=\"infer-d\",pod_uid=\"" + uid_d + "\",vgpu=\"1\"} 0\n";
+  body = exporter->GetUntil(
+      "/metrics", [&](const std::string& b) { return b.find(idle) != std::string::npos; });
+  EXPECT_THAT(body, HasSubstr(idle));
+  kubelet.RemovePod("ml", "infer-d");
+  body = exporter->GetUntil(
+      "/metrics", [&](const std::string& b) { return b.find("infer-d") == std::string::npos; });
+  EXPECT_THAT(body, Not(HasSubstr("infer-d")));
+  EXPECT_THAT(LinesOf(body, "DCGM_FI_DEV_FB_USED", "pod_uid="),
+              ::testing::ElementsAre(
+                  HasSubstr("pod=\"infer-c\",pod_uid=\"" + uid_c + "\",vgpu=\"0\"} 4096")));
   ExpectPromtoolAccepts(body);
 }
 
