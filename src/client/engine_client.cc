@@ -75,7 +75,11 @@ absl::StatusOr<std::unique_ptr<EngineClient>> EngineClient::Create(std::string_v
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  // gRPC reads this one as the least time a connection attempt is given (TCP and the TLS
+  // handshake): at 100 ms a handshake with an engine on a loaded node was cut short ("handshaker
+  // shutdown") and a one-shot command failed. A refused connect still fails at once, so a dead
+  // engine is retried as often as before.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5'000);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options.reconnect_backoff_max)));
   args.SetMaxReceiveMessageSize(64 << 20);
