@@ -146,8 +146,9 @@ void BM_KubeFleet(benchmark::State& state) {
     Check* self = check.get();
     check->reporter = std::make_unique<NodeReporter>(
         NodeReporterOptions{.node_name = fmt::format("node-{}", i), .taint = true},
-        check->kube.get(), &clock, [self](absl::Time) { return self->desired; },
-        [self](absl::Time) { return self->faults; });
+        check->kube.get(), &clock, [self](absl::Time) {
+          return DesiredNodeState{.condition = self->desired, .faults = self->faults};
+        });
     check->reporter->StartWatching();
     checks.push_back(std::move(check));
   }

@@ -84,39 +84,36 @@ absl::StatusOr<std::unique_ptr<Healthcheck>> Healthcheck::Start(
 }
 
 void Healthcheck::MakeReporter(bool remediation) {
-  // With --remediation the reporter also publishes the node's faults (a fresh verdict's FAIL
-  // incidents, with the pods of each failing GPU when the kubelet's mapping is known).
-  NodeReporter::FaultsSource faults;
-  if (remediation) {
-    faults = [this](absl::Time now) -> std::optional<PublishedFaults> {
-      const HealthView view = monitor_->View();
-      if (!view.fresh(now)) return std::nullopt;  // a stale verdict says nothing new
-      PublishedFaults faults = RemediationRelay::FaultsOf(view, KnownPods(view.gpus));
-      // The failing GPUs DeviceTaintRules hold: the remediator drains those alone.
-      if (quarantine_ != nullptr) {
-        for (QuarantinedDevice& device : quarantine_->Quarantined()) {
-          if (std::any_of(faults.faults.begin(), faults.faults.end(),
-                          [&](const PublishedFault& fault) { return fault.uuid == device.uuid; })) {
-            faults.devices.push_back(std::move(device));
-          }
-        }
-      }
-      return faults;
-    };
-  }
+  // The condition, and with --remediation the node's faults (a fresh verdict's FAIL incidents,
+  // with the pods of each failing GPU when the kubelet's mapping is known), from one view.
   reporter_ = std::make_unique<NodeReporter>(
-      options_.reporter, options_.kube.get(), options_.clock,
-      [this](absl::Time now) {
+      options_.reporter, options_.kube.get(), options_.clock, [this, remediation](absl::Time now) {
         const HealthView view = monitor_->View();
-        std::optional<DesiredCondition> desired =
-            ConditionFromView(view, now, started_, options_.unknown_after);
+        DesiredNodeState wanted;
+        wanted.condition = ConditionFromView(view, now, started_, options_.unknown_after);
         // GPUs that DeviceTaintRules take out of service alone need no node taint.
-        if (desired.has_value() && desired->status == "True" && quarantine_ != nullptr) {
-          desired->node_taint = NodeTaintNeeded(view, *quarantine_);
+        if (wanted.condition.has_value() && wanted.condition->status == "True" &&
+            quarantine_ != nullptr) {
+          wanted.condition->node_taint = NodeTaintNeeded(view, *quarantine_);
         }
-        return desired;
-      },
-      std::move(faults));
+        // A stale verdict says nothing new about the faults.
+        if (remediation && view.fresh(now)) wanted.faults = FaultsToPublish(view);
+        return wanted;
+      });
+}
+
+PublishedFaults Healthcheck::FaultsToPublish(const HealthView& view) {
+  PublishedFaults faults = RemediationRelay::FaultsOf(view, KnownPods(view.gpus));
+  // The failing GPUs DeviceTaintRules hold: the remediator drains those alone.
+  if (quarantine_ != nullptr) {
+    for (QuarantinedDevice& device : quarantine_->Quarantined()) {
+      if (std::any_of(faults.faults.begin(), faults.faults.end(),
+                      [&](const PublishedFault& fault) { return fault.uuid == device.uuid; })) {
+        faults.devices.push_back(std::move(device));
+      }
+    }
+  }
+  return faults;
 }
 
 void Healthcheck::MakeDra() {

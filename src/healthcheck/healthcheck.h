@@ -83,6 +83,8 @@ class Healthcheck {
   // ResourceClaims moved to the GPUs and MIG instances of `gpus` the DRA driver's slices say they
   // are.
   std::optional<GpuPodMap> KnownPods(const std::vector<v1::Gpu>& gpus) const;
+  // The gpu-faults annotation's content for `view` (--remediation), with the quarantined devices.
+  PublishedFaults FaultsToPublish(const HealthView& view);
 
   HealthcheckOptions options_;
   const absl::Time started_;

@@ -42,12 +42,11 @@ std::string PointerToken(std::string_view key) {
 }  // namespace
 
 NodeReporter::NodeReporter(NodeReporterOptions options, kube::KubeApi* api, Clock* clock,
-                           DesiredSource desired, FaultsSource faults)
+                           DesiredSource desired)
     : options_(std::move(options)),
       api_(api),
       clock_(clock),
       desired_(std::move(desired)),
-      faults_(std::move(faults)),
       node_(api, kube::InformerOptions{.path = "/api/v1/nodes",
                                        .field_selector = "metadata.name=" + options_.node_name,
                                        .transform = KeepWhatTheReporterReads,
@@ -172,7 +171,8 @@ void NodeReporter::Loop() {
 
 absl::Status NodeReporter::ReconcileOnce() {
   const absl::Time now = clock_->Now();
-  const std::optional<DesiredCondition> desired = desired_(now);
+  const DesiredNodeState wanted = desired_(now);
+  const std::optional<DesiredCondition>& desired = wanted.condition;
   if (!node_known_) {
     if (absl::Status read = ReadNode(); !read.ok()) return read;
   } else if (const std::string cached = node_.ResourceVersionOf(options_.node_name);
@@ -210,12 +210,9 @@ absl::Status NodeReporter::ReconcileOnce() {
   // The faults annotation, when it differs from what the node carries: with the taint change of
   // this pass when there is one (one write), else on its own.
   std::optional<std::string> faults;
-  if (faults_ != nullptr) {
-    if (const std::optional<PublishedFaults> published = faults_(now)) {
-      if (FaultsIdentity(*published) != faults_on_node_) {
-        faults = published->faults.empty() ? "" : FaultsToJson(*published);
-      }
-    }
+  if (const std::optional<PublishedFaults>& published = wanted.faults;
+      published.has_value() && FaultsIdentity(*published) != faults_on_node_) {
+    faults = published->faults.empty() ? "" : FaultsToJson(*published);
   }
   const absl::Status tainted =
       options_.taint ? ReconcileTaint(*desired, now, &faults) : absl::OkStatus();

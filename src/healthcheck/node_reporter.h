@@ -12,7 +12,8 @@
 //   restart of the check keeps it); not added while the tainted-share circuit breaker is open
 //   (healthcheck/taint_breaker.h: the remediator's published decision, or the check's own count
 //   when none is seen) — against a fleet-wide false alarm (logged once per episode and counted);
-// - with a faults source (`--remediation`), the vigil.dev/gpu-faults annotation the remediator
+// - with faults in the desired state (`--remediation`), the vigil.dev/gpu-faults annotation the
+// remediator
 //   reads: written when the faults change — in the same request as a taint change due in that
 //   pass, else as a merge patch of that one annotation — so one transition is one condition
 //   write, one Event and one node write, and no write of the check's tests a version its own
@@ -96,6 +97,16 @@ struct DesiredCondition {
   bool node_taint = true;
 };
 
+// What one verdict asks of the node.
+struct DesiredNodeState {
+  // nullopt: leave the node as it is (e.g. a health check that just started and has no verdict
+  // yet must not overwrite what the node says).
+  std::optional<DesiredCondition> condition;
+  // The node's FAIL incidents (remediation's hand-off, `--remediation` only); nullopt: no fresh
+  // verdict, or no --remediation: leave the annotation as it is.
+  std::optional<PublishedFaults> faults;
+};
+
 struct NodeReporterStats {
   std::atomic<uint64_t> condition_updates{0};
   std::atomic<uint64_t> events{0};             // Event writes: new objects and series updates
@@ -113,19 +124,15 @@ struct NodeReporterStats {
 
 class NodeReporter {
  public:
-  // What the node should carry at `now`; nullopt: leave the node as it is (e.g. a health check
-  // that just started and has no verdict yet must not overwrite what the node says). Called on
+  // What the node should carry at `now`, from one verdict: the condition and the faults are read
+  // together so that a verdict arriving between two reads cannot make a pass publish its faults
+  // beside the previous verdict's condition (they would then go as two node writes). Called on
   // the reconciling thread; must not block.
-  using DesiredSource = std::function<std::optional<DesiredCondition>(absl::Time now)>;
+  using DesiredSource = std::function<DesiredNodeState(absl::Time now)>;
 
-  // The node's FAIL incidents to publish at `now` (remediation's hand-off); nullopt: no fresh
-  // verdict, leave the annotation as it is. Called on the reconciling thread; must not block.
-  using FaultsSource = std::function<std::optional<PublishedFaults>(absl::Time now)>;
-
-  // `api` and `clock` are not owned and must outlive the reporter. `faults` may be null (no
-  // --remediation: the annotation is not written).
-  NodeReporter(NodeReporterOptions options, kube::KubeApi* api, Clock* clock, DesiredSource desired,
-               FaultsSource faults = nullptr);
+  // `api` and `clock` are not owned and must outlive the reporter.
+  NodeReporter(NodeReporterOptions options, kube::KubeApi* api, Clock* clock,
+               DesiredSource desired);
   ~NodeReporter();
 
   // The desired condition may have changed: reconcile soon (wakes the reporter's thread).
@@ -190,7 +197,6 @@ class NodeReporter {
   kube::KubeApi* const api_;
   Clock* const clock_;
   const DesiredSource desired_;
-  const FaultsSource faults_;
   NodeReporterStats stats_;
   kube::Informer node_;
   TaintBreaker breaker_;

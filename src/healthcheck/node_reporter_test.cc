@@ -53,8 +53,8 @@ class NodeReporterTest : public ::testing::Test {
   std::unique_ptr<NodeReporter> Reporter(NodeReporterOptions options = {}) {
     options.node_name = "gpu-1";
     auto reporter = std::make_unique<NodeReporter>(
-        options, kube_.get(), &clock_, [this](absl::Time) { return desired_; },
-        [this](absl::Time) { return faults_; });
+        options, kube_.get(), &clock_,
+        [this](absl::Time) { return DesiredNodeState{.condition = desired_, .faults = faults_}; });
     const int watches = api_->watches_opened();
     reporter->StartWatching();
     EXPECT_TRUE(vigil::testing::Eventually([&] {
@@ -721,7 +721,8 @@ TEST_F(NodeReporterTest, WrongTokenIsPermissionDeniedAndARotatedTokenIsPickedUp)
 TEST_F(NodeReporterTest, UnknownNodeSaysToCheckTheNodeName) {
   NodeReporterOptions options;
   options.node_name = "no-such-node";
-  NodeReporter reporter(options, kube_.get(), &clock_, [](absl::Time) { return kHealthy; });
+  NodeReporter reporter(options, kube_.get(), &clock_,
+                        [](absl::Time) { return DesiredNodeState{.condition = kHealthy}; });
   const absl::Status status = reporter.ReconcileOnce();
   EXPECT_TRUE(absl::IsNotFound(status)) << status;
   EXPECT_THAT(std::string(status.message()), HasSubstr("--node-name"));
