@@ -9,6 +9,7 @@
 #include "common/duration.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "fields/catalogue.h"
 #include "fmt/format.h"
 
 namespace vigil {
@@ -49,14 +50,25 @@ absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(const SimOptions&
                                                     what, workload.gpu, options.gpu_count,
                                                     options.gpu_count - 1));
     }
-    const std::vector<MigInstance>& instances = sim->identities_[workload.gpu].mig.instances;
+    const GpuIdentity& gpu = sim->identities_[workload.gpu];
     const int32_t gi = workload.process.gpu_instance;
-    if (gi >= 0 && std::none_of(instances.begin(), instances.end(), [&](const MigInstance& i) {
-          return static_cast<int32_t>(i.gpu_instance_id) == gi;
-        })) {
+    uint64_t memory_mib = gpu.memory_total_mib;
+    if (gi >= 0) {
+      const auto instance = std::find_if(
+          gpu.mig.instances.begin(), gpu.mig.instances.end(),
+          [&](const MigInstance& i) { return static_cast<int32_t>(i.gpu_instance_id) == gi; });
+      if (instance == gpu.mig.instances.end()) {
+        return absl::InvalidArgumentError(
+            fmt::format("{}: GPU {} has no GPU instance {} (give its instances with --mig)", what,
+                        workload.gpu, gi));
+      }
+      memory_mib = instance->memory_total_mib;
+    }
+    if (const uint64_t mib = workload.process.used_memory_bytes.value_or(0) >> 20;
+        mib > memory_mib) {
       return absl::InvalidArgumentError(
-          fmt::format("{}: GPU {} has no GPU instance {} (give its instances with --mig)", what,
-                      workload.gpu, gi));
+          fmt::format("{}: {} MiB is more than the {} MiB the {} has; give at most that", what, mib,
+                      memory_mib, gi >= 0 ? "GPU instance" : "GPU"));
     }
     if (!pids.emplace(workload.gpu, workload.process.pid).second) {
       return absl::InvalidArgumentError(
@@ -97,7 +109,48 @@ absl::Status SimBackend::Read(uint32_t gpu, absl::Span<const FieldId> fields, ab
         "GPU {} ({}) is lost: it stopped answering (simulated)", gpu, identities_[gpu].uuid));
   }
   for (size_t i = 0; i < fields.size(); ++i) out[i] = models_[gpu].Read(fields[i]);
+  // The GPU's framebuffer holds its instances' processes too; its utilisation is the whole-GPU
+  // processes' SM shares (a GPU in MIG mode has none).
+  uint64_t workload_bytes = 0;
+  uint32_t workload_sm = 0;
+  for (const SimWorkload* workload : RunningWorkloads(gpu)) {
+    workload_bytes += workload->process.used_memory_bytes.value_or(0);
+    workload_sm += workload->process.sm_util.value_or(0);
+  }
+  AtLeastTheWorkloads(models_[gpu].Read(fid::kFbUsed), workload_bytes, workload_sm, fields, out);
   return absl::OkStatus();
+}
+
+std::vector<const SimWorkload*> SimBackend::RunningWorkloads(
+    uint32_t gpu, std::optional<int32_t> instance) const {
+  std::vector<const SimWorkload*> running;
+  const absl::Duration since_start = last_read_[gpu] - first_read_;
+  for (const SimWorkload& workload : workloads_) {
+    if (workload.gpu == gpu && since_start >= workload.start && since_start < workload.end &&
+        (!instance.has_value() || workload.process.gpu_instance == *instance)) {
+      running.push_back(&workload);
+    }
+  }
+  return running;
+}
+
+void SimBackend::AtLeastTheWorkloads(const FieldValue& model_fb_used, uint64_t workload_bytes,
+                                     uint32_t workload_sm, absl::Span<const FieldId> fields,
+                                     absl::Span<FieldValue> out) {
+  const auto workload_mib = static_cast<int64_t>(workload_bytes >> 20);
+  // What the workloads add to the model's used memory, taken from the free memory.
+  const int64_t added_mib =
+      model_fb_used.ok() ? std::max<int64_t>(0, workload_mib - model_fb_used.as_int()) : 0;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (!out[i].ok()) continue;
+    if (fields[i] == fid::kFbUsed) {
+      out[i] = FieldValue::Int(out[i].as_int() + added_mib);
+    } else if (fields[i] == fid::kFbFree) {
+      out[i] = FieldValue::Int(std::max<int64_t>(0, out[i].as_int() - added_mib));
+    } else if (fields[i] == fid::kGpuUtil) {
+      out[i] = FieldValue::Int(std::max<int64_t>(out[i].as_int(), std::min(workload_sm, 100u)));
+    }
+  }
 }
 
 void SimBackend::StartEvents(EventSink* sink) {
@@ -171,6 +224,13 @@ absl::Status SimBackend::ReadInstance(uint32_t gpu, const MigInstance& instance,
   models_[gpu].AdvanceTo(now);
   for (size_t i = 0; i < fields.size(); ++i)
     out[i] = models_[gpu].ReadInstance(instance, fields[i]);
+  uint64_t workload_bytes = 0;
+  for (const SimWorkload* workload :
+       RunningWorkloads(gpu, static_cast<int32_t>(instance.gpu_instance_id))) {
+    workload_bytes += workload->process.used_memory_bytes.value_or(0);
+  }
+  AtLeastTheWorkloads(models_[gpu].ReadInstance(instance, fid::kFbUsed), workload_bytes,
+                      /*workload_sm=*/0, fields, out);
   return absl::OkStatus();
 }
 
@@ -206,12 +266,7 @@ absl::StatusOr<std::vector<GpuProcess>> SimBackend::ReadProcesses(uint32_t gpu) 
   }
   if (!process_list_errors_[gpu].ok()) return process_list_errors_[gpu];
   std::vector<GpuProcess> processes = processes_[gpu];
-  const absl::Duration since_start = last_read_[gpu] - first_read_;
-  for (const SimWorkload& workload : workloads_) {
-    if (workload.gpu == gpu && since_start >= workload.start && since_start < workload.end) {
-      processes.push_back(workload.process);
-    }
-  }
+  for (const SimWorkload* workload : RunningWorkloads(gpu)) processes.push_back(workload->process);
   return processes;
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "fields/catalogue.h"
+#include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -271,6 +272,74 @@ TEST(SimBackendTest, BadWorkloadsAreRefusedWithTheForm) {
   auto twice = SimBackend::Create(
       {.gpu_count = 2, .workloads = {*ParseSimWorkload("1:7:1"), *ParseSimWorkload("1:7:2")}});
   EXPECT_THAT(twice.status().message(), ::testing::HasSubstr("pid 7 is given twice on GPU 1"));
+  EXPECT_THAT(create("1:7:90000").message(),
+              ::testing::HasSubstr("90000 MiB is more than the 81559 MiB the GPU has"));
+  SimOptions small_instance{.gpu_count = 1, .mig = {{.gpu = 0, .profiles = {"1g.10gb"}}}};
+  auto layout = SimBackend::Create(small_instance);
+  ASSERT_TRUE(layout.ok());
+  const MigInstance& instance = (*layout)->gpus()[0].mig.instances.at(0);
+  small_instance.workloads = {
+      *ParseSimWorkload(fmt::format("0/{}:7:20000", instance.gpu_instance_id))};
+  EXPECT_THAT(SimBackend::Create(small_instance).status().message(),
+              ::testing::HasSubstr(fmt::format("20000 MiB is more than the {} MiB the GPU instance "
+                                               "has",
+                                               instance.memory_total_mib)));
+}
+
+// A GPU's framebuffer and utilisation hold its workloads: the model's values where they are
+// larger (the same seed without workloads reads the same), the workloads' sums where they are not;
+// what they add to the used memory is taken from the free memory.
+TEST(SimBackendTest, AGpusMemoryAndUtilisationHoldItsWorkloads) {
+  const std::vector<FieldId> fields = {fid::kFbUsed, fid::kFbFree, fid::kFbReserved, fid::kGpuUtil};
+  auto twin = SimBackend::Create({.gpu_count = 2});
+  ASSERT_TRUE(twin.ok());
+  auto sim = SimBackend::Create({.gpu_count = 2,
+                                 .workloads = {*ParseSimWorkload("1:4001:79000:60@10s-70s"),
+                                               *ParseSimWorkload("1:4002:1000:50@10s-70s")}});
+  ASSERT_TRUE(sim.ok());
+  for (const absl::Duration since :
+       {absl::ZeroDuration(), absl::Seconds(10), absl::Seconds(30), absl::Seconds(70)}) {
+    const std::vector<FieldValue> model = ReadAll(**twin, 1, kStart + since, fields);
+    const std::vector<FieldValue> read = ReadAll(**sim, 1, kStart + since, fields);
+    const bool running = since >= absl::Seconds(10) && since < absl::Seconds(70);
+    SCOPED_TRACE(absl::FormatDuration(since));
+    ASSERT_TRUE(model[0].ok() && model[1].ok() && model[3].ok());
+    EXPECT_EQ(read[0].as_int(),
+              running ? std::max<int64_t>(80000, model[0].as_int()) : model[0].as_int());
+    EXPECT_EQ(read[0].as_int() + read[1].as_int() + read[2].as_int(), 81559)
+        << "used + free + reserved is the GPU's memory";
+    EXPECT_EQ(read[3].as_int(), running ? 100 : model[3].as_int()) << "60 + 50, capped at 100";
+    // GPU 0 runs none.
+    EXPECT_EQ(ReadAll(**sim, 0, kStart + since, fields)[0].as_int(),
+              ReadAll(**twin, 0, kStart + since, fields)[0].as_int());
+  }
+}
+
+// On a MIG instance, the instance's framebuffer and the GPU's hold the instance's workloads.
+TEST(SimBackendTest, AMigInstancesMemoryHoldsItsWorkloads) {
+  const SimOptions options{.gpu_count = 1, .mig = {{.gpu = 0, .profiles = {"3g.40gb", "3g.40gb"}}}};
+  auto twin = SimBackend::Create(options);
+  ASSERT_TRUE(twin.ok());
+  const std::vector<MigInstance> instances = (*twin)->gpus()[0].mig.instances;
+  ASSERT_EQ(instances.size(), 2u);
+  SimOptions with_workload = options;
+  with_workload.workloads = {
+      *ParseSimWorkload(fmt::format("0/{}:5001:39000", instances[1].gpu_instance_id))};
+  auto sim = SimBackend::Create(with_workload);
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  const std::vector<FieldId> fields = {fid::kFbUsed};
+  const auto instance_used = [&](SimBackend& backend, const MigInstance& instance) {
+    FieldValue out;
+    EXPECT_TRUE(backend.ReadInstance(0, instance, fields, kStart, absl::MakeSpan(&out, 1)).ok());
+    return out.as_int();
+  };
+  ReadAll(**twin, 0, kStart, fields);
+  const int64_t gpu_used = ReadAll(**sim, 0, kStart, fields)[0].as_int();
+  EXPECT_EQ(instance_used(**sim, instances[1]),
+            std::max<int64_t>(39000, instance_used(**twin, instances[1])));
+  EXPECT_EQ(instance_used(**sim, instances[0]), instance_used(**twin, instances[0]))
+      << "the other instance runs none";
+  EXPECT_GE(gpu_used, 39000) << "the GPU's memory holds its instances'";
 }
 
 class RecordingSink : public EventSink {
