@@ -47,4 +47,9 @@ std::string HttpDaemon::GetUntil(const std::string& path,
   return body;
 }
 
+double SeriesValue(const std::string& scrape, const std::string& name) {
+  const size_t at = scrape.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(scrape.substr(at + name.size() + 2));
+}
+
 }  // namespace vigil::testing

@@ -35,4 +35,7 @@ class HttpDaemon {
   int port_ = 0;
 };
 
+// The value of the unlabelled series `name` in a Prometheus scrape; -1 when absent.
+double SeriesValue(const std::string& scrape, const std::string& name);
+
 }  // namespace vigil::testing

@@ -550,15 +550,9 @@ TEST(ExporterTest, ExporterMetricsAreTheProcessCollectorsSeriesAndMoveAsItWorks)
     EXPECT_THAT(body, HasSubstr("\n# TYPE " + name + " " + type + "\n" + name + " ")) << name;
     EXPECT_GT(body.find("# HELP " + name), body.rfind("DCGM_FI_")) << name << " after the GPUs'";
   }
-  const auto value = [](const std::string& text, const std::string& name) {
-    std::smatch match;
-    return std::regex_search(text, match, std::regex("\n" + name + " ([0-9.e+]+)\n"))
-               ? std::stod(match[1])
-               : -1.0;
-  };
-  EXPECT_NEAR(value(body, "process_start_time_seconds"), started, 30);
-  EXPECT_GT(value(body, "process_open_fds"), 3);
-  EXPECT_GT(value(body, "process_resident_memory_bytes"), 1e6);
+  EXPECT_NEAR(SeriesValue(body, "process_start_time_seconds"), started, 30);
+  EXPECT_GT(SeriesValue(body, "process_open_fds"), 3);
+  EXPECT_GT(SeriesValue(body, "process_resident_memory_bytes"), 1e6);
   const CommandResult promtool =
       Shell("promtool check metrics < " + WriteFile(dir, "own.txt", body));
   std::istringstream lints(promtool.err + promtool.out);
@@ -566,11 +560,11 @@ TEST(ExporterTest, ExporterMetricsAreTheProcessCollectorsSeriesAndMoveAsItWorks)
     EXPECT_TRUE(line.empty() || line.rfind("DCGM_", 0) == 0) << "lint: " << line;
   }
   // Work moves the counters: scrapes cost the exporter CPU time and send bytes.
-  const double cpu = value(body, "process_cpu_seconds_total");
+  const double cpu = SeriesValue(body, "process_cpu_seconds_total");
   const std::string later = exporter.ScrapeUntil(
-      [&](const std::string& b) { return value(b, "process_cpu_seconds_total") > cpu; },
+      [&](const std::string& b) { return SeriesValue(b, "process_cpu_seconds_total") > cpu; },
       absl::Seconds(30));
-  EXPECT_GT(value(later, "process_cpu_seconds_total"), cpu);
+  EXPECT_GT(SeriesValue(later, "process_cpu_seconds_total"), cpu);
   // The gzip scrape carries them too (curl decompresses it).
   const CommandResult gzip =
       Shell(fmt::format("curl -sS --compressed http://127.0.0.1:{}/metrics", exporter.port()));
@@ -620,10 +614,7 @@ TEST(ExporterTest, DcgmExportersShortFlagsMeanWhatTheyMeanThere) {
   EXPECT_THAT(first, HasSubstr("DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",uuid=\"GPU-"));
   EXPECT_THAT(first, Not(HasSubstr("Hostname=")));
   const auto seq = [](const std::string& body) {
-    std::smatch match;
-    return std::regex_search(body, match, std::regex("\nvigil_engine_seq ([0-9]+)\n"))
-               ? std::stoll(match[1])
-               : -1LL;
+    return static_cast<long long>(SeriesValue(body, "vigil_engine_seq"));
   };
   const long long before = seq(first);
   const std::string next = exporter.ScrapeUntil(

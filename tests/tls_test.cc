@@ -172,12 +172,6 @@ std::string ServedSubject(const std::string& address) {
       .out;
 }
 
-// The value of the unlabelled series `name` in a scrape; -1 when absent.
-double Series(const std::string& scrape, const std::string& name) {
-  const size_t at = scrape.find("\n" + name + " ");
-  return at == std::string::npos ? -1 : std::stod(scrape.substr(at + name.size() + 2));
-}
-
 TEST_F(TlsTest, ARotatedCertificateServesNewConnectionsAndTheOpenStreamSurvives) {
   EngineProcess engine(dir_.path().string(), "n1", 2,
                        Concat(EngineTls(/*mutual=*/false), {"--tls-reload-interval", "1s"}));
@@ -185,10 +179,11 @@ TEST_F(TlsTest, ARotatedCertificateServesNewConnectionsAndTheOpenStreamSurvives)
   HttpDaemon exporter("exporter", dir_.path().string(), "tls://" + engine.tcp_address,
                       {"--tls-ca", pki_.ca_file()});
   ASSERT_NE(exporter.port(), 0) << exporter.process().Stderr();
-  std::string scrape = exporter.GetUntil(
-      "/metrics", [](const std::string& body) { return Series(body, "vigil_engine_up") == 1; });
-  ASSERT_EQ(Series(scrape, "vigil_engine_up"), 1) << scrape << exporter.process().Stderr();
-  const double seq_before = Series(scrape, "vigil_engine_seq");
+  std::string scrape = exporter.GetUntil("/metrics", [](const std::string& body) {
+    return SeriesValue(body, "vigil_engine_up") == 1;
+  });
+  ASSERT_EQ(SeriesValue(scrape, "vigil_engine_up"), 1) << scrape << exporter.process().Stderr();
+  const double seq_before = SeriesValue(scrape, "vigil_engine_seq");
   EXPECT_THAT(ServedSubject(engine.tcp_address), HasSubstr("CN = vigil-engine\n"));
 
   // cert-manager's way: new files in place (the key, then the certificate).
@@ -207,11 +202,11 @@ TEST_F(TlsTest, ARotatedCertificateServesNewConnectionsAndTheOpenStreamSurvives)
 
   // The exporter's stream, opened before, goes on: newer ticks, never a reconnect.
   scrape = exporter.GetUntil("/metrics", [&](const std::string& body) {
-    return Series(body, "vigil_engine_seq") > seq_before + 2;
+    return SeriesValue(body, "vigil_engine_seq") > seq_before + 2;
   });
-  EXPECT_GT(Series(scrape, "vigil_engine_seq"), seq_before + 2) << scrape;
-  EXPECT_EQ(Series(scrape, "vigil_engine_up"), 1);
-  EXPECT_EQ(Series(scrape, "vigil_exporter_engine_reconnects_total"), 0) << scrape;
+  EXPECT_GT(SeriesValue(scrape, "vigil_engine_seq"), seq_before + 2) << scrape;
+  EXPECT_EQ(SeriesValue(scrape, "vigil_engine_up"), 1);
+  EXPECT_EQ(SeriesValue(scrape, "vigil_exporter_engine_reconnects_total"), 0) << scrape;
 }
 
 TEST_F(TlsTest, EachBadTlsFlagOrFileIsOneLineAndExit2) {
