@@ -66,14 +66,28 @@ class SharedGpuTest : public ::testing::Test {
     std::filesystem::remove_all(proc_root + "/" + std::to_string(pid));
   }
 
-  std::unique_ptr<HttpDaemon> StartExporter(const std::string& engine, const std::string& socket) {
-    auto exporter = std::make_unique<HttpDaemon>(
-        "exporter", dir.path(), engine,
-        std::vector<std::string>{"--node-name", "node-a", "--kubernetes", "--pod-resources-socket",
-                                 socket, "--pod-refresh", "1s", "--kubernetes-virtual-gpus",
-                                 "--proc-root", proc_root, "--service-account-dir",
-                                 api->credentials().service_account_dir});
-    return exporter;
+  std::unique_ptr<HttpDaemon> StartExporter(const std::string& engine, const std::string& socket,
+                                            const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"--node-name",
+                                     "node-a",
+                                     "--kubernetes",
+                                     "--pod-resources-socket",
+                                     socket,
+                                     "--pod-refresh",
+                                     "1s",
+                                     "--kubernetes-virtual-gpus",
+                                     "--proc-root",
+                                     proc_root,
+                                     "--service-account-dir",
+                                     api->credentials().service_account_dir};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return std::make_unique<HttpDaemon>("exporter", dir.path(), engine, args);
+  }
+  // A cgroup file that names two pods (a process whose pod cannot be told).
+  void RunInTwoPods(uint32_t pid, const std::string& uid_a, const std::string& uid_b) {
+    WriteProc(pid, "cgroup",
+              "0::/kubepods/burstable/pod" + uid_a + "/" + kContainerId +
+                  "\n1:cpu:/kubepods/burstable/pod" + uid_b + "/" + kContainerId + "\n");
   }
 
   // promtool's verdict on a scrape: no error and no duplicate series.
@@ -194,9 +208,7 @@ TEST_F(SharedGpuTest, TwoPodsTimeSlicingAGpuEachHaveTheirOwnUsage) {
 
   // A process whose cgroup file names two pods: whose it is cannot be told, so GPU 2's per-pod
   // memory is not served (the GPU's own is), and the lookup error is counted.
-  WriteProc(4002, "cgroup",
-            "0::/kubepods/burstable/pod" + uid_a + "/" + kContainerId +
-                "\n1:cpu:/kubepods/burstable/pod" + uid_b + "/" + kContainerId + "\n");
+  RunInTwoPods(4002, uid_a, uid_b);
   body = exporter->GetUntil("/metrics", [&](const std::string& b) {
     return LinesOf(b, "DCGM_FI_DEV_FB_USED", "pod=").empty();
   });
@@ -204,6 +216,54 @@ TEST_F(SharedGpuTest, TwoPodsTimeSlicingAGpuEachHaveTheirOwnUsage) {
   EXPECT_EQ(LinesOf(body, "DCGM_FI_DEV_FB_USED", "UUID=\"" + uuid2 + "\"").size(), 1u);
   EXPECT_THAT(body, Not(HasSubstr("vigil_exporter_process_pod_lookup_errors_total 0\n")));
   EXPECT_TRUE(exporter->process().WaitForStderr("the cgroup lines name two pods"));
+}
+
+// With -c, /proc is read for the ticks that are rendered only: a process whose pod cannot be told
+// is counted once per render (here one every two engine ticks), not once per tick.
+TEST_F(SharedGpuTest, WithACollectIntervalTheProcessesPodsAreLookedUpForRenderedTicksOnly) {
+  const std::string uid_a = AddPod("ml", "train-a"), uid_b = AddPod("web", "serve-b");
+  FakeNvmlScript fake(dir.File("fake-nvml.json"), 1);
+  fake.gpu(0)["processes"] = {{{"pid", 4001}, {"memory", 1024 * kMiB}, {"sm_util", 10}}};
+  fake.Write();
+  RunInTwoPods(4001, uid_a, uid_b);
+  EngineProcess engine(dir.path(), "n1", NvmlArgs(), {});
+  ASSERT_FALSE(engine.tcp_address.empty()) << engine.process->Stderr();
+  FakeKubelet kubelet;
+  kubelet.AddPod("ml", "train-a", "trainer", {fake.gpu(0)["uuid"].get<std::string>() + "::0"});
+  const std::string socket = dir.File("kubelet.sock");
+  ASSERT_TRUE(kubelet.Serve(socket));
+  auto exporter = StartExporter(engine.unix_address, socket, {"-c", "2000"});
+  ASSERT_GT(exporter->port(), 0) << exporter->process().Stderr();
+
+  constexpr std::string_view kErrors = "vigil_exporter_process_pod_lookup_errors_total";
+  const std::string first = exporter->GetUntil("/metrics", [&](const std::string& body) {
+    return SeriesValue(body, "vigil_engine_seq") > 0 && SeriesValue(body, kErrors.data()) > 0;
+  });
+  const double seq_first = SeriesValue(first, "vigil_engine_seq");
+  const double errors_first = SeriesValue(first, kErrors.data());
+  ASSERT_GT(errors_first, 0) << first;
+  // Three renders later: at least six ticks, and one lookup per render (and perhaps the next
+  // render's, made before it is served).
+  int renders = 0;
+  double seq_seen = seq_first;
+  const std::string later = exporter->GetUntil(
+      "/metrics",
+      [&](const std::string& body) {
+        const double seq = SeriesValue(body, "vigil_engine_seq");
+        if (seq > seq_seen) {
+          ++renders;
+          seq_seen = seq;
+        }
+        return renders >= 3;
+      },
+      absl::Seconds(20));
+  ASSERT_GE(renders, 3) << later;
+  const double ticks = SeriesValue(later, "vigil_engine_seq") - seq_first;
+  const double lookups = SeriesValue(later, kErrors.data()) - errors_first;
+  EXPECT_GE(ticks, 6) << "-c 2000 with a tick a second";
+  EXPECT_LE(lookups, ticks / 2 + 1) << ticks << " ticks";
+  EXPECT_GE(lookups, 3) << "one per render";
+  EXPECT_THAT(LinesOf(later, "DCGM_FI_DEV_FB_USED", "pod="), ::testing::IsEmpty());
 }
 
 // A MIG instance two pods share: each pod's framebuffer on that instance, from the processes

@@ -187,12 +187,16 @@ void Exporter::FollowTicks() {
       // GPUs (with their instances), outside the lock.
       std::optional<v1::EngineInfo> info;
       std::optional<v1::ListGpusResponse> gpus;
-      bool need_identity;
+      bool need_identity, render_due;
       {
         absl::MutexLock lock(&mutex_);
         need_identity = event.new_instance || view_.gpus.empty() ||
                         view_.info.instance_id() != tick.instance_id() ||
                         mig_generation_ != tick.mig_generation();
+        // Whether this tick is rendered, as ApplyTick will decide it (a tick that needs the
+        // identity and does not get it is skipped); a scrape may still find the engine stale in
+        // between, which makes it due there too.
+        render_due = need_identity || RenderDueLocked(tick, /*new_identity=*/false);
       }
       if (need_identity) {
         auto got_info = client_->GetEngineInfo();
@@ -214,9 +218,12 @@ void Exporter::FollowTicks() {
         dropped_ticks_.fetch_add(tick.dropped_ticks() - stream_dropped, std::memory_order_relaxed);
         stream_dropped = tick.dropped_ticks();
       }
-      // The pods of the GPUs' processes, read from /proc before taking the lock.
-      ProcessPods process_pods;
-      if (options_.kubernetes && options_.virtual_gpus) process_pods = LookUpProcessPodsOf(tick);
+      // The pods of the GPUs' processes, read from /proc before taking the lock, for a tick
+      // that is rendered only (with -c, most are not).
+      std::optional<ProcessPods> process_pods;
+      if (options_.kubernetes && options_.virtual_gpus && render_due) {
+        process_pods = LookUpProcessPodsOf(tick);
+      }
       ApplyTick(tick, std::move(info), std::move(gpus), std::move(process_pods));
       CompressLatest();  // outside the lock: scrapes never wait for the compression
     }
@@ -227,9 +234,9 @@ void Exporter::FollowTicks() {
 }
 
 void Exporter::ApplyTick(const v1::TickUpdate& tick, std::optional<v1::EngineInfo> info,
-                         std::optional<v1::ListGpusResponse> gpus, ProcessPods process_pods) {
+                         std::optional<v1::ListGpusResponse> gpus,
+                         std::optional<ProcessPods> process_pods) {
   absl::MutexLock lock(&mutex_);
-  view_.process_pods = std::move(process_pods);
   if (info) {
     const bool new_instance = view_.info.instance_id() != info->instance_id();
     view_.info = std::move(*info);
@@ -241,7 +248,8 @@ void Exporter::ApplyTick(const v1::TickUpdate& tick, std::optional<v1::EngineInf
     // XID counts are the event thread's: it resets them when it sees the new instance.)
     if (new_instance) clock_events_.clear();
   }
-  const bool up_before = view_.engine_up, new_identity = info.has_value();
+  const bool new_identity = info.has_value();
+  const bool render = RenderDueLocked(tick, new_identity);
   view_.tick = tick;
   view_.engine_up = true;
   last_tick_ = options_.clock->Now();
@@ -252,13 +260,25 @@ void Exporter::ApplyTick(const v1::TickUpdate& tick, std::optional<v1::EngineInf
                                               value.int_value());
     }
   }
+  // The pods go with the tick they were looked up for. A tick rendered without them (one that
+  // became due after the lookup was skipped, because a scrape found the engine stale meanwhile,
+  // or a SIGHUP's render of the latest tick) serves its usage as not known: never the last
+  // lookup's, whose pids may be other processes' by now.
+  if (process_pods.has_value()) {
+    view_.process_pods = *std::move(process_pods);
+  } else if (options_.kubernetes && options_.virtual_gpus) {
+    view_.process_pods = UnknownProcessPods(tick.processes());
+  }
+  if (!render) return;
+  rendered_tick_ = absl::FromUnixMicros(tick.timestamp_us());
+  RenderLocked();
+}
+
+bool Exporter::RenderDueLocked(const v1::TickUpdate& tick, bool new_identity) const {
   // With --collect-interval, the served values change at most that often (in engine time);
   // an engine that comes back, or a new one, is served at once.
-  const absl::Time tick_time = absl::FromUnixMicros(tick.timestamp_us());
-  if (!up_before || new_identity || tick_time - rendered_tick_ >= options_.collect_interval) {
-    rendered_tick_ = tick_time;
-    RenderLocked();
-  }
+  return !view_.engine_up || new_identity ||
+         absl::FromUnixMicros(tick.timestamp_us()) - rendered_tick_ >= options_.collect_interval;
 }
 
 void Exporter::FollowEvents() {

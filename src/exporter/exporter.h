@@ -103,10 +103,14 @@ class Exporter {
   void FollowTicks();
   void FollowEvents();
   // Takes `tick` (with the engine's identity and GPUs when they were fetched anew, and the pods
-  // of its processes) into the view and renders when due.
+  // of its processes when they were looked up) into the view and renders when due.
   void ApplyTick(const v1::TickUpdate& tick, std::optional<v1::EngineInfo> info,
-                 std::optional<v1::ListGpusResponse> gpus, ProcessPods process_pods)
+                 std::optional<v1::ListGpusResponse> gpus, std::optional<ProcessPods> process_pods)
       ABSL_LOCKS_EXCLUDED(mutex_);
+  // Whether `tick` is to be rendered: the engine was down, it is new, or --collect-interval has
+  // passed in engine time since the last render.
+  bool RenderDueLocked(const v1::TickUpdate& tick, bool new_identity) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Rebuilds the rendered body from the view (caller holds mutex_).
   void RenderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Compresses the latest render for gzip scrapes, outside the lock (a scrape never waits for

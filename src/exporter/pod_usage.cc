@@ -27,6 +27,14 @@ ProcessPods LookUpProcessPods(const std::string& proc_root,
   return pods;
 }
 
+ProcessPods UnknownProcessPods(const google::protobuf::RepeatedPtrField<v1::GpuProcesses>& lists) {
+  ProcessPods pods;
+  for (const v1::GpuProcesses& list : lists) {
+    for (const v1::GpuProcess& process : list.processes()) pods.untold.insert(process.pid());
+  }
+  return pods;
+}
+
 std::optional<std::map<std::string, PodUsage>> PodUsageOf(
     const v1::GpuProcesses& list, int32_t gpu_instance, const ProcessPods& pods,
     const std::vector<std::string>& pod_uids) {

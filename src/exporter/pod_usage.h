@@ -35,6 +35,9 @@ ProcessPods LookUpProcessPods(const std::string& proc_root,
                               const google::protobuf::RepeatedPtrField<v1::GpuProcesses>& lists,
                               std::string* first_error);
 
+// Every process of `lists` with its pod untold: for a render whose lookup was not made.
+ProcessPods UnknownProcessPods(const google::protobuf::RepeatedPtrField<v1::GpuProcesses>& lists);
+
 // One pod's share of a GPU or GPU instance: dcgm-exporter's per-pod DCGM_FI_DEV_FB_USED (MiB:
 // each process's bytes floored to MiB, then summed) and DCGM_FI_DEV_GPU_UTIL (the processes' SM
 // percentages summed, unclamped, as NVML samples them). nullopt: not known, so not served —

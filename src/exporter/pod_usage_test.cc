@@ -80,6 +80,14 @@ TEST(PodUsageTest, WhatIsNotKnownIsLeftOutNeverGuessed) {
   EXPECT_EQ(partial->at(kPodB).gpu_util_percent, std::nullopt);
   // A pod whose UID the API server has not given yet is left out.
   EXPECT_EQ(PodUsageOf(List({}), -1, Owners(), {""})->size(), 0u);
+  // Processes not looked up (a render without its tick's lookup): not known; a GPU with no
+  // process is idle all the same.
+  google::protobuf::RepeatedPtrField<v1::GpuProcesses> lists;
+  *lists.Add() = List({Process(100, kMiB, 1)});
+  const ProcessPods unknown = UnknownProcessPods(lists);
+  EXPECT_TRUE(unknown.uid_of.empty());
+  EXPECT_FALSE(PodUsageOf(lists[0], -1, unknown, {kPodA}).has_value());
+  EXPECT_EQ(PodUsageOf(List({}), -1, unknown, {kPodA})->at(kPodA).fb_used_mib, 0);
 }
 
 TEST(PodUsageTest, AMigInstanceCountsItsOwnProcessesAndNoUtilisation) {
