@@ -109,15 +109,10 @@ absl::Status SimBackend::Read(uint32_t gpu, absl::Span<const FieldId> fields, ab
         "GPU {} ({}) is lost: it stopped answering (simulated)", gpu, identities_[gpu].uuid));
   }
   for (size_t i = 0; i < fields.size(); ++i) out[i] = models_[gpu].Read(fields[i]);
-  // The GPU's framebuffer holds its instances' processes too; its utilisation is the whole-GPU
-  // processes' SM shares (a GPU in MIG mode has none).
-  uint64_t workload_bytes = 0;
-  uint32_t workload_sm = 0;
-  for (const SimWorkload* workload : RunningWorkloads(gpu)) {
-    workload_bytes += workload->process.used_memory_bytes.value_or(0);
-    workload_sm += workload->process.sm_util.value_or(0);
+  // The GPU's framebuffer holds its instances' processes too.
+  if (const auto running = RunningWorkloads(gpu); !running.empty()) {
+    AtLeastTheWorkloads(running, models_[gpu].Read(fid::kFbUsed), fields, out);
   }
-  AtLeastTheWorkloads(models_[gpu].Read(fid::kFbUsed), workload_bytes, workload_sm, fields, out);
   return absl::OkStatus();
 }
 
@@ -134,9 +129,15 @@ std::vector<const SimWorkload*> SimBackend::RunningWorkloads(
   return running;
 }
 
-void SimBackend::AtLeastTheWorkloads(const FieldValue& model_fb_used, uint64_t workload_bytes,
-                                     uint32_t workload_sm, absl::Span<const FieldId> fields,
-                                     absl::Span<FieldValue> out) {
+void SimBackend::AtLeastTheWorkloads(const std::vector<const SimWorkload*>& running,
+                                     const FieldValue& model_fb_used,
+                                     absl::Span<const FieldId> fields, absl::Span<FieldValue> out) {
+  uint64_t workload_bytes = 0;
+  uint32_t workload_sm = 0;  // an instance's processes have no share
+  for (const SimWorkload* workload : running) {
+    workload_bytes += workload->process.used_memory_bytes.value_or(0);
+    workload_sm += workload->process.sm_util.value_or(0);
+  }
   const auto workload_mib = static_cast<int64_t>(workload_bytes >> 20);
   // What the workloads add to the model's used memory, taken from the free memory.
   const int64_t added_mib =
@@ -224,13 +225,10 @@ absl::Status SimBackend::ReadInstance(uint32_t gpu, const MigInstance& instance,
   models_[gpu].AdvanceTo(now);
   for (size_t i = 0; i < fields.size(); ++i)
     out[i] = models_[gpu].ReadInstance(instance, fields[i]);
-  uint64_t workload_bytes = 0;
-  for (const SimWorkload* workload :
-       RunningWorkloads(gpu, static_cast<int32_t>(instance.gpu_instance_id))) {
-    workload_bytes += workload->process.used_memory_bytes.value_or(0);
+  if (const auto running = RunningWorkloads(gpu, static_cast<int32_t>(instance.gpu_instance_id));
+      !running.empty()) {
+    AtLeastTheWorkloads(running, models_[gpu].ReadInstance(instance, fid::kFbUsed), fields, out);
   }
-  AtLeastTheWorkloads(models_[gpu].ReadInstance(instance, fid::kFbUsed), workload_bytes,
-                      /*workload_sm=*/0, fields, out);
   return absl::OkStatus();
 }
 

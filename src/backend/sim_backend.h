@@ -99,11 +99,11 @@ class SimBackend : public Backend {
   std::vector<const SimWorkload*> RunningWorkloads(
       uint32_t gpu, std::optional<int32_t> instance = std::nullopt) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Makes the values read in `out` hold the running workloads: used memory at least theirs
+  // Makes the values read in `out` hold the `running` workloads: used memory at least theirs
   // (`model_fb_used`: the model's own; what they add is taken from the free memory), utilisation
   // at least their SM shares' sum (capped at 100). Fields not read, and errors, are left alone.
-  static void AtLeastTheWorkloads(const FieldValue& model_fb_used, uint64_t workload_bytes,
-                                  uint32_t workload_sm, absl::Span<const FieldId> fields,
+  static void AtLeastTheWorkloads(const std::vector<const SimWorkload*>& running,
+                                  const FieldValue& model_fb_used, absl::Span<const FieldId> fields,
                                   absl::Span<FieldValue> out);
 
   std::vector<GpuIdentity> identities_;  // immutable after construction
